@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# One command for a fresh Debian/Ubuntu machine: set everything up (idempotent, quick the second time), then run.
+#   ./setup.sh main [ARGS…]   set up, then run the main job on the default Vulkan device (workbench main ARGS…)
+#   ./setup.sh test [ARGS…]   set up (with test extras), then run the whole test suite (pytest ARGS…)
+#   ./setup.sh lab            set up, then start JupyterLab on the repository
+#   ./setup.sh                set up only
+# Environment: WORKBENCH_VENV (default .venv), WORKBENCH_TORCH_INDEX (an extra pip index for a CPU torch build,
+# e.g. https://download.pytorch.org/whl/cpu, where the local pip configuration has none).
+set -euo pipefail
+cd "$(dirname "$0")"
+mode="${1:-setup}"; shift || true
+venv="${WORKBENCH_VENV:-.venv}"
+
+system_packages=(libvulkan1 mesa-vulkan-drivers glslc spirv-tools vulkan-validationlayers)
+if [[ "$mode" == test ]]; then system_packages+=(chromium); fi
+python3 -c 'import ensurepip, venv' 2>/dev/null || system_packages+=(python3-venv python3-pip)
+
+missing=()
+for p in "${system_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) == 0 ]]; then as_root=(); elif sudo -n true 2>/dev/null; then as_root=(sudo -n); else
+    echo "setup: missing system packages: ${missing[*]}" >&2
+    echo "setup: installing them needs root; run as root, or: sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]}"
+  "${as_root[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The Python environment; a stamp of pyproject.toml makes a second run a no-op.
+extras=""; [[ "$mode" == test ]] && extras="[test]"
+stamp="$venv/.workbench-installed$extras"
+want="$(sha256sum pyproject.toml | cut -c1-64)"
+if [[ ! -x "$venv/bin/python" ]]; then
+  echo "setup: creating $venv"
+  python3 -m venv "$venv"
+fi
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+  echo "setup: installing the workbench and its dependencies into $venv"
+  pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
+  index=(); [[ -n "${WORKBENCH_TORCH_INDEX:-}" ]] && index=(--extra-index-url "$WORKBENCH_TORCH_INDEX")
+  # torch pinned to a CPU build: an unpinned torch may pull a multi-GB CUDA build.
+  "${pip[@]}" "${index[@]}" "torch==2.13.0"
+  "${pip[@]}" "${index[@]}" -e ".$extras"
+  echo "$want" > "$stamp"
+fi
+
+export PATH="$PWD/$venv/bin:$PATH"
+case "$mode" in
+  main) exec workbench main "$@" ;;
+  test) exec "$venv/bin/python" -m pytest "$@" ;;
+  lab)  exec "$venv/bin/jupyter" lab --notebook-dir="$PWD" "$@" ;;
+  setup) echo "setup: done ($venv)" ;;
+  *) echo "setup: unknown mode '$mode' (expected main, test, lab or nothing)" >&2; exit 2 ;;
+esac

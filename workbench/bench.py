@@ -1,0 +1,289 @@
+"""How the workbench measures: sampling, statistics, tidy rows with metadata, and exports that never lose rows.
+
+Method (close to nvbench's "batch" measurement, with Vulkan timestamps):
+- a recording holds the dispatches of one sample; it is recorded once and submitted again for every sample;
+- 2 warm-up submits, then samples until at least `min_samples` were taken and `min_time_s` of GPU time passed
+  (capped by `max_samples` and `max_time_s`);
+- GPU time per sample = sum of the timestamped durations of the selected commands, divided by the number of
+  repeats of the kernel inside the recording (repeats amortise tiny kernels);
+- statistics: median, p10, p90, min, mean and standard deviation; the median is the headline.
+One row per measurement: kernel, its parameters as columns, shape, device, driver, API version, samples, times,
+bytes, MACs, GB/s, GOP/s, workbench version and commit, date.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import __version__
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+        commit = out.stdout.strip() or "unknown"
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return commit + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def environment(device) -> dict:
+    """Metadata columns shared by every row measured on `device`."""
+    info = device.info
+    return {"device": info.name, "device_type": info.device_type, "driver": info.driver_name,
+            "driver_info": info.driver_info, "api_version": info.api_version,
+            "workbench_version": __version__, "commit": git_commit(),
+            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+
+
+def summarize_ns(samples_ns) -> dict:
+    """Statistics of a sample of durations in ns, reported in µs."""
+    a = np.asarray(samples_ns, dtype=np.float64) / 1e3
+    if a.size == 0:
+        raise ValueError("no samples to summarize")
+    return {"samples": int(a.size), "median_us": float(np.median(a)), "p10_us": float(np.percentile(a, 10)),
+            "p90_us": float(np.percentile(a, 90)), "min_us": float(a.min()), "mean_us": float(a.mean()),
+            "std_us": float(a.std(ddof=1)) if a.size > 1 else 0.0}
+
+
+def sample_recording(rec, *, repeats: int = 1, labels=None, warmup: int = 2, min_samples: int = 10,
+                     max_samples: int = 200, min_time_s: float = 0.2, max_time_s: float = 10.0):
+    """Submit `rec` repeatedly; returns (gpu_ns per kernel run, host_ns per kernel run) arrays."""
+    for _ in range(warmup):
+        rec.submit()
+    gpu, host = [], []
+    start = time.perf_counter()
+    while True:
+        timings = rec.submit()
+        chosen = [t for t in timings if labels is None or t.label in labels]
+        if any(t.gpu_ns is None for t in chosen):
+            raise RuntimeError(f"{rec.device.info.name}: the queue has no timestamps; GPU time cannot be measured")
+        gpu.append(sum(t.gpu_ns for t in chosen) / repeats)
+        host.append(rec.host_ns / repeats)
+        elapsed = time.perf_counter() - start
+        if len(gpu) >= max_samples or elapsed >= max_time_s:
+            break
+        if len(gpu) >= min_samples and sum(gpu) * repeats / 1e9 >= min_time_s:
+            break
+    return np.array(gpu), np.array(host)
+
+
+def sample_callable(fn, *, sync=None, warmup: int = 2, min_samples: int = 10, max_samples: int = 200,
+                    min_time_s: float = 0.2, max_time_s: float = 10.0, cuda_events: bool = False):
+    """Time a Python callable (e.g. a torch op): CUDA events when asked, else wall time around fn + sync."""
+    for _ in range(warmup):
+        fn()
+        if sync:
+            sync()
+    out = []
+    start = time.perf_counter()
+    while True:
+        if cuda_events:
+            import torch
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            fn()
+            end.record()
+            end.synchronize()
+            out.append(begin.elapsed_time(end) * 1e6)
+        else:
+            t0 = time.perf_counter_ns()
+            fn()
+            if sync:
+                sync()
+            out.append(time.perf_counter_ns() - t0)
+        elapsed = time.perf_counter() - start
+        if len(out) >= max_samples or elapsed >= max_time_s:
+            break
+        if len(out) >= min_samples and elapsed >= min_time_s:
+            break
+    return np.array(out, dtype=np.float64)
+
+
+def measurement_row(kernel: str, env: dict, gpu_ns, *, host_ns=None, bytes_moved: int = 0, macs: int = 0,
+                    **params) -> dict:
+    """One tidy row: parameters as columns, statistics of the GPU time, throughput from the median."""
+    row = {"kernel": kernel, **params}
+    row.update(summarize_ns(gpu_ns))
+    row["host_median_us"] = float(np.median(host_ns) / 1e3) if host_ns is not None and len(host_ns) else np.nan
+    row["bytes"] = int(bytes_moved)
+    row["macs"] = int(macs)
+    seconds = row["median_us"] / 1e6
+    row["GB/s"] = bytes_moved / seconds / 1e9 if bytes_moved and seconds > 0 else np.nan
+    row["GOP/s"] = 2 * macs / seconds / 1e9 if macs and seconds > 0 else np.nan  # 1 MAC = 2 ops
+    row.update(env)
+    return row
+
+
+class ResultsWriter:
+    """Writes rows as they come (CSV, flushed per row) so an interrupted run keeps what it finished; `close()`
+    adds the Parquet file and a JSON of metadata beside it."""
+
+    def __init__(self, path_stem, metadata: dict | None = None):
+        self.stem = Path(path_stem)
+        self.stem.parent.mkdir(parents=True, exist_ok=True)
+        self.csv_path = self.stem.with_suffix(".csv")
+        self.metadata = dict(metadata or {})
+        self.rows: list[dict] = []
+        if self.csv_path.exists():
+            self.csv_path.unlink()
+
+    def append(self, row: dict) -> None:
+        self.rows.append(row)
+        # Rewrite the whole CSV: columns may grow as rows arrive; tables here are small.
+        tmp = self.csv_path.with_suffix(".csv.tmp")
+        pd.DataFrame(self.rows).to_csv(tmp, index=False)
+        os.replace(tmp, self.csv_path)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.rows)
+
+    def close(self) -> pd.DataFrame:
+        df = self.frame()
+        if len(df):
+            df.to_parquet(self.stem.with_suffix(".parquet"), index=False)
+        meta = {**self.metadata, "rows": len(df), "columns": list(df.columns),
+                "written": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+        self.stem.with_suffix(".json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+        return df
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def progress(iterable, desc: str, total: int | None = None, enabled: bool = True):
+    if not enabled:
+        return iterable
+    from tqdm.auto import tqdm
+    return tqdm(iterable, desc=desc, total=total, leave=True)
+
+
+def default_results_dir(device) -> Path:
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in device.info.name).strip("_")
+    return REPO / "data" / safe
+
+
+# --- the copy roofline -------------------------------------------------------------------------------------------
+COPY_SIZES_MIB = (1, 4, 16, 64, 256)
+
+
+def _torch_copy_timer(nbytes: int, device):
+    """torch's own copy of the same bytes on the same device: CUDA when the Vulkan device is an NVIDIA GPU and
+    torch sees CUDA, otherwise the CPU (lavapipe's 'device memory' is host memory)."""
+    import torch
+    on_cuda = device.info.vendor == "NVIDIA" and torch.cuda.is_available()
+    where = "cuda" if on_cuda else "cpu"
+    src = torch.empty(nbytes // 4, dtype=torch.int32, device=where).random_(-1000, 1000)
+    dst = torch.empty_like(src)
+    return where, (lambda: dst.copy_(src)), on_cuda
+
+
+def bench_copy(device, sizes_mib=COPY_SIZES_MIB, *, writer: ResultsWriter | None = None, show_progress=True,
+               min_time_s: float = 0.2, repeats: int | None = None) -> pd.DataFrame:
+    """Device-to-device copy bandwidth: the shader copy, vkCmdCopyBuffer, and torch's copy, per size."""
+    from .kernels.copy import CopySpec, record_copy
+    env = environment(device)
+    rows = []
+    for mib in progress(list(sizes_mib), "copy", enabled=show_progress):
+        spec = CopySpec(int(mib * 2**20) // 16 * 16)
+        reps = repeats or max(1, min(20, int(64 * 2**20 // spec.nbytes)))  # amortise small copies
+        src = device.buffer(nbytes=spec.nbytes, name="copy-src")
+        dst = device.buffer(nbytes=spec.nbytes, name="copy-dst")
+        try:
+            for method in ("shader uvec4", "vkCmdCopyBuffer"):
+                with device.record(f"copy {mib} MiB") as rec:
+                    for r in range(reps):
+                        if method == "shader uvec4":
+                            record_copy(rec, device, spec, dst, src)
+                        else:
+                            rec.copy(src, dst, spec.nbytes)
+                    gpu, host = sample_recording(rec, repeats=reps, min_time_s=min_time_s)
+                row = measurement_row("copy", env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(),
+                                      method=method, size_mib=mib, repeats=reps, timer="vulkan timestamps")
+                rows.append(row)
+                if writer:
+                    writer.append(row)
+        finally:
+            src.close()
+            dst.close()
+        where, fn, on_cuda = _torch_copy_timer(spec.nbytes, device)
+        sync = None
+        if on_cuda:
+            import torch
+            sync = torch.cuda.synchronize
+        samples = sample_callable(fn, sync=sync, cuda_events=on_cuda, min_time_s=min_time_s)
+        row = measurement_row("copy", env, samples, bytes_moved=spec.bytes_moved(), method=f"torch copy_ ({where})",
+                              size_mib=mib, repeats=1, timer="cuda events" if on_cuda else "wall clock")
+        rows.append(row)
+        if writer:
+            writer.append(row)
+    return pd.DataFrame(rows)
+
+
+def peak_copy_gbps(df: pd.DataFrame) -> float:
+    """The copy roofline: the best GB/s of the Vulkan copies in a bench_copy frame."""
+    vulkan_rows = df[df["timer"] == "vulkan timestamps"]
+    return float(vulkan_rows["GB/s"].max())
+
+
+def bench_dispatch_overhead(device, dispatches: int = 200) -> pd.DataFrame:
+    """Host cost of the runtime: one tiny dispatch submitted and waited for (dev.run), and the per-dispatch
+    share of a recording of many tiny dispatches."""
+    from .kernels.copy import CopySpec, record_copy
+    env = environment(device)
+    spec = CopySpec(16 * 64)
+    src = device.buffer(nbytes=spec.nbytes)
+    dst = device.buffer(nbytes=spec.nbytes)
+    rows = []
+    try:
+        from .kernels import linear_global_size, pipeline_for
+        from .kernels.copy import LOCAL_SIZE, SHADER
+        pipeline = pipeline_for(device, SHADER, local_size=LOCAL_SIZE)
+        gsize = linear_global_size(device, spec.num_vec4, LOCAL_SIZE[0])
+        host, gpu = [], []
+        for _ in range(dispatches // 4 + 2):
+            t0 = time.perf_counter_ns()
+            timing = device.run(pipeline, [dst, src], gsize, spec.push_constants())
+            host.append(time.perf_counter_ns() - t0)
+            gpu.append(timing.gpu_ns)
+        rows.append({"what": "dev.run (record + submit + wait, 1 dispatch)", "dispatches": 1,
+                     "host_median_us": float(np.median(host[2:]) / 1e3),
+                     "gpu_median_us": float(np.median(gpu[2:]) / 1e3), **env})
+        t0 = time.perf_counter_ns()
+        with device.record("overhead") as rec:
+            for _ in range(dispatches):
+                record_copy(rec, device, spec, dst, src)
+            t1 = time.perf_counter_ns()
+            rec.submit()
+            t2 = time.perf_counter_ns()
+            rec.submit()
+            t3 = time.perf_counter_ns()
+        rows.append({"what": "recording: per dispatch, first submit (record + build + run)",
+                     "dispatches": dispatches, "host_median_us": (t2 - t0) / dispatches / 1e3,
+                     "gpu_median_us": rec.gpu_ns / dispatches / 1e3, **env})
+        rows.append({"what": "recording: per dispatch, re-submit", "dispatches": dispatches,
+                     "host_median_us": (t3 - t2) / dispatches / 1e3,
+                     "gpu_median_us": rec.gpu_ns / dispatches / 1e3, **env})
+        rows.append({"what": "recording: per dispatch, collecting commands only", "dispatches": dispatches,
+                     "host_median_us": (t1 - t0) / dispatches / 1e3, "gpu_median_us": np.nan, **env})
+    finally:
+        src.close()
+        dst.close()
+    return pd.DataFrame(rows)

@@ -1,0 +1,16 @@
+"""The Vulkan runtime: compile → pipeline → bind → dispatch → time, explicit and small.
+
+Read in this order: device.py (instances, physical devices), context.py (the logical Device), memory.py (buffers,
+images), spirv.py (reflection), pipeline.py (compute pipelines, statistics), recording.py (dispatch, timestamps).
+"""
+from .context import Device, get_device, set_device
+from .device import DeviceInfo, instance, list_devices, select_device
+from .errors import (BindingError, DeviceNotFoundError, FenceTimeoutError, MissingFeatureError, ValidationError,
+                     VulkanError)
+from .memory import Buffer, Image
+from .pipeline import Pipeline
+from .recording import DispatchTiming, Recording
+
+__all__ = ["Device", "get_device", "set_device", "DeviceInfo", "instance", "list_devices", "select_device",
+           "BindingError", "DeviceNotFoundError", "FenceTimeoutError", "MissingFeatureError", "ValidationError",
+           "VulkanError", "Buffer", "Image", "Pipeline", "DispatchTiming", "Recording"]

@@ -1,0 +1,250 @@
+"""The logical `Device`: a queue, a command pool, and factories for everything that runs on it."""
+from __future__ import annotations
+
+import threading
+
+import vulkan as vk
+
+from . import device as devmod
+from .errors import FenceTimeoutError, MissingFeatureError
+from .memory import Buffer, Image
+from .pipeline import Pipeline
+from .recording import Recording, fence_timeout_s
+
+
+class Device:
+    """One Vulkan device, ready for compute. Close it (or use `with`) to release every object it made."""
+
+    def __init__(self, selector=None, validation: bool | None = None):
+        self.instance = devmod.instance(validation)
+        devices = [devmod._describe(i, pd) for i, pd in enumerate(self.instance.physical_devices)]
+        self.info = devmod.select_device(selector, devices)
+        self.physical_device = self.instance.physical_devices[self.info.index]
+        self._live: dict[int, object] = {}
+        self._lock = threading.Lock()
+
+        families = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical_device)
+        # Prefer a compute queue with timestamps: the measurements depend on them.
+        candidates = [i for i, f in enumerate(families) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT]
+        candidates.sort(key=lambda i: families[i].timestampValidBits == 0)
+        self.queue_family = candidates[0]
+
+        features = self.info.features
+        extensions = [e for e in (devmod.EXT_EXECUTABLE_PROPERTIES,) if features.get("pipeline_executable_properties")]
+        if features.get("integer_dot_product") and devmod.EXT_INTEGER_DOT_PRODUCT in self.info.extensions \
+                and self.info.api_version < "1.3":
+            extensions.append(devmod.EXT_INTEGER_DOT_PRODUCT)
+        # Enable only what the kernels use (robustBufferAccess & co. stay off: they cost speed).
+        dot = vk.VkPhysicalDeviceShaderIntegerDotProductFeatures(
+            shaderIntegerDotProduct=features.get("integer_dot_product", False))
+        f16i8 = vk.VkPhysicalDeviceShaderFloat16Int8Features(
+            pNext=dot, shaderFloat16=features.get("shader_float16", False),
+            shaderInt8=features.get("shader_int8", False))
+        s16 = vk.VkPhysicalDevice16BitStorageFeatures(
+            pNext=f16i8, storageBuffer16BitAccess=features.get("storage_buffer_16bit", False))
+        s8 = vk.VkPhysicalDevice8BitStorageFeatures(
+            pNext=s16, storageBuffer8BitAccess=features.get("storage_buffer_8bit", False),
+            uniformAndStorageBuffer8BitAccess=features.get("uniform_and_storage_buffer_8bit", False))
+        head = s8
+        if features.get("pipeline_executable_properties"):
+            head = vk.VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR(pNext=s8, pipelineExecutableInfo=True)
+        core = vk.VkPhysicalDeviceFeatures(shaderInt16=features.get("shader_int16", False),
+                                           shaderInt64=features.get("shader_int64", False))
+        features2 = vk.VkPhysicalDeviceFeatures2(pNext=head, features=core)
+        priorities = [1.0]
+        queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.queue_family, queueCount=1,
+                                                pQueuePriorities=priorities)
+        create_info = vk.VkDeviceCreateInfo(pNext=features2, queueCreateInfoCount=1, pQueueCreateInfos=[queue_info],
+                                            enabledExtensionCount=len(extensions),
+                                            ppEnabledExtensionNames=extensions or None)
+        self.handle = vk.vkCreateDevice(self.physical_device, create_info, None)
+        self.queue = vk.vkGetDeviceQueue(self.handle, self.queue_family, 0)
+        pool_info = vk.VkCommandPoolCreateInfo(queueFamilyIndex=self.queue_family,
+                                               flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT)
+        self.command_pool = vk.vkCreateCommandPool(self.handle, pool_info, None)
+        self.memory_properties = vk.vkGetPhysicalDeviceMemoryProperties(self.physical_device)
+
+    def __repr__(self):
+        return f"Device({self.info.name!r}, driver={self.info.driver_name!r})"
+
+    # --- bookkeeping -----------------------------------------------------------------------------------------
+    def _track(self, obj):
+        with self._lock:
+            self._live[id(obj)] = obj
+
+    def _untrack(self, obj):
+        with self._lock:
+            self._live.pop(id(obj), None)
+
+    def live_objects(self) -> int:
+        """Objects made by this device and not yet closed (buffers, images, pipelines, recordings)."""
+        return len(self._live)
+
+    @property
+    def validation_messages(self) -> list[str]:
+        return self.instance.messages
+
+    def require(self, feature: str) -> None:
+        if feature not in self.info.features:
+            raise ValueError(f"unknown feature {feature!r}; known: {sorted(self.info.features)}")
+        if not self.info.features[feature]:
+            raise MissingFeatureError(f"{self.info.name} ({self.info.driver_name}) lacks {feature}")
+
+    # --- factories -------------------------------------------------------------------------------------------
+    def buffer(self, data=None, *, nbytes: int | None = None, name: str = "") -> Buffer:
+        """A storage buffer holding `data` (numpy / torch CPU / bytes), or a zero-filled one of `nbytes`."""
+        if (data is None) == (nbytes is None):
+            raise ValueError("give either data or nbytes")
+        if data is None:
+            return Buffer(self, nbytes, name=name)
+        from .memory import as_numpy
+        array = as_numpy(data)
+        return Buffer(self, max(array.nbytes, 1), name=name).upload(array)
+
+    def uniform(self, data, name: str = "") -> Buffer:
+        from .memory import as_numpy
+        array = as_numpy(data)
+        return Buffer(self, array.nbytes, uniform=True, name=name).upload(array)
+
+    def image(self, extent, fmt: str = "rgba32f", name: str = "") -> Image:
+        return Image(self, extent, fmt, name=name)
+
+    def pipeline(self, spirv, *, spec_constants=None, local_size=None, capture_statistics=False,
+                 name: str = "kernel") -> Pipeline:
+        return Pipeline(self, spirv, spec_constants=spec_constants, local_size=local_size,
+                        capture_statistics=capture_statistics, name=name)
+
+    def record(self, label: str = "", timestamps: bool = True) -> Recording:
+        rec = Recording(self, label, timestamps)
+        self._track(rec)
+        return rec
+
+    def run(self, pipeline: Pipeline, resources, global_size, push_constants=b"", label: str | None = None):
+        """One dispatch, submitted and waited for; returns its DispatchTiming."""
+        with self.record(label or pipeline.name) as rec:
+            rec.dispatch(pipeline, resources, global_size, push_constants, label)
+            rec.submit()
+        return rec.timings[0]
+
+    # --- helpers for memory transfers ---------------------------------------------------------------------------
+    def wait_fence(self, fence, timeout_s: float, on_timeout=None, what: str = "work"):
+        try:
+            vk.vkWaitForFences(self.handle, 1, [fence], vk.VK_TRUE, int(timeout_s * 1e9))
+        except vk.VkTimeout:
+            if on_timeout:
+                on_timeout()
+            raise FenceTimeoutError(f"{what} on {self.info.name} did not finish within {timeout_s:g} s "
+                                    "(WORKBENCH_FENCE_TIMEOUT_S sets the limit)") from None
+
+    def _one_shot(self, record_fn, what: str):
+        alloc = vk.VkCommandBufferAllocateInfo(commandPool=self.command_pool,
+                                               level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1)
+        cmd = vk.vkAllocateCommandBuffers(self.handle, alloc)[0]
+        begin = vk.VkCommandBufferBeginInfo(flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
+        vk.vkBeginCommandBuffer(cmd, begin)
+        record_fn(cmd)
+        vk.vkEndCommandBuffer(cmd)
+        fence = vk.vkCreateFence(self.handle, vk.VkFenceCreateInfo(), None)
+        submit_info = vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[cmd])
+        vk.vkQueueSubmit(self.queue, 1, [submit_info], fence)
+        try:
+            self.wait_fence(fence, fence_timeout_s(), what=what)
+        finally:
+            vk.vkDestroyFence(self.handle, fence, None)
+            vk.vkFreeCommandBuffers(self.handle, self.command_pool, 1, [cmd])
+
+    def copy_buffer(self, src: Buffer, dst: Buffer, nbytes: int, src_offset: int = 0, dst_offset: int = 0):
+        def record(cmd):
+            region = vk.VkBufferCopy(srcOffset=src_offset, dstOffset=dst_offset, size=nbytes)
+            vk.vkCmdCopyBuffer(cmd, src.handle, dst.handle, 1, [region])
+        self._one_shot(record, "buffer copy")
+
+    def fill_zero(self, buf: Buffer):
+        self._one_shot(lambda cmd: vk.vkCmdFillBuffer(cmd, buf.handle, 0, buf.alloc_size, 0), "buffer fill")
+
+    def _image_barrier(self, cmd, image: Image, old_layout, new_layout):
+        subresource = vk.VkImageSubresourceRange(aspectMask=vk.VK_IMAGE_ASPECT_COLOR_BIT, baseMipLevel=0,
+                                                 levelCount=1, baseArrayLayer=0, layerCount=1)
+        barrier = vk.VkImageMemoryBarrier(srcAccessMask=0 if old_layout == vk.VK_IMAGE_LAYOUT_UNDEFINED else
+                                          vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                                          dstAccessMask=vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
+                                          | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                                          oldLayout=old_layout, newLayout=new_layout,
+                                          srcQueueFamilyIndex=vk.VK_QUEUE_FAMILY_IGNORED,
+                                          dstQueueFamilyIndex=vk.VK_QUEUE_FAMILY_IGNORED,
+                                          image=image.handle, subresourceRange=subresource)
+        stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+        src_stage = vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT if old_layout == vk.VK_IMAGE_LAYOUT_UNDEFINED else stages
+        vk.vkCmdPipelineBarrier(cmd, src_stage, stages, 0, 0, None, 0, None, 1, [barrier])
+
+    def init_image(self, image: Image):
+        """Move a new image to the GENERAL layout (where it stays) and clear it to zero."""
+        def record(cmd):
+            self._image_barrier(cmd, image, vk.VK_IMAGE_LAYOUT_UNDEFINED, vk.VK_IMAGE_LAYOUT_GENERAL)
+            subresource = vk.VkImageSubresourceRange(aspectMask=vk.VK_IMAGE_ASPECT_COLOR_BIT, baseMipLevel=0,
+                                                     levelCount=1, baseArrayLayer=0, layerCount=1)
+            if image.format == "rgba32i":
+                color = vk.VkClearColorValue(int32=[0, 0, 0, 0])
+            else:
+                color = vk.VkClearColorValue(float32=[0.0, 0.0, 0.0, 0.0])
+            vk.vkCmdClearColorImage(cmd, image.handle, vk.VK_IMAGE_LAYOUT_GENERAL, color, 1, [subresource])
+            self._image_barrier(cmd, image, vk.VK_IMAGE_LAYOUT_GENERAL, vk.VK_IMAGE_LAYOUT_GENERAL)
+        self._one_shot(record, "image initialisation")
+
+    def copy_image(self, staging: Buffer, image: Image, to_image: bool):
+        def record(cmd):
+            layers = vk.VkImageSubresourceLayers(aspectMask=vk.VK_IMAGE_ASPECT_COLOR_BIT, mipLevel=0,
+                                                 baseArrayLayer=0, layerCount=1)
+            region = vk.VkBufferImageCopy(bufferOffset=0, bufferRowLength=0, bufferImageHeight=0,
+                                          imageSubresource=layers, imageOffset=vk.VkOffset3D(x=0, y=0, z=0),
+                                          imageExtent=vk.VkExtent3D(width=image.extent[0], height=image.extent[1],
+                                                                    depth=image.extent[2]))
+            transfer_layout = (vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL if to_image
+                               else vk.VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL)
+            self._image_barrier(cmd, image, vk.VK_IMAGE_LAYOUT_GENERAL, transfer_layout)
+            if to_image:
+                vk.vkCmdCopyBufferToImage(cmd, staging.handle, image.handle, transfer_layout, 1, [region])
+            else:
+                vk.vkCmdCopyImageToBuffer(cmd, image.handle, transfer_layout, staging.handle, 1, [region])
+            self._image_barrier(cmd, image, transfer_layout, vk.VK_IMAGE_LAYOUT_GENERAL)
+        self._one_shot(record, "image transfer")
+
+    # --- teardown --------------------------------------------------------------------------------------------
+    def close(self):
+        if self.handle is None:
+            return
+        vk.vkDeviceWaitIdle(self.handle)
+        for obj in list(self._live.values()):
+            obj.close()
+        vk.vkDestroyCommandPool(self.handle, self.command_pool, None)
+        vk.vkDestroyDevice(self.handle, None)
+        self.handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+_current: Device | None = None
+_current_lock = threading.Lock()
+
+
+def get_device() -> Device:
+    """The workbench's current device (created on first use from WORKBENCH_DEVICE or the default rule)."""
+    global _current
+    with _current_lock:
+        if _current is None or _current.handle is None:
+            _current = Device()
+        return _current
+
+
+def set_device(selector=None, validation: bool | None = None) -> Device:
+    """Make another device current (closing the previous one)."""
+    global _current
+    with _current_lock:
+        if _current is not None:
+            _current.close()
+        _current = Device(selector, validation)
+        return _current

@@ -1,0 +1,228 @@
+"""Instances, physical devices and the logical `Device` everything else is made from."""
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+
+import vulkan as vk
+
+from .errors import DeviceNotFoundError, MissingFeatureError, ValidationError
+
+VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
+API_VERSION = vk.VK_MAKE_VERSION(1, 3, 0)
+DEVICE_TYPES = {0: "other", 1: "integrated GPU", 2: "discrete GPU", 3: "virtual GPU", 4: "CPU"}
+VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel", 0x5143: "Qualcomm", 0x13B5: "ARM",
+           0x10005: "Mesa", 0x1010: "Imagination", 0x106B: "Apple"}
+EXT_EXECUTABLE_PROPERTIES = "VK_KHR_pipeline_executable_properties"
+EXT_INTEGER_DOT_PRODUCT = "VK_KHR_shader_integer_dot_product"
+
+
+def _version(v: int) -> str:
+    return f"{v >> 22}.{(v >> 12) & 0x3FF}.{v & 0xFFF}"
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else vk.ffi.string(value).decode(errors="replace")
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class Instance:
+    """A VkInstance, with the validation layer and a messenger that collects its messages when asked for."""
+
+    def __init__(self, validation: bool):
+        self.validation = validation
+        self.messages: list[str] = []
+        layers = []
+        extensions = []
+        if validation:
+            available = {p.layerName for p in vk.vkEnumerateInstanceLayerProperties()}
+            if VALIDATION_LAYER not in available:
+                raise ValidationError(
+                    f"validation was requested but {VALIDATION_LAYER} is not installed "
+                    f"(Debian/Ubuntu package: vulkan-validationlayers); available layers: {sorted(available)}")
+            layers.append(VALIDATION_LAYER)
+            extensions.append("VK_EXT_debug_utils")
+        app_info = vk.VkApplicationInfo(pApplicationName="kernel-workbench", applicationVersion=1,
+                                        pEngineName="workbench", engineVersion=1, apiVersion=API_VERSION)
+        create_info = vk.VkInstanceCreateInfo(pApplicationInfo=app_info,
+                                              enabledLayerCount=len(layers), ppEnabledLayerNames=layers,
+                                              enabledExtensionCount=len(extensions),
+                                              ppEnabledExtensionNames=extensions)
+        self.handle = vk.vkCreateInstance(create_info, None)
+        self._messenger = None
+        if validation:
+            self._callback = self._on_message  # keep the callback alive as long as the instance
+            messenger_info = vk.VkDebugUtilsMessengerCreateInfoEXT(
+                messageSeverity=vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT
+                | vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+                messageType=vk.VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT
+                | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT
+                | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+                pfnUserCallback=self._callback)
+            create = vk.vkGetInstanceProcAddr(self.handle, "vkCreateDebugUtilsMessengerEXT")
+            self._messenger = create(self.handle, messenger_info, None)
+        self.physical_devices = list(vk.vkEnumeratePhysicalDevices(self.handle))
+
+    def _on_message(self, severity, types, data, user_data):
+        self.messages.append(vk.ffi.string(data.pMessage).decode(errors="replace"))
+        return 0
+
+    def close(self):
+        if self._messenger is not None:
+            destroy = vk.vkGetInstanceProcAddr(self.handle, "vkDestroyDebugUtilsMessengerEXT")
+            destroy(self.handle, self._messenger, None)
+            self._messenger = None
+        if self.handle is not None:
+            vk.vkDestroyInstance(self.handle, None)
+            self.handle = None
+
+
+_instances: dict[bool, Instance] = {}
+_instances_lock = threading.Lock()
+
+
+def instance(validation: bool | None = None) -> Instance:
+    """The process's instance; validation defaults to the WORKBENCH_VALIDATION environment variable."""
+    if validation is None:
+        validation = env_flag("WORKBENCH_VALIDATION")
+    with _instances_lock:
+        if validation not in _instances:
+            _instances[validation] = Instance(validation)
+        return _instances[validation]
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    index: int
+    name: str
+    vendor: str
+    vendor_id: int
+    device_id: int
+    device_type: str
+    driver_name: str
+    driver_info: str
+    driver_version: int
+    api_version: str
+    subgroup_size: int
+    timestamp_period_ns: float
+    timestamp_valid_bits: int
+    max_workgroup_size: tuple[int, int, int]
+    max_workgroup_invocations: int
+    max_workgroup_count: tuple[int, int, int]
+    shared_memory_bytes: int
+    max_storage_buffer_range: int
+    max_push_constants_bytes: int
+    max_image_dimension_3d: int
+    features: dict = field(default_factory=dict)
+    extensions: tuple = ()
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.device_type == "CPU"
+
+    def summary(self) -> dict:
+        """One flat row, for tables and DataFrame metadata."""
+        row = {k: getattr(self, k) for k in (
+            "index", "name", "vendor", "device_type", "driver_name", "driver_info", "api_version", "subgroup_size",
+            "timestamp_period_ns", "max_workgroup_invocations", "shared_memory_bytes")}
+        row.update({f"feature.{k}": v for k, v in self.features.items()})
+        return row
+
+
+def _query_features(physical_device, extensions):
+    dot = vk.VkPhysicalDeviceShaderIntegerDotProductFeatures()
+    f16i8 = vk.VkPhysicalDeviceShaderFloat16Int8Features(pNext=dot)
+    s16 = vk.VkPhysicalDevice16BitStorageFeatures(pNext=f16i8)
+    s8 = vk.VkPhysicalDevice8BitStorageFeatures(pNext=s16)
+    head = s8
+    stats = None
+    if EXT_EXECUTABLE_PROPERTIES in extensions:
+        stats = vk.VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR(pNext=s8)
+        head = stats
+    features2 = vk.VkPhysicalDeviceFeatures2(pNext=head)
+    vk.vkGetPhysicalDeviceFeatures2(physical_device, features2)
+    core = features2.features
+    return {
+        "integer_dot_product": bool(dot.shaderIntegerDotProduct),
+        "storage_buffer_8bit": bool(s8.storageBuffer8BitAccess),
+        "uniform_and_storage_buffer_8bit": bool(s8.uniformAndStorageBuffer8BitAccess),
+        "storage_buffer_16bit": bool(s16.storageBuffer16BitAccess),
+        "shader_float16": bool(f16i8.shaderFloat16),
+        "shader_int8": bool(f16i8.shaderInt8),
+        "shader_int16": bool(core.shaderInt16),
+        "shader_int64": bool(core.shaderInt64),
+        "pipeline_executable_properties": bool(stats.pipelineExecutableInfo) if stats is not None else False,
+    }
+
+
+def _describe(index: int, physical_device) -> DeviceInfo:
+    extensions = tuple(sorted(e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(physical_device, None)))
+    driver = vk.VkPhysicalDeviceDriverProperties()
+    subgroup = vk.VkPhysicalDeviceSubgroupProperties(pNext=driver)
+    props2 = vk.VkPhysicalDeviceProperties2(pNext=subgroup)
+    vk.vkGetPhysicalDeviceProperties2(physical_device, props2)
+    props = props2.properties
+    limits = props.limits
+    queues = vk.vkGetPhysicalDeviceQueueFamilyProperties(physical_device)
+    compute_queue = next((q for q in queues if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT), None)
+    return DeviceInfo(
+        index=index, name=_text(props.deviceName), vendor=VENDORS.get(props.vendorID, f"{props.vendorID:#x}"),
+        vendor_id=props.vendorID, device_id=props.deviceID,
+        device_type=DEVICE_TYPES.get(props.deviceType, str(props.deviceType)),
+        driver_name=_text(driver.driverName), driver_info=_text(driver.driverInfo),
+        driver_version=props.driverVersion, api_version=_version(props.apiVersion),
+        subgroup_size=subgroup.subgroupSize, timestamp_period_ns=float(limits.timestampPeriod),
+        timestamp_valid_bits=compute_queue.timestampValidBits if compute_queue else 0,
+        max_workgroup_size=tuple(limits.maxComputeWorkGroupSize),
+        max_workgroup_invocations=limits.maxComputeWorkGroupInvocations,
+        max_workgroup_count=tuple(limits.maxComputeWorkGroupCount),
+        shared_memory_bytes=limits.maxComputeSharedMemorySize,
+        max_storage_buffer_range=limits.maxStorageBufferRange,
+        max_push_constants_bytes=limits.maxPushConstantsSize,
+        max_image_dimension_3d=limits.maxImageDimension3D,
+        features=_query_features(physical_device, extensions), extensions=extensions)
+
+
+def list_devices(validation: bool | None = None) -> list[DeviceInfo]:
+    """Every physical device the loader sees, described; creates no logical device."""
+    inst = instance(validation)
+    return [_describe(i, pd) for i, pd in enumerate(inst.physical_devices)]
+
+
+def select_device(selector=None, devices: list[DeviceInfo] | None = None) -> DeviceInfo:
+    """Pick by index or name substring (case-insensitive); default: WORKBENCH_DEVICE, else the first discrete or
+    integrated GPU, else the first CPU device."""
+    devices = list_devices() if devices is None else devices
+    listing = "; ".join(f"[{d.index}] {d.name} ({d.device_type}, {d.driver_name})" for d in devices) or "none"
+    if not devices:
+        raise DeviceNotFoundError("no Vulkan device found: install a driver (Debian/Ubuntu: mesa-vulkan-drivers "
+                                  "libvulkan1 for the lavapipe CPU device)")
+    if selector is None or selector == "":
+        selector = os.environ.get("WORKBENCH_DEVICE") or None
+    if selector is None:
+        for kinds in (("discrete GPU", "integrated GPU"), ("virtual GPU",), ("CPU",), ("other",)):
+            for d in devices:
+                if d.device_type in kinds:
+                    return d
+    text = str(selector).strip()
+    if text.isdigit():
+        index = int(text)
+        if index < len(devices):
+            return devices[index]
+        raise DeviceNotFoundError(f"no Vulkan device with index {index}; devices: {listing}")
+    matches = [d for d in devices if text.lower() in d.name.lower() or text.lower() == d.driver_name.lower()]
+    if not matches:
+        raise DeviceNotFoundError(f"no Vulkan device matches {text!r}; devices: {listing}")
+    return matches[0]
+
+
+def check_validation(inst: Instance, since: int = 0) -> None:
+    if len(inst.messages) > since:
+        raise ValidationError("validation layer reported:\n" + "\n".join(inst.messages[since:]))
+
+
+__all__ = ["DeviceInfo", "Instance", "instance", "list_devices", "select_device", "MissingFeatureError"]

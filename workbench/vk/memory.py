@@ -1,0 +1,216 @@
+"""Buffers and 3-D storage images, with upload/download from numpy arrays and torch CPU tensors.
+
+Memory is device-local. Where that memory is also host-visible (CPU devices, integrated GPUs) it is mapped and
+written directly; otherwise uploads and downloads go through a temporary host-visible staging buffer.
+"""
+from __future__ import annotations
+
+import numpy as np
+import vulkan as vk
+
+HOST_VISIBLE = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+DEVICE_LOCAL = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+WHOLE_SIZE = 0xFFFFFFFFFFFFFFFF  # vk.VK_WHOLE_SIZE overflows in the binding
+
+
+def as_numpy(data) -> np.ndarray:
+    """A C-contiguous numpy view of a numpy array or a torch CPU tensor (bfloat16 travels as its 16 bits)."""
+    if isinstance(data, np.ndarray):
+        return np.ascontiguousarray(data)
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        torch = None
+    if torch is not None and isinstance(data, torch.Tensor):
+        if data.device.type != "cpu":
+            raise TypeError(f"expected a CPU tensor, got a tensor on {data.device}")
+        t = data.detach().contiguous()
+        if t.dtype == torch.bfloat16:
+            t = t.view(torch.int16)
+        return t.numpy()
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return np.frombuffer(bytes(data), dtype=np.uint8)
+    raise TypeError(f"expected a numpy array, a torch CPU tensor or bytes, got {type(data).__name__}")
+
+
+def _memory_type(device, requirements, wanted: int, fallback: int) -> tuple[int, int]:
+    props = device.memory_properties
+    for flags in (wanted, fallback):
+        for i in range(props.memoryTypeCount):
+            type_flags = props.memoryTypes[i].propertyFlags
+            if requirements.memoryTypeBits & (1 << i) and (type_flags & flags) == flags:
+                return i, type_flags
+    raise MemoryError(f"no memory type with flags {wanted:#x} or {fallback:#x} for bits "
+                      f"{requirements.memoryTypeBits:#x} on {device.info.name}")
+
+
+class Buffer:
+    """A storage (or uniform) buffer of `nbytes` bytes."""
+
+    def __init__(self, device, nbytes: int, *, uniform: bool = False, host_visible: bool = False, name: str = ""):
+        if int(nbytes) <= 0:
+            raise ValueError(f"a buffer needs at least 1 byte, got {nbytes}")
+        self.device = device
+        self.nbytes = int(nbytes)
+        self.uniform = uniform
+        self.name = name
+        self.alloc_size = (self.nbytes + 15) // 16 * 16  # vec4 over-reads stay inside the buffer
+        usage = (vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
+                 | (vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT if uniform else vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT))
+        create_info = vk.VkBufferCreateInfo(size=self.alloc_size, usage=usage,
+                                            sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
+        handle = device.handle
+        self.handle = vk.vkCreateBuffer(handle, create_info, None)
+        requirements = vk.vkGetBufferMemoryRequirements(handle, self.handle)
+        wanted = HOST_VISIBLE if host_visible else DEVICE_LOCAL
+        index, flags = _memory_type(device, requirements, wanted, HOST_VISIBLE)
+        alloc_info = vk.VkMemoryAllocateInfo(allocationSize=requirements.size, memoryTypeIndex=index)
+        self.memory = vk.vkAllocateMemory(handle, alloc_info, None)
+        vk.vkBindBufferMemory(handle, self.handle, self.memory, 0)
+        self.mappable = (flags & HOST_VISIBLE) == HOST_VISIBLE
+        self._mapped = vk.vkMapMemory(handle, self.memory, 0, self.alloc_size, 0) if self.mappable else None
+        if self._mapped is not None:
+            np.frombuffer(self._mapped, dtype=np.uint8)[:] = 0
+        else:
+            device.fill_zero(self)
+        device._track(self)
+
+    def __repr__(self):
+        return f"Buffer({self.name or 'unnamed'}, {self.nbytes} B{', uniform' if self.uniform else ''})"
+
+    def upload(self, data, offset: int = 0) -> "Buffer":
+        raw = as_numpy(data).reshape(-1).view(np.uint8)
+        if offset < 0 or offset + raw.nbytes > self.nbytes:
+            raise ValueError(f"upload of {raw.nbytes} B at offset {offset} does not fit buffer "
+                             f"{self.name or ''} of {self.nbytes} B")
+        if self._mapped is not None:
+            np.frombuffer(self._mapped, dtype=np.uint8)[offset:offset + raw.nbytes] = raw
+        else:
+            with Buffer(self.device, raw.nbytes, host_visible=True, name="staging") as staging:
+                staging.upload(raw)
+                self.device.copy_buffer(staging, self, raw.nbytes, dst_offset=offset)
+        return self
+
+    def download(self, dtype=np.uint8, shape=None) -> np.ndarray:
+        """The buffer's content as a new numpy array of `dtype` (and `shape`, whose size must fit exactly)."""
+        dtype = np.dtype(dtype)
+        if shape is None:
+            if self.nbytes % dtype.itemsize:
+                raise ValueError(f"buffer of {self.nbytes} B is not a whole number of {dtype} elements")
+            shape = (self.nbytes // dtype.itemsize,)
+        shape = tuple(int(s) for s in np.atleast_1d(shape)) if not isinstance(shape, tuple) else shape
+        wanted = int(np.prod(shape)) * dtype.itemsize
+        if wanted > self.nbytes:
+            raise ValueError(f"asked for {shape} of {dtype} = {wanted} B from a buffer of {self.nbytes} B")
+        if self._mapped is not None:
+            raw = np.frombuffer(self._mapped, dtype=np.uint8, count=wanted).copy()
+        else:
+            with Buffer(self.device, wanted, host_visible=True, name="staging") as staging:
+                self.device.copy_buffer(self, staging, wanted)
+                raw = staging.download(np.uint8)
+        return raw.view(dtype).reshape(shape)
+
+    def to_torch(self, dtype, shape=None):
+        import torch
+        np_dtype = torch.empty((), dtype=dtype).numpy().dtype if dtype != torch.bfloat16 else np.int16
+        tensor = torch.from_numpy(self.download(np_dtype, shape))
+        return tensor.view(torch.bfloat16) if dtype == torch.bfloat16 else tensor
+
+    def close(self):
+        if self.handle is None:
+            return
+        handle = self.device.handle
+        if self._mapped is not None:
+            vk.vkUnmapMemory(handle, self.memory)
+            self._mapped = None
+        vk.vkDestroyBuffer(handle, self.handle, None)
+        vk.vkFreeMemory(handle, self.memory, None)
+        self.handle = None
+        self.device._untrack(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+IMAGE_FORMATS = {  # name → (VkFormat, numpy dtype of one component)
+    "rgba32f": (vk.VK_FORMAT_R32G32B32A32_SFLOAT, np.float32),
+    "rgba32i": (vk.VK_FORMAT_R32G32B32A32_SINT, np.int32),
+    "rgba16f": (vk.VK_FORMAT_R16G16B16A16_SFLOAT, np.float16),
+}
+
+
+class Image:
+    """A 3-D storage image of RGBA texels; numpy data is shaped (z, y, x, 4), texel order."""
+
+    def __init__(self, device, extent, fmt: str = "rgba32f", name: str = ""):
+        extent = tuple(int(e) for e in extent)
+        if len(extent) != 3 or min(extent) < 1:
+            raise ValueError(f"an image extent is 3 positive ints (x, y, z), got {extent}")
+        limit = device.info.max_image_dimension_3d
+        if max(extent) > limit:
+            raise ValueError(f"image extent {extent} exceeds the device's maxImageDimension3D {limit}")
+        if fmt not in IMAGE_FORMATS:
+            raise ValueError(f"unknown image format {fmt!r}; expected one of {sorted(IMAGE_FORMATS)}")
+        self.device, self.extent, self.format, self.name = device, extent, fmt, name
+        vk_format, self.dtype = IMAGE_FORMATS[fmt]
+        self.dtype = np.dtype(self.dtype)
+        self.shape = (extent[2], extent[1], extent[0], 4)
+        self.nbytes = int(np.prod(self.shape)) * self.dtype.itemsize
+        handle = device.handle
+        create_info = vk.VkImageCreateInfo(
+            imageType=vk.VK_IMAGE_TYPE_3D, format=vk_format,
+            extent=vk.VkExtent3D(width=extent[0], height=extent[1], depth=extent[2]),
+            mipLevels=1, arrayLayers=1, samples=vk.VK_SAMPLE_COUNT_1_BIT, tiling=vk.VK_IMAGE_TILING_OPTIMAL,
+            usage=vk.VK_IMAGE_USAGE_STORAGE_BIT | vk.VK_IMAGE_USAGE_TRANSFER_SRC_BIT
+            | vk.VK_IMAGE_USAGE_TRANSFER_DST_BIT,
+            sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE, initialLayout=vk.VK_IMAGE_LAYOUT_UNDEFINED)
+        self.handle = vk.vkCreateImage(handle, create_info, None)
+        requirements = vk.vkGetImageMemoryRequirements(handle, self.handle)
+        index, _ = _memory_type(device, requirements, DEVICE_LOCAL, 0)
+        alloc_info = vk.VkMemoryAllocateInfo(allocationSize=requirements.size, memoryTypeIndex=index)
+        self.memory = vk.vkAllocateMemory(handle, alloc_info, None)
+        vk.vkBindImageMemory(handle, self.handle, self.memory, 0)
+        subresource = vk.VkImageSubresourceRange(aspectMask=vk.VK_IMAGE_ASPECT_COLOR_BIT, baseMipLevel=0,
+                                                 levelCount=1, baseArrayLayer=0, layerCount=1)
+        view_info = vk.VkImageViewCreateInfo(image=self.handle, viewType=vk.VK_IMAGE_VIEW_TYPE_3D, format=vk_format,
+                                             subresourceRange=subresource)
+        self.view = vk.vkCreateImageView(handle, view_info, None)
+        device.init_image(self)  # to GENERAL layout, zero-filled
+        device._track(self)
+
+    def __repr__(self):
+        return f"Image({self.name or 'unnamed'}, {self.extent}, {self.format})"
+
+    def upload(self, data) -> "Image":
+        array = as_numpy(data)
+        if array.shape != self.shape or array.dtype != self.dtype:
+            raise ValueError(f"image {self.name or ''} expects an array of shape {self.shape} (z, y, x, 4) and dtype "
+                             f"{self.dtype}, got shape {array.shape} and dtype {array.dtype}")
+        with Buffer(self.device, self.nbytes, host_visible=True, name="staging") as staging:
+            staging.upload(array)
+            self.device.copy_image(staging, self, to_image=True)
+        return self
+
+    def download(self) -> np.ndarray:
+        with Buffer(self.device, self.nbytes, host_visible=True, name="staging") as staging:
+            self.device.copy_image(staging, self, to_image=False)
+            return staging.download(self.dtype, self.shape)
+
+    def close(self):
+        if self.handle is None:
+            return
+        handle = self.device.handle
+        vk.vkDestroyImageView(handle, self.view, None)
+        vk.vkDestroyImage(handle, self.handle, None)
+        vk.vkFreeMemory(handle, self.memory, None)
+        self.handle = None
+        self.device._untrack(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,193 @@
+"""Compute pipelines from SPIR-V: reflected layout, specialization constants, and driver statistics."""
+from __future__ import annotations
+
+import struct
+
+import vulkan as vk
+
+from . import spirv as sp
+from .errors import BindingError, MissingFeatureError
+
+DESCRIPTOR_TYPES = {
+    sp.STORAGE_BUFFER: vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+    sp.UNIFORM_BUFFER: vk.VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER,
+    sp.STORAGE_IMAGE: vk.VK_DESCRIPTOR_TYPE_STORAGE_IMAGE,
+}
+SPEC_FORMATS = {"int": "<i", "uint": "<I", "float": "<f", "bool": "<I"}
+DEFAULT_LOCAL_SIZE = (64, 1, 1)
+CAPTURE_STATISTICS = 0x00000040  # VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR
+
+
+def _spec_bytes(kind: str, value, spec_id: int) -> bytes:
+    if kind == "bool":
+        if not isinstance(value, (bool, int)) or int(value) not in (0, 1):
+            raise TypeError(f"specialization constant {spec_id} is a bool, got {value!r}")
+        return struct.pack("<I", int(bool(value)))
+    if kind in ("int", "uint"):
+        if isinstance(value, float) and not float(value).is_integer():
+            raise TypeError(f"specialization constant {spec_id} is an {kind}, got {value!r}")
+        value = int(value)
+        lo, hi = (-2**31, 2**31 - 1) if kind == "int" else (0, 2**32 - 1)
+        if not lo <= value <= hi:
+            raise ValueError(f"specialization constant {spec_id} ({kind}) out of range: {value}")
+    return struct.pack(SPEC_FORMATS[kind], value)
+
+
+class Pipeline:
+    """One compute pipeline. `bindings` and `push_constant_size` come from the SPIR-V itself."""
+
+    def __init__(self, device, code: bytes, *, spec_constants=None, local_size=None,
+                 capture_statistics: bool = False, name: str = "kernel"):
+        self.device = device
+        self.name = name
+        if hasattr(code, "code"):  # a workbench.shaders.Spirv
+            name = name if name != "kernel" else code.name
+            self.name = name
+            code = code.code
+        self.reflection = sp.reflect(bytes(code))
+        self.bindings = self.reflection.bindings
+        self.push_constant_size = self.reflection.push_constant_size
+        if any(b.set != 0 for b in self.bindings):
+            raise BindingError(f"{name}: only descriptor set 0 is supported, shader uses sets "
+                               f"{sorted({b.set for b in self.bindings})}")
+        for b in self.bindings:
+            if b.kind not in DESCRIPTOR_TYPES:
+                raise BindingError(f"{name}: binding {b.binding} ({b.name}) is a {b.kind}; the runtime binds storage "
+                                   "buffers, uniform buffers and storage images")
+        if capture_statistics and not device.info.features.get("pipeline_executable_properties"):
+            raise MissingFeatureError(
+                f"pipeline statistics need VK_KHR_pipeline_executable_properties, which {device.info.name} "
+                f"({device.info.driver_name}) does not expose")
+        self.capture_statistics = capture_statistics
+        self.local_size = self._resolve_local_size(local_size)
+        self.spec_constants = dict(spec_constants or {})
+        limit = device.info.max_push_constants_bytes
+        if self.push_constant_size > limit:
+            raise BindingError(f"{name}: push constants of {self.push_constant_size} B exceed the device's {limit} B")
+
+        handle = device.handle
+        layout_bindings = [vk.VkDescriptorSetLayoutBinding(binding=b.binding, descriptorType=DESCRIPTOR_TYPES[b.kind],
+                                                           descriptorCount=1,
+                                                           stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
+                           for b in self.bindings]
+        set_layout_info = vk.VkDescriptorSetLayoutCreateInfo(bindingCount=len(layout_bindings),
+                                                             pBindings=layout_bindings or None)
+        self.set_layout = vk.vkCreateDescriptorSetLayout(handle, set_layout_info, None)
+        ranges = []
+        if self.push_constant_size:
+            ranges.append(vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0,
+                                                 size=self.push_constant_size))
+        layout_info = vk.VkPipelineLayoutCreateInfo(setLayoutCount=1, pSetLayouts=[self.set_layout],
+                                                    pushConstantRangeCount=len(ranges),
+                                                    pPushConstantRanges=ranges or None)
+        self.layout = vk.vkCreatePipelineLayout(handle, layout_info, None)
+        module_info = vk.VkShaderModuleCreateInfo(codeSize=len(code), pCode=code)
+        self.module = vk.vkCreateShaderModule(handle, module_info, None)
+
+        # Specialization: local size on ids 0..2 (when the shader asks for it), then the kernel's own constants.
+        values = dict(self.spec_constants)
+        if self.reflection.local_size_from_spec:
+            values.update({0: self.local_size[0], 1: self.local_size[1], 2: self.local_size[2]})
+        unknown = sorted(set(values) - set(self.reflection.spec_constants))
+        if unknown:
+            raise BindingError(f"{name}: specialization constant ids {unknown} are not declared by the shader "
+                               f"(declared: {sorted(self.reflection.spec_constants)})")
+        data = b""
+        entries = []
+        for spec_id, value in sorted(values.items()):
+            chunk = _spec_bytes(self.reflection.spec_constants[spec_id], value, spec_id)
+            entries.append(vk.VkSpecializationMapEntry(constantID=spec_id, offset=len(data), size=len(chunk)))
+            data += chunk
+        self._spec_data = vk.ffi.new("char[]", data or b"\0")
+        spec_info = vk.VkSpecializationInfo(mapEntryCount=len(entries), pMapEntries=entries or None,
+                                            dataSize=len(data), pData=self._spec_data)
+        stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=self.module,
+                                                   pName="main", pSpecializationInfo=spec_info)
+        pipeline_info = vk.VkComputePipelineCreateInfo(stage=stage, layout=self.layout,
+                                                       flags=CAPTURE_STATISTICS if capture_statistics else 0)
+        self.handle = vk.vkCreateComputePipelines(handle, None, 1, [pipeline_info], None)[0]
+        device._track(self)
+
+    def _resolve_local_size(self, local_size):
+        literal = self.reflection.local_size
+        if local_size is None:
+            return literal or DEFAULT_LOCAL_SIZE
+        local_size = tuple(int(v) for v in (tuple(local_size) + (1, 1))[:3])
+        if literal and not self.reflection.local_size_from_spec and local_size != literal:
+            raise BindingError(f"{self.name}: the shader fixes local size {literal}; asked for {local_size} "
+                               "(use local_size_x_id = 0 … to make it a specialization constant)")
+        info = self.device.info
+        if any(v < 1 for v in local_size) or any(v > m for v, m in zip(local_size, info.max_workgroup_size)) \
+                or local_size[0] * local_size[1] * local_size[2] > info.max_workgroup_invocations:
+            raise ValueError(f"{self.name}: local size {local_size} exceeds the device's limits "
+                             f"(max size {info.max_workgroup_size}, max invocations {info.max_workgroup_invocations})")
+        return local_size
+
+    def __repr__(self):
+        return f"Pipeline({self.name}, local_size={self.local_size}, bindings={len(self.bindings)})"
+
+    def statistics(self) -> dict:
+        """Every statistic the driver reports for this pipeline's executables, name → value.
+
+        With several executables (rare for compute) names get the executable's name as a prefix."""
+        if not self.capture_statistics:
+            raise RuntimeError(f"{self.name}: create the pipeline with capture_statistics=True to read statistics")
+        handle = self.device.handle
+        get_executables = vk.vkGetDeviceProcAddr(handle, "vkGetPipelineExecutablePropertiesKHR")
+        get_statistics = vk.vkGetDeviceProcAddr(handle, "vkGetPipelineExecutableStatisticsKHR")
+        pipeline_info = vk.VkPipelineInfoKHR(pipeline=self.handle)
+        executables = list(get_executables(handle, pipeline_info))
+        result = {}
+        for index, executable in enumerate(executables):
+            executable_info = vk.VkPipelineExecutableInfoKHR(pipeline=self.handle, executableIndex=index)
+            prefix = "" if len(executables) == 1 else f"{vk.ffi.string(executable.name).decode()}: "
+            for stat in get_statistics(handle, executable_info):
+                name = stat.name if isinstance(stat.name, str) else vk.ffi.string(stat.name).decode()
+                fmt = stat.format
+                value = stat.value
+                if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+                    value = bool(value.b32)
+                elif fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+                    value = int(value.i64)
+                elif fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+                    value = int(value.u64)
+                else:
+                    value = float(value.f64)
+                result[prefix + name] = value
+            if len(executables) == 1:
+                result["Subgroup Size"] = int(executable.subgroupSize)
+        return result
+
+    def check_resources(self, resources) -> None:
+        from .memory import Buffer, Image
+        if len(resources) != len(self.bindings):
+            expected = ", ".join(f"{b.binding}:{b.name} ({b.kind})" for b in self.bindings)
+            raise BindingError(f"{self.name}: expected {len(self.bindings)} resources [{expected}], "
+                               f"got {len(resources)}: {list(resources)}")
+        for b, r in zip(self.bindings, resources):
+            ok = ((b.kind == sp.STORAGE_BUFFER and isinstance(r, Buffer) and not r.uniform)
+                  or (b.kind == sp.UNIFORM_BUFFER and isinstance(r, Buffer) and r.uniform)
+                  or (b.kind == sp.STORAGE_IMAGE and isinstance(r, Image)))
+            if not ok:
+                raise BindingError(f"{self.name}: binding {b.binding} ({b.name}) needs a {b.kind}, got {r!r}")
+            if r.handle is None:
+                raise BindingError(f"{self.name}: binding {b.binding} ({b.name}) was given a closed resource {r!r}")
+            if r.device is not self.device:
+                raise BindingError(f"{self.name}: binding {b.binding} ({b.name}) belongs to another device")
+
+    def close(self):
+        if self.handle is None:
+            return
+        handle = self.device.handle
+        vk.vkDestroyPipeline(handle, self.handle, None)
+        vk.vkDestroyShaderModule(handle, self.module, None)
+        vk.vkDestroyPipelineLayout(handle, self.layout, None)
+        vk.vkDestroyDescriptorSetLayout(handle, self.set_layout, None)
+        self.handle = None
+        self.device._untrack(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,250 @@
+"""Recording: many dispatches in one command buffer, barriers between them, GPU timestamps around each.
+
+A recording collects commands first (checking each one at once), then builds the Vulkan objects on the first
+`submit()`: one descriptor pool sized for all dispatches, one query pool with two timestamps per command, one command
+buffer. `submit()` can be called again to re-run the same commands, which is how benchmarks take many samples
+without re-recording.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import vulkan as vk
+
+from .errors import FenceTimeoutError
+from .memory import Buffer, Image
+from .pipeline import Pipeline
+
+ALL_ACCESS = (vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT
+              | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
+COMPUTE_AND_TRANSFER = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+
+
+def fence_timeout_s() -> float:
+    return float(os.environ.get("WORKBENCH_FENCE_TIMEOUT_S", "120"))
+
+
+@dataclass(frozen=True)
+class DispatchTiming:
+    label: str
+    gpu_ns: float | None  # None where the queue has no timestamps
+    global_size: tuple
+    local_size: tuple
+    groups: tuple
+
+
+@dataclass
+class _Command:
+    kind: str  # "dispatch" | "copy"
+    label: str
+    pipeline: Pipeline | None = None
+    resources: tuple = ()
+    global_size: tuple = ()
+    groups: tuple = ()
+    push_constants: bytes = b""
+    src: Buffer | None = None
+    dst: Buffer | None = None
+    nbytes: int = 0
+
+
+def as_push_constants(pipeline: Pipeline, values) -> bytes:
+    data = values if isinstance(values, (bytes, bytearray)) else np.ascontiguousarray(values).tobytes()
+    if len(data) != pipeline.push_constant_size:
+        raise ValueError(f"{pipeline.name}: push constants are {pipeline.push_constant_size} B, got {len(data)} B")
+    return bytes(data)
+
+
+class Recording:
+    def __init__(self, device, label: str = "", timestamps: bool = True):
+        self.device = device
+        self.label = label
+        self.timestamps = timestamps and device.info.timestamp_valid_bits > 0
+        self.commands: list[_Command] = []
+        self.timings: list[DispatchTiming] = []
+        self.host_ns: float | None = None
+        self._built = False
+        self._pool = self._query_pool = self._cmd = self._fence = None
+        self._stuck = False
+
+    # --- collecting commands -------------------------------------------------------------------------------
+    def dispatch(self, pipeline: Pipeline, resources, global_size, push_constants=b"", label: str | None = None):
+        if self._built:
+            raise RuntimeError("this recording was already submitted; make a new one to add commands")
+        pipeline.check_resources(list(resources))
+        global_size = tuple(int(v) for v in (tuple(np.atleast_1d(global_size)) + (1, 1))[:3])
+        if min(global_size) < 1:
+            raise ValueError(f"{pipeline.name}: global size must be positive in every axis, got {global_size}")
+        groups = tuple(math.ceil(g / l) for g, l in zip(global_size, pipeline.local_size))
+        limit = self.device.info.max_workgroup_count
+        if any(g > m for g, m in zip(groups, limit)):
+            raise ValueError(f"{pipeline.name}: {groups} workgroups for global size {global_size} exceed the "
+                             f"device's maxComputeWorkGroupCount {limit}")
+        self.commands.append(_Command("dispatch", label or pipeline.name, pipeline, tuple(resources), global_size,
+                                      groups, as_push_constants(pipeline, push_constants)))
+        return self
+
+    def copy(self, src: Buffer, dst: Buffer, nbytes: int | None = None, label: str = "copy"):
+        nbytes = min(src.nbytes, dst.nbytes) if nbytes is None else int(nbytes)
+        if nbytes > src.nbytes or nbytes > dst.nbytes:
+            raise ValueError(f"copy of {nbytes} B between buffers of {src.nbytes} B and {dst.nbytes} B")
+        self.commands.append(_Command("copy", label, src=src, dst=dst, nbytes=nbytes))
+        return self
+
+    # --- building and submitting ---------------------------------------------------------------------------
+    def _build(self):
+        dev = self.device
+        handle = dev.handle
+        dispatches = [c for c in self.commands if c.kind == "dispatch"]
+        counts: dict[int, int] = {}
+        for c in dispatches:
+            for b in c.pipeline.bindings:
+                t = _descriptor_type(b.kind)
+                counts[t] = counts.get(t, 0) + 1
+        sets = []
+        if dispatches:
+            sizes = [vk.VkDescriptorPoolSize(type=t, descriptorCount=n) for t, n in counts.items()]
+            pool_info = vk.VkDescriptorPoolCreateInfo(maxSets=len(dispatches), poolSizeCount=len(sizes),
+                                                      pPoolSizes=sizes or None)
+            self._pool = vk.vkCreateDescriptorPool(handle, pool_info, None)
+            layouts = [c.pipeline.set_layout for c in dispatches]
+            alloc_info = vk.VkDescriptorSetAllocateInfo(descriptorPool=self._pool, descriptorSetCount=len(layouts),
+                                                        pSetLayouts=layouts)
+            sets = list(vk.vkAllocateDescriptorSets(handle, alloc_info))
+            for c, descriptor_set in zip(dispatches, sets):
+                _write_descriptors(handle, descriptor_set, c)
+        if self.timestamps:
+            query_info = vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP,
+                                                  queryCount=2 * len(self.commands))
+            self._query_pool = vk.vkCreateQueryPool(handle, query_info, None)
+        alloc = vk.VkCommandBufferAllocateInfo(commandPool=dev.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                               commandBufferCount=1)
+        self._cmd = vk.vkAllocateCommandBuffers(handle, alloc)[0]
+        cmd = self._cmd
+        vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo())
+        if self.timestamps:
+            vk.vkCmdResetQueryPool(cmd, self._query_pool, 0, 2 * len(self.commands))
+        barrier = vk.VkMemoryBarrier(srcAccessMask=ALL_ACCESS, dstAccessMask=ALL_ACCESS)
+        set_iter = iter(sets)
+        for i, c in enumerate(self.commands):
+            if i:  # each command sees everything the previous ones wrote
+                vk.vkCmdPipelineBarrier(cmd, COMPUTE_AND_TRANSFER, COMPUTE_AND_TRANSFER, 0, 1, [barrier], 0, None,
+                                        0, None)
+            if self.timestamps:
+                vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self._query_pool, 2 * i)
+            if c.kind == "dispatch":
+                p = c.pipeline
+                vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.handle)
+                vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, [next(set_iter)],
+                                           0, None)
+                if p.push_constant_size:
+                    data = vk.ffi.new("char[]", c.push_constants)
+                    vk.vkCmdPushConstants(cmd, p.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(c.push_constants),
+                                          data)
+                vk.vkCmdDispatch(cmd, *c.groups)
+            else:
+                region = vk.VkBufferCopy(srcOffset=0, dstOffset=0, size=c.nbytes)
+                vk.vkCmdCopyBuffer(cmd, c.src.handle, c.dst.handle, 1, [region])
+            if self.timestamps:
+                vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self._query_pool, 2 * i + 1)
+        vk.vkEndCommandBuffer(cmd)
+        self._fence = vk.vkCreateFence(handle, vk.VkFenceCreateInfo(), None)
+        self._built = True
+
+    def submit(self, timeout_s: float | None = None) -> list[DispatchTiming]:
+        """Run the recorded commands once and wait; returns (and keeps in .timings) one timing per command."""
+        if self._stuck:
+            raise FenceTimeoutError("this recording timed out earlier; its command buffer may still be running")
+        if not self._built:
+            self._build()
+        dev = self.device
+        timeout_s = fence_timeout_s() if timeout_s is None else timeout_s
+        vk.vkResetFences(dev.handle, 1, [self._fence])
+        submit_info = vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[self._cmd])
+        start = time.perf_counter_ns()
+        vk.vkQueueSubmit(dev.queue, 1, [submit_info], self._fence)
+        dev.wait_fence(self._fence, timeout_s, on_timeout=self._mark_stuck, what=self.label or "recording")
+        self.host_ns = time.perf_counter_ns() - start
+        self.timings = self._read_timings()
+        return self.timings
+
+    def _mark_stuck(self):
+        self._stuck = True
+
+    def _read_timings(self) -> list[DispatchTiming]:
+        n = len(self.commands)
+        ticks = [None] * (2 * n)
+        if self.timestamps and n:
+            data = vk.ffi.new("uint64_t[]", 2 * n)
+            vk.vkGetQueryPoolResults(self.device.handle, self._query_pool, 0, 2 * n, 16 * n, data, 8,
+                                     vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+            mask = (1 << self.device.info.timestamp_valid_bits) - 1 if self.device.info.timestamp_valid_bits < 64 \
+                else (1 << 64) - 1
+            ticks = [int(data[i]) & mask for i in range(2 * n)]
+        period = self.device.info.timestamp_period_ns
+        out = []
+        for i, c in enumerate(self.commands):
+            gpu_ns = None
+            if ticks[2 * i] is not None:
+                gpu_ns = ((ticks[2 * i + 1] - ticks[2 * i]) & mask) * period
+            local = c.pipeline.local_size if c.pipeline else ()
+            out.append(DispatchTiming(c.label, gpu_ns, c.global_size, local, c.groups))
+        return out
+
+    @property
+    def gpu_ns(self) -> float | None:
+        """Sum of the GPU time of every command of the last submit."""
+        if not self.timings or any(t.gpu_ns is None for t in self.timings):
+            return None
+        return float(sum(t.gpu_ns for t in self.timings))
+
+    def close(self):
+        if self._stuck:  # the GPU may still use these objects: leaking beats a crash
+            return
+        handle = self.device.handle
+        if self._fence is not None:
+            vk.vkDestroyFence(handle, self._fence, None)
+        if self._cmd is not None:
+            vk.vkFreeCommandBuffers(handle, self.device.command_pool, 1, [self._cmd])
+        if self._query_pool is not None:
+            vk.vkDestroyQueryPool(handle, self._query_pool, None)
+        if self._pool is not None:
+            vk.vkDestroyDescriptorPool(handle, self._pool, None)
+        self._fence = self._cmd = self._query_pool = self._pool = None
+        self.device._untrack(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        try:
+            if exc_type is None and not self._built and self.commands:
+                self.submit()
+        finally:
+            self.close()
+
+
+def _descriptor_type(kind: str) -> int:
+    from .pipeline import DESCRIPTOR_TYPES
+    return DESCRIPTOR_TYPES[kind]
+
+
+def _write_descriptors(device_handle, descriptor_set, command: _Command):
+    writes = []
+    keep = []  # the info structs must outlive vkUpdateDescriptorSets
+    for b, r in zip(command.pipeline.bindings, command.resources):
+        if isinstance(r, Image):
+            info = vk.VkDescriptorImageInfo(imageView=r.view, imageLayout=vk.VK_IMAGE_LAYOUT_GENERAL)
+            keep.append(info)
+            writes.append(vk.VkWriteDescriptorSet(dstSet=descriptor_set, dstBinding=b.binding, descriptorCount=1,
+                                                  descriptorType=_descriptor_type(b.kind), pImageInfo=[info]))
+        else:
+            info = vk.VkDescriptorBufferInfo(buffer=r.handle, offset=0, range=0xFFFFFFFFFFFFFFFF)
+            keep.append(info)
+            writes.append(vk.VkWriteDescriptorSet(dstSet=descriptor_set, dstBinding=b.binding, descriptorCount=1,
+                                                  descriptorType=_descriptor_type(b.kind), pBufferInfo=[info]))
+    if writes:
+        vk.vkUpdateDescriptorSets(device_handle, len(writes), writes, 0, None)

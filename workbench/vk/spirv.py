@@ -1,0 +1,180 @@
+"""Just enough SPIR-V reflection to build a compute pipeline without being told its interface.
+
+From the module's words we learn: the descriptor bindings (set, binding, kind, name), the push-constant block's size,
+the specialization constants (id → scalar type) and the fixed local size, if any. Pipelines use this to create their
+layouts and to check every dispatch's resources, so a missing or wrong resource is an error naming the binding rather
+than a driver crash.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+SPIRV_MAGIC = 0x07230203
+
+# Opcodes used below (SPIR-V spec, section 3.x "Instructions").
+OP_NAME, OP_EXECUTION_MODE, OP_TYPE_BOOL, OP_TYPE_INT, OP_TYPE_FLOAT = 5, 16, 20, 21, 22
+OP_TYPE_VECTOR, OP_TYPE_MATRIX, OP_TYPE_IMAGE, OP_TYPE_SAMPLED_IMAGE = 23, 24, 25, 27
+OP_TYPE_ARRAY, OP_TYPE_RUNTIME_ARRAY, OP_TYPE_STRUCT, OP_TYPE_POINTER = 28, 29, 30, 32
+OP_CONSTANT, OP_SPEC_CONSTANT_TRUE, OP_SPEC_CONSTANT_FALSE, OP_SPEC_CONSTANT = 43, 48, 49, 50
+OP_VARIABLE, OP_DECORATE, OP_MEMBER_DECORATE, OP_EXECUTION_MODE_ID = 59, 71, 72, 331
+# Decorations and enums.
+DEC_SPEC_ID, DEC_BLOCK, DEC_BUFFER_BLOCK, DEC_ARRAY_STRIDE, DEC_MATRIX_STRIDE = 1, 2, 3, 6, 7
+DEC_BUILTIN, DEC_BINDING, DEC_DESCRIPTOR_SET, DEC_OFFSET = 11, 33, 34, 35
+SC_UNIFORM_CONSTANT, SC_UNIFORM, SC_PUSH_CONSTANT, SC_STORAGE_BUFFER = 0, 2, 9, 12
+EXEC_LOCAL_SIZE, EXEC_LOCAL_SIZE_ID = 17, 38
+BUILTIN_WORKGROUP_SIZE = 25
+
+STORAGE_BUFFER, UNIFORM_BUFFER, STORAGE_IMAGE, SAMPLED_IMAGE = (
+    "storage_buffer", "uniform_buffer", "storage_image", "sampled_image")
+
+
+@dataclass(frozen=True)
+class Binding:
+    set: int
+    binding: int
+    kind: str  # one of STORAGE_BUFFER, UNIFORM_BUFFER, STORAGE_IMAGE, SAMPLED_IMAGE
+    name: str
+
+
+@dataclass
+class Reflection:
+    bindings: list[Binding] = field(default_factory=list)
+    push_constant_size: int = 0
+    spec_constants: dict[int, str] = field(default_factory=dict)  # id → 'int' | 'uint' | 'float' | 'bool'
+    local_size: tuple[int, int, int] | None = None  # literal local size, None if set by spec constants 0..2
+    local_size_from_spec: bool = False
+
+
+def _string(words: list[int]) -> str:
+    raw = struct.pack(f"<{len(words)}I", *words)
+    return raw.split(b"\0", 1)[0].decode()
+
+
+def reflect(code: bytes) -> Reflection:
+    if len(code) < 20 or len(code) % 4:
+        raise ValueError(f"not a SPIR-V module: {len(code)} bytes (expected a multiple of 4, at least 20)")
+    words = struct.unpack(f"<{len(code) // 4}I", code)
+    if words[0] != SPIRV_MAGIC:
+        raise ValueError(f"not a SPIR-V module: magic {words[0]:#010x}, expected {SPIRV_MAGIC:#010x}")
+
+    names: dict[int, str] = {}
+    decorations: dict[int, dict[int, list[int]]] = {}
+    member_offsets: dict[int, dict[int, int]] = {}
+    types: dict[int, tuple] = {}
+    constants: dict[int, int] = {}
+    variables: list[tuple[int, int, int]] = []  # (pointer type, id, storage class)
+    spec_ids: dict[int, int] = {}  # result id → SpecId
+    spec_types: dict[int, int] = {}  # result id → type id
+    local_size = None
+    workgroup_size_builtin = False
+
+    i = 5
+    while i < len(words):
+        opcode, count = words[i] & 0xFFFF, words[i] >> 16
+        if count == 0:
+            raise ValueError(f"corrupt SPIR-V: zero-length instruction at word {i}")
+        ops = list(words[i + 1:i + count])
+        if opcode == OP_NAME:
+            names[ops[0]] = _string(ops[1:])
+        elif opcode == OP_DECORATE:
+            decorations.setdefault(ops[0], {})[ops[1]] = ops[2:]
+            if ops[1] == DEC_SPEC_ID:
+                spec_ids[ops[0]] = ops[2]
+            if ops[1] == DEC_BUILTIN and ops[2] == BUILTIN_WORKGROUP_SIZE:
+                workgroup_size_builtin = True
+        elif opcode == OP_MEMBER_DECORATE and ops[2] == DEC_OFFSET:
+            member_offsets.setdefault(ops[0], {})[ops[1]] = ops[3]
+        elif opcode == OP_EXECUTION_MODE and ops[1] == EXEC_LOCAL_SIZE:
+            local_size = tuple(ops[2:5])
+        elif opcode == OP_EXECUTION_MODE_ID and ops[1] == EXEC_LOCAL_SIZE_ID:
+            local_size = None
+        elif opcode in (OP_TYPE_BOOL,):
+            types[ops[0]] = ("bool",)
+        elif opcode == OP_TYPE_INT:
+            types[ops[0]] = ("int", ops[1], ops[2])
+        elif opcode == OP_TYPE_FLOAT:
+            types[ops[0]] = ("float", ops[1])
+        elif opcode == OP_TYPE_VECTOR:
+            types[ops[0]] = ("vector", ops[1], ops[2])
+        elif opcode == OP_TYPE_MATRIX:
+            types[ops[0]] = ("matrix", ops[1], ops[2])
+        elif opcode == OP_TYPE_IMAGE:
+            types[ops[0]] = ("image", ops[6])  # ops[6] = Sampled: 2 means storage image
+        elif opcode == OP_TYPE_SAMPLED_IMAGE:
+            types[ops[0]] = ("sampled_image",)
+        elif opcode == OP_TYPE_ARRAY:
+            types[ops[0]] = ("array", ops[1], ops[2])
+        elif opcode == OP_TYPE_RUNTIME_ARRAY:
+            types[ops[0]] = ("runtime_array", ops[1])
+        elif opcode == OP_TYPE_STRUCT:
+            types[ops[0]] = ("struct", tuple(ops[1:]))
+        elif opcode == OP_TYPE_POINTER:
+            types[ops[0]] = ("pointer", ops[1], ops[2])
+        elif opcode == OP_CONSTANT:
+            constants[ops[1]] = ops[2]
+        elif opcode in (OP_SPEC_CONSTANT, OP_SPEC_CONSTANT_TRUE, OP_SPEC_CONSTANT_FALSE):
+            spec_types[ops[1]] = ops[0]
+        elif opcode == OP_VARIABLE:
+            variables.append((ops[0], ops[1], ops[2]))
+        i += count
+
+    def size_of(type_id: int) -> int:
+        t = types[type_id]
+        if t[0] in ("int", "float"):
+            return t[1] // 8
+        if t[0] == "bool":
+            return 4
+        if t[0] == "vector":
+            return size_of(t[1]) * t[2]
+        if t[0] == "matrix":
+            stride = decorations.get(type_id, {}).get(DEC_MATRIX_STRIDE, [size_of(t[1])])[0]
+            return stride * t[2]
+        if t[0] == "array":
+            stride = decorations.get(type_id, {}).get(DEC_ARRAY_STRIDE, [size_of(t[1])])[0]
+            return stride * constants[t[2]]
+        if t[0] == "struct":
+            offsets = member_offsets.get(type_id, {})
+            return max((offsets.get(k, 0) + size_of(m) for k, m in enumerate(t[1])), default=0)
+        return 0
+
+    refl = Reflection()
+    for ptr_type, var_id, storage_class in variables:
+        pointee = types[ptr_type][2]
+        while types[pointee][0] in ("array", "runtime_array"):
+            pointee = types[pointee][1]
+        dec = decorations.get(var_id, {})
+        name = names.get(var_id) or names.get(pointee, f"%{var_id}")
+        if storage_class == SC_PUSH_CONSTANT:
+            refl.push_constant_size = size_of(pointee)
+            continue
+        if DEC_BINDING not in dec:
+            continue
+        if storage_class == SC_STORAGE_BUFFER:
+            kind = STORAGE_BUFFER
+        elif storage_class == SC_UNIFORM:
+            kind = STORAGE_BUFFER if DEC_BUFFER_BLOCK in decorations.get(pointee, {}) else UNIFORM_BUFFER
+        elif storage_class == SC_UNIFORM_CONSTANT and types[pointee][0] == "image":
+            kind = STORAGE_IMAGE if types[pointee][1] == 2 else SAMPLED_IMAGE
+        elif storage_class == SC_UNIFORM_CONSTANT and types[pointee][0] == "sampled_image":
+            kind = SAMPLED_IMAGE
+        else:
+            raise ValueError(f"unsupported descriptor kind for variable {name!r} (storage class {storage_class})")
+        refl.bindings.append(Binding(dec.get(DEC_DESCRIPTOR_SET, [0])[0], dec[DEC_BINDING][0], kind, name))
+    refl.bindings.sort(key=lambda b: (b.set, b.binding))
+
+    for result_id, spec_id in spec_ids.items():
+        t = types.get(spec_types.get(result_id, -1))
+        if t is None:
+            continue
+        if t[0] == "bool":
+            refl.spec_constants[spec_id] = "bool"
+        elif t[0] == "float" and t[1] == 32:
+            refl.spec_constants[spec_id] = "float"
+        elif t[0] == "int" and t[1] == 32:
+            refl.spec_constants[spec_id] = "int" if t[2] else "uint"
+        else:
+            raise ValueError(f"specialization constant {spec_id} has an unsupported type {t}")
+    refl.local_size_from_spec = workgroup_size_builtin and all(k in refl.spec_constants for k in (0, 1, 2))
+    refl.local_size = None if refl.local_size_from_spec else local_size
+    return refl
