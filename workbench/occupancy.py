@@ -354,6 +354,14 @@ def adreno_occupancy(full_regs_vec4: int, half_regs_vec4: int = 0, local_size: i
 
     `double_threadsize=None` lets ir3 decide (wave64 vs wave128); True / False stands for a
     required subgroup size of 128 / 64. Occupancy = waves / 16 wave slots.
+
+    Checked against Turnip's measured "Max Waves Per Core" (B7): every point follows the
+    formula once the threadsize decision is taken as ir3 takes it. At local size 128 the
+    shader runs wave128 whenever 2·regs ≤ reg_size_vec4 — so 48 registers give 2 waves
+    (wave64 would give 4) and 3 registers give 16 (32 capped by the wave slots).
+    Registers 25–32 all give 6 waves at wave64; ir3's allocator grows its target to the
+    largest count of the same wave level, so the seed's "28 registers" is usually
+    reported as 32.
     """
     g = _adreno_gpu(gpu)
     _require_non_negative(shared_bytes=shared_bytes, branchstack=branchstack)
@@ -529,10 +537,10 @@ def amd_occupancy(vgprs: int, wave_size: int = 32, family: str | AmdFamily = "rd
 # RADV names carry the chip: "AMD Radeon RX 6800 XT (RADV NAVI21)"; proprietary drivers
 # give the marketing name only.
 _AMD_NAME_PATTERNS: tuple[tuple[str, str], ...] = (
-    (r"NAVI3[12]\b|GFX110[01]\b|RX\s*7(9|8|7)\d\d", "rdna3"),
-    (r"NAVI33\b|GFX110[23]\b|PHOENIX|RX\s*76\d\d", "rdna3_navi33"),
-    (r"NAVI2\d\b|GFX103\d\b|VANGOGH|REMBRANDT|RAPHAEL|MENDOCINO|RX\s*6\d\d\d", "rdna2"),
-    (r"NAVI1\d\b|GFX101\d\b|RX\s*5\d\d\d", "rdna1"),
+    (r"NAVI3[12]\b|GFX110[01]|RX\s*7[789]\d\d", "rdna3"),
+    (r"NAVI33\b|GFX110[23]|PHOENIX|RX\s*76\d\d", "rdna3_navi33"),
+    (r"NAVI2\d\b|GFX103\d|VANGOGH|REMBRANDT|RAPHAEL|MENDOCINO|RX\s*6\d\d\d", "rdna2"),
+    (r"NAVI1\d\b|GFX101\d|RX\s*5\d\d\d", "rdna1"),
     (r"POLARIS|VEGAM|RX\s*[45]\d0\b", "polaris"),
     (r"VEGA|RAVEN|RENOIR|CEZANNE|GFX90\w|TONGA|FIJI", "gcn"),
 )
@@ -595,11 +603,14 @@ def _describe_device(device: Any) -> tuple[str, str | None, Any]:
         name = str(_field(device, "name", "device_name", "deviceName") or "")
         vendor_id = _field(device, "vendor_id", "vendorID", "vendorId")
         device_type = _field(device, "device_type", "deviceType", "type")
-    if "cpu" in str(device_type).lower() or vendor_id in (VENDOR_MESA, VENDOR_GOOGLE):
+    if isinstance(vendor_id, str):
+        vendor_id = int(vendor_id, 0)           # "0x10DE" or "4318"
+    is_cpu_type = device_type == 4 or "cpu" in str(device_type).lower()   # VK_PHYSICAL_DEVICE_TYPE_CPU = 4
+    if is_cpu_type or vendor_id in (VENDOR_MESA, VENDOR_GOOGLE):
         return name, "cpu", device_type
-    vendor = _VENDOR_NAMES.get(int(vendor_id)) if vendor_id is not None else None
+    vendor = _VENDOR_NAMES.get(vendor_id) if vendor_id is not None else None
     if vendor_id is not None and vendor is None:
-        vendor = f"vendor 0x{int(vendor_id):04X}"
+        vendor = f"vendor 0x{vendor_id:04X}"
     return name, vendor or _vendor_from_name(name), device_type
 
 
@@ -649,8 +660,7 @@ def occupancy_for_device(device: Any, registers: int | Mapping, local_size: int 
         return adreno_occupancy(regs, half_registers or stats_half, threads, gpu if gpu is not None else name,
                                 shared_bytes=shared_bytes, double_threadsize=double, **model_kwargs)
     if vendor == "arm":
-        regs, _ = _registers_in_unit(registers, "work", label) if isinstance(registers, Mapping) \
-            else (int(registers), 0)
+        regs, _ = _registers_in_unit(registers, "work", label)
         return mali_occupancy(regs, **model_kwargs)
     if vendor == "amd":
         chosen_family = family or guess_amd_family(name)
@@ -685,6 +695,7 @@ _DRIVER_SIGNATURES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("nvk", ("Number of GPRs", "SLM Size")),
     ("gpr", ("Number of GPRs",)),          # NVK without SLM Size, or Honeykrisp
     ("v3dv", ("QPU Read Stalls",)),
+    ("malioc", ("Work registers",)),       # Arm Mali Offline Compiler report (B8)
 )
 
 # common key → candidate statistic names (first present wins)
@@ -705,6 +716,7 @@ _REGISTER_SOURCES: dict[str, tuple[str, str]] = {
     "anv": ("Max live registers", "grf"),          # ANV's live-register count (GRF units)
     "nvk": ("Number of GPRs", "scalar32"),         # NVK: 32-bit GPRs per thread
     "gpr": ("Number of GPRs", "gpr"),              # unit depends on the driver
+    "malioc": ("Work registers", "work"),          # Mali 32-bit work registers per thread
 }
 
 
@@ -757,7 +769,7 @@ def registers_from_statistics(stats: Mapping[str, Any], driver: str | None = Non
     """Normalise one executable's statistics across drivers.
 
     Returns: driver, registers, register_unit ('scalar32' | 'vec4' | 'vgpr' | 'grf' |
-    'gpr' | None), half_registers (Turnip), scalar_registers (AMD SGPRs),
+    'gpr' | 'work' | None), half_registers (Turnip), scalar_registers (AMD SGPRs),
     driver_max_waves (Turnip "Max Waves Per Core", RADV "Subgroups per SIMD", v3dv
     "Thread Count"), spills, scratch_bytes (NVIDIA's no-local-memory sentinel → 0),
     shared_bytes, stack_bytes, code_bytes, instructions, and raw (the input, unwrapped).

@@ -77,7 +77,7 @@ TARGET_ENVS = ("vulkan1.1", "vulkan1.2", "vulkan1.3")
 COMPILERS = ("glslc", "glslangValidator")  # in order of preference
 COMPILER_CALLS = 0  # compilations actually run in this process (cache hits do not count)
 
-_CACHE_FORMAT = "workbench-spirv-1"  # bump to invalidate every cached entry
+_CACHE_FORMAT = "workbench-spirv-2"  # bump to invalidate every cached entry
 _SPIRV_MAGIC = b"\x03\x02\x23\x07"  # 0x07230203, little endian
 _MEMORY_CACHE: dict[str, bytes] = {}
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -177,8 +177,9 @@ def compile_glsl(
                  source_path=source_path, key=key)
 
 
-def compile_shader(name: str, defines: dict | None = None, *, shader_dir=None, **kw) -> Spirv:
-    """Compile ``<shader_dir>/<name>.glsl`` (default ``shaders/``); ``kw`` goes to :func:`compile_glsl`."""
+def compile_shader(name: str, /, defines: dict | None = None, *, shader_dir=None, **kw) -> Spirv:
+    """Compile ``<shader_dir>/<name>.glsl`` (default ``shaders/``); ``kw`` goes to :func:`compile_glsl`
+    (``name=`` there renames the result; ``name`` here is positional-only so that both can be given)."""
     directory = _shader_dir(shader_dir)
     name = name.removesuffix(".glsl")
     path = directory / f"{name}.glsl"
@@ -393,13 +394,13 @@ def _is_glslang(compiler: Path) -> bool:
 
 def _compile(compiler, source, shown_as, search_dirs, rendered_defines, target_env, optimize) -> bytes:
     global COMPILER_CALLS
-    version_line = None
+    sent, version_line = source, None
     if _is_glslang(compiler):
-        source, version_line = _enable_include_directive(source)
+        sent, version_line = _enable_include_directive(source)
     with tempfile.TemporaryDirectory(prefix="workbench-glsl-") as work:
         source_file = Path(work) / "shader.comp"
         output_file = Path(work) / "shader.spv"
-        source_file.write_text(source)
+        source_file.write_text(sent)
         build = _glslang_command if _is_glslang(compiler) else _glslc_command
         command = build(compiler, source_file, output_file, search_dirs, rendered_defines,
                         target_env, optimize)
@@ -418,6 +419,7 @@ def _glslc_command(compiler, source_file, output_file, search_dirs, defines, tar
     command = [str(compiler), "-fshader-stage=compute", f"--target-env={target_env}"]
     if optimize:
         command.append("-O")
+    command.append("-g")  # keep OpName: the runtime names bindings in its errors (drivers ignore debug info)
     for directory in search_dirs:
         command += ["-I", str(directory)]
     command += [f"-D{name}={value}" for name, value in defines.items()]

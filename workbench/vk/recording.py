@@ -32,6 +32,8 @@ def fence_timeout_s() -> float:
 class DispatchTiming:
     label: str
     gpu_ns: float | None  # None where the queue has no timestamps
+    start_ns: float | None  # begin and end, relative to the recording's first timestamp
+    end_ns: float | None
     global_size: tuple
     local_size: tuple
     groups: tuple
@@ -187,11 +189,13 @@ class Recording:
         period = self.device.info.timestamp_period_ns
         out = []
         for i, c in enumerate(self.commands):
-            gpu_ns = None
+            gpu_ns = start_ns = end_ns = None
             if ticks[2 * i] is not None:
-                gpu_ns = ((ticks[2 * i + 1] - ticks[2 * i]) & mask) * period
+                start_ns = ((ticks[2 * i] - ticks[0]) & mask) * period
+                end_ns = ((ticks[2 * i + 1] - ticks[0]) & mask) * period
+                gpu_ns = end_ns - start_ns
             local = c.pipeline.local_size if c.pipeline else ()
-            out.append(DispatchTiming(c.label, gpu_ns, c.global_size, local, c.groups))
+            out.append(DispatchTiming(c.label, gpu_ns, start_ns, end_ns, c.global_size, local, c.groups))
         return out
 
     @property
@@ -202,8 +206,12 @@ class Recording:
         return float(sum(t.gpu_ns for t in self.timings))
 
     def close(self):
-        if self._stuck:  # the GPU may still use these objects: leaking beats a crash
-            return
+        if self._stuck:
+            try:
+                vk.vkGetFenceStatus(self.device.handle, self._fence)  # raises VkNotReady while still running
+            except vk.VkNotReady:
+                return  # the GPU may still use these objects: leaking them beats a crash
+            self._stuck = False
         handle = self.device.handle
         if self._fence is not None:
             vk.vkDestroyFence(handle, self._fence, None)

@@ -1,0 +1,28 @@
+"""Every test's Vulkan instance runs with VK_LAYER_KHRONOS_validation; any message it prints fails the test."""
+import os
+
+import pytest
+
+os.environ.setdefault("WORKBENCH_VALIDATION", "1")  # before any instance exists
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+@pytest.fixture(scope="session")
+def device():
+    from workbench import vk
+    dev = vk.get_device()  # the same device the ops use
+    assert dev.instance.validation, "tests must run with the validation layer"
+    yield dev
+    dev.close()
+
+
+@pytest.fixture(autouse=True)
+def validation_layer_silent():
+    from workbench.vk import device as devmod
+    inst = devmod.instance(True)
+    before = len(inst.messages)
+    yield
+    new = inst.messages[before:]
+    if new:
+        del inst.messages[before:]
+        pytest.fail("validation layer reported:\n" + "\n".join(new), pytrace=False)

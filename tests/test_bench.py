@@ -1,0 +1,77 @@
+"""The measuring method, the exports and the copy roofline (a benchmark run small, not a timed test)."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench import bench, cli
+from workbench.kernels.copy import CopySpec, record_copy
+
+
+def test_copy_kernel_copies_exactly(device):
+    data = np.random.default_rng(0).integers(0, 2**32, 4096 * 4 + 4, dtype=np.uint64).astype(np.uint32)
+    spec = CopySpec(data.nbytes)
+    with device.buffer(data) as src, device.buffer(nbytes=data.nbytes) as dst, device.record() as rec:
+        record_copy(rec, device, spec, dst, src)
+        rec.submit()
+        np.testing.assert_array_equal(dst.download(np.uint32), CopySpec.reference(data))
+    with pytest.raises(ValueError, match="multiple of 16 B, got 20"):
+        CopySpec(20)
+
+
+def test_summary_statistics():
+    s = bench.summarize_ns([1000, 2000, 3000, 4000, 100000])
+    assert s["samples"] == 5 and s["median_us"] == 3.0 and s["min_us"] == 1.0
+    assert s["p10_us"] < s["median_us"] < s["p90_us"]
+    with pytest.raises(ValueError):
+        bench.summarize_ns([])
+
+
+def test_measurement_row_throughput(device):
+    row = bench.measurement_row("k", bench.environment(device), [1e6, 1e6], bytes_moved=2_000_000, macs=500_000,
+                                shape="1x2x3x4")
+    assert row["GB/s"] == pytest.approx(2.0) and row["GOP/s"] == pytest.approx(1.0)
+    assert row["device"] == device.info.name and row["driver"] == device.info.driver_name
+    assert row["shape"] == "1x2x3x4" and row["commit"]
+
+
+def test_writer_keeps_rows_as_they_come(tmp_path):
+    writer = bench.ResultsWriter(tmp_path / "suite", {"device": "x"})
+    writer.append({"a": 1})
+    assert pd.read_csv(tmp_path / "suite.csv")["a"].tolist() == [1]  # on disk before close
+    writer.append({"a": 2, "b": 3.5})
+    df = writer.close()
+    assert len(df) == 2
+    assert pd.read_parquet(tmp_path / "suite.parquet")["b"].isna().tolist() == [True, False]
+    meta = json.loads((tmp_path / "suite.json").read_text())
+    assert meta["device"] == "x" and meta["rows"] == 2
+
+
+def test_bench_copy_rows(device, tmp_path):
+    with bench.ResultsWriter(tmp_path / "copy", bench.environment(device)) as writer:
+        df = bench.bench_copy(device, [0.25, 1], writer=writer, show_progress=False, min_time_s=0.01)
+    assert set(df["method"]) == {"shader uvec4", "vkCmdCopyBuffer", "torch copy_ (cpu)"}
+    assert len(df) == 6 and (df["GB/s"] > 0).all() and (df["samples"] >= 10).all()
+    assert (df["bytes"] == (df["size_mib"] * 2**21).astype(int)).all()
+    assert bench.peak_copy_gbps(df) == df[df.timer == "vulkan timestamps"]["GB/s"].max()
+    assert len(pd.read_parquet(tmp_path / "copy.parquet")) == 6
+
+
+def test_dispatch_overhead(device):
+    df = bench.bench_dispatch_overhead(device, dispatches=20)
+    assert (df["host_median_us"] > 0).all() and len(df) == 4
+
+
+def test_cli_devices_and_errors(capsys):
+    assert cli.main(["devices"]) == 0
+    out = capsys.readouterr().out
+    assert "driver_name" in out and "integer_dot_product" in out
+    assert cli.main(["--device", "no-such-gpu", "devices"]) == 2
+    assert "no Vulkan device matches 'no-such-gpu'" in capsys.readouterr().err
+
+
+def test_cli_bench_copy(tmp_path, capsys):
+    assert cli.main(["bench", "copy", "--sizes", "0.5", "--out", str(tmp_path)]) == 0
+    assert "copy roofline" in capsys.readouterr().out
+    assert (tmp_path / "copy.csv").exists() and (tmp_path / "copy.json").exists()

@@ -1,0 +1,262 @@
+"""The Vulkan runtime on the real default device (lavapipe in CI), validation layer on."""
+import resource
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from workbench import vk
+from workbench.shaders import compile_glsl
+
+HERE = Path(__file__).parent / "shaders"
+
+
+def shader_under_test(name: str):
+    path = HERE / f"{name}.glsl"
+    return compile_glsl(path.read_text(), name=name, source_path=path)
+
+
+@pytest.fixture(scope="module")
+def scale_add():
+    return shader_under_test("scale_add")
+
+
+def run_scale_add(device, spirv, values, *, mul=1, negate=False, add=0, offset=0, local=(64, 1, 1)):
+    values = np.asarray(values, dtype=np.int32)
+    with device.pipeline(spirv, spec_constants={3: mul, 4: negate}, local_size=local) as p, \
+            device.buffer(values) as inp, device.buffer(nbytes=values.nbytes) as out, \
+            device.uniform(np.array([values.size, offset, 0, 0], np.int32)) as ubo:
+        timing = device.run(p, [out, inp, ubo], (values.size, 1, 1), struct.pack("<i", add))
+        return out.download(np.int32), timing
+
+
+# --- devices -----------------------------------------------------------------------------------------------------
+def test_list_devices_describes_the_default(device):
+    devices = vk.list_devices()
+    assert devices, "no Vulkan device"
+    info = device.info
+    assert info.name and info.driver_name and info.api_version.count(".") == 2
+    assert info.subgroup_size >= 1 and info.timestamp_period_ns > 0 and info.max_workgroup_invocations >= 128
+    assert set(info.features) >= {"integer_dot_product", "storage_buffer_8bit", "pipeline_executable_properties"}
+    assert vk.select_device(str(info.index), devices).name == info.name
+    assert vk.select_device(info.name[:5].upper(), devices).name == info.name
+
+
+def test_unknown_device_lists_the_devices():
+    with pytest.raises(vk.DeviceNotFoundError, match=r"no Vulkan device matches 'no-such-gpu'.*devices: \[0\]"):
+        vk.select_device("no-such-gpu")
+    with pytest.raises(vk.DeviceNotFoundError, match="no Vulkan device with index 99"):
+        vk.select_device(99)
+
+
+def test_environment_variable_selects(monkeypatch):
+    monkeypatch.setenv("WORKBENCH_DEVICE", "definitely-not-a-device")
+    with pytest.raises(vk.DeviceNotFoundError, match="definitely-not-a-device"):
+        vk.select_device()
+
+
+def test_missing_feature_is_named(device):
+    with pytest.raises(ValueError, match="unknown feature 'warp_drive'"):
+        device.require("warp_drive")
+    missing = [name for name, ok in device.info.features.items() if not ok]
+    if not missing:
+        pytest.skip(f"{device.info.name} has every feature the runtime knows")
+    with pytest.raises(vk.MissingFeatureError, match=missing[0]):
+        device.require(missing[0])
+
+
+# --- buffers and images ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.float16, np.int32, np.uint32, np.float32,
+                                   np.int64, np.float64])
+@pytest.mark.parametrize("count", [1, 3, 1000, 65537])
+def test_buffer_round_trip_numpy(device, dtype, count):
+    rng = np.random.default_rng(count)
+    data = (rng.standard_normal(count) * 100).astype(dtype)
+    with device.buffer(data) as buf:
+        assert buf.nbytes == data.nbytes
+        np.testing.assert_array_equal(buf.download(dtype), data)
+        np.testing.assert_array_equal(buf.download(dtype, (count,)), data)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float16, torch.bfloat16, torch.int32, torch.float32])
+def test_buffer_round_trip_torch(device, dtype):
+    data = (torch.randn(3, 5, 7) * 50).to(dtype)
+    with device.buffer(data) as buf:
+        back = buf.to_torch(dtype, (3, 5, 7))
+        assert back.dtype == dtype and torch.equal(back, data)
+
+
+def test_staging_path_round_trip(device, monkeypatch):
+    """Force the non-mappable path (what discrete GPUs take) on any device."""
+    data = np.arange(4096, dtype=np.int32)
+    with device.buffer(nbytes=data.nbytes) as buf:
+        monkeypatch.setattr(buf, "_mapped", None)
+        buf.upload(data)
+        np.testing.assert_array_equal(buf.download(np.int32), data)
+
+
+def test_buffer_errors_name_expected_and_given(device):
+    with device.buffer(nbytes=16) as buf:
+        with pytest.raises(ValueError, match="upload of 20 B at offset 0 does not fit buffer.* of 16 B"):
+            buf.upload(np.zeros(5, np.int32))
+        with pytest.raises(ValueError, match=r"asked for \(5,\) of int32 = 20 B from a buffer of 16 B"):
+            buf.download(np.int32, (5,))
+        with pytest.raises(ValueError, match="not a whole number of float64"):
+            vk.Buffer(device, 12).download(np.float64)
+    with pytest.raises(ValueError, match="at least 1 byte"):
+        device.buffer(nbytes=0)
+    with pytest.raises(TypeError, match="expected a numpy array, a torch CPU tensor or bytes, got list"):
+        device.buffer([1, 2, 3])
+
+
+@pytest.mark.parametrize("fmt,dtype", [("rgba32f", np.float32), ("rgba32i", np.int32), ("rgba16f", np.float16)])
+def test_image_round_trip(device, fmt, dtype):
+    extent = (5, 3, 7)
+    data = (np.random.default_rng(0).standard_normal((7, 3, 5, 4)) * 100).astype(dtype)
+    with device.image(extent, fmt) as img:
+        np.testing.assert_array_equal(img.download(), np.zeros_like(data))  # images start cleared
+        img.upload(data)
+        np.testing.assert_array_equal(img.download(), data)
+        with pytest.raises(ValueError, match=r"expects an array of shape \(7, 3, 5, 4\)"):
+            img.upload(data[:1])
+
+
+def test_image_dispatch(device):
+    data = np.random.default_rng(1).standard_normal((2, 6, 9, 4)).astype(np.float32)
+    spirv = shader_under_test("image_scale")
+    with device.image((9, 6, 2)) as src, device.image((9, 6, 2)) as dst, device.pipeline(spirv) as p:
+        src.upload(data)
+        assert p.local_size == (4, 4, 1)  # the literal local size, reflected
+        device.run(p, [dst, src], (9, 6, 2))
+        np.testing.assert_array_equal(dst.download(), data * 2)
+
+
+# --- pipelines and dispatch --------------------------------------------------------------------------------------
+def test_reflection(device, scale_add):
+    with device.pipeline(scale_add) as p:
+        assert [(b.binding, b.kind) for b in p.bindings] == [
+            (0, "storage_buffer"), (1, "storage_buffer"), (2, "uniform_buffer")]
+        assert p.push_constant_size == 4
+        assert p.reflection.spec_constants == {0: "uint", 1: "uint", 2: "uint", 3: "int", 4: "bool"}
+        assert p.local_size == (64, 1, 1)
+
+
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 1000, 4099])
+def test_dispatch_element_by_element(device, scale_add, n):
+    values = np.random.default_rng(n).integers(-1000, 1000, n)
+    out, timing = run_scale_add(device, scale_add, values)
+    np.testing.assert_array_equal(out, values)
+    assert timing.groups == (-(-n // 64), 1, 1)
+
+
+def test_specialization_and_push_constants_change_results(device, scale_add):
+    values = np.arange(-50, 150)
+    out, _ = run_scale_add(device, scale_add, values, mul=3, add=7, offset=-2)
+    np.testing.assert_array_equal(out, values * 3 + 7 - 2)
+    out, _ = run_scale_add(device, scale_add, values, mul=-2, negate=True, add=1)
+    np.testing.assert_array_equal(out, -(values * -2 + 1))
+    out, _ = run_scale_add(device, scale_add, values, mul=5, local=(32, 1, 1))
+    np.testing.assert_array_equal(out, values * 5)
+
+
+def test_bad_dispatches_get_clear_errors(device, scale_add):
+    with device.pipeline(scale_add) as p, device.buffer(nbytes=64) as a, device.buffer(nbytes=64) as b, \
+            device.uniform(np.zeros(4, np.int32)) as ubo, device.record() as rec:
+        with pytest.raises(vk.BindingError, match=r"expected 3 resources \[0:Out \(storage_buffer\), "
+                                                  r"1:In \(storage_buffer\), 2:params \(uniform_buffer\)\], got 2"):
+            rec.dispatch(p, [a, b], (16,), struct.pack("<i", 0))
+        with pytest.raises(vk.BindingError, match=r"binding 2 \(params\) needs a uniform_buffer"):
+            rec.dispatch(p, [a, b, b], (16,), struct.pack("<i", 0))
+        with pytest.raises(ValueError, match="push constants are 4 B, got 8 B"):
+            rec.dispatch(p, [a, b, ubo], (16,), struct.pack("<ii", 0, 0))
+        with pytest.raises(ValueError, match="global size must be positive"):
+            rec.dispatch(p, [a, b, ubo], (0,), struct.pack("<i", 0))
+    with pytest.raises(vk.BindingError, match=r"specialization constant ids \[9\] are not declared"):
+        device.pipeline(scale_add, spec_constants={9: 1})
+    with pytest.raises(TypeError, match="specialization constant 4 is a bool"):
+        device.pipeline(scale_add, spec_constants={4: 7})
+    with pytest.raises(ValueError, match="exceeds the device's limits"):
+        device.pipeline(scale_add, local_size=(4096, 1, 1))
+    with pytest.raises(ValueError, match="not a SPIR-V module"):
+        device.pipeline(b"\x00" * 64)
+    with pytest.raises(vk.BindingError, match="fixes local size"):
+        device.pipeline(shader_under_test("image_scale"), local_size=(8, 8, 1))
+
+
+def test_closed_resource_is_refused(device, scale_add):
+    with device.pipeline(scale_add) as p, device.buffer(nbytes=64) as a, \
+            device.uniform(np.zeros(4, np.int32)) as ubo:
+        b = device.buffer(nbytes=64)
+        b.close()
+        with pytest.raises(vk.BindingError, match="closed resource"):
+            device.run(p, [a, b, ubo], (16,), struct.pack("<i", 0))
+
+
+# --- recording and timestamps ------------------------------------------------------------------------------------
+def test_timestamps_positive_and_in_order(device, scale_add):
+    values = np.arange(1 << 16)
+    with device.pipeline(scale_add, spec_constants={3: 2}) as p, device.buffer(values.astype(np.int32)) as a, \
+            device.buffer(nbytes=values.nbytes // 2) as b, device.buffer(nbytes=values.nbytes // 2) as c, \
+            device.uniform(np.array([values.size, 0, 0, 0], np.int32)) as ubo:
+        with device.record("chain") as rec:
+            rec.dispatch(p, [b, a, ubo], (values.size,), struct.pack("<i", 1), label="first")
+            rec.copy(b, c, label="copy")
+            rec.dispatch(p, [a, c, ubo], (values.size,), struct.pack("<i", 0), label="second")
+            timings = rec.submit()
+            again = rec.submit()  # a recording can be re-submitted
+        assert [t.label for t in timings] == ["first", "copy", "second"]
+        for t in timings + again:
+            assert t.gpu_ns > 0
+        starts = [t.start_ns for t in timings]
+        ends = [t.end_ns for t in timings]
+        assert starts == sorted(starts) and all(s <= e for s, e in zip(starts, ends))
+        assert all(e <= s for e, s in zip(ends[:-1], starts[1:])), "barriers order the commands"
+        assert rec.host_ns > 0
+        # x → (x*2+1)*2 per submit: each dispatch saw the previous one's result through the copy
+        once = (values * 2 + 1) * 2
+        np.testing.assert_array_equal(a.download(np.int32), (once * 2 + 1) * 2)
+
+
+def test_fence_wait_times_out(device, monkeypatch):
+    spirv = shader_under_test("spin")
+    with device.pipeline(spirv) as p, device.buffer(nbytes=64 * 64 * 4) as out:
+        rec = device.record("spin")
+        rec.dispatch(p, [out], (64 * 64,), struct.pack("<I", 20_000_000))
+        with pytest.raises(vk.FenceTimeoutError, match=r"did not finish within 0\.001 s"):
+            rec.submit(timeout_s=0.001)
+        with pytest.raises(vk.FenceTimeoutError, match="timed out earlier"):
+            rec.submit()
+        import vulkan
+        vulkan.vkDeviceWaitIdle(device.handle)  # let it finish, then the recording can be released
+        rec.close()
+        assert rec._cmd is None
+
+
+def test_statistics_capture(device, scale_add):
+    if not device.info.features["pipeline_executable_properties"]:
+        with pytest.raises(vk.MissingFeatureError, match="VK_KHR_pipeline_executable_properties"):
+            device.pipeline(scale_add, capture_statistics=True)
+        pytest.skip(f"{device.info.name} ({device.info.driver_name}) does not expose "
+                    "VK_KHR_pipeline_executable_properties: no driver statistics to read")
+    with device.pipeline(scale_add, capture_statistics=True) as p:
+        stats = p.statistics()
+        assert stats and all(isinstance(k, str) for k in stats)
+
+
+def test_no_leaks_over_many_pipelines_and_dispatches(device, scale_add):
+    baseline = device.live_objects()
+    values = np.arange(256, dtype=np.int32)
+    with device.buffer(values) as inp, device.buffer(nbytes=values.nbytes) as out, \
+            device.uniform(np.array([256, 0, 0, 0], np.int32)) as ubo:
+        rss_before = None
+        for i in range(1000):
+            with device.pipeline(scale_add, spec_constants={3: i % 7}) as p:
+                device.run(p, [out, inp, ubo], (256,), struct.pack("<i", i))
+            if i == 100:  # after warm-up allocations
+                rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        np.testing.assert_array_equal(out.download(np.int32), values * (999 % 7) + 999)
+    growth_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
+    assert device.live_objects() == baseline
+    assert growth_kib < 64 * 1024, f"resident memory grew by {growth_kib} KiB over 900 pipelines + dispatches"
