@@ -30,6 +30,10 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+pip_quiet() {  # this machine's pip configuration warns about absent local indexes on every package
+  "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+}
+
 # The Python environment; a stamp of pyproject.toml makes a second run a no-op.
 extras=""; [[ "$mode" == test ]] && extras="[test]"
 stamp="$venv/.workbench-installed$extras"
@@ -40,7 +44,7 @@ if [[ ! -x "$venv/bin/python" ]]; then
 fi
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   echo "setup: installing the workbench and its dependencies into $venv"
-  pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
+  pip=(pip_quiet "$venv/bin/python" -m pip install -q --disable-pip-version-check)
   index=(); [[ -n "${WORKBENCH_TORCH_INDEX:-}" ]] && index=(--extra-index-url "$WORKBENCH_TORCH_INDEX")
   # torch pinned to a CPU build: an unpinned torch may pull a multi-GB CUDA build.
   "${pip[@]}" "${index[@]}" "torch==2.13.0"

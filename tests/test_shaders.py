@@ -68,6 +68,9 @@ def disassemble(spv):
 def test_compile_small_shader(fresh_cache):
     spv = compile_glsl(COPY_SHADER, defines={"OFFSET": 3}, name="copy")
     assert spv.words[0] == SPIRV_MAGIC
+    text = disassemble(spv)
+    assert 'OpName %Out "Out"' in text  # names stay (the runtime reports bindings by name) ...
+    assert "OpSource" not in text and "OpLine" not in text and "shader.comp" not in text  # ... source does not
     assert len(spv.code) == 4 * len(spv.words) > 20
     assert spv.name == "copy" and spv.defines == {"OFFSET": 3} and not spv.cache_hit
     assert (fresh_cache / f"{spv.key}.spv").read_bytes() == spv.code
@@ -94,7 +97,9 @@ def test_changed_define_is_a_miss():
     # other inputs of the key: optimize flag and target env
     unoptimized = compile_glsl(COPY_SHADER, defines={"OFFSET": 3}, optimize=False)
     assert unoptimized.key != first.key
-    assert "OpName" in disassemble(unoptimized) and "OpName" not in disassemble(first)  # -O strips names
+    # -O promotes the local `i` to a register; without it `i` stays a Function-storage variable
+    assert "OpVariable %_ptr_Function_uint Function" in disassemble(unoptimized)
+    assert "OpVariable %_ptr_Function_uint Function" not in disassemble(first)
     assert compile_glsl(COPY_SHADER, defines={"OFFSET": 3}, target_env="vulkan1.3").key != first.key
 
 
@@ -397,3 +402,61 @@ def test_int8_dot_fallback_path_needs_no_extension(defines):
     text = disassemble(spv)
     assert "OpSDotAccSat" not in text and "OpExtension" not in text
     assert "OpBitFieldSExtract" in text  # the lanes are sign-extended one by one
+
+
+DOT_RUN_SHADER = """\
+#version 450
+layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
+layout(set = 0, binding = 0) writeonly buffer Out { ivec2 outv[]; };
+layout(set = 0, binding = 1) readonly buffer In { ivec4 inv[]; };
+#include "int8_dot.glslh"
+void main() {
+  uint i = gl_GlobalInvocationID.x;
+  ivec4 v = inv[i];  // (a, b, acc, unused)
+  // y: unpack a, push every lane out of int8 range by 256, repack: must give back a (truncation)
+  ivec4 lanes = ivec4(sext8(v.x, 0), sext8(v.x, 1), sext8(v.x, 2), sext8(v.x, 3)) + ivec4(256);
+  outv[i] = ivec2(dot4x8_acc_sat(v.x, v.y, v.z), pack4x8(lanes));
+}
+"""
+
+
+def dot4x8_acc_sat_reference(a, b, acc):
+    import numpy as np
+
+    def lanes(words):
+        return (words.astype(np.int32)[:, None] >> np.array([0, 8, 16, 24])).astype(np.int8).astype(np.int64)
+
+    exact = acc.astype(np.int64) + (lanes(a) * lanes(b)).sum(axis=1)
+    return np.clip(exact, -2**31, 2**31 - 1).astype(np.int32)
+
+
+@pytest.mark.parametrize("use_ext", [False, True], ids=["fallback", "OpSDotAccSat"])
+def test_int8_dot_matches_numpy_on_the_device(device, use_ext):
+    import numpy as np
+
+    if use_ext and not device.info.features.get("integer_dot_product"):
+        pytest.skip(f"{device.info.name} has no shaderIntegerDotProduct")
+    rng = np.random.default_rng(7)
+    n = 4096
+    words = rng.integers(-2**31, 2**31, size=(n, 4), dtype=np.int64).astype(np.int32)
+    # accumulators within 30000 of the int32 limits, so that many sums saturate
+    near = rng.integers(0, 30000, size=n // 2)
+    words[: n // 2, 2] = np.where(near % 2 == 0, 2**31 - 1 - near, -2**31 + near)
+    # edges: 4 * (-128 * -128) = 65536 and 4 * (-128 * 127) = -65024, one short of the limit and one past it
+    edges = [(0x80808080, 0x80808080, 2**31 - 65538), (0x80808080, 0x80808080, 2**31 - 65535),
+             (0x80808080, 0x7F7F7F7F, -2**31 + 65025), (0x80808080, 0x7F7F7F7F, -2**31 + 65023),
+             (0x04030201, 0x08070605, 0)]
+    words[: len(edges), :3] = np.array(edges, dtype=np.int64).astype(np.uint32).view(np.int32)
+
+    spv = compile_glsl(DOT_RUN_SHADER, defines={"USE_INT_DOT_EXT": use_ext}, name="dot_run")
+    with device.pipeline(spv, local_size=(64, 1, 1)) as pipeline, device.buffer(words) as inp, \
+            device.buffer(nbytes=n * 8) as out:
+        device.run(pipeline, [out, inp], (n, 1, 1))
+        result = out.download(np.int32).reshape(n, 2)
+
+    expected = dot4x8_acc_sat_reference(words[:, 0], words[:, 1], words[:, 2])
+    assert result[4, 0] == 1 * 5 + 2 * 6 + 3 * 7 + 4 * 8
+    assert list(result[:4, 0]) == [2**31 - 2, 2**31 - 1, -2**31 + 1, -2**31]
+    assert (expected == 2**31 - 1).sum() > 100 and (expected == -2**31).sum() > 100  # saturation is exercised
+    np.testing.assert_array_equal(result[:, 0], expected)
+    np.testing.assert_array_equal(result[:, 1], words[:, 0])

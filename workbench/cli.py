@@ -44,34 +44,68 @@ def _results_dir(args, device) -> Path:
 
 def cmd_bench(args) -> int:
     from . import bench, vk
-    device = vk.Device(args.device)
+    device = vk.get_device() if args.device is None else vk.set_device(args.device)
     out = _results_dir(args, device)
-    try:
-        if args.suite == "copy":
-            sizes = [float(s) for s in args.sizes.split(",")] if args.sizes else bench.COPY_SIZES_MIB
-            with bench.ResultsWriter(out / "copy", bench.environment(device)) as writer:
-                df = bench.bench_copy(device, sizes, writer=writer)
-            print(_table(df, ["method", "size_mib", "samples", "median_us", "p10_us", "p90_us", "GB/s", "timer"]))
-            print(f"\ncopy roofline on {device.info.name}: {bench.peak_copy_gbps(df):,.1f} GB/s "
-                  f"(bytes read + written); rows in {writer.csv_path}")
-        elif args.suite == "overhead":
-            df = bench.bench_dispatch_overhead(device)
-            print(_table(df, ["what", "dispatches", "host_median_us", "gpu_median_us"]))
-        else:  # pragma: no cover - argparse restricts choices
-            raise ValueError(args.suite)
-    finally:
-        device.close()
+    if args.suite == "overhead":
+        df = bench.bench_dispatch_overhead(device)
+        print(_table(df, ["what", "dispatches", "host_median_us", "gpu_median_us"]))
+        return 0
+    if args.suite == "copy" and args.sizes:
+        sizes = [float(s) for s in args.sizes.split(",")]
+        run = lambda dev, writer, **kw: bench.bench_copy(dev, sizes, writer=writer)  # noqa: E731
+    else:
+        run = bench.suite(args.suite)
+    stem = out / args.suite.replace("-", "_")
+    with bench.ResultsWriter(stem, bench.environment(device)) as writer:
+        df = run(device, writer, quick=args.quick)
+    shown = [c for c in ["kernel", "method", "variant", "path", "shape", "size_mib", "samples", "median_us",
+                         "p10_us", "p90_us", "GB/s", "GOP/s", "copy_fraction", "timer"] if c in df.columns]
+    print(_table(df, shown))
+    if args.suite == "copy":
+        print(f"\ncopy roofline on {device.info.name}: {bench.peak_copy_gbps(df):,.1f} GB/s (bytes read + written)")
+    print(f"{len(df)} rows in {writer.csv_path} (+ .parquet, .json)")
+    return 0
+
+
+def cmd_layout(args) -> int:
+    from . import layouts
+    sizes = [int(v) for v in args.sizes.split(",")]
+    if args.element:
+        element = [int(v) for v in args.element.split(",")]
+        print(layouts.describe_element(args.layout, sizes, element))
+    if args.png:
+        from .viz.layout_views import save_layout_pictures
+        element = [int(v) for v in args.element.split(",")] if args.element else None
+        paths = save_layout_pictures(layouts.get_layout(args.layout), sizes, args.png, element=element)
+        print("wrote", paths)
+    if not args.element and not args.png:
+        layout = layouts.get_layout(args.layout)
+        print(layout)
+        print("padded sizes (NCHW):", layout.padded_sizes(sizes))
     return 0
 
 
 def cmd_main(args) -> int:
-    """The main job: the device table, then every benchmark suite on the default device."""
-    print("== devices")
+    """The main job: the device table, the copy roofline, then every notebook with its full parameters."""
+    from . import bench, notebook, vk
+    device = vk.get_device() if args.device is None else vk.set_device(args.device)
+    out = _results_dir(args, device)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"== devices (results go to {out})")
     cmd_devices(args)
-    for suite in ("copy", "overhead"):
-        print(f"\n== bench {suite}")
-        cmd_bench(argparse.Namespace(device=args.device, out=args.out, suite=suite, sizes=None))
-    return 0
+    print("\n== copy roofline")
+    cmd_bench(argparse.Namespace(device=args.device, out=str(out), suite="copy", sizes=None, quick=args.quick))
+    device.close()  # notebooks open their own device in their kernels
+    print("\n== notebooks")
+    summary = notebook.run_all(out, full=not args.quick, selection=args.notebooks)
+    print("\n== summary")
+    for row in summary:
+        print(f"{row['notebook']:<32} {row['status']:<10} {row['seconds']:>7.1f} s  wrote {len(row['files'])} files")
+        for name in row["files"]:
+            print(f"    {name}")
+    print(f"executed notebooks in {out / 'notebooks'}")
+    failed = [r for r in summary if r["status"] != "ok"]
+    return 1 if failed else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,12 +116,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("devices", help="list Vulkan devices, their properties and features").set_defaults(fn=cmd_devices)
     p = sub.add_parser("bench", help="run a benchmark suite and write its DataFrame")
-    p.add_argument("suite", choices=["copy", "overhead"])
-    p.add_argument("--sizes", help="copy sizes in MiB, comma-separated (default 1,4,16,64,256)")
+    from .bench import SUITES
+    p.add_argument("suite", choices=sorted(SUITES) + ["overhead"])
+    p.add_argument("--sizes", help="copy only: sizes in MiB, comma-separated (default 1,4,16,64,256)")
+    p.add_argument("--quick", action="store_true", help="small sizes (seconds, for a smoke test)")
     p.add_argument("--out", help="results folder (default data/<device>/)")
     p.set_defaults(fn=cmd_bench)
-    p = sub.add_parser("main", help="the main job on the chosen device")
+    p = sub.add_parser("layout", help="where an element lives in a layout; pictures of the layout")
+    p.add_argument("layout", help="4W4C, 4H4W, 4W, 4C, 4C1W, or a float buffer/texture layout")
+    p.add_argument("--sizes", required=True, help="N,C,H,W")
+    p.add_argument("--element", help="n,c,h,w")
+    p.add_argument("--png", help="write the tensor and memory views to this PNG file")
+    p.set_defaults(fn=cmd_layout)
+    p = sub.add_parser("main", help="the main job: devices, copy roofline, every notebook; results per device")
     p.add_argument("--out", help="results folder (default data/<device>/)")
+    p.add_argument("--quick", action="store_true", help="notebooks with small sizes")
+    p.add_argument("--notebooks", nargs="*", help="only notebooks whose name contains one of these")
     p.set_defaults(fn=cmd_main)
     return parser
 

@@ -10,6 +10,9 @@ Compiling
     missing); every result is checked with ``spirv-val`` for the same target environment. Include search
     order: the directory of ``source_path`` (when given), ``shaders/include``, then ``include_dirs``.
     Define values are rendered ``True``/``False`` → ``1``/``0``, anything else → ``str(value)``.
+    glslc runs with ``-g`` so that OpName survives ``-O`` (the runtime names bindings in its errors);
+    the source text, file names and line markers that ``-g`` also embeds are stripped again, so the
+    output is deterministic.
     Errors from the compiler or the validator raise :class:`ShaderCompileError`, which points at the
     offending line (in the include file when the error is there).
 
@@ -77,8 +80,10 @@ TARGET_ENVS = ("vulkan1.1", "vulkan1.2", "vulkan1.3")
 COMPILERS = ("glslc", "glslangValidator")  # in order of preference
 COMPILER_CALLS = 0  # compilations actually run in this process (cache hits do not count)
 
-_CACHE_FORMAT = "workbench-spirv-2"  # bump to invalidate every cached entry
+_CACHE_FORMAT = "workbench-spirv-3"  # bump to invalidate every cached entry
 _SPIRV_MAGIC = b"\x03\x02\x23\x07"  # 0x07230203, little endian
+# OpSourceContinued, OpSource, OpSourceExtension, OpString, OpLine, OpNoLine, OpModuleProcessed
+_SOURCE_DEBUG_OPCODES = frozenset({2, 3, 4, 7, 8, 317, 330})
 _MEMORY_CACHE: dict[str, bytes] = {}
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INCLUDE_LINE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*(?:"([^"]+)"|<([^>]+)>)', re.MULTILINE)
@@ -207,17 +212,19 @@ def variants(name: str, *, shader_dir=None) -> dict[str, dict]:
 def compile_variant(variant_name: str, defines: dict | None = None, *, shader_dir=None, **kw) -> Spirv:
     """Compile the variant that some ``*.yaml`` in the shader dir declares; ``defines`` add to its own."""
     directory = _shader_dir(shader_dir)
-    declared_in = {path: table for path in sorted(directory.glob("*.yaml"))
-                   if variant_name in (table := _expand_variants(path))}
+    declared_in = []  # (yaml path, the variant's defines)
+    for path in sorted(directory.glob("*.yaml")):
+        table = _expand_variants(path)
+        if variant_name in table:
+            declared_in.append((path, table[variant_name]))
     if not declared_in:
         raise LookupError(f"no YAML in {directory} declares a variant named {variant_name!r}")
     if len(declared_in) > 1:
-        files = ", ".join(p.name for p in declared_in)
+        files = ", ".join(path.name for path, _ in declared_in)
         raise ValueError(f"variant {variant_name!r} is declared by several files: {files}")
-    (path, table), = declared_in.items()
-    all_defines = {**table[variant_name], **(defines or {})}
+    path, variant_defines = declared_in[0]
     kw.setdefault("name", variant_name)
-    return compile_shader(path.stem, all_defines, shader_dir=shader_dir, **kw)
+    return compile_shader(path.stem, {**variant_defines, **(defines or {})}, shader_dir=shader_dir, **kw)
 
 
 def available_shaders(shader_dir=None) -> list[str]:
@@ -411,6 +418,7 @@ def _compile(compiler, source, shown_as, search_dirs, rendered_defines, target_e
             output = result.stdout if _is_glslang(compiler) else result.stderr
             raise _compile_error(output or result.stdout + result.stderr, source_file, shown_as,
                                  source, version_line)
+        output_file.write_bytes(_strip_source_debug(output_file.read_bytes()))
         _validate(output_file, target_env, shown_as)
         return output_file.read_bytes()
 
@@ -432,6 +440,26 @@ def _glslang_command(compiler, source_file, output_file, search_dirs, defines, t
     command += [f"-D{name}={value}" for name, value in defines.items()]
     command += [f"-I{directory}" for directory in search_dirs]
     return command + ["-o", str(output_file), str(source_file)]
+
+
+def _strip_source_debug(code: bytes) -> bytes:
+    """Drop the source text, file names and line markers that -g embeds; OpName stays.
+
+    They hold the temp file's path (every compile would differ) and the whole source with its
+    comments; the runtime only wants the names.
+    """
+    import numpy as np
+
+    words = np.frombuffer(code, dtype="<u4")
+    kept, index = [words[:5]], 5  # 5 header words, then instructions
+    while index < len(words):
+        word_count, opcode = int(words[index]) >> 16, int(words[index]) & 0xFFFF
+        if word_count == 0:
+            return code  # not well formed: leave it to spirv-val to say so
+        if opcode not in _SOURCE_DEBUG_OPCODES:
+            kept.append(words[index:index + word_count])
+        index += word_count
+    return np.concatenate(kept).astype("<u4").tobytes()
 
 
 def _enable_include_directive(source: str) -> tuple[str, int | None]:
@@ -522,7 +550,8 @@ def _expand_variants(path: Path) -> dict[str, dict]:
         where = f"variants[{index}]"
         base = {**defaults, **(entry.get("parameters") or {})}
         grid = entry["forall"] if "forall" in entry else (spec.get("forall") or {})
-        axes = [[(parameter, value, suffix) for value, suffix in _grid_values(path, where, parameter, values)]
+        axes = [[(parameter, value, suffix)
+                 for value, suffix in _grid_values(path, where, parameter, values)]
                 for parameter, values in grid.items()]
         for combination in itertools.product(*axes):
             defines = dict(base)

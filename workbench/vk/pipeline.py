@@ -132,28 +132,18 @@ class Pipeline:
         With several executables (rare for compute) names get the executable's name as a prefix."""
         if not self.capture_statistics:
             raise RuntimeError(f"{self.name}: create the pipeline with capture_statistics=True to read statistics")
-        handle = self.device.handle
-        get_executables = vk.vkGetDeviceProcAddr(handle, "vkGetPipelineExecutablePropertiesKHR")
-        get_statistics = vk.vkGetDeviceProcAddr(handle, "vkGetPipelineExecutableStatisticsKHR")
-        pipeline_info = vk.VkPipelineInfoKHR(pipeline=self.handle)
-        executables = list(get_executables(handle, pipeline_info))
+        executables = _enumerate(self.device, "vkGetPipelineExecutablePropertiesKHR",
+                                 "VkPipelineExecutablePropertiesKHR",
+                                 vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR,
+                                 vk.VkPipelineInfoKHR(pipeline=self.handle))
         result = {}
         for index, executable in enumerate(executables):
-            executable_info = vk.VkPipelineExecutableInfoKHR(pipeline=self.handle, executableIndex=index)
+            info = vk.VkPipelineExecutableInfoKHR(pipeline=self.handle, executableIndex=index)
             prefix = "" if len(executables) == 1 else f"{vk.ffi.string(executable.name).decode()}: "
-            for stat in get_statistics(handle, executable_info):
-                name = stat.name if isinstance(stat.name, str) else vk.ffi.string(stat.name).decode()
-                fmt = stat.format
-                value = stat.value
-                if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
-                    value = bool(value.b32)
-                elif fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
-                    value = int(value.i64)
-                elif fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
-                    value = int(value.u64)
-                else:
-                    value = float(value.f64)
-                result[prefix + name] = value
+            for stat in _enumerate(self.device, "vkGetPipelineExecutableStatisticsKHR",
+                                   "VkPipelineExecutableStatisticKHR",
+                                   vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR, info):
+                result[prefix + vk.ffi.string(stat.name).decode()] = _statistic_value(stat)
             if len(executables) == 1:
                 result["Subgroup Size"] = int(executable.subgroupSize)
         return result
@@ -191,3 +181,33 @@ class Pipeline:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _enumerate(device, function: str, struct_name: str, s_type: int, info) -> list:
+    """Call a count-then-fill enumeration through the raw function pointer: the binding's own wrapper leaves the
+    output structs' sType unset, which the validation layer (rightly) reports."""
+    address = vk.lib.vkGetDeviceProcAddr(device.handle, function.encode())
+    if address == vk.ffi.NULL:
+        raise MissingFeatureError(f"{device.info.name} has no {function}")
+    fn = vk.ffi.cast(f"PFN_{function}", address)
+    info_ptr = vk.ffi.addressof(info)
+    count = vk.ffi.new("uint32_t*")
+    if fn(device.handle, info_ptr, count, vk.ffi.NULL) != vk.VK_SUCCESS:
+        raise RuntimeError(f"{function} failed")
+    items = vk.ffi.new(f"{struct_name}[]", count[0])
+    for i in range(count[0]):
+        items[i].sType = s_type
+    if fn(device.handle, info_ptr, count, items) != vk.VK_SUCCESS:
+        raise RuntimeError(f"{function} failed")
+    return [items[i] for i in range(count[0])]
+
+
+def _statistic_value(stat):
+    fmt = stat.format
+    if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+        return bool(stat.value.b32)
+    if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+        return int(stat.value.i64)
+    if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+        return int(stat.value.u64)
+    return float(stat.value.f64)

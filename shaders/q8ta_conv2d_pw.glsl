@@ -1,0 +1,219 @@
+#version 450
+// q8ta_conv2d_pw: pointwise (1x1, stride 1, no padding, groups 1) int8 convolution with int32 accumulation and
+// per-output-channel requantization, after ET-VK's et_vk.q8ta_conv2d_pw (reference etvk.md section 3).
+//
+//   out[n, oc, h, w] = clamp(roundEven(f * output_inv_scale) + output_zp, -128, 127)
+//   f   = fma(float(acc - input_zp * weight_sums[oc]), weight_scales[oc] * input_scale, bias[oc])  (apply_bias)
+//       =     float(acc - input_zp * weight_sums[oc]) * (weight_scales[oc] * input_scale)          (no bias)
+//   f   = max(f, 0) when activation != 0 (ReLU), before the output scale
+//   acc = sum over ic of q_in[n, ic, h, w] * w[oc, ic]    (int32, saturating packed dot products)
+// Every float step is one fp32 rounding in this order (`precise` keeps fma fused and stops contractions);
+// roundEven() is round-half-to-even (ET-VK uses round(), whose .5 case GLSL leaves to the implementation).
+// Weights are symmetric (no weight zero point); only the activation zero point is corrected, through the
+// precomputed weight sums.
+//
+// Tiling (compile-time defines; each combination is its own SPIR-V, so the register count really changes):
+//   TILE_M   4-width blocks per thread            -> 4*TILE_M output widths
+//   TILE_N4  4-output-channel blocks per thread    -> 4*TILE_N4 output channels
+//   TILE_K4  4-input-channel blocks per inner step: all its operands are loaded before the dot products
+//   accumulators per thread: ivec4 acc[4*TILE_M][TILE_N4] = 16*TILE_M*TILE_N4 int32
+// Dispatch: global = (ceil(OC4 / TILE_N4), ceil(W4 / TILE_M), N * H); thread (x, y, z) computes output channels
+// [4*TILE_N4*x, 4*TILE_N4*(x+1)), widths [4*TILE_M*y, 4*TILE_M*(y+1)) of row h = z % H of batch n = z / H.
+//
+// Other defines: USE_INT_DOT_EXT (1: OpSDotAccSat, needs shaderIntegerDotProduct; 0: portable fallback) and
+// WRITE_ACCUMULATORS (1: a debug build that writes the raw int32 accumulators instead of int8 outputs, as a dense
+// (N, H, W, OC) int array, logical elements only).
+//
+// Tensors (layouts: hashed layouts as spec constants + BufferMetadata UBOs, from workbench/layouts.py):
+//   input : int8x4, must be 4W4C; read as ivec4 = one 4-width x 4-channel block (word m = width w0+m,
+//           byte b = channel c0+b). Block index = n*s_n + h*s_h + w4*s_w + c4*s_c (block-unit strides, UBO).
+//   output: int8x4 in 4W4C, 4C1W or 4C (packed dim C, block 4; outer dim W, block 4 or 1); word index from
+//           indexing.glslh. Only logical widths and channel blocks are written; padded channel lanes of a
+//           written word hold output_zp (as ET-VK writes them).
+//   weight: a storage buffer of ivec4, element [k4 * OC4P + oc4]: component j = output channel 4*oc4 + j,
+//           byte b of it = input channel 4*k4 + b (ET-VK's texel (x = oc4, y = k4) of its RGBA32I texture).
+//           OC4P = OC4 rounded up to a multiple of 4, zero-filled, so that any TILE_N4 reads inside the buffer.
+//   weight_sums (ivec4), weight_scales (vec4), bias (vec4): per output-channel block, OC4P entries, zero-filled.
+//
+// Bindings: 0 output, 1 input, 2 weight, 3 weight sums, 4 weight scales, 5 bias, 6 output metadata,
+// 7 input metadata. Push constants: input_scale, input_zp, output_inv_scale, output_zp.
+// Spec constants: 0-2 local size, 3 apply_bias, 4 activation (>0: ReLU), 5 output layout, 6 input layout.
+
+#extension GL_EXT_control_flow_attributes : require
+
+#ifndef TILE_M
+#define TILE_M 1
+#endif
+#ifndef TILE_N4
+#define TILE_N4 1
+#endif
+#ifndef TILE_K4
+#define TILE_K4 1
+#endif
+#ifndef WRITE_ACCUMULATORS
+#define WRITE_ACCUMULATORS 0
+#endif
+
+#define TILE_W (4 * TILE_M)
+
+#include "indexing.glslh"
+#include "int8_dot.glslh"
+
+layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
+
+layout(constant_id = 3) const int apply_bias = 1;
+layout(constant_id = 4) const int activation = 0;
+layout(constant_id = 5) const int out_layout = 0x44023102;  // 4W4C
+layout(constant_id = 6) const int in_layout = 0x44023102;   // 4W4C
+
+layout(std430, set = 0, binding = 0) writeonly buffer Out { int t_out[]; };
+layout(std430, set = 0, binding = 1) readonly buffer In { ivec4 t_in[]; };
+layout(std430, set = 0, binding = 2) readonly buffer Weight { ivec4 t_weight[]; };
+layout(std430, set = 0, binding = 3) readonly buffer WeightSums { ivec4 t_weight_sums[]; };
+layout(std430, set = 0, binding = 4) readonly buffer WeightScales { vec4 t_weight_scales[]; };
+layout(std430, set = 0, binding = 5) readonly buffer Bias { vec4 t_bias[]; };
+layout(std140, set = 0, binding = 6) uniform OutMeta { BufferMetadata outp; };
+layout(std140, set = 0, binding = 7) uniform InMeta { BufferMetadata inp; };
+
+layout(push_constant) uniform Params {
+  float input_scale;
+  int input_zp;
+  float output_inv_scale;
+  int output_zp;
+} pc;
+
+// One input word (4 channels of one width) against the 4 output channels of a weight block.
+ivec4 dot_block(int a, ivec4 w, ivec4 acc) {
+  return ivec4(dot4x8_acc_sat(a, w.x, acc.x),
+               dot4x8_acc_sat(a, w.y, acc.y),
+               dot4x8_acc_sat(a, w.z, acc.z),
+               dot4x8_acc_sat(a, w.w, acc.w));
+}
+
+void main() {
+  const ivec4 out_sizes = meta_sizes(outp);  // WHCN
+  const int W = out_sizes.x;
+  const int H = out_sizes.y;
+  const int OC = out_sizes.z;
+  const int N = out_sizes.w;
+  const int OC4 = (OC + 3) >> 2;
+  const int OC4P = (OC4 + 3) & ~3;
+  const int W4 = (W + 3) >> 2;
+
+  const int oc4_0 = int(gl_GlobalInvocationID.x) * TILE_N4;
+  const int w4_0 = int(gl_GlobalInvocationID.y) * TILE_M;
+  const int nh = int(gl_GlobalInvocationID.z);
+  if (oc4_0 >= OC4 || w4_0 >= W4 || nh >= N * H) {
+    return;
+  }
+  const int n = nh / H;
+  const int h = nh - n * H;
+
+  const int IC4 = (int(meta_sizes(inp).z) + 3) >> 2;
+  const ivec4 in_strides = meta_strides(inp);  // WHCN, block units
+  const int s_c = in_strides.z;
+
+  // First block of each 4-width column of the tile. Columns past the last width block re-read the last one
+  // (cheaper than a branch; their results are never stored).
+  int in_base[TILE_M];
+  [[unroll]] for (int m = 0; m < TILE_M; ++m) {
+    const int w4 = min(w4_0 + m, W4 - 1);
+    in_base[m] = n * in_strides.w + h * in_strides.y + w4 * in_strides.x;
+  }
+
+  ivec4 acc[TILE_W][TILE_N4];
+  [[unroll]] for (int i = 0; i < TILE_W; ++i) {
+    [[unroll]] for (int j = 0; j < TILE_N4; ++j) {
+      acc[i][j] = ivec4(0);
+    }
+  }
+
+  // Main loop: whole TILE_K4 steps; all operands of a step are loaded first.
+  const int k4_main = IC4 - IC4 % TILE_K4;
+  int k4 = 0;
+  for (; k4 < k4_main; k4 += TILE_K4) {
+    ivec4 a[TILE_K4][TILE_M];
+    ivec4 b[TILE_K4][TILE_N4];
+    [[unroll]] for (int kk = 0; kk < TILE_K4; ++kk) {
+      [[unroll]] for (int m = 0; m < TILE_M; ++m) {
+        a[kk][m] = t_in[in_base[m] + (k4 + kk) * s_c];
+      }
+      [[unroll]] for (int j = 0; j < TILE_N4; ++j) {
+        b[kk][j] = t_weight[(k4 + kk) * OC4P + oc4_0 + j];
+      }
+    }
+    [[unroll]] for (int kk = 0; kk < TILE_K4; ++kk) {
+      [[unroll]] for (int m = 0; m < TILE_M; ++m) {
+        [[unroll]] for (int wi = 0; wi < 4; ++wi) {
+          [[unroll]] for (int j = 0; j < TILE_N4; ++j) {
+            acc[4 * m + wi][j] = dot_block(a[kk][m][wi], b[kk][j], acc[4 * m + wi][j]);
+          }
+        }
+      }
+    }
+  }
+  // Remainder: the last IC4 % TILE_K4 input-channel blocks, one at a time.
+  for (; k4 < IC4; ++k4) {
+    ivec4 b[TILE_N4];
+    [[unroll]] for (int j = 0; j < TILE_N4; ++j) {
+      b[j] = t_weight[k4 * OC4P + oc4_0 + j];
+    }
+    [[unroll]] for (int m = 0; m < TILE_M; ++m) {
+      const ivec4 a = t_in[in_base[m] + k4 * s_c];
+      [[unroll]] for (int wi = 0; wi < 4; ++wi) {
+        [[unroll]] for (int j = 0; j < TILE_N4; ++j) {
+          acc[4 * m + wi][j] = dot_block(a[wi], b[j], acc[4 * m + wi][j]);
+        }
+      }
+    }
+  }
+
+#if WRITE_ACCUMULATORS
+  // Debug: raw accumulators, dense (N, H, W, OC), logical elements only.
+  [[unroll]] for (int i = 0; i < TILE_W; ++i) {
+    const int w = 4 * w4_0 + i;
+    if (w < W) {
+      [[unroll]] for (int j = 0; j < TILE_N4; ++j) {
+        const int oc0 = 4 * (oc4_0 + j);
+        const int base = ((n * H + h) * W + w) * OC + oc0;
+        [[unroll]] for (int lane = 0; lane < 4; ++lane) {
+          if (oc0 + lane < OC) {
+            t_out[base + lane] = acc[i][j][lane];
+          }
+        }
+      }
+    }
+  }
+#else
+  [[unroll]] for (int j = 0; j < TILE_N4; ++j) {
+    const int oc4 = oc4_0 + j;
+    if (oc4 < OC4) {
+      const ivec4 sums = t_weight_sums[oc4];
+      precise const vec4 scale = t_weight_scales[oc4] * pc.input_scale;
+      const vec4 bias = t_bias[oc4];
+      // padded channels of the last block: write output_zp there
+      const bvec4 valid = lessThan(ivec4(4 * oc4) + ivec4(0, 1, 2, 3), ivec4(OC));
+      [[unroll]] for (int i = 0; i < TILE_W; ++i) {
+        const int w = 4 * w4_0 + i;
+        if (w < W) {
+          const ivec4 adj = acc[i][j] - pc.input_zp * sums;
+          precise vec4 f;
+          if (apply_bias != 0) {
+            f = fma(vec4(adj), scale, bias);
+          } else {
+            f = vec4(adj) * scale;
+          }
+          if (activation != 0) {
+            f = max(f, vec4(0.0));
+          }
+          precise const vec4 g = f * pc.output_inv_scale;
+          // clamp in float first: converting an out-of-range float to int is undefined
+          const vec4 r = clamp(roundEven(g) + float(pc.output_zp), -128.0, 127.0);
+          const ivec4 q = mix(ivec4(pc.output_zp), ivec4(r), valid);
+          t_out[tidx_to_word_idx(outp, ivec4(w, h, 4 * oc4, n), out_layout)] = pack4x8(q);
+        }
+      }
+    }
+  }
+#endif
+}

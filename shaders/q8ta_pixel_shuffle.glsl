@@ -1,0 +1,83 @@
+#version 450
+// Fused int8x4 pixel shuffle, (N, C*r*r, H, W) -> (N, C, H*r, W*r), on the channels-packed int8 family
+// (4W4C, 4C1W, 4C: packed dim C, block 4), input and output layouts chosen independently.
+//
+// One thread per output word: the 4 lanes of output word (n, c0..c0+3, oh, ow).  Lane i (channel c = c0 + i)
+// reads input channel c*r*r + (oh % r)*r + (ow % r) at (ih, iw) = (oh / r, ow / r).  With the packed dim C and
+// block 4, the byte index of an input channel c_in at a fixed (n, ih, iw) is
+//     byte(c_in) = byte(0) + (c_in / 4) * strides[C] * block_numel + c_in % 4,
+// so the index helper runs once per thread and each lane adds its channel's offset.  For r = 2 (ET-VK's case)
+// c_in % 4 is the same for every lane and the 4 words are one channel block apart; for any other r the lanes come
+// from different input lanes (r = 1: all from one word; r = 3: c_in advances by 9), which this formula covers.
+//
+// passthrough != 0 (scales and zero points agree, host-side rule): a pure byte shuffle.  Otherwise requantize in
+// fp32 in ET-VK's order: dq = float(q_in - zp_in) * scale_in;  q = clamp(roundEven(dq * inv_scale_out) + zp_out).
+// roundEven (ties to even) instead of ET-VK's round(), whose direction at .5 is implementation-defined.
+// Channel lanes past C_out are written 0; words of the width padding (4W4C) are not written.
+//
+// Bindings: 0 output words, 1 input words, 2 output BufferMetadata, 3 input BufferMetadata.
+// Spec constants (ET-VK's order for this op): 3 input layout, 4 output layout.  Push constants: 24 bytes below.
+
+#extension GL_EXT_control_flow_attributes : require
+
+#include "indexing.glslh"
+#include "int8x4.glslh"
+
+layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
+
+layout(constant_id = 3) const int in_layout = 0x44023102;
+layout(constant_id = 4) const int out_layout = 0x44023102;
+
+layout(std430, set = 0, binding = 0) writeonly buffer Out { int t_out[]; };
+layout(std430, set = 0, binding = 1) readonly buffer In { int t_in[]; };
+layout(std140, set = 0, binding = 2) uniform OutMeta { BufferMetadata out_meta; };
+layout(std140, set = 0, binding = 3) uniform InMeta { BufferMetadata in_meta; };
+
+layout(push_constant) uniform Params {
+  float scale_in;
+  float inv_scale_out;
+  int zp_in;
+  int zp_out;
+  int upscale_factor;
+  int passthrough;
+} p;
+
+void main() {
+  const ivec4 out_sizes = meta_sizes(out_meta);  // WHCN
+  const int W_out = out_sizes.x;
+  const int H_out = out_sizes.y;
+  const int C_out = out_sizes.z;
+  const int c_words = (C_out + 3) / 4;
+  const int t = int(gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x);
+  if (t >= W_out * H_out * c_words * out_sizes.w) {
+    return;
+  }
+  // Thread order as ET-VK: W_out fastest, then H_out, then channel words, then N.
+  const int ow = t % W_out;
+  const int oh = (t / W_out) % H_out;
+  const int cw = (t / (W_out * H_out)) % c_words;
+  const int n = t / (W_out * H_out * c_words);
+
+  const int r = p.upscale_factor;
+  const int offset = (oh % r) * r + (ow % r);
+  const int base = tidx_to_byte_idx(in_meta, ivec4(ow / r, oh / r, 0, n), in_layout);
+  const int block_bytes = int(in_meta.strides[0].z) * layout_block_numel(in_layout);  // one channel block
+
+  const int c0 = 4 * cw;
+  ivec4 q = ivec4(0);
+  [[unroll]] for (int i = 0; i < 4; ++i) {
+    const int c = c0 + i;
+    if (c < C_out) {
+      const int c_in = c * r * r + offset;
+      const int b = base + (c_in >> 2) * block_bytes + (c_in & 3);
+      int v = sext8(t_in[b >> 2], b & 3);
+      if (p.passthrough == 0) {
+        precise float dq = float(v - p.zp_in) * p.scale_in;
+        precise float s = dq * p.inv_scale_out;
+        v = clamp(int(roundEven(s)) + p.zp_out, -128, 127);
+      }
+      q[i] = v;
+    }
+  }
+  t_out[tidx_to_word_idx(out_meta, ivec4(ow, oh, c0, n), out_layout)] = pack4x8(q);
+}

@@ -1,0 +1,138 @@
+"""Notebooks: the helpers they call, and the runner that executes them headless.
+
+Contract for every notebook in notebooks/:
+- its first code cell is tagged `parameters` and assigns `FULL = False` (small sizes) and `RESULTS_DIR = None`;
+  the runner injects a cell right after it (tagged `injected-parameters`) with the values of the run;
+- it calls `nb.results_dir(RESULTS_DIR)` once, then `nb.export(df, name)` for each DataFrame and
+  `nb.save_figure(fig, name)` for each chart people should see, so the main job collects them per device;
+- it checks results with plain `assert` (or `nb.check`), so a wrong answer fails the run;
+- it is committed without outputs or execution counts.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOK_DIR = REPO / "notebooks"
+_results_dir: Path | None = None
+
+
+# --- inside a notebook ---------------------------------------------------------------------------------------
+def results_dir(path=None) -> Path:
+    """Set (when given) and return the folder where this notebook's exports go.
+
+    Default: $WORKBENCH_RESULTS_DIR, else data/<device>/ for the current device."""
+    global _results_dir
+    if path is not None:
+        _results_dir = Path(path)
+    elif _results_dir is None:
+        env = os.environ.get("WORKBENCH_RESULTS_DIR")
+        if env:
+            _results_dir = Path(env)
+        else:
+            from . import vk
+            from .bench import default_results_dir
+            _results_dir = default_results_dir(vk.get_device())
+    _results_dir.mkdir(parents=True, exist_ok=True)
+    return _results_dir
+
+
+def metadata() -> dict:
+    from . import vk
+    from .bench import environment
+    dev = vk.get_device()
+    return {**environment(dev), "driver_version": dev.info.driver_version, "vendor": dev.info.vendor}
+
+
+def export(df, name: str, **extra) -> dict:
+    """Write a DataFrame as CSV and Parquet with a JSON of metadata beside it; returns the paths."""
+    folder = results_dir()
+    stem = folder / name
+    df.to_csv(stem.with_suffix(".csv"), index=False)
+    df.to_parquet(stem.with_suffix(".parquet"), index=False)
+    meta = {**metadata(), **extra, "rows": len(df), "columns": [str(c) for c in df.columns]}
+    stem.with_suffix(".json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    return {"csv": stem.with_suffix(".csv"), "parquet": stem.with_suffix(".parquet"),
+            "json": stem.with_suffix(".json")}
+
+
+def save_figure(fig, name: str, dpi: int = 110) -> Path:
+    path = results_dir() / f"{name}.png"
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    return path
+
+
+def check(condition, message: str) -> None:
+    """An assertion that survives `python -O` and says what was expected."""
+    if not condition:
+        raise AssertionError(message)
+
+
+# --- running notebooks -----------------------------------------------------------------------------------------
+def notebooks() -> list[Path]:
+    return sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
+
+
+def inject_parameters(notebook, parameters: dict):
+    """Insert a cell with `parameters` after the cell tagged `parameters` (which must exist)."""
+    import nbformat
+    index = next((i for i, c in enumerate(notebook.cells)
+                  if c.cell_type == "code" and "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    if index is None:
+        raise ValueError("notebook has no code cell tagged 'parameters'")
+    source = "\n".join(f"{k} = {v!r}" for k, v in parameters.items())
+    cell = nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]})
+    notebook.cells.insert(index + 1, cell)
+    return notebook
+
+
+def execute(path, *, parameters: dict | None = None, extra_cells=(), timeout: int = 1800,
+            kernel_name: str = "python3"):
+    """Execute a notebook top to bottom in a fresh kernel (cwd = notebooks/); returns the executed notebook.
+
+    `extra_cells` are appended (code strings), e.g. by tests that move widgets and read back state."""
+    import nbformat
+    from nbclient import NotebookClient
+    path = Path(path)
+    notebook = nbformat.read(path, as_version=4)
+    inject_parameters(notebook, parameters or {})
+    for source in extra_cells:
+        notebook.cells.append(nbformat.v4.new_code_cell(source))
+    client = NotebookClient(notebook, timeout=timeout, kernel_name=kernel_name,
+                            resources={"metadata": {"path": str(path.parent)}})
+    client.execute()
+    return notebook
+
+
+def run_all(results: Path, *, full: bool = True, selection=None, show_progress: bool = True) -> list[dict]:
+    """The main job's notebook part: execute every notebook with its full parameters, save the executed
+    notebooks (with outputs) under results/notebooks/, and return one summary row per notebook."""
+    import nbformat
+    results = Path(results)
+    (results / "notebooks").mkdir(parents=True, exist_ok=True)
+    chosen = [p for p in notebooks() if not selection or any(s in p.name for s in selection)]
+    summary = []
+    iterator = chosen
+    if show_progress:
+        from tqdm.auto import tqdm
+        iterator = tqdm(chosen, desc="notebooks", unit="nb")
+    for path in iterator:
+        if show_progress:
+            iterator.set_postfix_str(path.name)
+        before = {p: p.stat().st_mtime for p in results.glob("*") if p.is_file()}
+        start = time.perf_counter()
+        status = "ok"
+        try:
+            executed = execute(path, parameters={"FULL": full, "RESULTS_DIR": str(results.resolve())})
+        except Exception as exc:  # keep going: one broken notebook must not hide the others' results
+            status = f"failed: {type(exc).__name__}: {str(exc).splitlines()[-1] if str(exc) else ''}"
+            executed = getattr(exc, "notebook", None)
+        if executed is not None:
+            nbformat.write(executed, results / "notebooks" / path.name)
+        written = sorted(p.name for p in results.glob("*") if p.is_file() and before.get(p) != p.stat().st_mtime)
+        summary.append({"notebook": path.name, "status": status, "seconds": round(time.perf_counter() - start, 1),
+                        "files": written})
+    return summary

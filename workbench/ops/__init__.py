@@ -1,0 +1,27 @@
+"""torch-facing entry points: they run on the workbench's current device (`workbench.vk.get_device()`) and
+return CPU torch tensors in NCHW.
+
+Each op lives in its own module; names are resolved on first use so that importing `workbench.ops` stays cheap.
+"""
+import importlib
+
+_OPS = {
+    "pixel_shuffle": "pixel_shuffle",
+    "q8ta_pixel_shuffle": "pixel_shuffle",
+    "q8ta_conv2d_pw": "conv_pw",
+    "quantize_per_tensor": "quant",
+    "dequantize_per_tensor": "quant",
+    "pack": "layout_ops",
+    "unpack": "layout_ops",
+}
+
+
+def __getattr__(name):
+    module = _OPS.get(name)
+    if module is None:
+        raise AttributeError(f"workbench.ops has no op {name!r}; ops: {sorted(_OPS)}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__():
+    return sorted(_OPS)
