@@ -26,7 +26,8 @@
 //
 // Tensors (layouts: hashed layouts as spec constants + BufferMetadata UBOs, from workbench/layouts.py):
 //   input : int8x4, must be 4W4C; read as ivec4 = one 4-width x 4-channel block (word m = width w0+m,
-//           byte b = channel c0+b). Block index = n*s_n + h*s_h + w4*s_w + c4*s_c (block-unit strides, UBO).
+//           byte b = channel c0+b). Block of (n, h, w4, c4) = block of (n, h, w4, 0) (indexing.glslh, input
+//           layout) + c4 * s_c (the block-unit stride of C in the input's BufferMetadata; 1 for 4W4C).
 //   output: int8x4 in 4W4C, 4C1W or 4C (packed dim C, block 4; outer dim W, block 4 or 1); word index from
 //           indexing.glslh. Only logical widths and channel blocks are written; padded channel lanes of a
 //           written word hold output_zp (as ET-VK writes them).
@@ -118,7 +119,8 @@ void main() {
   int in_base[TILE_M];
   [[unroll]] for (int m = 0; m < TILE_M; ++m) {
     const int w4 = min(w4_0 + m, W4 - 1);
-    in_base[m] = n * in_strides.w + h * in_strides.y + w4 * in_strides.x;
+    // word of (w = 4*w4, h, c = 0, n) through the input's layout; 4W4C has 4 words (one ivec4) per block
+    in_base[m] = tidx_to_word_idx(inp, ivec4(4 * w4, h, 0, n), in_layout) >> 2;
   }
 
   ivec4 acc[TILE_W][TILE_N4];

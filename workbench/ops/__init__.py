@@ -9,8 +9,6 @@ _OPS = {
     "pixel_shuffle": "pixel_shuffle",
     "q8ta_pixel_shuffle": "pixel_shuffle",
     "q8ta_conv2d_pw": "conv_pw",
-    "quantize_per_tensor": "quant",
-    "dequantize_per_tensor": "quant",
     "pack": "layout_ops",
     "unpack": "layout_ops",
 }
