@@ -705,11 +705,12 @@ def test_texel_view_and_compare_and_save(tmp_path):
     fig = V.memory_view("CHANNELS_PACKED_TEXTURE", (2, 6, 2, 3), highlight=(1, 5, 1, 2))
     X, Y, Z = L.extents("CHANNELS_PACKED_TEXTURE", (2, 6, 2, 3))
     assert len(_texts(fig, "lane-label")) == X * Y * Z * 4
-    fig = V.compare_layouts(["4W4C", "4C1W", "CHANNELS_PACKED_TEXTURE"], (1, 6, 3, 5), (0, 5, 2, 4))
+    fig = V.compare_layouts(["4W4C", "4C1W", "CHANNELS_PACKED_TEXTURE"], (1, 6, 2, 5), (0, 5, 1, 4))
     assert isinstance(fig, Figure) and len(fig.axes) == 6
-    assert "word 44 lane 1" in fig._suptitle.get_text()
-    assert len(_texts(fig, "cell-label")) == 3 * 90
-    path = V.save_layout_pictures("4C1W", (1, 6, 3, 5), tmp_path / "x.png", element=(0, 5, 2, 4))
+    w, lane = closed_form("4W4C", (1, 6, 2, 5), 0, 5, 1, 4)
+    assert f"4W4C: element (0,5,1,4) → word {w} lane {lane}" in fig._suptitle.get_text()
+    assert len(_texts(fig, "cell-label")) == 3 * 60
+    path = V.save_layout_pictures("4C1W", (1, 6, 2, 3), tmp_path / "x.png", element=(0, 5, 1, 2))
     assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert fig._repr_png_()[:4] == b"\x89PNG"
     with pytest.raises(ValueError, match="too many"):
@@ -719,20 +720,23 @@ def test_texel_view_and_compare_and_save(tmp_path):
 def test_layout_explorer_reacts_to_sliders():
     pytest.importorskip("ipywidgets")
     from workbench.viz import layout_views as V
-    ex = V.layout_explorer("4W4C", "4C1W", sizes=(1, 8, 2, 8), element=(0, 0, 0, 0))
+    ex = V.layout_explorer("4W4C", "4C1W", sizes=(1, 8, 2, 4), element=(0, 0, 0, 0))
     assert ex.text_lines[0] == "4W4C: element (0,0,0,0) → word 0 lane 0, byte address 0"
     first_png = ex.image.value
+    assert first_png[:4] == b"\x89PNG"
     ex.element_sliders["c"].value = 1
     assert ex.text_lines == ["4W4C: element (0,1,0,0) → word 0 lane 1, byte address 1",
                              "4C1W: element (0,1,0,0) → word 0 lane 1, byte address 1"]
     ex.element_sliders["h"].value = 1
-    assert ex.text_lines[0].startswith("4W4C: element (0,1,1,0) → word 16 lane 1")
-    ex.layout_b.value = "4H4W"
-    assert ex.text_lines[1] == "4H4W: element (0,1,1,0) → word 9 lane 0, byte address 36"
+    # 4W4C (1,8,2,4): next height starts at 2 C-blocks x 1 W-block x 4 words = word 8
+    assert ex.text_lines[0] == "4W4C: element (0,1,1,0) → word 8 lane 1, byte address 33"
     assert ex.image.value != first_png
+    ex.layout_b.value = "4H4W"                                  # H padded to 4: word = 4*(c*1*1) + h
+    assert ex.text_lines[1] == "4H4W: element (0,1,1,0) → word 5 lane 0, byte address 20"
     # shrinking a size clamps the element slider
     ex.size_sliders["c"].value = 1
     assert ex.element_sliders["c"].value == 0 and ex.element_sliders["c"].max == 0
     assert ex.text_lines[0].startswith("4W4C: element (0,0,1,0)")
     labels = [t for ax in ex.figure.axes for t in ax.texts if t.get_gid() == "cell-label"]
-    assert len(labels) == 2 * 1 * 1 * 2 * 8
+    assert len(labels) == 2 * 1 * 1 * 2 * 4
+    assert ex.sizes == (1, 1, 2, 4) and ex.element == (0, 0, 1, 0)

@@ -23,6 +23,7 @@ from typing import Sequence
 import numpy as np
 from matplotlib import colors as mcolors
 from matplotlib.figure import Figure
+from matplotlib.collections import PatchCollection
 from matplotlib.patches import Rectangle
 
 from workbench import layouts as L
@@ -45,6 +46,27 @@ class _Figure(Figure):
         buf = io.BytesIO()
         self.savefig(buf, format="png", bbox_inches="tight", dpi=110)
         return buf.getvalue()
+
+
+class _Boxes:
+    """Rectangles of one style, drawn as one PatchCollection (far faster than one patch per box)."""
+
+    def __init__(self, **style):
+        self.rects, self.faces, self.style = [], [], style
+
+    def add(self, x, y, w=1.0, h=1.0, face=None):
+        self.rects.append(Rectangle((x, y), w, h))
+        self.faces.append(face)
+
+    def draw(self, ax):
+        if not self.rects:
+            return
+        kw = dict(self.style)
+        if self.faces[0] is not None:
+            kw["facecolors"] = self.faces
+        else:
+            kw["facecolors"] = "none"
+        ax.add_collection(PatchCollection(self.rects, **kw), autolim=False)
 
 
 def _new_axes(figsize, ax=None):
@@ -123,22 +145,25 @@ def tensor_view(layout, sizes, highlight=None, ax=None, show_padding: bool = Tru
         units[pad_idx], slots[pad_idx] = _padding_units(lay, sz, ns[pad_idx], cs[pad_idx], hs[pad_idx],
                                                         ws[pad_idx])
 
+    cells = _Boxes(edgecolors="white", linewidths=0.8)
+    pads = _Boxes(edgecolors="#9a9a9a", linewidths=0.6, hatch="///", alpha=0.9)
     for i in range(ns.size):
         x = ns[i] * panel_w + ws[i]
         y = cs[i] * gh + hs[i]
         rgb = unit_color(lay, units[i]) if units[i] >= 0 else (0.9, 0.9, 0.9)
         if logical[i]:
-            ax.add_patch(Rectangle((x, y), 1, 1, facecolor=rgb, edgecolor="white", linewidth=0.8))
+            cells.add(x, y, face=rgb)
             ax.text(x + 0.5, y + 0.5, _unit_label(lay, units[i], slots[i]), ha="center", va="center",
                     fontsize=fs, color=_text_color(rgb), gid="cell-label", linespacing=0.95)
         else:
             face = tuple(0.55 * np.array(rgb) + 0.45) if units[i] >= 0 else (0.9, 0.9, 0.9)
-            ax.add_patch(Rectangle((x, y), 1, 1, facecolor=face, edgecolor="#9a9a9a", linewidth=0.6,
-                                   hatch="///", alpha=0.9))
+            pads.add(x, y, face=face)
             label = _unit_label(lay, units[i], slots[i]) if units[i] >= 0 else "pad"
             ax.text(x + 0.5, y + 0.5, label, ha="center", va="center", fontsize=fs * 0.9, color="#555555",
                     style="italic", gid="pad-label", linespacing=0.95)
 
+    cells.draw(ax)
+    pads.draw(ax)
     # channel separators, panel titles, axes
     for n in range(gn):
         x0 = n * panel_w
@@ -227,6 +252,9 @@ def memory_view(layout, sizes, highlight=None, max_words: int = 64, words_per_ro
         e = L._normalize_element(highlight)
         hl = tuple(int(v) for v in lay.element_to_unit(sz, *e))
 
+    boxes = _Boxes(edgecolors="white", linewidths=0.6)
+    pads = _Boxes(edgecolors="#9a9a9a", linewidths=0.6, hatch="///")
+    outlines = _Boxes(edgecolors="black", linewidths=1.1, zorder=3)
     for i in range(uu.size):
         u, s = int(uu[i]), int(ss[i])
         r, k = divmod(u, per_row)
@@ -234,22 +262,23 @@ def memory_view(layout, sizes, highlight=None, max_words: int = 64, words_per_ro
         y0 = r * row_h
         if valid[i]:
             rgb = unit_color(lay, u)
-            ax.add_patch(Rectangle((x0, y0), 1, 1, facecolor=rgb, edgecolor="white", linewidth=0.6))
+            boxes.add(x0, y0, face=rgb)
             label = _elem_label(n[i], c[i], h[i], w[i], show_n) if slots == 4 else \
                 f"{n[i]},{c[i]}\n{h[i]},{w[i]}"
             ax.text(x0 + 0.5, y0 + 0.5, label, ha="center", va="center", fontsize=fs, color=_text_color(rgb),
                     gid="lane-label", linespacing=0.95)
         else:
-            ax.add_patch(Rectangle((x0, y0), 1, 1, facecolor=_PAD_FACE, edgecolor="#9a9a9a", linewidth=0.6,
-                                   hatch="///"))
+            pads.add(x0, y0, face=_PAD_FACE)
             ax.text(x0 + 0.5, y0 + 0.5, "pad", ha="center", va="center", fontsize=fs, color="#666666",
                     style="italic", gid="lane-label")
         if s == 0 and slots == 4:
-            ax.add_patch(Rectangle((x0, y0), slots, 1, fill=False, edgecolor="black", linewidth=1.1, zorder=3))
+            outlines.add(x0, y0, slots, 1)
             ax.text(x0 + slots / 2, y0 + 1.04, f"word {u}", ha="center", va="top", fontsize=6.5,
                     color="#333333", gid="word-label")
         if hl is not None and (u, s) == hl:
             ax.add_patch(Rectangle((x0, y0), 1, 1, fill=False, edgecolor=_HIGHLIGHT, linewidth=3.0, zorder=5))
+    for group in (boxes, pads, outlines):
+        group.draw(ax)
     if slots == 4:
         lane_ticks = [xs[k] + s + 0.5 for k in range(per_row) for s in range(4)]
         ax.set_xticks(lane_ticks)
@@ -290,24 +319,28 @@ def texel_view(layout, sizes, highlight=None, ax=None):
         hl = tuple(int(v) for v in lay.element_to_texel(sz, *e))
     x, y, z, comp = (a.reshape(-1) for a in np.indices((X, Y, Z, 4)))
     n, c, h, w, valid = lay.texel_to_element(sz, x, y, z, comp)
+    boxes = _Boxes(edgecolors="white", linewidths=0.6)
+    pads = _Boxes(edgecolors="#9a9a9a", linewidths=0.6, hatch="///")
+    outlines = _Boxes(edgecolors="black", linewidths=1.1, zorder=3)
     for i in range(x.size):
         x0 = x[i] * 4.25 + comp[i]
         y0 = z[i] * slice_h + y[i]
         unit = (z[i] * Y + y[i]) * X + x[i]
         if valid[i]:
             rgb = unit_color(lay, unit)
-            ax.add_patch(Rectangle((x0, y0), 1, 1, facecolor=rgb, edgecolor="white", linewidth=0.6))
+            boxes.add(x0, y0, face=rgb)
             ax.text(x0 + 0.5, y0 + 0.5, _elem_label(n[i], c[i], h[i], w[i], show_n), ha="center", va="center",
                     fontsize=6.5, color=_text_color(rgb), gid="lane-label", linespacing=0.95)
         else:
-            ax.add_patch(Rectangle((x0, y0), 1, 1, facecolor=_PAD_FACE, edgecolor="#9a9a9a", linewidth=0.6,
-                                   hatch="///"))
+            pads.add(x0, y0, face=_PAD_FACE)
             ax.text(x0 + 0.5, y0 + 0.5, "pad", ha="center", va="center", fontsize=6.5, color="#666666",
                     style="italic", gid="lane-label")
         if comp[i] == 0:
-            ax.add_patch(Rectangle((x0, y0), 4, 1, fill=False, edgecolor="black", linewidth=1.1, zorder=3))
+            outlines.add(x0, y0, 4, 1)
         if hl is not None and (x[i], y[i], z[i], comp[i]) == hl:
             ax.add_patch(Rectangle((x0, y0), 1, 1, fill=False, edgecolor=_HIGHLIGHT, linewidth=3.0, zorder=5))
+    for group in (boxes, pads, outlines):
+        group.draw(ax)
     ax.set_xticks([xx * 4.25 + cc + 0.5 for xx in range(X) for cc in range(4)])
     ax.set_xticklabels([f"x{xx}.{'rgba'[cc]}" if cc == 0 else "rgba"[cc] for xx in range(X) for cc in range(4)],
                        fontsize=6.5)

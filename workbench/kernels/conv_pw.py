@@ -1,0 +1,775 @@
+"""Pointwise int8 convolution (`q8ta_conv2d_pw`, etvk.md §3) with tunable accumulator tiles.
+
+    spec = ConvPwSpec(ConvPwShape(1, 96, 96, 64, 64), tile_m=1, tile_n4=2, tile_k4=1, out_layout="4C1W")
+    packed = prepack_weights(weight_int8, weight_scales, bias)          # host-side prepack (tile-independent)
+    with ConvPwBuffers(device, spec, q_input, packed) as bufs:
+        out = bufs.run(spec, qparams)                                     # int8 NCHW numpy array
+    df = sweep(device, tiles=[(1, 1, 1), (1, 2, 1)], shapes=[(1, 96, 96, 64, 64)])
+
+The kernel (shaders/q8ta_conv2d_pw.glsl, variants in shaders/q8ta_conv2d_pw.yaml):
+* one thread computes 4·TILE_M output widths × 4·TILE_N4 output channels of one output row, holding
+  16·TILE_M·TILE_N4 int32 accumulators; per inner step it loads TILE_K4 × (TILE_M input blocks + TILE_N4 weight
+  blocks) of 16 bytes each, then does the packed int8 dot products (`dot4x8_acc_sat`: OpSDotAccSat when
+  `use_dot_ext`, else the portable int32 fallback of shaders/include/int8_dot.glslh);
+* TILE_M, TILE_N4, TILE_K4 ∈ {1, 2, 4} are compile-time defines: every combination is its own SPIR-V;
+* dispatch: global (ceil(OC4 / TILE_N4), ceil(W4 / TILE_M), N·H); local size by ET-VK's rule (8, 8, 1) when
+  both x and y ≥ 6, else (4, 16, 1) when x < 6, else (16, 4, 1).
+
+Weight prepack (choice: a **storage buffer** of ivec4, not ET-VK's RGBA32I texture — int8 tensors are buffer-only
+in the workbench and the runtime binds storage images, not sampled textures; the bytes per load are the same 16):
+element [k4·OC4P + oc4] holds, in component j, the 4 weights w[4·oc4 + j, 4·k4 + b] (byte b = input channel
+4·k4 + b) — ET-VK's texel (x = oc4, y = k4). OC4P = OC4 rounded up to a multiple of 4 (zero-filled), so the same
+prepacked weights serve every TILE_N4. Weight sums (int32), weight scales and bias (fp32) are padded the same way.
+
+Requantization (fp32, one rounding per step, in this order; the reference below reproduces it bit for bit):
+    adj   = acc − input_zp · Σ_ic w[oc, ic]                       (int32)
+    scale = fp32(weight_scale[oc] · input_scale)
+    f     = fma(fp32(adj), scale, bias[oc])  with bias,  fp32(adj) · scale  without
+    f     = max(f, 0)                                              (ReLU)
+    q     = clamp(roundEven(fp32(f · (1/output_scale))) + output_zp, −128, 127)
+1/output_scale is computed on the host in fp32 (as ET-VK passes output_inv_scale). roundEven is round half to
+even (ET-VK's round() leaves the .5 case to the implementation). Outputs are written for logical widths only;
+padded channel lanes of a written word hold output_zp.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .. import layouts as L
+from .. import occupancy as occ
+from ..quant import fma_f32, inverse_scale
+from ..shaders import variants
+from . import pipeline_for
+
+SHADER = "q8ta_conv2d_pw"
+TILE_VALUES = (1, 2, 4)
+ALL_TILES = tuple(itertools.product(TILE_VALUES, TILE_VALUES, TILE_VALUES))  # (tile_m, tile_n4, tile_k4)
+INPUT_LAYOUT = "4W4C"
+OUTPUT_LAYOUTS = ("4W4C", "4C1W", "4C")
+BINDINGS = ("out", "inp", "weight", "weight_sums", "weight_scales", "bias", "out_meta", "in_meta")
+SPEC_APPLY_BIAS, SPEC_ACTIVATION, SPEC_OUT_LAYOUT, SPEC_IN_LAYOUT = 3, 4, 5, 6
+MAX_IN_CHANNELS = 131072  # beyond this an int32 accumulator could saturate (|acc| ≤ Cin·128·128)
+
+__all__ = ["ConvPwShape", "ConvPwSpec", "PackedWeights", "ConvPwBuffers", "QParams", "prepack_weights",
+           "check_weight", "check_tile", "variant_name", "pick_local_size", "reference_accumulators",
+           "reference_requantize", "reference", "tile_label", "sweep", "bench_suite", "statistics_columns",
+           "model_columns", "ALL_TILES", "TILE_VALUES", "OUTPUT_LAYOUTS", "SUITE_SHAPES", "QUICK_SHAPES",
+           "QUICK_TILES"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Parameters
+# ----------------------------------------------------------------------------------------------------------------
+
+def check_tile(tile_m, tile_n4, tile_k4) -> tuple[int, int, int]:
+    """The tile as ints; ValueError naming the allowed values otherwise."""
+    out = []
+    for name, value in (("tile_m", tile_m), ("tile_n4", tile_n4), ("tile_k4", tile_k4)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) not in TILE_VALUES:
+            raise ValueError(f"{name}={value!r} is out of range: allowed values are {TILE_VALUES} "
+                             f"(TILE_M = 4-width blocks, TILE_N4 = 4-output-channel blocks, TILE_K4 = "
+                             f"4-input-channel blocks per thread)")
+        out.append(int(value))
+    return tuple(out)
+
+
+def tile_label(tile_m, tile_n4, tile_k4) -> str:
+    return f"M{tile_m}·N{tile_n4}·K{tile_k4}"
+
+
+def variant_name(tile_m, tile_n4, tile_k4, use_dot_ext: bool, accumulators: bool = False) -> str:
+    """The YAML variant (shaders/q8ta_conv2d_pw.yaml) of one tile setting and dot-product path."""
+    tile_m, tile_n4, tile_k4 = check_tile(tile_m, tile_n4, tile_k4)
+    base = SHADER + ("_acc" if accumulators else "")
+    return f"{base}_m{tile_m}_n{tile_n4}_k{tile_k4}_{'dot' if use_dot_ext else 'fallback'}"
+
+
+def pick_local_size(global_size) -> tuple[int, int, int]:
+    """ET-VK's pick_hw_square_wg_size: (8, 8, 1) if x ≥ 6 and y ≥ 6, else (4, 16, 1) if x < 6, else (16, 4, 1)."""
+    x, y = int(global_size[0]), int(global_size[1])
+    if x >= 6 and y >= 6:
+        return (8, 8, 1)
+    return (4, 16, 1) if x < 6 else (16, 4, 1)
+
+
+@dataclass(frozen=True)
+class ConvPwShape:
+    """A pointwise conv problem: input (N, Cin, H, W) → output (N, Cout, H, W)."""
+
+    batch: int
+    in_channels: int
+    out_channels: int
+    height: int
+    width: int
+
+    def __post_init__(self):
+        for name in ("batch", "in_channels", "out_channels", "height", "width"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if self.in_channels > MAX_IN_CHANNELS:
+            raise ValueError(f"in_channels={self.in_channels} > {MAX_IN_CHANNELS}: int32 accumulators could "
+                             "saturate")
+
+    @classmethod
+    def coerce(cls, shape) -> "ConvPwShape":
+        """From a ConvPwShape, a dict with the field names, or a tuple (N, Cin, Cout, H, W)."""
+        if isinstance(shape, cls):
+            return shape
+        if isinstance(shape, dict):
+            return cls(**shape)
+        values = tuple(int(v) for v in shape)
+        if len(values) != 5:
+            raise ValueError(f"a conv shape is (N, Cin, Cout, H, W), got {shape!r}")
+        return cls(*values)
+
+    @property
+    def input_sizes(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.in_channels, self.height, self.width)
+
+    @property
+    def output_sizes(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.out_channels, self.height, self.width)
+
+    @property
+    def label(self) -> str:
+        return f"{self.batch}x{self.in_channels}x{self.height}x{self.width}→{self.out_channels}"
+
+    def macs(self) -> int:
+        return self.batch * self.out_channels * self.height * self.width * self.in_channels
+
+    def as_dict(self) -> dict:
+        return {"batch": self.batch, "in_channels": self.in_channels, "out_channels": self.out_channels,
+                "height": self.height, "width": self.width}
+
+
+@dataclass(frozen=True)
+class QParams:
+    """Per-tensor quantization of the activation input and output."""
+
+    input_scale: float
+    input_zero_point: int
+    output_scale: float
+    output_zero_point: int
+
+    def __post_init__(self):
+        for name in ("input_scale", "output_scale"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float, np.floating, np.integer)) or not math.isfinite(value) \
+                    or value <= 0:
+                raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+        for name in ("input_zero_point", "output_zero_point"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not -128 <= value <= 127:
+                raise ValueError(f"{name} must be an int in [-128, 127], got {value!r}")
+
+    def push_constants(self) -> bytes:
+        """float input_scale, int input_zp, float output_inv_scale (1/scale in fp32), int output_zp."""
+        return struct.pack("<fifi", np.float32(self.input_scale), int(self.input_zero_point),
+                           inverse_scale(self.output_scale), int(self.output_zero_point))
+
+
+@dataclass(frozen=True)
+class ConvPwSpec:
+    """One dispatch of q8ta_conv2d_pw: problem shape, tile, layouts, dot-product path, epilogue."""
+
+    shape: ConvPwShape
+    tile_m: int = 1
+    tile_n4: int = 1
+    tile_k4: int = 1
+    out_layout: str = "4W4C"
+    in_layout: str = INPUT_LAYOUT
+    use_dot_ext: bool = True
+    relu: bool = False
+    apply_bias: bool = True
+    accumulators: bool = False  # debug build: write raw int32 accumulators (N, H, W, Cout) instead of int8
+    local_size: tuple | None = None  # None: ET-VK's rule
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", ConvPwShape.coerce(self.shape))
+        check_tile(self.tile_m, self.tile_n4, self.tile_k4)
+        in_layout = L.get_layout(self.in_layout)
+        if in_layout.name != INPUT_LAYOUT:
+            raise ValueError(f"q8ta_conv2d_pw needs its input in layout {INPUT_LAYOUT} (4 widths x 4 channels per "
+                             f"16-byte block); got {in_layout.name}. Repack it first (workbench.layouts)")
+        out_layout = L.get_layout(self.out_layout)
+        if out_layout.name not in OUTPUT_LAYOUTS:
+            raise ValueError(f"output layout must be one of {OUTPUT_LAYOUTS} (packed dim C with block 4, outer dim "
+                             f"W with block 4 or 1); got {out_layout.name}")
+        object.__setattr__(self, "in_layout", in_layout.name)
+        object.__setattr__(self, "out_layout", out_layout.name)
+        if self.local_size is not None:
+            object.__setattr__(self, "local_size", tuple(int(v) for v in (tuple(self.local_size) + (1, 1))[:3]))
+
+    # -- sizes ----------------------------------------------------------------------------------------------------
+    @property
+    def tile(self) -> tuple[int, int, int]:
+        return (self.tile_m, self.tile_n4, self.tile_k4)
+
+    @property
+    def ic4(self) -> int:
+        return -(-self.shape.in_channels // 4)
+
+    @property
+    def oc4(self) -> int:
+        return -(-self.shape.out_channels // 4)
+
+    @property
+    def oc4p(self) -> int:
+        return -(-self.oc4 // 4) * 4
+
+    @property
+    def w4(self) -> int:
+        return -(-self.shape.width // 4)
+
+    # -- the variant ------------------------------------------------------------------------------------------------
+    @property
+    def variant(self) -> str:
+        return variant_name(*self.tile, self.use_dot_ext, self.accumulators)
+
+    def defines(self) -> dict:
+        return dict(variants(SHADER)[self.variant])
+
+    def spec_constants(self) -> dict:
+        return {SPEC_APPLY_BIAS: int(self.apply_bias), SPEC_ACTIVATION: int(self.relu),
+                SPEC_OUT_LAYOUT: L.get_layout(self.out_layout).spec_constant(),
+                SPEC_IN_LAYOUT: L.get_layout(self.in_layout).spec_constant()}
+
+    def global_size(self) -> tuple[int, int, int]:
+        return (-(-self.oc4 // self.tile_n4), -(-self.w4 // self.tile_m), self.shape.batch * self.shape.height)
+
+    def resolved_local_size(self) -> tuple[int, int, int]:
+        return self.local_size or pick_local_size(self.global_size())
+
+    def threads(self) -> int:
+        return math.prod(self.global_size())
+
+    def pipeline(self, device, capture_statistics: bool = False):
+        """The (cached) pipeline of this variant on `device`. Specialization constants the optimizer removed
+        (e.g. the epilogue's in the accumulator build) are not passed."""
+        from ..shaders import compile_shader
+        from ..vk.spirv import reflect
+        defines = self.defines()
+        declared = set(reflect(compile_shader(SHADER, defines).code).spec_constants)
+        spec = {k: v for k, v in self.spec_constants().items() if k in declared}
+        if self.use_dot_ext:
+            device.require("integer_dot_product")
+        return pipeline_for(device, SHADER, defines=defines, spec_constants=spec,
+                            local_size=self.resolved_local_size(), capture_statistics=capture_statistics)
+
+    # -- traffic and work -------------------------------------------------------------------------------------------
+    def input_nbytes(self) -> int:
+        return L.get_layout(self.in_layout).num_words(self.shape.input_sizes) * 4
+
+    def output_nbytes(self) -> int:
+        if self.accumulators:
+            s = self.shape
+            return s.batch * s.height * s.width * s.out_channels * 4
+        return L.get_layout(self.out_layout).num_words(self.shape.output_sizes) * 4
+
+    def weight_nbytes(self) -> int:
+        """Prepacked weights + weight sums + weight scales + bias."""
+        return self.ic4 * self.oc4p * 16 + 3 * self.oc4p * 16
+
+    def bytes_moved(self) -> int:
+        """Compulsory traffic: the packed input, the prepacked weights (with sums, scales, bias) and the packed
+        output, each once (what an ideal cache would move)."""
+        return self.input_nbytes() + self.weight_nbytes() + self.output_nbytes()
+
+    def bytes_loaded_by_threads(self) -> int:
+        """What the threads load before any cache: per thread and input-channel block, TILE_M input blocks and
+        TILE_N4 weight blocks of 16 bytes."""
+        return self.threads() * self.ic4 * 16 * (self.tile_m + self.tile_n4)
+
+    def macs(self) -> int:
+        """N·Cout·H·W·Cin (ET-VK's FLOP count: one MAC = one "FLOP")."""
+        return self.shape.macs()
+
+    def tile_figures(self) -> occ.ConvPwTileFigures:
+        return occ.conv_pw_tile_figures(self.tile_m, self.tile_n4, self.tile_k4)
+
+    @property
+    def accumulators_per_thread(self) -> int:
+        return 16 * self.tile_m * self.tile_n4
+
+    def with_tile(self, tile_m, tile_n4, tile_k4) -> "ConvPwSpec":
+        from dataclasses import replace
+        return replace(self, tile_m=tile_m, tile_n4=tile_n4, tile_k4=tile_k4)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Weights
+# ----------------------------------------------------------------------------------------------------------------
+
+def _as_numpy(x):
+    if type(x).__module__.startswith("torch"):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def check_weight(weight, in_channels: int | None = None) -> np.ndarray:
+    """The weight as a (Cout, Cin) int8 numpy array; accepts (Cout, Cin) or (Cout, Cin, 1, 1) int8."""
+    w = _as_numpy(weight)
+    if w.dtype != np.int8:
+        raise TypeError(f"weight must be int8 (symmetric per-output-channel quantized), got dtype {w.dtype}")
+    if w.ndim == 4:
+        if w.shape[2:] != (1, 1):
+            raise ValueError(f"a pointwise conv needs a 1x1 kernel: weight shape (Cout, Cin, 1, 1), got {w.shape}")
+        w = w.reshape(w.shape[0], w.shape[1])
+    elif w.ndim != 2:
+        raise ValueError(f"weight must have shape (Cout, Cin) or (Cout, Cin, 1, 1), got {w.shape}")
+    if w.shape[0] < 1 or w.shape[1] < 1:
+        raise ValueError(f"weight must be non-empty, got shape {w.shape}")
+    if in_channels is not None and w.shape[1] != in_channels:
+        raise ValueError(f"weight has Cin={w.shape[1]} but the input has {in_channels} channels "
+                         f"(weight shape {tuple(w.shape)})")
+    return np.ascontiguousarray(w)
+
+
+@dataclass
+class PackedWeights:
+    """Host-prepacked weights: `weight` int32 words (IC4, OC4P, 4), `weight_sums` int32 (OC4P·4), `scales` and
+    `bias` fp32 (OC4P·4), all zero-padded."""
+
+    weight: np.ndarray
+    weight_sums: np.ndarray
+    scales: np.ndarray
+    bias: np.ndarray
+    out_channels: int
+    in_channels: int
+    has_bias: bool
+    raw: np.ndarray = field(repr=False, default=None)  # the (Cout, Cin) int8 weight
+
+
+def prepack_weights(weight, weight_scales=None, bias=None) -> PackedWeights:
+    """Prepack (Cout, Cin[, 1, 1]) int8 weights into OC4 × IC4 blocks of 4×4 int8 (see the module docstring)."""
+    w = check_weight(weight)
+    cout, cin = w.shape
+    oc4 = -(-cout // 4)
+    oc4p, ic4 = -(-oc4 // 4) * 4, -(-cin // 4)
+    padded = np.zeros((oc4p * 4, ic4 * 4), dtype=np.int8)
+    padded[:cout, :cin] = w
+    # [oc4, j, k4, b] -> [k4, oc4, j, b]: word (k4, oc4, j) holds bytes b = input channels 4*k4 + b
+    blocks = padded.reshape(oc4p, 4, ic4, 4).transpose(2, 0, 1, 3)
+    words = np.ascontiguousarray(blocks).view("<i4").reshape(ic4, oc4p, 4).astype(np.int32)
+    sums = np.zeros(oc4p * 4, dtype=np.int32)
+    sums[:cout] = w.astype(np.int32).sum(axis=1)
+    scales = np.zeros(oc4p * 4, dtype=np.float32)
+    if weight_scales is not None:
+        s = np.asarray(_as_numpy(weight_scales), dtype=np.float64).reshape(-1)
+        if s.size == 1:
+            s = np.full(cout, s[0])
+        if s.size != cout:
+            raise ValueError(f"weight_scales must have Cout={cout} entries (one per output channel), got {s.size}")
+        if not np.all(np.isfinite(s)) or np.any(s <= 0):
+            raise ValueError("weight_scales must be finite and positive")
+        scales[:cout] = s.astype(np.float32)
+    b = np.zeros(oc4p * 4, dtype=np.float32)
+    if bias is not None:
+        bv = np.asarray(_as_numpy(bias), dtype=np.float64).reshape(-1)
+        if bv.size != cout:
+            raise ValueError(f"bias must have Cout={cout} entries, got {bv.size}")
+        if not np.all(np.isfinite(bv)):
+            raise ValueError("bias must be finite")
+        b[:cout] = bv.astype(np.float32)
+    return PackedWeights(words, sums, scales, b, cout, cin, bias is not None, raw=w)
+
+
+def unpack_weights(packed: PackedWeights) -> np.ndarray:
+    """Inverse of the prepack (for tests and pictures): (Cout, Cin) int8."""
+    ic4, oc4p, _ = packed.weight.shape
+    blocks = np.ascontiguousarray(packed.weight).view(np.int8).reshape(ic4, oc4p, 4, 4)
+    dense = blocks.transpose(1, 2, 0, 3).reshape(oc4p * 4, ic4 * 4)
+    return dense[:packed.out_channels, :packed.in_channels].copy()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# References (torch for the integer part, fp32 emulated exactly for the epilogue)
+# ----------------------------------------------------------------------------------------------------------------
+
+def reference_accumulators(q_input, weight):
+    """Exact int32 accumulators acc[n, oc, h, w] = Σ_ic q_in[n, ic, h, w] · w[oc, ic] as a torch int32 tensor."""
+    import torch
+    x = torch.as_tensor(_as_numpy(q_input))
+    if x.dtype != torch.int8 or x.dim() != 4:
+        raise ValueError(f"q_input must be an int8 NCHW tensor, got {x.dtype} of shape {tuple(x.shape)}")
+    w = torch.as_tensor(check_weight(weight, x.shape[1]))
+    acc = torch.einsum("nchw,oc->nohw", x.to(torch.int64), w.to(torch.int64))
+    if acc.numel() and int(acc.abs().max()) > 2**31 - 1:
+        raise OverflowError("accumulators exceed int32")
+    return acc.to(torch.int32)
+
+
+def reference_requantize(acc, weight_sums, weight_scales, bias, qparams: QParams, relu: bool = False):
+    """The shader's fp32 epilogue on int32 accumulators (N, Cout, H, W) → int8 (N, Cout, H, W) numpy array.
+
+    Same operations, same order, each rounded to fp32 once (fma emulated exactly: workbench.quant.fma_f32)."""
+    a = _as_numpy(acc).astype(np.int64)
+    cout = a.shape[1]
+    per_oc = (1, cout, 1, 1)
+    sums = np.asarray(weight_sums, dtype=np.int64)[:cout].reshape(per_oc)
+    adj = (a - int(qparams.input_zero_point) * sums).astype(np.int32)  # int32 arithmetic, as on the GPU
+    adj_f = adj.astype(np.float32)
+    scale = (np.asarray(weight_scales, dtype=np.float32)[:cout] * np.float32(qparams.input_scale)).astype(np.float32)
+    scale = scale.reshape(per_oc)
+    if bias is not None:
+        b = np.asarray(bias, dtype=np.float32)[:cout].reshape(per_oc)
+        f = fma_f32(adj_f, np.broadcast_to(scale, adj_f.shape), np.broadcast_to(b, adj_f.shape))
+    else:
+        f = (adj_f * scale).astype(np.float32)
+    if relu:
+        f = np.maximum(f, np.float32(0))
+    g = (f * inverse_scale(qparams.output_scale)).astype(np.float32)
+    q = np.clip(np.rint(g) + np.float32(qparams.output_zero_point), -128, 127)
+    return q.astype(np.int8)
+
+
+def reference(q_input, weight, weight_scales, bias, qparams: QParams, relu: bool = False,
+              return_accumulators: bool = False):
+    """int8 output (N, Cout, H, W) as a torch tensor (and the int32 accumulators when asked)."""
+    import torch
+    w = check_weight(weight)
+    acc = reference_accumulators(q_input, w)
+    packed = prepack_weights(w, weight_scales, bias)
+    out = torch.from_numpy(reference_requantize(acc, packed.weight_sums, packed.scales,
+                                                packed.bias if bias is not None else None, qparams, relu))
+    return (out, acc) if return_accumulators else out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Device resources and dispatch
+# ----------------------------------------------------------------------------------------------------------------
+
+class ConvPwBuffers:
+    """Every buffer one conv needs on a device. Tile-independent: one set serves every tile setting of the same
+    shape, output layout and output kind (int8 or accumulators)."""
+
+    def __init__(self, device, spec: ConvPwSpec, q_input, packed: PackedWeights):
+        x = _as_numpy(q_input)
+        if x.dtype != np.int8 or x.ndim != 4:
+            raise ValueError(f"q_input must be an int8 NCHW tensor, got {x.dtype} of shape {x.shape}")
+        if tuple(x.shape) != spec.shape.input_sizes:
+            raise ValueError(f"q_input shape {tuple(x.shape)} does not match the spec's {spec.shape.input_sizes}")
+        if (packed.out_channels, packed.in_channels) != (spec.shape.out_channels, spec.shape.in_channels):
+            raise ValueError(f"weights are {packed.out_channels}x{packed.in_channels}, the spec wants "
+                             f"{spec.shape.out_channels}x{spec.shape.in_channels}")
+        self.device = device
+        self.shape = spec.shape
+        self.out_layout = spec.out_layout
+        self.accumulators = spec.accumulators
+        in_layout = L.get_layout(spec.in_layout)
+        out_layout = L.get_layout(spec.out_layout)
+        self._owned = []
+        try:
+            self.inp = self._own(device.buffer(in_layout.pack(x), name="conv_pw input"))
+            self.out = self._own(device.buffer(nbytes=spec.output_nbytes(), name="conv_pw output"))
+            self.weight = self._own(device.buffer(packed.weight, name="conv_pw weight"))
+            self.weight_sums = self._own(device.buffer(packed.weight_sums, name="conv_pw weight sums"))
+            self.weight_scales = self._own(device.buffer(packed.scales, name="conv_pw weight scales"))
+            self.bias = self._own(device.buffer(packed.bias, name="conv_pw bias"))
+            self.out_meta = self._own(device.uniform(out_layout.buffer_metadata(spec.shape.output_sizes),
+                                                     name="conv_pw output meta"))
+            self.in_meta = self._own(device.uniform(in_layout.buffer_metadata(spec.shape.input_sizes),
+                                                    name="conv_pw input meta"))
+        except Exception:
+            self.close()
+            raise
+
+    def _own(self, buf):
+        self._owned.append(buf)
+        return buf
+
+    def check(self, spec: ConvPwSpec):
+        if spec.shape != self.shape or spec.out_layout != self.out_layout or spec.accumulators != self.accumulators:
+            raise ValueError(f"these buffers hold {self.shape.label} → {self.out_layout}"
+                             f"{' accumulators' if self.accumulators else ''}; the spec asks for "
+                             f"{spec.shape.label} → {spec.out_layout}{' accumulators' if spec.accumulators else ''}")
+
+    def resources(self, pipeline) -> list:
+        """The resources in the order of the pipeline's reflected bindings (unused ones are optimized away)."""
+        return [getattr(self, BINDINGS[b.binding]) for b in pipeline.bindings]
+
+    def record(self, rec, spec: ConvPwSpec, qparams: QParams, pipeline=None, label: str | None = None):
+        self.check(spec)
+        pipeline = pipeline or spec.pipeline(self.device)
+        push = qparams.push_constants()[:pipeline.push_constant_size]
+        rec.dispatch(pipeline, self.resources(pipeline), spec.global_size(), push, label=label or spec.variant)
+        return pipeline
+
+    def read_output(self, spec: ConvPwSpec) -> np.ndarray:
+        """int8 NCHW (or int32 NCHW accumulators for the debug build), logical elements only."""
+        self.check(spec)
+        s = self.shape
+        if spec.accumulators:
+            acc = self.out.download(np.int32, (s.batch, s.height, s.width, s.out_channels))
+            return np.ascontiguousarray(acc.transpose(0, 3, 1, 2))
+        words = self.out.download(np.int32)
+        return L.get_layout(spec.out_layout).unpack(words, s.output_sizes)
+
+    def run(self, spec: ConvPwSpec, qparams: QParams, pipeline=None) -> np.ndarray:
+        """One dispatch, waited for; returns read_output(spec)."""
+        with self.device.record(spec.variant) as rec:
+            self.record(rec, spec, qparams, pipeline)
+            rec.submit()
+        return self.read_output(spec)
+
+    def close(self):
+        for buf in self._owned:
+            buf.close()
+        self._owned = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Registers and occupancy columns
+# ----------------------------------------------------------------------------------------------------------------
+
+def statistics_columns(device, pipeline, local_size) -> dict:
+    """Driver statistics → registers and theoretical occupancy on `device` itself.
+
+    NaN / "n/a (...)" where there is nothing to read: CPU devices (lavapipe: registers do not limit anything)
+    and drivers without VK_KHR_pipeline_executable_properties."""
+    info = device.info
+    cols = {"registers": np.nan, "register_unit": None, "spills": np.nan, "scratch_bytes": np.nan,
+            "occupancy": np.nan, "occupancy_limiter": None, "occupancy_model": None, "waves_or_warps": np.nan}
+    if info.is_cpu:
+        why = "n/a (CPU device)"
+    elif not info.features.get("pipeline_executable_properties") or not pipeline.capture_statistics:
+        why = "n/a (no VK_KHR_pipeline_executable_properties)"
+    else:
+        why = None
+    if why:
+        cols.update(register_unit=why, occupancy_limiter=why, occupancy_model=why)
+        return cols
+    stats = occ.registers_from_statistics(pipeline.statistics())
+    cols.update(registers=stats["registers"] if stats["registers"] is not None else np.nan,
+                register_unit=stats["register_unit"] or "n/a (driver reports none)",
+                spills=stats["spills"] if stats["spills"] is not None else np.nan,
+                scratch_bytes=stats["scratch_bytes"] if stats["scratch_bytes"] is not None else np.nan)
+    if stats["registers"] is None:
+        cols.update(occupancy_limiter="n/a (no register count)", occupancy_model="n/a")
+        return cols
+    try:
+        o = occ.occupancy_for_device(info, stats, local_size, subgroup_size=None)
+    except ValueError as error:
+        cols.update(occupancy_limiter=f"n/a ({error})", occupancy_model="n/a")
+        return cols
+    cols.update(occupancy=o.occupancy, occupancy_limiter=o.limiter, occupancy_model=o.model,
+                waves_or_warps=o.waves_or_warps_active)
+    return cols
+
+
+def model_columns(tile_m, tile_n4, tile_k4, local_size=(8, 8, 1)) -> dict:
+    """Rule-model columns for reference GPUs, from the tile alone (no device needed).
+
+    `model_registers_lower_bound` = the int32 accumulators + the 32-bit registers of one inner step's operands
+    (TILE_K4·(TILE_M + TILE_N4) ivec4): what must be live at once, before addressing, loop counters and the
+    epilogue. Real compilers use more (measured on an H200: 43 / 68 / 157 registers for TILE_N4 = 1 / 2 / 4 at
+    TILE_M = 1, occupancy.md B12), so the occupancies below are upper bounds: sm_90 (CUDA rules, 64-thread
+    workgroup) and Adreno 740 (Mesa ir3 rules, vec4 registers = ceil(bound / 4))."""
+    f = occ.conv_pw_tile_figures(tile_m, tile_n4, tile_k4)
+    bound = f.accumulator_registers + 4 * f.operand_registers_vec4
+    threads = math.prod(local_size)
+    nv = occ.nvidia_occupancy(bound, threads, arch="sm_90")
+    ad = occ.adreno_occupancy(-(-bound // 4), 0, threads, gpu=740)
+    return {"model_registers_lower_bound": bound,
+            "model_sm90_occupancy_upper_bound": nv.occupancy, "model_sm90_limiter": nv.limiter,
+            "model_a740_vec4_lower_bound": -(-bound // 4),
+            "model_a740_occupancy_upper_bound": ad.occupancy, "model_a740_limiter": ad.limiter}
+
+
+def tile_columns(spec: ConvPwSpec) -> dict:
+    f = spec.tile_figures()
+    return {"tile": tile_label(*spec.tile), "tile_m": spec.tile_m, "tile_n4": spec.tile_n4,
+            "tile_k4": spec.tile_k4, "tile_widths": f.widths, "tile_out_channels": f.output_channels,
+            "accumulators": f.accumulators, "accumulator_vec4": f.accumulator_registers_vec4,
+            "operand_vec4": f.operand_registers_vec4, "tile_macs_per_byte": f.macs_per_byte,
+            "tile_macs_per_step": f.macs_per_step, "tile_bytes_per_step": f.bytes_per_step}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Sweeps and the benchmark suite
+# ----------------------------------------------------------------------------------------------------------------
+
+# ET-VK-like shapes (N, Cin, Cout, H, W): MobileNet / RefineNet-style 1x1 convs and the op test's perf configs
+# (etvk.md §3.6: 48->48 and 128->128 at 128x128).
+SUITE_SHAPES = ((1, 96, 96, 64, 64), (1, 128, 128, 64, 64), (1, 256, 256, 32, 32), (1, 48, 48, 128, 128))
+SUITE_TILES = ALL_TILES
+QUICK_SHAPES = ((1, 16, 12, 6, 10),)
+QUICK_TILES = ((1, 1, 1), (1, 2, 1), (2, 1, 2))
+DEFAULT_QPARAMS = QParams(0.008123, 2, 0.05314, -1)  # ET-VK's op test (etvk.md §3.6)
+
+
+def random_problem(shape, seed: int = 0, bias: bool = True):
+    """Random int8 input and weights, ET-VK test-style scales U[0.005, 0.015] and a small bias."""
+    s = ConvPwShape.coerce(shape)
+    rng = np.random.default_rng(seed)
+    q_input = rng.integers(-128, 128, s.input_sizes, dtype=np.int8)
+    weight = rng.integers(-128, 128, (s.out_channels, s.in_channels), dtype=np.int8)
+    scales = rng.uniform(0.005, 0.015, s.out_channels).astype(np.float32)
+    b = rng.uniform(-1.0, 1.0, s.out_channels).astype(np.float32) if bias else None
+    return q_input, weight, scales, b
+
+
+def _time_recording(device, bufs, spec, qparams, pipeline, *, min_time_s, max_time_s, target_us, max_repeats,
+                    min_samples):
+    """Probe one dispatch, then chain enough dispatches per submit to reach ~target_us (ET-VK's probe-then-scale);
+    returns (gpu_ns, host_ns, repeats)."""
+    from ..bench import sample_recording
+    with device.record(f"probe {spec.variant}") as probe:
+        bufs.record(probe, spec, qparams, pipeline)
+        probe.submit()
+        probe_ns = probe.submit()[0].gpu_ns
+    repeats = 1
+    if probe_ns:
+        repeats = int(min(max_repeats, max(1, target_us * 1e3 // max(probe_ns, 1.0))))
+    with device.record(spec.variant) as rec:
+        for _ in range(repeats):
+            bufs.record(rec, spec, qparams, pipeline)
+        gpu, host = sample_recording(rec, repeats=repeats, min_samples=min_samples, min_time_s=min_time_s,
+                                     max_time_s=max_time_s)
+    return gpu, host, repeats
+
+
+def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_progress: bool = True, *,
+          out_layout: str = "4W4C", use_dot_ext: bool | None = None, relu: bool = False,
+          qparams: QParams = DEFAULT_QPARAMS, check: bool = True, min_time_s: float = 0.2,
+          max_time_s: float = 10.0, min_samples: int = 10, target_us: float = 2000.0,
+          max_repeats: int = 200, seed: int = 0) -> pd.DataFrame:
+    """Grid of tiles × shapes → one tidy row per (shape, tile), appended to `writer` as it finishes.
+
+    Columns: the shape and tile, GPU time statistics (bench.sample_recording), GB/s and GOP/s (2 ops per MAC;
+    `GMAC/s` is ET-VK's "GFLOP/s"), arithmetic intensity (op-level MACs per compulsory byte, and per thread step),
+    accumulators, driver registers and theoretical occupancy with its limiter (NaN / "n/a (CPU device)" where the
+    device has none), rule-model columns for sm_90 and Adreno 740 (see `model_columns`), the largest output
+    difference to the reference in LSB (`max_lsb_diff`, when `check`), and the device metadata."""
+    from ..bench import environment, measurement_row, progress
+    tiles = [check_tile(*t) for t in tiles]
+    shapes = [ConvPwShape.coerce(s) for s in shapes]
+    if use_dot_ext is None:
+        use_dot_ext = bool(device.info.features.get("integer_dot_product"))
+    capture = bool(device.info.features.get("pipeline_executable_properties"))
+    env = environment(device)
+    rows = []
+    bar = progress(range(len(tiles) * len(shapes)), "conv_pw sweep", total=len(tiles) * len(shapes),
+                   enabled=show_progress)
+    bar_iter = iter(bar)
+    for shape in shapes:
+        q_input, weight, scales, bias = random_problem(shape, seed)
+        packed = prepack_weights(weight, scales, bias)
+        expected = None
+        if check:
+            expected = reference(q_input, weight, scales, bias, qparams, relu).numpy()
+        base = ConvPwSpec(shape, out_layout=out_layout, use_dot_ext=use_dot_ext, relu=relu)
+        with ConvPwBuffers(device, base, q_input, packed) as bufs:
+            for tile in tiles:
+                spec = base.with_tile(*tile)
+                if hasattr(bar, "set_postfix_str"):
+                    bar.set_postfix_str(f"{shape.label} {tile_label(*tile)}")
+                pipeline = spec.pipeline(device, capture_statistics=capture)
+                gpu, host, repeats = _time_recording(device, bufs, spec, qparams, pipeline, min_time_s=min_time_s,
+                                                     max_time_s=max_time_s, target_us=target_us,
+                                                     max_repeats=max_repeats, min_samples=min_samples)
+                local = pipeline.local_size
+                row = measurement_row(SHADER, env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(),
+                                      macs=spec.macs(), method="vulkan q8ta_conv2d_pw", shape=shape.label,
+                                      **shape.as_dict(), **tile_columns(spec), variant=spec.variant,
+                                      use_dot_ext=use_dot_ext, out_layout=out_layout, relu=relu,
+                                      global_size=str(spec.global_size()), local_size=str(tuple(local)),
+                                      repeats=repeats, timer="vulkan timestamps")
+                row["GMAC/s"] = spec.macs() / (row["median_us"] * 1e3) if row["median_us"] > 0 else np.nan
+                row["macs_per_byte"] = spec.macs() / spec.bytes_moved()
+                row["thread_bytes_loaded"] = spec.bytes_loaded_by_threads()
+                row.update(statistics_columns(device, pipeline, local))
+                row.update(model_columns(*tile, local))
+                if expected is not None:
+                    got = bufs.read_output(spec)
+                    diff = np.abs(got.astype(np.int16) - expected.astype(np.int16))
+                    row["max_lsb_diff"] = int(diff.max())
+                    row["outputs_off_by_one"] = int((diff == 1).sum())
+                rows.append(row)
+                if writer is not None:
+                    writer.append(row)
+                next(bar_iter, None)
+    if hasattr(bar, "close"):
+        bar.close()
+    return pd.DataFrame(rows)
+
+
+def _torch_rows(device, shape: ConvPwShape, env, *, min_time_s: float, seed: int = 0) -> list[dict]:
+    """The same math done by torch on the same device: CUDA when the Vulkan device is an NVIDIA GPU and torch sees
+    CUDA (torch._int_mm on int8 and a float16 conv2d), otherwise the CPU (torch._int_mm, an int32 matmul and a
+    float32 conv2d; lavapipe's "GPU" is this CPU)."""
+    import torch
+    from ..bench import measurement_row, sample_callable
+    s = shape
+    on_cuda = device.info.vendor == "NVIDIA" and torch.cuda.is_available()
+    where = "cuda" if on_cuda else "cpu"
+    gen = torch.Generator().manual_seed(seed)
+    m, k, n = s.batch * s.height * s.width, s.in_channels, s.out_channels
+    a8 = torch.randint(-128, 128, (m, k), dtype=torch.int8, generator=gen)
+    b8 = torch.randint(-128, 128, (k, n), dtype=torch.int8, generator=gen)
+    sync = torch.cuda.synchronize if on_cuda else None
+    cases = []
+    if on_cuda:
+        # torch._int_mm on CUDA: m > 16, k and n multiples of 8 -> pad with zeros (same result, a little more work)
+        kp, np_, mp = -(-k // 8) * 8, -(-n // 8) * 8, max(m, 17)
+        a = torch.zeros((mp, kp), dtype=torch.int8)
+        a[:m, :k] = a8
+        b = torch.zeros((kp, np_), dtype=torch.int8)
+        b[:k, :n] = b8
+        a, b = a.cuda(), b.cuda()
+        cases.append((f"torch._int_mm int8→int32 ({where})", lambda: torch._int_mm(a, b),
+                      mp * kp + kp * np_ + 4 * mp * np_, f"padded to m={mp}, k={kp}, n={np_}"))
+        x = torch.randn(s.input_sizes, generator=gen).half().cuda()
+        w = torch.randn((n, k, 1, 1), generator=gen).half().cuda()
+        cases.append((f"torch conv2d fp16 ({where})", lambda: torch.nn.functional.conv2d(x, w),
+                      2 * (x.numel() + w.numel() + m * n), ""))
+    else:
+        cases.append((f"torch._int_mm int8→int32 ({where})", lambda: torch._int_mm(a8, b8),
+                      m * k + k * n + 4 * m * n, ""))
+        a32, b32 = a8.to(torch.int32), b8.to(torch.int32)
+        cases.append((f"torch int32 matmul ({where})", lambda: a32 @ b32, 4 * (m * k + k * n + m * n), ""))
+        x = torch.randn(s.input_sizes, generator=gen)
+        w = torch.randn((n, k, 1, 1), generator=gen)
+        cases.append((f"torch conv2d fp32 ({where})", lambda: torch.nn.functional.conv2d(x, w),
+                      4 * (x.numel() + w.numel() + m * n), ""))
+    rows = []
+    for method, fn, nbytes, note in cases:
+        samples = sample_callable(fn, sync=sync, cuda_events=on_cuda, min_time_s=min_time_s)
+        row = measurement_row(SHADER, env, samples, bytes_moved=nbytes, macs=s.macs(), method=method,
+                              shape=s.label, **s.as_dict(), tile="torch", repeats=1,
+                              timer="cuda events" if on_cuda else "wall clock", note=note)
+        row["GMAC/s"] = s.macs() / (row["median_us"] * 1e3) if row["median_us"] > 0 else np.nan
+        rows.append(row)
+    return rows
+
+
+def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True) -> pd.DataFrame:
+    """The conv-pw benchmark suite: every tile on ET-VK-like shapes, plus torch doing the same math on the same
+    device (rows labelled in `method`). `quick=True`: a tiny grid for tests."""
+    from ..bench import environment
+    tiles = QUICK_TILES if quick else SUITE_TILES
+    shapes = QUICK_SHAPES if quick else SUITE_SHAPES
+    min_time_s = 0.01 if quick else 0.2
+    df = sweep(device, tiles, shapes, writer, show_progress, min_time_s=min_time_s,
+               min_samples=3 if quick else 10, target_us=200.0 if quick else 2000.0)
+    env = environment(device)
+    rows = []
+    for shape in shapes:
+        for row in _torch_rows(device, ConvPwShape.coerce(shape), env, min_time_s=min_time_s):
+            rows.append(row)
+            if writer is not None:
+                writer.append(row)
+    return pd.concat([df, pd.DataFrame(rows)], ignore_index=True)
