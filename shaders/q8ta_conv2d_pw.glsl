@@ -33,7 +33,8 @@
 //           written word hold output_zp (as ET-VK writes them).
 //   weight: a storage buffer of ivec4, element [k4 * OC4P + oc4]: component j = output channel 4*oc4 + j,
 //           byte b of it = input channel 4*k4 + b (ET-VK's texel (x = oc4, y = k4) of its RGBA32I texture).
-//           OC4P = OC4 rounded up to a multiple of 4, zero-filled, so that any TILE_N4 reads inside the buffer.
+//           OC4P and IC4P = OC4 and IC4 rounded up to multiples of 4, zero-filled: any TILE_N4 / TILE_K4 reads
+//           inside the buffer, and the padding contributes nothing.
 //   weight_sums (ivec4), weight_scales (vec4), bias (vec4): per output-channel block, OC4P entries, zero-filled.
 //
 // Bindings: 0 output, 1 input, 2 weight, 3 weight sums, 4 weight scales, 5 bias, 6 output metadata,
@@ -130,15 +131,16 @@ void main() {
     }
   }
 
-  // Main loop: whole TILE_K4 steps; all operands of a step are loaded first.
-  const int k4_main = IC4 - IC4 % TILE_K4;
-  int k4 = 0;
-  for (; k4 < k4_main; k4 += TILE_K4) {
+  // K loop: TILE_K4 input-channel blocks per step, all operands of a step loaded first. The last step may run
+  // past IC4: its input block index is clamped (a valid load) and the weights there are zero (the prepack pads
+  // K4 to a multiple of 4), so it adds nothing -- no remainder loop, no branch.
+  for (int k4 = 0; k4 < IC4; k4 += TILE_K4) {
     ivec4 a[TILE_K4][TILE_M];
     ivec4 b[TILE_K4][TILE_N4];
     [[unroll]] for (int kk = 0; kk < TILE_K4; ++kk) {
+      const int kc = min(k4 + kk, IC4 - 1);
       [[unroll]] for (int m = 0; m < TILE_M; ++m) {
-        a[kk][m] = t_in[in_base[m] + (k4 + kk) * s_c];
+        a[kk][m] = t_in[in_base[m] + kc * s_c];
       }
       [[unroll]] for (int j = 0; j < TILE_N4; ++j) {
         b[kk][j] = t_weight[(k4 + kk) * OC4P + oc4_0 + j];
@@ -150,21 +152,6 @@ void main() {
           [[unroll]] for (int j = 0; j < TILE_N4; ++j) {
             acc[4 * m + wi][j] = dot_block(a[kk][m][wi], b[kk][j], acc[4 * m + wi][j]);
           }
-        }
-      }
-    }
-  }
-  // Remainder: the last IC4 % TILE_K4 input-channel blocks, one at a time.
-  for (; k4 < IC4; ++k4) {
-    ivec4 b[TILE_N4];
-    [[unroll]] for (int j = 0; j < TILE_N4; ++j) {
-      b[j] = t_weight[k4 * OC4P + oc4_0 + j];
-    }
-    [[unroll]] for (int m = 0; m < TILE_M; ++m) {
-      const ivec4 a = t_in[in_base[m] + k4 * s_c];
-      [[unroll]] for (int wi = 0; wi < 4; ++wi) {
-        [[unroll]] for (int j = 0; j < TILE_N4; ++j) {
-          acc[4 * m + wi][j] = dot_block(a[wi], b[j], acc[4 * m + wi][j]);
         }
       }
     }

@@ -95,6 +95,13 @@ def cmd_main(args) -> int:
     cmd_devices(args)
     print("\n== copy roofline")
     cmd_bench(argparse.Namespace(device=args.device, out=str(out), suite="copy", sizes=None, quick=args.quick))
+    if args.benchmarks:  # where Jupyter is not installed: the suites the notebooks run, through the CLI
+        from .bench import SUITES
+        for suite in [name for name in SUITES if name != "copy"]:
+            print(f"\n== bench {suite}")
+            cmd_bench(argparse.Namespace(device=args.device, out=str(out), suite=suite, sizes=None,
+                                         quick=args.quick))
+        return 0
     device.close()  # notebooks open their own device in their kernels
     print("\n== notebooks")
     summary = notebook.run_all(out, full=not args.quick, selection=args.notebooks)
@@ -132,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="results folder (default data/<device>/)")
     p.add_argument("--quick", action="store_true", help="notebooks with small sizes")
     p.add_argument("--notebooks", nargs="*", help="only notebooks whose name contains one of these")
+    p.add_argument("--benchmarks", action="store_true",
+                   help="run the benchmark suites through the CLI instead of the notebooks (no Jupyter needed)")
     p.set_defaults(fn=cmd_main)
     return parser
 

@@ -2,8 +2,9 @@
 
 A :class:`Layout` holds exactly the fields of ET-VK's ``PackedDimInfo`` (reference ``etvk.md`` §1.2) plus its
 storage, its element type and, for textures, the axis map.  Like a CuTe layout, it is one function from
-coordinates to offsets: :meth:`Layout.element_to_index` is §1.4's general formula and is the only place where
-coordinates become addresses.  Padded sizes, dim order, block-unit strides, word/lane maps and their inverses,
+coordinates to offsets: §1.4's general formula (``Layout._index``, public as :meth:`Layout.element_to_index`) for
+buffers, and for textures §1.9's texel position built from the same block coordinates (``Layout._texel``); these
+two, and their inverses, are the only places where coordinates become addresses.  Padded sizes, dim order, block-unit strides, word/lane maps and their inverses,
 pack/unpack, the hashed layout (the specialization constant that shaders read), the ``BufferMetadata`` /
 ``TextureMetadata`` UBO bytes, texture extents and the pictures in :mod:`workbench.viz.layout_views` are all
 computed from those fields.
@@ -29,13 +30,12 @@ import functools
 import operator
 import struct
 from dataclasses import dataclass
-from typing import Any, Sequence
 
 import numpy as np
 
 __all__ = [
     "Layout", "get_layout", "layout_names", "LAYOUTS", "INT8_LAYOUTS", "FLOAT_BUFFER_LAYOUTS", "TEXTURE_LAYOUTS",
-    "resolve_packed_int8_conv2d", "describe_element", "normalize_sizes",
+    "resolve_packed_int8_conv2d", "describe_element", "normalize_sizes", "normalize_element",
     "PACKED_INT8_CONV2D", "DEFAULT_LAYOUT", "STORAGE_TYPES", "CONTIG_LAYOUT_INT",
     "W", "H", "C", "N", "BUFFER_METADATA_NBYTES", "TEXTURE_METADATA_NBYTES",
     # module-level conveniences (layout given by name or Layout)
@@ -96,9 +96,10 @@ def normalize_sizes(sizes) -> tuple[int, int, int, int]:
     return tuple([1] * (4 - len(dims)) + dims)
 
 
-def _normalize_element(element) -> tuple[int, int, int, int]:
+def normalize_element(element) -> tuple[int, int, int, int]:
+    """An (n, c, h, w) element as a 4-tuple of ints; fewer coordinates get leading zeros (like sizes get 1s)."""
     try:
-        coords = [int(v) for v in element]
+        coords = [operator.index(v) for v in element]
     except TypeError:
         raise ValueError(f"element must be a sequence of 1 to 4 NCHW coordinates, got {element!r}") from None
     if not 1 <= len(coords) <= 4:
@@ -498,15 +499,28 @@ class Layout:
     # generic "unit" view used by the pictures: (word, lane) | (linear texel, component) | (offset, 0)
     def element_to_unit(self, sizes, n, c, h, w):
         """``(unit, slot)``: (word, lane), (linear texel index ``(z*Y + y)*X + x``, component) or (offset, 0)."""
-        if self.is_int8:
-            return self.element_to_word_lane(sizes, n, c, h, w)
+        sz = normalize_sizes(sizes)
+        (n, c, h, w), scalar = _as_index_arrays(n, c, h, w)
+        self._check_element(sz, (n, c, h, w))
+        return _out(scalar, *self._unit(sz, (w, h, c, n)))
+
+    def padded_position_to_unit(self, sizes, n, c, h, w):
+        """Like :meth:`element_to_unit`, but for any position inside :meth:`padded_sizes`, padding included: the
+        storage slot the layout reserves there (what the pictures draw for padding)."""
+        sz = normalize_sizes(sizes)
+        psz = self.padded_sizes(sz)
+        (n, c, h, w), scalar = _as_index_arrays(n, c, h, w)
+        for name, v, s in zip("nchw", (n, c, h, w), psz):
+            _check_range(name, v, s, f"{self.name} padded sizes {_sizes_str(psz)}")
+        return _out(scalar, *self._unit(sz, (w, h, c, n)))
+
+    def _unit(self, sz, t):
         if self.is_texture:
-            res = self.element_to_texel(sizes, n, c, h, w)
-            ext = self.extents(sizes)
-            x, y, z, comp = res
+            x, y, z, comp = self._texel(sz, t)
+            ext = self.extents(sz)
             return (z * ext[1] + y) * ext[0] + x, comp
-        off = self.element_to_offset(sizes, n, c, h, w)
-        return off, off * 0
+        idx = self._index(sz, t)
+        return np.divmod(idx, 4) if self.is_int8 else (idx, idx * 0)
 
     def unit_to_element(self, sizes, unit, slot=0):
         """Inverse of :meth:`element_to_unit`: ``(n, c, h, w, valid)``."""
@@ -664,7 +678,7 @@ class Layout:
     def locate(self, sizes, element) -> dict:
         """Where one element lives, as a dict (unit kind, unit, slot, byte address, texel position...)."""
         sz = normalize_sizes(sizes)
-        e = _normalize_element(element)
+        e = normalize_element(element)
         unit, slot = self.element_to_unit(sz, *e)
         info = {"layout": self.name, "sizes": sz, "element": e, "unit_name": self.unit_name, "unit": unit,
                 "slot_name": self.slot_name, "slot": slot, "byte_address": self.byte_address(sz, *e)}

@@ -18,8 +18,10 @@ The kernel (shaders/q8ta_conv2d_pw.glsl, variants in shaders/q8ta_conv2d_pw.yaml
 Weight prepack (choice: a **storage buffer** of ivec4, not ET-VK's RGBA32I texture — int8 tensors are buffer-only
 in the workbench and the runtime binds storage images, not sampled textures; the bytes per load are the same 16):
 element [k4·OC4P + oc4] holds, in component j, the 4 weights w[4·oc4 + j, 4·k4 + b] (byte b = input channel
-4·k4 + b) — ET-VK's texel (x = oc4, y = k4). OC4P = OC4 rounded up to a multiple of 4 (zero-filled), so the same
-prepacked weights serve every TILE_N4. Weight sums (int32), weight scales and bias (fp32) are padded the same way.
+4·k4 + b) — ET-VK's texel (x = oc4, y = k4). OC4P and IC4P = OC4 and IC4 rounded up to multiples of 4
+(zero-filled), so the same prepacked weights serve every TILE_N4 and TILE_K4: the last K step of a TILE_K4 > 1
+kernel reads zero weights past IC4 (and a clamped, valid input block), which adds nothing, so the kernel needs no
+remainder loop. Weight sums (int32), weight scales and bias (fp32) are padded to OC4P·4 the same way.
 
 Requantization (fp32, one rounding per step, in this order; the reference below reproduces it bit for bit):
     adj   = acc − input_zp · Σ_ic w[oc, ic]                       (int32)
@@ -225,6 +227,10 @@ class ConvPwSpec:
         return -(-self.oc4 // 4) * 4
 
     @property
+    def ic4p(self) -> int:
+        return -(-self.ic4 // 4) * 4
+
+    @property
     def w4(self) -> int:
         return -(-self.shape.width // 4)
 
@@ -275,7 +281,7 @@ class ConvPwSpec:
 
     def weight_nbytes(self) -> int:
         """Prepacked weights + weight sums + weight scales + bias."""
-        return self.ic4 * self.oc4p * 16 + 3 * self.oc4p * 16
+        return self.ic4p * self.oc4p * 16 + 3 * self.oc4p * 16
 
     def bytes_moved(self) -> int:
         """Compulsory traffic: the packed input, the prepacked weights (with sums, scales, bias) and the packed
@@ -283,9 +289,10 @@ class ConvPwSpec:
         return self.input_nbytes() + self.weight_nbytes() + self.output_nbytes()
 
     def bytes_loaded_by_threads(self) -> int:
-        """What the threads load before any cache: per thread and input-channel block, TILE_M input blocks and
-        TILE_N4 weight blocks of 16 bytes."""
-        return self.threads() * self.ic4 * 16 * (self.tile_m + self.tile_n4)
+        """What the threads load before any cache: per thread and input-channel block (IC4 rounded up to whole
+        TILE_K4 steps), TILE_M input blocks and TILE_N4 weight blocks of 16 bytes."""
+        steps = -(-self.ic4 // self.tile_k4) * self.tile_k4
+        return self.threads() * steps * 16 * (self.tile_m + self.tile_n4)
 
     def macs(self) -> int:
         """N·Cout·H·W·Cin (ET-VK's FLOP count: one MAC = one "FLOP")."""
@@ -334,8 +341,8 @@ def check_weight(weight, in_channels: int | None = None) -> np.ndarray:
 
 @dataclass
 class PackedWeights:
-    """Host-prepacked weights: `weight` int32 words (IC4, OC4P, 4), `weight_sums` int32 (OC4P·4), `scales` and
-    `bias` fp32 (OC4P·4), all zero-padded."""
+    """Host-prepacked weights: `weight` int32 words (IC4P, OC4P, 4), `weight_sums` int32 (OC4P·4), `scales` and
+    `bias` fp32 (OC4P·4), all zero-padded (IC4P, OC4P: IC4, OC4 rounded up to multiples of 4)."""
 
     weight: np.ndarray
     weight_sums: np.ndarray
@@ -352,12 +359,12 @@ def prepack_weights(weight, weight_scales=None, bias=None) -> PackedWeights:
     w = check_weight(weight)
     cout, cin = w.shape
     oc4 = -(-cout // 4)
-    oc4p, ic4 = -(-oc4 // 4) * 4, -(-cin // 4)
-    padded = np.zeros((oc4p * 4, ic4 * 4), dtype=np.int8)
+    oc4p, ic4p = -(-oc4 // 4) * 4, -(-cin // 16) * 4
+    padded = np.zeros((oc4p * 4, ic4p * 4), dtype=np.int8)
     padded[:cout, :cin] = w
     # [oc4, j, k4, b] -> [k4, oc4, j, b]: word (k4, oc4, j) holds bytes b = input channels 4*k4 + b
-    blocks = padded.reshape(oc4p, 4, ic4, 4).transpose(2, 0, 1, 3)
-    words = np.ascontiguousarray(blocks).view("<i4").reshape(ic4, oc4p, 4).astype(np.int32)
+    blocks = padded.reshape(oc4p, 4, ic4p, 4).transpose(2, 0, 1, 3)
+    words = np.ascontiguousarray(blocks).view("<i4").reshape(ic4p, oc4p, 4).astype(np.int32)
     sums = np.zeros(oc4p * 4, dtype=np.int32)
     sums[:cout] = w.astype(np.int32).sum(axis=1)
     scales = np.zeros(oc4p * 4, dtype=np.float32)

@@ -87,3 +87,14 @@ def q8ta_pixel_shuffle(q: torch.Tensor, upscale_factor: int, in_scale: float, in
         run.run()
         y = run.output()
     return _restore_rank(y, q.dim())
+
+
+# `workbench.ops` resolves the op `pixel_shuffle` lazily from this module, also called `pixel_shuffle`; once the module
+# is imported, Python binds the *module* to `workbench.ops.pixel_shuffle`, shadowing the lazy lookup.  Making the module
+# callable keeps `ops.pixel_shuffle(x, r, ...)` working either way.
+class _CallableOpModule(type(__import__("sys"))):
+    def __call__(self, *args, **kwargs):
+        return pixel_shuffle(*args, **kwargs)
+
+
+__import__("sys").modules[__name__].__class__ = _CallableOpModule

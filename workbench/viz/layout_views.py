@@ -173,7 +173,7 @@ def tensor_view(layout, sizes, highlight=None, ax=None, show_padding: bool = Tru
         label = f"n={n}" if n < n_ else f"n={n} (padding)"
         ax.text(x0 + gw / 2, -0.35, label, ha="center", va="bottom", fontsize=9, fontweight="bold")
     if highlight is not None:
-        e = L._normalize_element(highlight)
+        e = L.normalize_element(highlight)
         lay.element_to_unit(sz, *e)                         # range check
         ax.add_patch(Rectangle((e[0] * panel_w + e[3], e[1] * gh + e[2]), 1, 1, fill=False,
                                edgecolor=_HIGHLIGHT, linewidth=3.0, zorder=5))
@@ -193,27 +193,13 @@ def tensor_view(layout, sizes, highlight=None, ax=None, show_padding: bool = Tru
 
 
 def _padding_units(lay, sz, n, c, h, w):
-    """(unit, slot) of padded positions (inside the padded sizes): the same formula on the padded sizes' strides.
-
-    Padding positions are not elements, so the public maps refuse them; here the layout's own index function is
-    evaluated on the padded coordinates (what the storage would hold there).  -1 where no storage exists.
-    """
+    """(unit, slot) of padded positions (storage the layout reserves there); -1 outside the padded sizes."""
     psz = lay.padded_sizes(sz)
     unit = np.full(n.shape, -1, np.int64)
     slot = np.zeros(n.shape, np.int64)
     inside = (n < psz[0]) & (c < psz[1]) & (h < psz[2]) & (w < psz[3])
-    if not inside.any():
-        return unit, slot
-    t = (w[inside], h[inside], c[inside], n[inside])
-    if lay.is_texture:
-        x, y, z, comp = lay._texel(sz, t)
-        ext = lay.extents(sz)
-        unit[inside] = (z * ext[1] + y) * ext[0] + x
-        slot[inside] = comp
-    else:
-        idx = lay._index(sz, t)
-        per = 4 if lay.is_int8 else 1
-        unit[inside], slot[inside] = np.divmod(idx, per)
+    if inside.any():
+        unit[inside], slot[inside] = lay.padded_position_to_unit(sz, n[inside], c[inside], h[inside], w[inside])
     return unit, slot
 
 
@@ -249,7 +235,7 @@ def memory_view(layout, sizes, highlight=None, max_words: int = 64, words_per_ro
     n, c, h, w, valid = lay.unit_to_element(sz, uu, ss)
     hl = None
     if highlight is not None:
-        e = L._normalize_element(highlight)
+        e = L.normalize_element(highlight)
         hl = tuple(int(v) for v in lay.element_to_unit(sz, *e))
 
     boxes = _Boxes(edgecolors="white", linewidths=0.6)
@@ -315,7 +301,7 @@ def texel_view(layout, sizes, highlight=None, ax=None):
     show_n = sz[0] > 1
     hl = None
     if highlight is not None:
-        e = L._normalize_element(highlight)
+        e = L.normalize_element(highlight)
         hl = tuple(int(v) for v in lay.element_to_texel(sz, *e))
     x, y, z, comp = (a.reshape(-1) for a in np.indices((X, Y, Z, 4)))
     n, c, h, w, valid = lay.texel_to_element(sz, x, y, z, comp)
@@ -483,7 +469,7 @@ class LayoutExplorer:
         self.layout_a = widgets.Dropdown(options=names, value=L.get_layout(layout_a).name, description="left")
         self.layout_b = widgets.Dropdown(options=names, value=L.get_layout(layout_b).name, description="right")
         sz = L.normalize_sizes(sizes)
-        el = L._normalize_element(element)
+        el = L.normalize_element(element)
         self.size_sliders = {k: widgets.IntSlider(value=v, min=1, max=max(max_size, v), description=k.upper(),
                                                   continuous_update=False)
                              for k, v in zip("nchw", sz)}
@@ -533,7 +519,7 @@ class LayoutExplorer:
         self.text.value = "<br>".join(f"<code>{line}</code>" for line in lines)
         self.figure = compare_layouts(lays, self.sizes, self.element, max_words=self.max_words)
         buf = io.BytesIO()
-        self.figure.savefig(buf, format="png", dpi=80, bbox_inches="tight")
+        self.figure.savefig(buf, format="png", dpi=72)
         self.image.value = buf.getvalue()
 
     @property
@@ -546,11 +532,12 @@ class LayoutExplorer:
         display(self.widget)
 
 
-def layout_explorer(layout_a="4W4C", layout_b="4C1W", sizes=(1, 8, 2, 8), element=(0, 0, 0, 0)) -> LayoutExplorer:
+def layout_explorer(layout_a="4W4C", layout_b="4C1W", sizes=(1, 8, 2, 8), element=(0, 0, 0, 0),
+                    max_words: int = 48) -> LayoutExplorer:
     """An ipywidgets explorer: two layout dropdowns, N/C/H/W sliders, an element picker; the element is outlined
     in both layouts' tensor and memory views and located in a text line per layout."""
     try:
         import ipywidgets  # noqa: F401
     except ImportError as exc:                                      # pragma: no cover
         raise ImportError("layout_explorer needs ipywidgets (pip install ipywidgets==8.1.9)") from exc
-    return LayoutExplorer(layout_a, layout_b, sizes, element)
+    return LayoutExplorer(layout_a, layout_b, sizes, element, max_words=max_words)
