@@ -17,6 +17,9 @@
 //
 // Bindings: 0 output words, 1 input words, 2 output BufferMetadata, 3 input BufferMetadata.
 // Spec constants (ET-VK's order for this op): 3 input layout, 4 output layout.  Push constants: 24 bytes below.
+// Variants (shaders/q8ta_pixel_shuffle.yaml): q8ta_pixel_shuffle reads r from the push constants, as ET-VK does;
+// q8ta_pixel_shuffle_rspec (SPECIALIZE_R) takes r from specialization constant 5 instead, so that the divisions
+// by r fold into shifts / multiplies (the push constant is still passed and ignored).
 
 #extension GL_EXT_control_flow_attributes : require
 
@@ -27,6 +30,9 @@ layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 
 layout(constant_id = 3) const int in_layout = 0x44023102;
 layout(constant_id = 4) const int out_layout = 0x44023102;
+#if SPECIALIZE_R
+layout(constant_id = 5) const int r_spec = 2;
+#endif
 
 layout(std430, set = 0, binding = 0) writeonly buffer Out { int t_out[]; };
 layout(std430, set = 0, binding = 1) readonly buffer In { int t_in[]; };
@@ -58,7 +64,11 @@ void main() {
   const int cw = (t / (W_out * H_out)) % c_words;
   const int n = t / (W_out * H_out * c_words);
 
+#if SPECIALIZE_R
+  const int r = r_spec;
+#else
   const int r = p.upscale_factor;
+#endif
   const int offset = (oh % r) * r + (ow % r);
   const int base = tidx_to_byte_idx(in_meta, ivec4(ow / r, oh / r, 0, n), in_layout);
   const int block_bytes = int(in_meta.strides[0].z) * layout_block_numel(in_layout);  // one channel block

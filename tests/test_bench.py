@@ -76,3 +76,12 @@ def test_cli_bench_copy(tmp_path, capsys):
     assert cli.main(["bench", "copy", "--sizes", "0.5", "--out", str(tmp_path)]) == 0
     assert "copy roofline" in capsys.readouterr().out
     assert (tmp_path / "copy.csv").exists() and (tmp_path / "copy.json").exists()
+
+
+def test_cli_layout(tmp_path, capsys):
+    assert cli.main(["layout", "4W4C", "--sizes", "1,8,2,8", "--element", "0,5,1,2",
+                     "--png", str(tmp_path / "l.png")]) == 0
+    out = capsys.readouterr().out
+    assert "word 22 lane 1, byte address 89" in out and (tmp_path / "l.png").stat().st_size > 1000
+    assert cli.main(["layout", "5X5Y", "--sizes", "1,8,2,8", "--element", "0,0,0,0"]) == 2
+    assert "unknown layout" in capsys.readouterr().err.lower()

@@ -88,13 +88,16 @@ def test_fused_every_layout_pair(device, in_layout, out_layout):
 @pytest.mark.parametrize("in_layout,out_layout", [("4W4C", "4W4C"), ("4C1W", "4C"), ("4C", "4W4C")])
 def test_chain_agrees_with_fused(device, in_layout, out_layout):
     g = torch.Generator().manual_seed(3)
-    for shape, r in INT8_SHAPES[:3]:
+    for shape, r in INT8_SHAPES[:3] + INT8_SHAPES[4:5]:
         q = torch.randint(-128, 128, shape, generator=g, dtype=torch.int8)
         for qp in QPARAMS.values():
             fused = ops.q8ta_pixel_shuffle(q, r, *qp, in_layout=in_layout, out_layout=out_layout, device=device)
             chain = ops.q8ta_pixel_shuffle(q, r, *qp, in_layout=in_layout, out_layout=out_layout, fused=False,
                                            device=device)
             assert torch.equal(fused, chain), (shape, r, qp)
+            rspec = ops.q8ta_pixel_shuffle(q, r, *qp, in_layout=in_layout, out_layout=out_layout, device=device,
+                                           specialize_r=True)  # r as a specialization constant
+            assert torch.equal(fused, rspec), (shape, r, qp)
 
 
 def test_chain_intermediates_and_requant_vs_torch(device):
@@ -153,9 +156,9 @@ def test_word_sources_match_the_kernel(device):
             run.run()
             out = run.output_words().view(np.uint8)
         for out_word in range(0, lout.num_words(spec.out_sizes), 3):
-            n, c, h, w, valid = lout.word_lane_to_element(spec.out_sizes, out_word, 0)
-            if not (valid or c < spec.out_sizes[1]) or w >= spec.out_sizes[3]:
-                continue  # width-padding words are never written
+            _, _, _, w, _ = lout.word_lane_to_element(spec.out_sizes, out_word, 0)
+            if w >= spec.out_sizes[3]:
+                continue  # words of the width padding (4W4C) are never written
             for s in word_sources(in_l, out_l, shape, r, out_word):
                 got = out[4 * out_word + s["out_lane"]]
                 expected = (4 * s["in_word"] + s["in_lane"]) % 256 if s["valid"] else 0
@@ -296,10 +299,14 @@ def test_bench_suite_quick(device, tmp_path):
     assert set(df[df.impl == "chain"]["path"]) == {"chain-passthrough", "chain-requant"}
     for row in kernels.itertuples():
         assert row.bytes == row.bytes_read + row.bytes_written and row.copy_fraction > 0 and row.vs_torch > 0
-    fused_pt = df[(df.path == "fused-passthrough") & (df.in_layout == "4W4C") & (df.out_layout == "4W4C")]
+    fused_pt = df[(df.path == "fused-passthrough") & (df.in_layout == "4W4C") & (df.out_layout == "4W4C")
+                  & (df.variant == "q8ta_pixel_shuffle")]
     chain_pt = df[df.path == "chain-passthrough"]
     assert fused_pt["speedup_vs_chain"].notna().all() and len(fused_pt) == len(chain_pt) == 2
     assert (chain_pt["bytes"].to_numpy() > 5 * fused_pt["bytes"].to_numpy()).all()
     assert (df[df.impl == "copy"]["copy_bytes"] > 0).all()
+    rspec = df[df["variant"] == "q8ta_pixel_shuffle_rspec"]
+    assert len(rspec) == 4 and rspec["r_specialized"].all() and rspec["speedup_vs_chain"].notna().all()
+    assert (kernels["shader_copy_fraction"] > 0).all()
     import pandas as pd
     assert len(pd.read_parquet(tmp_path / "ps.parquet")) == len(df)

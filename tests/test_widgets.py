@@ -73,7 +73,7 @@ def _probe_data(fig):
     from matplotlib.patches import Patch
     from matplotlib.text import Text
     h = _probe_hashlib.sha256()
-    fig.canvas.draw()  # positions of patches and texts are final after a draw
+    fig.draw_without_rendering()  # layout and positions are final after a draw
     for artist in fig.findobj():
         if not artist.get_visible():
             continue

@@ -60,7 +60,7 @@ MAX_IN_CHANNELS = 131072  # beyond this an int32 accumulator could saturate (|ac
 
 __all__ = ["ConvPwShape", "ConvPwSpec", "PackedWeights", "ConvPwBuffers", "QParams", "prepack_weights",
            "check_weight", "check_tile", "variant_name", "pick_local_size", "reference_accumulators",
-           "reference_requantize", "reference", "tile_label", "sweep", "bench_suite", "statistics_columns",
+           "reference_requantize", "reference", "tile_label", "sweep", "measure", "random_problem", "bench_suite", "statistics_columns",
            "model_columns", "ALL_TILES", "TILE_VALUES", "OUTPUT_LAYOUTS", "SUITE_SHAPES", "QUICK_SHAPES",
            "QUICK_TILES"]
 
@@ -649,68 +649,85 @@ def _time_recording(device, bufs, spec, qparams, pipeline, *, min_time_s, max_ti
     return gpu, host, repeats
 
 
+def measure(device, bufs: ConvPwBuffers, spec: ConvPwSpec, qparams: QParams = DEFAULT_QPARAMS, *, env=None,
+            expected=None, capture_statistics: bool | None = None, min_time_s: float = 0.2,
+            max_time_s: float = 10.0, min_samples: int = 10, target_us: float = 2000.0,
+            max_repeats: int = 200) -> dict:
+    """Time one variant on prepared buffers → one tidy row (see `sweep` for the columns). `expected`: the int8
+    reference output, to record the largest difference in LSB."""
+    from ..bench import environment, measurement_row
+    env = env or environment(device)
+    if capture_statistics is None:
+        capture_statistics = bool(device.info.features.get("pipeline_executable_properties"))
+    pipeline = spec.pipeline(device, capture_statistics=capture_statistics)
+    gpu, host, repeats = _time_recording(device, bufs, spec, qparams, pipeline, min_time_s=min_time_s,
+                                         max_time_s=max_time_s, target_us=target_us, max_repeats=max_repeats,
+                                         min_samples=min_samples)
+    local = tuple(pipeline.local_size)
+    shape = spec.shape
+    row = measurement_row(SHADER, env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(), macs=spec.macs(),
+                          method="vulkan q8ta_conv2d_pw", shape=shape.label, **shape.as_dict(),
+                          **tile_columns(spec), variant=spec.variant, use_dot_ext=spec.use_dot_ext,
+                          out_layout=spec.out_layout, relu=spec.relu, global_size=str(spec.global_size()),
+                          local_size=str(local), repeats=repeats, timer="vulkan timestamps")
+    row["GMAC/s"] = spec.macs() / (row["median_us"] * 1e3) if row["median_us"] > 0 else np.nan
+    row["macs_per_byte"] = spec.macs() / spec.bytes_moved()
+    row["thread_bytes_loaded"] = spec.bytes_loaded_by_threads()
+    row.update(statistics_columns(device, pipeline, local))
+    row.update(model_columns(*spec.tile, local))
+    if expected is not None:
+        got = bufs.read_output(spec)
+        diff = np.abs(got.astype(np.int64) - np.asarray(expected).astype(np.int64))
+        row["max_lsb_diff"] = int(diff.max())
+        row["outputs_off_by_one"] = int((diff == 1).sum())
+    return row
+
+
 def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_progress: bool = True, *,
           out_layout: str = "4W4C", use_dot_ext: bool | None = None, relu: bool = False,
           qparams: QParams = DEFAULT_QPARAMS, check: bool = True, min_time_s: float = 0.2,
           max_time_s: float = 10.0, min_samples: int = 10, target_us: float = 2000.0,
           max_repeats: int = 200, seed: int = 0) -> pd.DataFrame:
-    """Grid of tiles × shapes → one tidy row per (shape, tile), appended to `writer` as it finishes.
+    """Grid of tiles × shapes → one tidy row per (shape, tile), appended to `writer` as it finishes (an
+    interrupted sweep keeps what it finished).
 
-    Columns: the shape and tile, GPU time statistics (bench.sample_recording), GB/s and GOP/s (2 ops per MAC;
-    `GMAC/s` is ET-VK's "GFLOP/s"), arithmetic intensity (op-level MACs per compulsory byte, and per thread step),
-    accumulators, driver registers and theoretical occupancy with its limiter (NaN / "n/a (CPU device)" where the
-    device has none), rule-model columns for sm_90 and Adreno 740 (see `model_columns`), the largest output
-    difference to the reference in LSB (`max_lsb_diff`, when `check`), and the device metadata."""
-    from ..bench import environment, measurement_row, progress
+    Columns: the shape and tile (`tile`, `tile_m`, `tile_n4`, `tile_k4`, `accumulators`, `tile_macs_per_byte`...),
+    GPU time statistics (bench.sample_recording: `median_us`, `p10_us`, ...; `repeats` dispatches chained per
+    submit, ET-VK's probe-then-scale), `GB/s` of compulsory traffic and `GOP/s` (2 ops per MAC; `GMAC/s` is
+    ET-VK's "GFLOP/s"), `macs_per_byte` (op-level arithmetic intensity), driver `registers` and theoretical
+    `occupancy` with its `occupancy_limiter` on this device (NaN / "n/a (CPU device)" where there are none),
+    rule-model columns for sm_90 and Adreno 740 (`model_columns`), `max_lsb_diff` / `outputs_off_by_one` against
+    the reference (when `check`), and the device metadata (device, driver, API version, commit, date)."""
+    from ..bench import environment, progress
     tiles = [check_tile(*t) for t in tiles]
     shapes = [ConvPwShape.coerce(s) for s in shapes]
     if use_dot_ext is None:
         use_dot_ext = bool(device.info.features.get("integer_dot_product"))
-    capture = bool(device.info.features.get("pipeline_executable_properties"))
     env = environment(device)
     rows = []
     bar = progress(range(len(tiles) * len(shapes)), "conv_pw sweep", total=len(tiles) * len(shapes),
                    enabled=show_progress)
-    bar_iter = iter(bar)
-    for shape in shapes:
-        q_input, weight, scales, bias = random_problem(shape, seed)
-        packed = prepack_weights(weight, scales, bias)
-        expected = None
-        if check:
-            expected = reference(q_input, weight, scales, bias, qparams, relu).numpy()
-        base = ConvPwSpec(shape, out_layout=out_layout, use_dot_ext=use_dot_ext, relu=relu)
-        with ConvPwBuffers(device, base, q_input, packed) as bufs:
-            for tile in tiles:
-                spec = base.with_tile(*tile)
-                if hasattr(bar, "set_postfix_str"):
-                    bar.set_postfix_str(f"{shape.label} {tile_label(*tile)}")
-                pipeline = spec.pipeline(device, capture_statistics=capture)
-                gpu, host, repeats = _time_recording(device, bufs, spec, qparams, pipeline, min_time_s=min_time_s,
-                                                     max_time_s=max_time_s, target_us=target_us,
-                                                     max_repeats=max_repeats, min_samples=min_samples)
-                local = pipeline.local_size
-                row = measurement_row(SHADER, env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(),
-                                      macs=spec.macs(), method="vulkan q8ta_conv2d_pw", shape=shape.label,
-                                      **shape.as_dict(), **tile_columns(spec), variant=spec.variant,
-                                      use_dot_ext=use_dot_ext, out_layout=out_layout, relu=relu,
-                                      global_size=str(spec.global_size()), local_size=str(tuple(local)),
-                                      repeats=repeats, timer="vulkan timestamps")
-                row["GMAC/s"] = spec.macs() / (row["median_us"] * 1e3) if row["median_us"] > 0 else np.nan
-                row["macs_per_byte"] = spec.macs() / spec.bytes_moved()
-                row["thread_bytes_loaded"] = spec.bytes_loaded_by_threads()
-                row.update(statistics_columns(device, pipeline, local))
-                row.update(model_columns(*tile, local))
-                if expected is not None:
-                    got = bufs.read_output(spec)
-                    diff = np.abs(got.astype(np.int16) - expected.astype(np.int16))
-                    row["max_lsb_diff"] = int(diff.max())
-                    row["outputs_off_by_one"] = int((diff == 1).sum())
-                rows.append(row)
-                if writer is not None:
-                    writer.append(row)
-                next(bar_iter, None)
-    if hasattr(bar, "close"):
-        bar.close()
+    try:
+        for shape in shapes:
+            q_input, weight, scales, bias = random_problem(shape, seed)
+            packed = prepack_weights(weight, scales, bias)
+            expected = reference(q_input, weight, scales, bias, qparams, relu).numpy() if check else None
+            base = ConvPwSpec(shape, out_layout=out_layout, use_dot_ext=use_dot_ext, relu=relu)
+            with ConvPwBuffers(device, base, q_input, packed) as bufs:
+                for tile in tiles:
+                    if hasattr(bar, "set_postfix_str"):
+                        bar.set_postfix_str(f"{shape.label} {tile_label(*tile)}")
+                    row = measure(device, bufs, base.with_tile(*tile), qparams, env=env, expected=expected,
+                                  min_time_s=min_time_s, max_time_s=max_time_s, min_samples=min_samples,
+                                  target_us=target_us, max_repeats=max_repeats)
+                    rows.append(row)
+                    if writer is not None:
+                        writer.append(row)
+                    if hasattr(bar, "update"):
+                        bar.update(1)
+    finally:
+        if hasattr(bar, "close"):
+            bar.close()
     return pd.DataFrame(rows)
 
 

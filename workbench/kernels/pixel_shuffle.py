@@ -272,7 +272,7 @@ class PixelShuffleSpec:
     def dispatches(self) -> int:
         return 1
 
-    # -- cost -----------------------------------------------------------------------------------------------------------
+    # -- cost -------------------------------------------------------------------------------------------------------
     def bytes_read(self) -> int:
         if self.storage == "texture":
             return self.layout.num_texels(self.in_sizes) * 4 * self.elem_nbytes
@@ -312,11 +312,13 @@ class Q8taPixelShuffleSpec:
     in_zero_point: int = 0
     out_scale: float = 1.0
     out_zero_point: int = 0
+    specialize_r: bool = False       # True: r as specialization constant 5 (variant q8ta_pixel_shuffle_rspec)
     out_sizes: tuple = field(init=False)
 
     def __post_init__(self):
         object.__setattr__(self, "in_sizes", L.normalize_sizes(self.in_sizes))
         object.__setattr__(self, "r", check_upscale_factor(self.r))
+        object.__setattr__(self, "specialize_r", bool(self.specialize_r))
         object.__setattr__(self, "in_layout", fused_layout(self.in_layout, "input").name)
         object.__setattr__(self, "out_layout", fused_layout(self.out_layout, "output").name)
         _check_qparams(self.in_scale, self.in_zero_point, "input")
@@ -328,7 +330,11 @@ class Q8taPixelShuffleSpec:
 
     @property
     def defines(self) -> dict:
-        return {}
+        return {"SPECIALIZE_R": self.specialize_r}
+
+    @property
+    def variant(self) -> str:
+        return FUSED_SHADER + ("_rspec" if self.specialize_r else "")
 
     @property
     def passthrough(self) -> bool:
@@ -339,8 +345,11 @@ class Q8taPixelShuffleSpec:
         return "passthrough" if self.passthrough else "requant"
 
     def spec_constants(self) -> dict:
-        """ET-VK's order for this op: 3 input layout, 4 output layout."""
-        return {3: L.get_layout(self.in_layout).spec_constant(), 4: L.get_layout(self.out_layout).spec_constant()}
+        """ET-VK's order for this op: 3 input layout, 4 output layout; 5 r for the ``_rspec`` variant."""
+        constants = {3: L.get_layout(self.in_layout).spec_constant(), 4: L.get_layout(self.out_layout).spec_constant()}
+        if self.specialize_r:
+            constants[5] = self.r
+        return constants
 
     def push_constants(self) -> bytes:
         """24 bytes: float scale_in, float inv_scale_out, int zp_in, int zp_out, int r, int passthrough."""
@@ -387,7 +396,7 @@ class Q8taPixelShuffleSpec:
         return requantize_reference(out, self.in_scale, self.in_zero_point, self.out_scale, self.out_zero_point)
 
     def describe(self) -> str:
-        return (f"q8ta_pixel_shuffle {self.in_layout}->{self.out_layout} r={self.r} {self.path}: "
+        return (f"{self.variant} {self.in_layout}->{self.out_layout} r={self.r} {self.path}: "
                 f"[{_shape_str(self.in_sizes)}] -> [{_shape_str(self.out_sizes)}], {self.threads} threads (words)")
 
 
@@ -694,7 +703,7 @@ class Q8taPixelShuffleRun(_Run):
             raise
 
     def record(self, rec, label: str | None = None):
-        self._dispatch(rec, self.spec, [self.out, self.inp, self.out_meta, self.in_meta], label or FUSED_SHADER)
+        self._dispatch(rec, self.spec, [self.out, self.inp, self.out_meta, self.in_meta], label or self.spec.variant)
 
     def output_words(self) -> np.ndarray:
         return self.out.download(np.int32)
@@ -805,6 +814,9 @@ def _bench_cases(quick: bool) -> list[_Case]:
             for in_l, out_l in pairs:
                 cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *SAME_QP)))
             cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, "4W4C", "4W4C", *DIFF_QP)))
+            for qp in (SAME_QP, DIFF_QP):  # r specialized instead of ET-VK's push constant
+                cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, "4W4C", "4W4C", *qp,
+                                                                           specialize_r=True)))
             float_cases = [("buffer", "channels", "float32"), ("texture", "channels", "float32")]
             if not quick:
                 float_cases += [("buffer", "width", "float32"), ("buffer", "height", "float32"),
@@ -858,20 +870,27 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     """Pixel shuffle benchmarks on ``device`` → a tidy DataFrame (one row per measurement; rows also go to
     ``writer`` as they are measured).
 
-    Rows (``impl``): ``fused`` — the int8x4 kernel, ET-VK's layout pairs with passthrough qparams and 4W4C → 4W4C
-    requantize; ``chain`` — the decomposed dequantize → pixel shuffle → quantize (3 dispatches), passthrough and
-    requantize qparams; ``float`` — buffer / texture × W / H / C-packed fp32 and C-packed fp16; ``torch`` — torch's
-    pixel shuffle on the same device (float32, float16, int8, and the quantized dequantize → pixel_shuffle →
-    quantize chain); ``copy`` — :func:`workbench.bench.bench_copy` at the traffic of every kernel (a copy of half
-    the bytes moved).  Shapes: ET-VK's PERF shapes (RefineNet decoder outputs) and an 18 MiB int8 shape
-    (``quick``: two tiny shapes, r = 2 and r = 3, few samples).
+    Rows (``impl``):
 
-    Columns beyond :func:`workbench.bench.measurement_row`'s: ``shape`` (input NCHW), ``out_shape``, ``r``,
-    ``impl``, ``qpath`` (passthrough / requant), ``path`` (e.g. "fused-requant", "float-texture"), ``in_layout``,
-    ``out_layout``, ``storage``, ``packed_dim``, ``dtype``, ``dispatches``, ``threads``, ``repeats``,
-    ``bytes_read``, ``bytes_written``, ``copy_GBps`` (the best Vulkan copy at the same traffic),
-    ``copy_fraction`` (GB/s / copy_GBps), ``torch_us`` and ``vs_torch`` (torch median / this median; > 1 = faster
-    than torch), ``speedup_vs_chain`` on fused rows (chain median / fused median, same shape, qparams, layouts).
+    * ``fused`` — the int8x4 kernel: ET-VK's layout pairs (and 4C → 4C) with passthrough qparams, 4W4C → 4W4C
+      requantize, and the ``_rspec`` variant (r specialized instead of a push constant) for 4W4C → 4W4C, both paths;
+    * ``chain`` — dequantize → float pixel shuffle → quantize (3 dispatches), passthrough and requantize qparams;
+    * ``float`` — buffer / texture × W / H / C-packed fp32, and C-packed fp16;
+    * ``torch`` — torch's pixel shuffle on the same device: float32, float16, int8, and the quantized
+      dequantize → pixel_shuffle → quantize_per_tensor chain;
+    * ``copy`` — :func:`workbench.bench.bench_copy` at the traffic of every kernel (a copy of half the bytes moved).
+
+    Shapes: ET-VK's PERF shapes (RefineNet decoder outputs) and an 18 MiB int8 shape (``quick``: two tiny shapes,
+    r = 2 and r = 3, few samples).
+
+    Columns beyond :func:`workbench.bench.measurement_row`'s: ``variant`` (shader variant), ``r_specialized``,
+    ``shape`` (input NCHW), ``out_shape``, ``r``, ``impl``, ``qpath`` (passthrough / requant), ``path`` (e.g.
+    "fused-requant", "float-texture"), ``in_layout``, ``out_layout``, ``storage``, ``packed_dim``, ``dtype``,
+    ``dispatches``, ``threads``, ``repeats``, ``bytes_read``, ``bytes_written``, ``copy_GBps`` (the best Vulkan copy
+    at the same traffic: shader copy or vkCmdCopyBuffer), ``copy_fraction`` (GB/s / copy_GBps), ``shader_copy_GBps``
+    and ``shader_copy_fraction`` (against the uvec4 shader copy alone: the roofline of a compute shader),
+    ``torch_us`` and ``vs_torch`` (torch median / this median; > 1 = faster than torch), ``speedup_vs_chain`` on
+    fused rows (chain median / fused median, same shape, qparams and layouts).
     """
     import pandas as pd
 
@@ -893,6 +912,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     copy_df["path"] = "copy"
     copy_df["shape_set"] = "copy"
     best_copy = copy_df[copy_df["timer"] == "vulkan timestamps"].groupby("copy_bytes")["GB/s"].max().to_dict()
+    shader_copy = copy_df[copy_df["method"] == "shader uvec4"].groupby("copy_bytes")["GB/s"].max().to_dict()
     rows = []
 
     def emit(row):
@@ -934,13 +954,14 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
             info.update(variant=spec.variant, shape=_shape_str(spec.in_sizes), out_shape=_shape_str(spec.out_sizes),
                         r=spec.r, impl="float", qpath="", path=f"float-{spec.storage}", storage=spec.storage,
                         packed_dim=spec.packed_dim, dtype=spec.dtype, in_layout=spec.layout.name,
-                        out_layout=spec.layout.name, global_size=str(spec.global_size(device)),
+                        out_layout=spec.layout.name, r_specialized=True, global_size=str(spec.global_size(device)),
                         local_size=str(spec.local_size))
             torch_key = spec.dtype
         else:
             kernel = "q8ta_pixel_shuffle"
             f = spec if case.kind == "fused" else spec.fused
-            info.update(variant=FUSED_SHADER if case.kind == "fused" else " -> ".join(Q8taChainRun.LABELS),
+            info.update(variant=f.variant if case.kind == "fused" else " -> ".join(Q8taChainRun.LABELS),
+                        r_specialized=f.specialize_r if case.kind == "fused" else False,
                         shape=_shape_str(f.in_sizes), out_shape=_shape_str(f.out_sizes), r=f.r, impl=case.kind,
                         qpath=f.path, path=f"{case.kind}-{f.path}", storage="buffer", packed_dim="channels",
                         dtype="int8", in_layout=f.in_layout, out_layout=f.out_layout,
@@ -950,6 +971,8 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
         row = bench.measurement_row(kernel, env, gpu, host_ns=host, bytes_moved=bytes_moved, macs=0, **info)
         row["copy_GBps"] = best_copy.get(_copy_bytes(bytes_moved), np.nan)
         row["copy_fraction"] = row["GB/s"] / row["copy_GBps"]
+        row["shader_copy_GBps"] = shader_copy.get(_copy_bytes(bytes_moved), np.nan)
+        row["shader_copy_fraction"] = row["GB/s"] / row["shader_copy_GBps"]
         t = torch_us.get((row["shape"], torch_key), np.nan)
         row["torch_us"] = t
         row["vs_torch"] = t / row["median_us"]

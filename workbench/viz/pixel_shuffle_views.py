@@ -7,6 +7,9 @@
 * :func:`fused_word_sources` — one output word of the fused int8x4 kernel: its 4 lanes (4 output channels at one
   (n, oh, ow)), the input words they read and through which lanes, with the word / lane maps of
   :mod:`workbench.layouts`.  :func:`word_sources` returns the same as data.
+* :func:`plot_fused_vs_chain`, :func:`plot_bandwidth` — charts of a
+  :func:`workbench.kernels.pixel_shuffle.bench_suite` DataFrame: GPU time of the fused kernel against the chain,
+  and every kernel's GB/s against the copy roofline at the same traffic.
 * :func:`pixel_shuffle_explorer` — an ipywidgets explorer: pick sizes, r and an output element; shows the input
   element it reads, the index map with the highlight, and the fused kernel's word for a chosen layout pair.
 
@@ -26,7 +29,7 @@ from workbench import layouts as L
 from workbench.kernels.pixel_shuffle import FUSED_LAYOUTS, fused_layout, output_sizes, source_element
 
 __all__ = ["index_map", "fused_word_sources", "word_sources", "channel_color", "pixel_shuffle_explorer",
-           "PixelShuffleExplorer", "save_pictures"]
+           "PixelShuffleExplorer", "save_pictures", "plot_fused_vs_chain", "plot_bandwidth"]
 
 _HIGHLIGHT = "#d62728"
 _PAD_FACE = "#e6e6e6"
@@ -317,6 +320,103 @@ def save_pictures(folder, *, r_values=(2, 3)) -> list:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+# benchmark charts
+# ---------------------------------------------------------------------------------------------------------------------
+
+def _shape_numel(shape: str) -> int:
+    return int(np.prod([int(v) for v in str(shape).split("x")]))
+
+
+def plot_fused_vs_chain(df, in_layout: str = "4W4C", out_layout: str = "4W4C"):
+    """GPU time (median, log scale) of the decomposed chain (3 dispatches) and the fused kernel (1 dispatch) per
+    input shape, one panel per quantization path (passthrough, requant), each fused bar annotated with its
+    speed-up.  ``df``: a ``bench_suite`` DataFrame.  Returns the Figure."""
+    d = df[df["impl"].isin(["fused", "chain"]) & (df["in_layout"] == in_layout) & (df["out_layout"] == out_layout)]
+    if d.empty:
+        raise ValueError(f"no fused / chain rows with layouts {in_layout} → {out_layout} in the frame")
+    shapes = sorted(d["shape"].unique(), key=_shape_numel)
+    qpaths = [q for q in ("passthrough", "requant") if q in set(d["qpath"])]
+    fig = _Figure(figsize=(max(6.0, 1.5 * len(shapes) * len(qpaths) + 2), 3.8))
+    axes = fig.subplots(1, len(qpaths), squeeze=False)[0]
+    x = np.arange(len(shapes))
+    for ax, qpath in zip(axes, qpaths):
+        sub = d[d["qpath"] == qpath]
+        for k, (impl, color, what) in enumerate((("chain", "#e15759", "chain: 3 dispatches"),
+                                                 ("fused", "#4e79a7", "fused: 1 dispatch"))):
+            t = sub[sub["impl"] == impl].set_index("shape").reindex(shapes)["median_us"]
+            ax.bar(x + (k - 0.5) * 0.38, t.to_numpy(), width=0.38, color=color, label=what)
+            if impl == "fused":
+                chain_t = sub[sub["impl"] == "chain"].set_index("shape").reindex(shapes)["median_us"]
+                for xi, (tf, tc) in enumerate(zip(t.to_numpy(), chain_t.to_numpy())):
+                    if np.isfinite(tf) and np.isfinite(tc):
+                        ax.text(xi + 0.19, tf * 1.15, f"×{tc / tf:.1f}", ha="center", va="bottom", fontsize=8)
+        ax.set_yscale("log")
+        ax.set_xticks(x, [s.replace("x", "×") for s in shapes], rotation=20, fontsize=8)
+        ax.set_ylabel("GPU time per run (µs, median)")
+        ax.set_title(f"{qpath} ({in_layout} → {out_layout})", fontsize=10)
+        ax.grid(axis="y", which="both", alpha=0.25)
+        ax.legend(fontsize=8, loc="upper left")
+    device = df["device"].iloc[0] if "device" in df.columns and len(df) else ""
+    fig.suptitle(f"q8ta pixel shuffle: fused kernel vs the dequantize → pixel shuffle → quantize chain\n{device}",
+                 fontsize=10)
+    fig.subplots_adjust(top=0.82, bottom=0.2, wspace=0.25)
+    return fig
+
+
+def _row_label(r) -> str:
+    if r["impl"] == "fused":
+        return f"fused {r['in_layout']}→{r['out_layout']} {r['qpath']}"
+    if r["impl"] == "chain":
+        return f"chain {r['in_layout']}→{r['out_layout']} {r['qpath']}"
+    if r["impl"] == "float":
+        return f"float {r['storage']} {r['packed_dim']} {r['dtype']}"
+    return f"torch {r['dtype']} ({r['kernel'].split('(')[-1].rstrip(')')})"
+
+
+def plot_bandwidth(df, shape: str | None = None):
+    """GB/s (bytes read + written, log scale) of every kernel and torch op at one input shape (default: the
+    largest), with the copy roofline at the same traffic: a black tick for the best Vulkan copy, a grey tick for the
+    uvec4 shader copy.  Returns the Figure."""
+    d = df[df["impl"].isin(["fused", "chain", "float", "torch"])]
+    if d.empty:
+        raise ValueError("no kernel rows in the frame")
+    if shape is None:
+        shape = max(d["shape"].unique(), key=_shape_numel)
+    d = d[d["shape"] == shape]
+    order = {"fused": 0, "chain": 1, "float": 2, "torch": 3}
+    d = d.assign(_o=d["impl"].map(order)).sort_values(["_o", "GB/s"], ascending=[True, False])
+    colors = {"fused": "#4e79a7", "chain": "#e15759", "float": "#59a14f", "torch": "#bab0ac"}
+    fig = _Figure(figsize=(8.5, 0.3 * len(d) + 1.6))
+    ax = fig.add_subplot(1, 1, 1)
+    y = np.arange(len(d))
+    ax.barh(y, d["GB/s"].to_numpy(), color=[colors[i] for i in d["impl"]], height=0.7)
+    for yi, (_, r) in zip(y, d.iterrows()):
+        for col, color, label in (("copy_GBps", "black", "best Vulkan copy, same bytes"),
+                                  ("shader_copy_GBps", "#888888", "uvec4 shader copy, same bytes")):
+            v = r.get(col, np.nan)
+            if v is not None and np.isfinite(v):
+                ax.plot([v, v], [yi - 0.4, yi + 0.4], color=color, linewidth=2, label=label)
+        frac = r.get("copy_fraction", np.nan)
+        text = f"{r['GB/s']:.2f} GB/s" + (f" ({100 * frac:.1f}% of copy)" if frac is not None and np.isfinite(frac)
+                                          else "")
+        ax.text(r["GB/s"] * 1.05, yi, text, va="center", fontsize=7)
+    ax.set_yticks(y, [_row_label(r) for _, r in d.iterrows()], fontsize=7.5)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("GB/s (bytes read + written, median)")
+    handles, labels = ax.get_legend_handles_labels()
+    seen = {}
+    for h, lab in zip(handles, labels):
+        seen.setdefault(lab, h)
+    ax.legend(seen.values(), seen.keys(), fontsize=7.5, loc="lower right")
+    device = df["device"].iloc[0] if "device" in df.columns and len(df) else ""
+    ax.set_title(f"pixel shuffle, input {shape.replace('x', '×')}: bandwidth against the copy roofline\n{device}",
+                 fontsize=10)
+    ax.grid(axis="x", which="both", alpha=0.25)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------------------------
 # ipywidgets explorer
 # ---------------------------------------------------------------------------------------------------------------------
 
@@ -326,9 +426,10 @@ class PixelShuffleExplorer:
 
     Attributes for notebooks and tests: ``sliders`` (dict C_out / H_in / W_in / r → IntSlider: the output is
     ``(C_out, H_in·r, W_in·r)``), ``element_sliders`` (c / oh / ow), ``in_layout`` / ``out_layout`` (Dropdowns of
-    the fused kernel's layouts), ``label`` (the Label widget), ``text`` (its current text: "output (c, oh, ow) ←
-    input (c_in, ih, iw); fused 4W4C→4W4C: output word W lane L ← input word W' lane L'"), ``figure`` (the index
-    map), ``word_figure`` (the fused word), ``image`` / ``word_image`` (PNG widgets), ``widget`` (the VBox).
+    the fused kernel's layouts), ``label`` = ``readout`` (the Label widget), ``text`` (its current text:
+    "output (c, oh, ow) ← input (c_in, ih, iw); fused 4W4C→4W4C: output word W lane L ← input word W' lane L'"),
+    ``figure`` (the index map), ``word_figure`` (the fused word), ``image`` / ``word_image`` (PNG widgets),
+    ``widget`` (the VBox).
     """
 
     def __init__(self, C_out: int = 2, H_in: int = 2, W_in: int = 2, r: int = 2, element=(1, 3, 2),
@@ -348,6 +449,7 @@ class PixelShuffleExplorer:
         self.out_layout = widgets.Dropdown(options=list(FUSED_LAYOUTS), value=L.get_layout(out_layout).name,
                                            description="out")
         self.label = widgets.Label()
+        self.readout = self.label  # the name DEVELOPERS.md's widget convention uses
         self.image = widgets.Image(format="png")
         self.word_image = widgets.Image(format="png")
         self.figure = self.word_figure = None
