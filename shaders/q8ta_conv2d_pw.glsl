@@ -3,12 +3,15 @@
 // per-output-channel requantization, after ET-VK's et_vk.q8ta_conv2d_pw (reference etvk.md section 3).
 //
 //   out[n, oc, h, w] = clamp(roundEven(f * output_inv_scale) + output_zp, -128, 127)
-//   f   = fma(float(acc - input_zp * weight_sums[oc]), weight_scales[oc] * input_scale, bias[oc])  (apply_bias)
-//       =     float(acc - input_zp * weight_sums[oc]) * (weight_scales[oc] * input_scale)          (no bias)
+//   f   = float(acc - input_zp * weight_sums[oc]) * (weight_scales[oc] * input_scale) + bias[oc]
 //   f   = max(f, 0) when activation != 0 (ReLU), before the output scale
 //   acc = sum over ic of q_in[n, ic, h, w] * w[oc, ic]    (int32, saturating packed dot products)
-// Every float step is one fp32 rounding in this order (`precise` keeps fma fused and stops contractions);
-// roundEven() is round-half-to-even (ET-VK uses round(), whose .5 case GLSL leaves to the implementation).
+// Every float step is one correctly rounded fp32 operation in this order: int->float, the scale product, the
+// multiply, the bias add (skipped without bias), ReLU, the output-scale multiply, roundEven (round half to even).
+// `precise` forbids fusing the multiply and the add. Vulkan requires fp32 add and multiply to be correctly
+// rounded but lets fma() be computed either fused or as a multiply then an add (lavapipe does the latter), so
+// ET-VK's fma() can differ by 1 LSB between devices; this order gives the same bits on every conforming device.
+// (ET-VK also uses round(), whose .5 case GLSL leaves to the implementation.)
 // Weights are symmetric (no weight zero point); only the activation zero point is corrected, through the
 // precomputed weight sums.
 //
@@ -174,7 +177,11 @@ void main() {
     }
   }
 #else
-  [[unroll]] for (int j = 0; j < TILE_N4; ++j) {
+  // The epilogue loops are NOT marked [[unroll]]: spirv-opt's loop unroller (glslc -O, shaderc 2023.2) drops the
+  // NoContraction decoration (`precise`) on the copies it makes and then fuses their multiply + add into Fma,
+  // which some drivers compute fused (NVIDIA) and some not (lavapipe): 1 LSB differences. Left as loops, the one
+  // decorated copy reaches the driver, which unrolls it itself and keeps the multiply and the add separate.
+  for (int j = 0; j < TILE_N4; ++j) {
     const int oc4 = oc4_0 + j;
     if (oc4 < OC4) {
       const ivec4 sums = t_weight_sums[oc4];
@@ -182,15 +189,13 @@ void main() {
       const vec4 bias = t_bias[oc4];
       // padded channels of the last block: write output_zp there
       const bvec4 valid = lessThan(ivec4(4 * oc4) + ivec4(0, 1, 2, 3), ivec4(OC));
-      [[unroll]] for (int i = 0; i < TILE_W; ++i) {
+      for (int i = 0; i < TILE_W; ++i) {
         const int w = 4 * w4_0 + i;
         if (w < W) {
           const ivec4 adj = acc[i][j] - pc.input_zp * sums;
-          precise vec4 f;
+          precise vec4 f = vec4(adj) * scale;
           if (apply_bias != 0) {
-            f = fma(vec4(adj), scale, bias);
-          } else {
-            f = vec4(adj) * scale;
+            f = f + bias;
           }
           if (activation != 0) {
             f = max(f, vec4(0.0));

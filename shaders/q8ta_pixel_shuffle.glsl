@@ -19,7 +19,9 @@
 // Spec constants (ET-VK's order for this op): 3 input layout, 4 output layout.  Push constants: 24 bytes below.
 // Variants (shaders/q8ta_pixel_shuffle.yaml): q8ta_pixel_shuffle reads r from the push constants, as ET-VK does;
 // q8ta_pixel_shuffle_rspec (SPECIALIZE_R) takes r from specialization constant 5 instead, so that the divisions
-// by r fold into shifts / multiplies (the push constant is still passed and ignored).
+// by r fold into shifts / multiplies (the push constant is still passed and ignored).  OUTPUT_ORDER (variants
+// *_outorder): thread t writes output word t (memory order of the output layout) instead of ET-VK's
+// (W_out, H_out, channel word, N) order; the dispatch then covers every output word, padding included.
 
 #extension GL_EXT_control_flow_attributes : require
 
@@ -53,16 +55,32 @@ void main() {
   const int W_out = out_sizes.x;
   const int H_out = out_sizes.y;
   const int C_out = out_sizes.z;
-  const int c_words = (C_out + 3) / 4;
   const int t = int(gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x);
+#if OUTPUT_ORDER
+  // Thread t writes output word t: neighbouring threads write neighbouring words (coalesced stores), whatever the
+  // output layout.  Words of the padding (4W4C pads W) are skipped, as in ET-VK's order.
+  if (t >= meta_num_words(out_meta)) {
+    return;
+  }
+  const ivec4 first = word_idx_to_tidx(out_meta, t, out_layout);  // lane 0 of the word
+  if (first.x >= W_out || first.y >= H_out) {
+    return;
+  }
+  const int ow = first.x;
+  const int oh = first.y;
+  const int c0 = first.z;
+  const int n = first.w;
+#else
+  const int c_words = (C_out + 3) / 4;
   if (t >= W_out * H_out * c_words * out_sizes.w) {
     return;
   }
   // Thread order as ET-VK: W_out fastest, then H_out, then channel words, then N.
   const int ow = t % W_out;
   const int oh = (t / W_out) % H_out;
-  const int cw = (t / (W_out * H_out)) % c_words;
+  const int c0 = 4 * ((t / (W_out * H_out)) % c_words);
   const int n = t / (W_out * H_out * c_words);
+#endif
 
 #if SPECIALIZE_R
   const int r = r_spec;
@@ -73,7 +91,6 @@ void main() {
   const int base = tidx_to_byte_idx(in_meta, ivec4(ow / r, oh / r, 0, n), in_layout);
   const int block_bytes = int(in_meta.strides[0].z) * layout_block_numel(in_layout);  // one channel block
 
-  const int c0 = 4 * cw;
   ivec4 q = ivec4(0);
   [[unroll]] for (int i = 0; i < 4; ++i) {
     const int c = c0 + i;
@@ -89,5 +106,9 @@ void main() {
       q[i] = v;
     }
   }
+#if OUTPUT_ORDER
+  t_out[t] = pack4x8(q);
+#else
   t_out[tidx_to_word_idx(out_meta, ivec4(ow, oh, c0, n), out_layout)] = pack4x8(q);
+#endif
 }

@@ -98,6 +98,34 @@ def test_chain_agrees_with_fused(device, in_layout, out_layout):
             rspec = ops.q8ta_pixel_shuffle(q, r, *qp, in_layout=in_layout, out_layout=out_layout, device=device,
                                            specialize_r=True)  # r as a specialization constant
             assert torch.equal(fused, rspec), (shape, r, qp)
+            outorder = ops.q8ta_pixel_shuffle(q, r, *qp, in_layout=in_layout, out_layout=out_layout, device=device,
+                                              specialize_r=True, output_order=True)  # thread t → output word t
+            assert torch.equal(fused, outorder), (shape, r, qp)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 2), c_out=st.integers(1, 9), h=st.integers(1, 5), w=st.integers(1, 9),
+       same=st.booleans(), seed=st.integers(0, 2**16))
+def test_block_kernel_matches_etvk_kernel_and_torch(device, n, c_out, h, w, same, seed):
+    """The 16-byte block transpose (4W4C → 4W4C, r = 2) against ET-VK's per-word kernel, on awkward shapes."""
+    shape = (n, 4 * c_out, h, w)
+    qp = K.SAME_QP if same else K.DIFF_QP
+    q = torch.randint(-128, 128, shape, generator=torch.Generator().manual_seed(seed), dtype=torch.int8)
+    block = ops.q8ta_pixel_shuffle(q, 2, *qp, device=device, block=True)
+    per_word = ops.q8ta_pixel_shuffle(q, 2, *qp, device=device, block=False)
+    assert torch.equal(block, per_word), shape
+    if same:
+        assert torch.equal(block, F.pixel_shuffle(q, 2))
+    assert (block.int() - _torch_q8_reference(q, 2, *qp).int()).abs().max() <= 1
+
+
+def test_block_kernel_only_where_it_applies():
+    with pytest.raises(ValueError, match="needs 4W4C → 4W4C and r = 2, got 4C1W → 4W4C, r = 2"):
+        K.Q8taPixelShuffleSpec((1, 8, 2, 2), 2, "4C1W", "4W4C", block=True)
+    with pytest.raises(ValueError, match="r = 3"):
+        K.Q8taPixelShuffleSpec((1, 18, 2, 2), 3, "4W4C", "4W4C", block=True)
+    spec = K.Q8taPixelShuffleSpec((2, 20, 3, 5), 2, block=True)
+    assert spec.threads == 2 * 3 * 2 * 2 and spec.variant == "q8ta_pixel_shuffle_block"
 
 
 def test_chain_intermediates_and_requant_vs_torch(device):
@@ -307,6 +335,10 @@ def test_bench_suite_quick(device, tmp_path):
     assert (df[df.impl == "copy"]["copy_bytes"] > 0).all()
     rspec = df[df["variant"] == "q8ta_pixel_shuffle_rspec"]
     assert len(rspec) == 4 and rspec["r_specialized"].all() and rspec["speedup_vs_chain"].notna().all()
+    outorder = df[df["variant"] == "q8ta_pixel_shuffle_outorder"]
+    assert len(outorder) == 2 and outorder["output_order"].all()
+    assert (outorder["bytes"].to_numpy() == fused_pt["bytes"].to_numpy()).all()      # same traffic, more threads
+    assert (outorder["threads"].to_numpy() >= fused_pt["threads"].to_numpy()).all()
     assert (kernels["shader_copy_fraction"] > 0).all()
     import pandas as pd
     assert len(pd.read_parquet(tmp_path / "ps.parquet")) == len(df)

@@ -8,6 +8,7 @@ import os
 import re
 
 import pytest
+from playwright.sync_api import expect
 
 from workbench import layouts
 from workbench.occupancy import conv_pw_tile_figures
@@ -36,12 +37,17 @@ def _slider(page, scope, label: str):
         has=page.locator(".widget-label", has_text=re.compile(rf"^\s*{re.escape(label)}\s*$")))
 
 
-def _press(page, slider, key: str, times: int = 1):
-    """Focus the slider's noUiSlider handle and press `key`, as a keyboard user does."""
+def _step(page, slider) -> tuple[str, str]:
+    """Move a slider one step with the keyboard, as a keyboard user does: focus its noUiSlider handle, press
+    ArrowRight (ArrowLeft when it sits at its maximum).  Returns its readout before and after."""
     handle = slider.locator(".noUi-handle").first
+    readout = slider.locator(".widget-readout")
+    before = readout.inner_text().strip()
+    at_max = float(handle.get_attribute("aria-valuenow")) >= float(handle.get_attribute("aria-valuemax"))
     handle.focus()
-    for _ in range(times):
-        page.keyboard.press(key)
+    page.keyboard.press("ArrowLeft" if at_max else "ArrowRight")
+    expect(readout).not_to_have_text(before, timeout=10_000)
+    return before, readout.inner_text().strip()
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -74,9 +80,8 @@ def test_tile_explorer_in_jupyterlab(lab, page, artifacts):
     before_image = lab.image_hash(chart)
     lab.screenshot(page, explorer, artifacts / "03_tile_explorer_before.png")
 
-    _press(page, slider, "ArrowRight")
-    new_n4 = int(slider.locator(".widget-readout").inner_text().strip())
-    assert new_n4 > tile_n4, f"ArrowRight did not move TILE_N4 up from {tile_n4}"
+    old_n4, new_n4 = (int(v) for v in _step(page, slider))
+    assert old_n4 == tile_n4 != new_n4
     expected = f"TILE_M={tile_m} TILE_N4={new_n4} TILE_K4={tile_k4} → " \
                f"{conv_pw_tile_figures(tile_m, new_n4, tile_k4).accumulators} accumulators"
     readout_now = explorer.locator(".widget-label", has_text=expected)
@@ -133,9 +138,10 @@ def test_layout_explorer_in_jupyterlab(lab, page, artifacts):
     image0 = lab.image_hash(chart)
     lab.screenshot(page, explorer, artifacts / "01_layout_explorer_before.png")
 
-    # the element picker: w one step right, with the keyboard
-    _press(page, w_slider, "ArrowRight")
-    moved = element[:3] + (element[3] + 1,)
+    # the element picker: w one step, with the keyboard
+    old_w, new_w = (int(v) for v in _step(page, w_slider))
+    assert old_w == element[3] != new_w
+    moved = element[:3] + (new_w,)
     explorer.locator(".widget-html", has_text=f"element ({','.join(map(str, moved))})").first.wait_for(
         state="visible", timeout=60_000)
     lab.wait_kernel_idle(NB01, timeout=60)

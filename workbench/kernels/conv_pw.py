@@ -23,15 +23,18 @@ element [k4·OC4P + oc4] holds, in component j, the 4 weights w[4·oc4 + j, 4·k
 kernel reads zero weights past IC4 (and a clamped, valid input block), which adds nothing, so the kernel needs no
 remainder loop. Weight sums (int32), weight scales and bias (fp32) are padded to OC4P·4 the same way.
 
-Requantization (fp32, one rounding per step, in this order; the reference below reproduces it bit for bit):
+Requantization (fp32, one correctly rounded operation per step, in this order; the reference below reproduces
+it bit for bit):
     adj   = acc − input_zp · Σ_ic w[oc, ic]                       (int32)
     scale = fp32(weight_scale[oc] · input_scale)
-    f     = fma(fp32(adj), scale, bias[oc])  with bias,  fp32(adj) · scale  without
+    f     = fp32(fp32(fp32(adj) · scale) + bias[oc])               (no add without bias; `precise`: never fused)
     f     = max(f, 0)                                              (ReLU)
     q     = clamp(roundEven(fp32(f · (1/output_scale))) + output_zp, −128, 127)
-1/output_scale is computed on the host in fp32 (as ET-VK passes output_inv_scale). roundEven is round half to
-even (ET-VK's round() leaves the .5 case to the implementation). Outputs are written for logical widths only;
-padded channel lanes of a written word hold output_zp.
+1/output_scale is computed on the host in fp32 (as ET-VK passes output_inv_scale). ET-VK writes
+fma(adj, scale, bias) instead; Vulkan lets fma() be fused or not (lavapipe does not fuse it), so that form can
+differ by 1 LSB between devices, while a multiply then an add is correctly rounded everywhere. roundEven is round
+half to even (ET-VK's round() leaves the .5 case to the implementation). Outputs are written for logical widths
+only; padded channel lanes of a written word hold output_zp.
 """
 from __future__ import annotations
 
@@ -45,7 +48,7 @@ import pandas as pd
 
 from .. import layouts as L
 from .. import occupancy as occ
-from ..quant import fma_f32, inverse_scale
+from ..quant import inverse_scale
 from ..shaders import variants
 from . import pipeline_for
 
@@ -61,7 +64,7 @@ MAX_IN_CHANNELS = 131072  # beyond this an int32 accumulator could saturate (|ac
 __all__ = ["ConvPwShape", "ConvPwSpec", "PackedWeights", "ConvPwBuffers", "QParams", "prepack_weights",
            "check_weight", "check_tile", "variant_name", "pick_local_size", "reference_accumulators",
            "reference_requantize", "reference", "tile_label", "sweep", "measure", "random_problem", "bench_suite", "statistics_columns",
-           "model_columns", "ALL_TILES", "TILE_VALUES", "OUTPUT_LAYOUTS", "SUITE_SHAPES", "QUICK_SHAPES",
+           "model_columns", "torch_rows", "ALL_TILES", "TILE_VALUES", "OUTPUT_LAYOUTS", "SUITE_SHAPES", "QUICK_SHAPES",
            "QUICK_TILES"]
 
 
@@ -416,7 +419,7 @@ def reference_accumulators(q_input, weight):
 def reference_requantize(acc, weight_sums, weight_scales, bias, qparams: QParams, relu: bool = False):
     """The shader's fp32 epilogue on int32 accumulators (N, Cout, H, W) → int8 (N, Cout, H, W) numpy array.
 
-    Same operations, same order, each rounded to fp32 once (fma emulated exactly: workbench.quant.fma_f32)."""
+    Same operations, same order, each rounded to fp32 once."""
     a = _as_numpy(acc).astype(np.int64)
     cout = a.shape[1]
     per_oc = (1, cout, 1, 1)
@@ -425,11 +428,9 @@ def reference_requantize(acc, weight_sums, weight_scales, bias, qparams: QParams
     adj_f = adj.astype(np.float32)
     scale = (np.asarray(weight_scales, dtype=np.float32)[:cout] * np.float32(qparams.input_scale)).astype(np.float32)
     scale = scale.reshape(per_oc)
+    f = (adj_f * scale).astype(np.float32)
     if bias is not None:
-        b = np.asarray(bias, dtype=np.float32)[:cout].reshape(per_oc)
-        f = fma_f32(adj_f, np.broadcast_to(scale, adj_f.shape), np.broadcast_to(b, adj_f.shape))
-    else:
-        f = (adj_f * scale).astype(np.float32)
+        f = (f + np.asarray(bias, dtype=np.float32)[:cout].reshape(per_oc)).astype(np.float32)
     if relu:
         f = np.maximum(f, np.float32(0))
     g = (f * inverse_scale(qparams.output_scale)).astype(np.float32)
@@ -630,13 +631,18 @@ def random_problem(shape, seed: int = 0, bias: bool = True):
 
 
 def _time_recording(device, bufs, spec, qparams, pipeline, *, min_time_s, max_time_s, target_us, max_repeats,
-                    min_samples):
+                    min_samples, warmup_s: float = 0.0):
     """Probe one dispatch, then chain enough dispatches per submit to reach ~target_us (ET-VK's probe-then-scale);
-    returns (gpu_ns, host_ns, repeats)."""
+    returns (gpu_ns, host_ns, repeats). `warmup_s`: keep the device busy that long first (an idle GPU runs at a
+    low clock: the first kernel of a sweep would otherwise look slow)."""
+    import time
     from ..bench import sample_recording
     with device.record(f"probe {spec.variant}") as probe:
         bufs.record(probe, spec, qparams, pipeline)
+        start = time.perf_counter()
         probe.submit()
+        while time.perf_counter() - start < warmup_s:
+            probe.submit()
         probe_ns = probe.submit()[0].gpu_ns
     repeats = 1
     if probe_ns:
@@ -652,7 +658,7 @@ def _time_recording(device, bufs, spec, qparams, pipeline, *, min_time_s, max_ti
 def measure(device, bufs: ConvPwBuffers, spec: ConvPwSpec, qparams: QParams = DEFAULT_QPARAMS, *, env=None,
             expected=None, capture_statistics: bool | None = None, min_time_s: float = 0.2,
             max_time_s: float = 10.0, min_samples: int = 10, target_us: float = 2000.0,
-            max_repeats: int = 200) -> dict:
+            max_repeats: int = 200, warmup_s: float = 0.0) -> dict:
     """Time one variant on prepared buffers → one tidy row (see `sweep` for the columns). `expected`: the int8
     reference output, to record the largest difference in LSB."""
     from ..bench import environment, measurement_row
@@ -662,7 +668,7 @@ def measure(device, bufs: ConvPwBuffers, spec: ConvPwSpec, qparams: QParams = DE
     pipeline = spec.pipeline(device, capture_statistics=capture_statistics)
     gpu, host, repeats = _time_recording(device, bufs, spec, qparams, pipeline, min_time_s=min_time_s,
                                          max_time_s=max_time_s, target_us=target_us, max_repeats=max_repeats,
-                                         min_samples=min_samples)
+                                         min_samples=min_samples, warmup_s=warmup_s)
     local = tuple(pipeline.local_size)
     shape = spec.shape
     row = measurement_row(SHADER, env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(), macs=spec.macs(),
@@ -687,7 +693,7 @@ def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_prog
           out_layout: str = "4W4C", use_dot_ext: bool | None = None, relu: bool = False,
           qparams: QParams = DEFAULT_QPARAMS, check: bool = True, min_time_s: float = 0.2,
           max_time_s: float = 10.0, min_samples: int = 10, target_us: float = 2000.0,
-          max_repeats: int = 200, seed: int = 0) -> pd.DataFrame:
+          max_repeats: int = 200, seed: int = 0, warmup_s: float | None = None) -> pd.DataFrame:
     """Grid of tiles × shapes → one tidy row per (shape, tile), appended to `writer` as it finishes (an
     interrupted sweep keeps what it finished).
 
@@ -697,13 +703,17 @@ def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_prog
     ET-VK's "GFLOP/s"), `macs_per_byte` (op-level arithmetic intensity), driver `registers` and theoretical
     `occupancy` with its `occupancy_limiter` on this device (NaN / "n/a (CPU device)" where there are none),
     rule-model columns for sm_90 and Adreno 740 (`model_columns`), `max_lsb_diff` / `outputs_off_by_one` against
-    the reference (when `check`), and the device metadata (device, driver, API version, commit, date)."""
+    the reference (when `check`), and the device metadata (device, driver, API version, commit, date).
+    `warmup_s` (default: min_time_s, at least 0.1 s on GPUs): the device is kept busy that long before the
+    first measurement, so the first tile is not timed at an idle clock."""
     from ..bench import environment, progress
     tiles = [check_tile(*t) for t in tiles]
     shapes = [ConvPwShape.coerce(s) for s in shapes]
     if use_dot_ext is None:
         use_dot_ext = bool(device.info.features.get("integer_dot_product"))
     env = environment(device)
+    if warmup_s is None:
+        warmup_s = 0.0 if device.info.is_cpu else max(0.1, min_time_s)
     rows = []
     bar = progress(range(len(tiles) * len(shapes)), "conv_pw sweep", total=len(tiles) * len(shapes),
                    enabled=show_progress)
@@ -719,7 +729,8 @@ def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_prog
                         bar.set_postfix_str(f"{shape.label} {tile_label(*tile)}")
                     row = measure(device, bufs, base.with_tile(*tile), qparams, env=env, expected=expected,
                                   min_time_s=min_time_s, max_time_s=max_time_s, min_samples=min_samples,
-                                  target_us=target_us, max_repeats=max_repeats)
+                                  target_us=target_us, max_repeats=max_repeats, warmup_s=warmup_s)
+                    warmup_s = 0.0  # once per sweep
                     rows.append(row)
                     if writer is not None:
                         writer.append(row)
@@ -731,13 +742,14 @@ def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_prog
     return pd.DataFrame(rows)
 
 
-def _torch_rows(device, shape: ConvPwShape, env, *, min_time_s: float, seed: int = 0) -> list[dict]:
+def torch_rows(device, shape, env=None, *, min_time_s: float = 0.2, seed: int = 0) -> list[dict]:
     """The same math done by torch on the same device: CUDA when the Vulkan device is an NVIDIA GPU and torch sees
     CUDA (torch._int_mm on int8 and a float16 conv2d), otherwise the CPU (torch._int_mm, an int32 matmul and a
     float32 conv2d; lavapipe's "GPU" is this CPU)."""
     import torch
-    from ..bench import measurement_row, sample_callable
-    s = shape
+    from ..bench import environment, measurement_row, sample_callable
+    s = ConvPwShape.coerce(shape)
+    env = env or environment(device)
     on_cuda = device.info.vendor == "NVIDIA" and torch.cuda.is_available()
     where = "cuda" if on_cuda else "cpu"
     gen = torch.Generator().manual_seed(seed)
@@ -792,7 +804,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     env = environment(device)
     rows = []
     for shape in shapes:
-        for row in _torch_rows(device, ConvPwShape.coerce(shape), env, min_time_s=min_time_s):
+        for row in torch_rows(device, shape, env, min_time_s=min_time_s):
             rows.append(row)
             if writer is not None:
                 writer.append(row)

@@ -37,6 +37,7 @@ from . import linear_global_size, pipeline_for
 
 FLOAT_SHADER = "pixel_shuffle"
 FUSED_SHADER = "q8ta_pixel_shuffle"
+BLOCK_SHADER = "q8ta_pixel_shuffle_block"
 QUANTIZE_SHADER = "q8ta_quantize"
 DEQUANTIZE_SHADER = "q8ta_dequantize"
 LOCAL_SIZE = (64, 1, 1)  # buffers: ET-VK's {64, 1, 1}
@@ -312,29 +313,43 @@ class Q8taPixelShuffleSpec:
     in_zero_point: int = 0
     out_scale: float = 1.0
     out_zero_point: int = 0
-    specialize_r: bool = False       # True: r as specialization constant 5 (variant q8ta_pixel_shuffle_rspec)
+    specialize_r: bool = False       # True: r as specialization constant 5 (variants *_rspec)
+    output_order: bool = False       # True: thread t writes output word t (variants *_outorder)
+    block: bool = False              # True: 4×4 byte transpose on whole 16-byte blocks (4W4C → 4W4C, r = 2)
     out_sizes: tuple = field(init=False)
 
     def __post_init__(self):
         object.__setattr__(self, "in_sizes", L.normalize_sizes(self.in_sizes))
         object.__setattr__(self, "r", check_upscale_factor(self.r))
         object.__setattr__(self, "specialize_r", bool(self.specialize_r))
+        object.__setattr__(self, "output_order", bool(self.output_order))
         object.__setattr__(self, "in_layout", fused_layout(self.in_layout, "input").name)
         object.__setattr__(self, "out_layout", fused_layout(self.out_layout, "output").name)
         _check_qparams(self.in_scale, self.in_zero_point, "input")
         _check_qparams(self.out_scale, self.out_zero_point, "output")
         object.__setattr__(self, "out_sizes", output_sizes(self.in_sizes, self.r))
+        object.__setattr__(self, "block", bool(self.block))
+        if self.block and not block_applies(self.in_layout, self.out_layout, self.r):
+            raise ValueError(f"the block kernel needs 4W4C → 4W4C and r = 2, got {self.in_layout} → "
+                             f"{self.out_layout}, r = {self.r}")
+        if self.block and (self.specialize_r or self.output_order):
+            raise ValueError("the block kernel has no _rspec / _outorder variants")
 
-    shader = FUSED_SHADER
     dispatches = 1
 
     @property
+    def shader(self) -> str:
+        return BLOCK_SHADER if self.block else FUSED_SHADER
+
+    @property
     def defines(self) -> dict:
-        return {"SPECIALIZE_R": self.specialize_r}
+        return {} if self.block else {"SPECIALIZE_R": self.specialize_r, "OUTPUT_ORDER": self.output_order}
 
     @property
     def variant(self) -> str:
-        return FUSED_SHADER + ("_rspec" if self.specialize_r else "")
+        if self.block:
+            return BLOCK_SHADER
+        return FUSED_SHADER + ("_rspec" if self.specialize_r else "") + ("_outorder" if self.output_order else "")
 
     @property
     def passthrough(self) -> bool:
@@ -345,7 +360,10 @@ class Q8taPixelShuffleSpec:
         return "passthrough" if self.passthrough else "requant"
 
     def spec_constants(self) -> dict:
-        """ET-VK's order for this op: 3 input layout, 4 output layout; 5 r for the ``_rspec`` variant."""
+        """ET-VK's order for this op: 3 input layout, 4 output layout; 5 r for the ``_rspec`` variant.
+        The block kernel is 4W4C-only and takes none."""
+        if self.block:
+            return {}
         constants = {3: L.get_layout(self.in_layout).spec_constant(), 4: L.get_layout(self.out_layout).spec_constant()}
         if self.specialize_r:
             constants[5] = self.r
@@ -364,7 +382,17 @@ class Q8taPixelShuffleSpec:
 
     @property
     def threads(self) -> int:
-        """One per output word: N · ceil(C_out / 4) · H_out · W_out."""
+        """One per output word: N · ceil(C_out / 4) · H_out · W_out (ET-VK's order), or every word of the output
+        layout, padding included (``output_order``; padding threads return at once)."""
+        if self.output_order:
+            return L.get_layout(self.out_layout).num_words(self.out_sizes)
+        if self.block:  # one per (n, ih, input width block, output channel block)
+            n, _, h, w = self.in_sizes
+            return n * h * math.ceil(w / 4) * math.ceil(self.out_sizes[1] / 4)
+        return self.written_words
+
+    @property
+    def written_words(self) -> int:
         n, c, h, w = self.out_sizes
         return n * math.ceil(c / 4) * h * w
 
@@ -379,7 +407,7 @@ class Q8taPixelShuffleSpec:
         return 4 * _touched_words(L.get_layout(self.in_layout), self.in_sizes)
 
     def bytes_written(self) -> int:
-        return 4 * self.threads
+        return 4 * self.written_words
 
     def bytes_moved(self) -> int:
         return self.bytes_read() + self.bytes_written()
@@ -398,6 +426,14 @@ class Q8taPixelShuffleSpec:
     def describe(self) -> str:
         return (f"{self.variant} {self.in_layout}->{self.out_layout} r={self.r} {self.path}: "
                 f"[{_shape_str(self.in_sizes)}] -> [{_shape_str(self.out_sizes)}], {self.threads} threads (words)")
+
+
+def block_applies(in_layout, out_layout, r) -> bool:
+    """Whether the 16-byte block-transpose kernel covers this case (4W4C → 4W4C, r = 2)."""
+    try:
+        return L.get_layout(in_layout).name == "4W4C" and L.get_layout(out_layout).name == "4W4C" and r == 2
+    except ValueError:  # unknown layouts get their error from the spec
+        return False
 
 
 def _check_qparams(scale, zero_point, which):
@@ -817,6 +853,13 @@ def _bench_cases(quick: bool) -> list[_Case]:
             for qp in (SAME_QP, DIFF_QP):  # r specialized instead of ET-VK's push constant
                 cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, "4W4C", "4W4C", *qp,
                                                                            specialize_r=True)))
+            if block_applies("4W4C", "4W4C", r):  # whole 16-byte blocks, byte transpose in registers
+                for qp in (SAME_QP, DIFF_QP):
+                    cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, "4W4C", "4W4C", *qp,
+                                                                               block=True)))
+            # threads in output-memory order instead of ET-VK's (W_out fastest) order
+            cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, "4W4C", "4W4C", *SAME_QP,
+                                                                       output_order=True)))
             float_cases = [("buffer", "channels", "float32"), ("texture", "channels", "float32")]
             if not quick:
                 float_cases += [("buffer", "width", "float32"), ("buffer", "height", "float32"),
@@ -873,7 +916,8 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     Rows (``impl``):
 
     * ``fused`` — the int8x4 kernel: ET-VK's layout pairs (and 4C → 4C) with passthrough qparams, 4W4C → 4W4C
-      requantize, and the ``_rspec`` variant (r specialized instead of a push constant) for 4W4C → 4W4C, both paths;
+      requantize; for 4W4C → 4W4C also the ``_rspec`` variant (r specialized instead of a push constant), both
+      paths, and the ``_outorder`` variant (thread t writes output word t), passthrough;
     * ``chain`` — dequantize → float pixel shuffle → quantize (3 dispatches), passthrough and requantize qparams;
     * ``float`` — buffer / texture × W / H / C-packed fp32, and C-packed fp16;
     * ``torch`` — torch's pixel shuffle on the same device: float32, float16, int8, and the quantized
@@ -884,6 +928,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     r = 2 and r = 3, few samples).
 
     Columns beyond :func:`workbench.bench.measurement_row`'s: ``variant`` (shader variant), ``r_specialized``,
+    ``output_order``,
     ``shape`` (input NCHW), ``out_shape``, ``r``, ``impl``, ``qpath`` (passthrough / requant), ``path`` (e.g.
     "fused-requant", "float-texture"), ``in_layout``, ``out_layout``, ``storage``, ``packed_dim``, ``dtype``,
     ``dispatches``, ``threads``, ``repeats``, ``bytes_read``, ``bytes_written``, ``copy_GBps`` (the best Vulkan copy
@@ -962,6 +1007,8 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
             f = spec if case.kind == "fused" else spec.fused
             info.update(variant=f.variant if case.kind == "fused" else " -> ".join(Q8taChainRun.LABELS),
                         r_specialized=f.specialize_r if case.kind == "fused" else False,
+                        block=f.block if case.kind == "fused" else False,
+                        output_order=f.output_order if case.kind == "fused" else False,
                         shape=_shape_str(f.in_sizes), out_shape=_shape_str(f.out_sizes), r=f.r, impl=case.kind,
                         qpath=f.path, path=f"{case.kind}-{f.path}", storage="buffer", packed_dim="channels",
                         dtype="int8", in_layout=f.in_layout, out_layout=f.out_layout,

@@ -1,14 +1,16 @@
 """torch-facing entry points: they run on the workbench's current device (`workbench.vk.get_device()`) and
 return CPU torch tensors in NCHW.
 
-Each op lives in its own module; names are resolved on first use so that importing `workbench.ops` stays cheap.
+Ops live in modules named after their family (never after an op, which the submodule would shadow); names are
+resolved on first use so that importing `workbench.ops` stays cheap.
 """
 import importlib
 
 _OPS = {
-    "pixel_shuffle": "pixel_shuffle",
-    "q8ta_pixel_shuffle": "pixel_shuffle",
+    "pixel_shuffle": "shuffle_ops",
+    "q8ta_pixel_shuffle": "shuffle_ops",
     "q8ta_conv2d_pw": "conv_pw",
+    "reference_q8ta_conv2d_pw": "conv_pw",
     "pack": "layout_ops",
     "unpack": "layout_ops",
 }
@@ -18,7 +20,9 @@ def __getattr__(name):
     module = _OPS.get(name)
     if module is None:
         raise AttributeError(f"workbench.ops has no op {name!r}; ops: {sorted(_OPS)}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    fn = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = fn  # later lookups skip __getattr__
+    return fn
 
 
 def __dir__():

@@ -90,7 +90,7 @@ def q8ta_conv2d_pw_accumulators(q_input, weight_int8, tile_m=1, tile_n4=1, tile_
 def reference_q8ta_conv2d_pw(q_input, input_scale, input_zero_point, weight_int8, weight_scales, bias,
                              output_scale, output_zero_point, relu=False, return_accumulators=False):
     """torch reference: exact int32 accumulators, then the kernel's fp32 requantization, same order and
-    roundings (fma emulated exactly). Returns int8 NCHW (and the int32 accumulators when asked)."""
+    roundings. Returns int8 NCHW (and the int32 accumulators when asked)."""
     x = _input(q_input)
     w = K.check_weight(weight_int8, x.shape[1])
     qparams = K.QParams(input_scale, input_zero_point, output_scale, output_zero_point)

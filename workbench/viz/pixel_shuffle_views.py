@@ -327,45 +327,51 @@ def _shape_numel(shape: str) -> int:
     return int(np.prod([int(v) for v in str(shape).split("x")]))
 
 
-def plot_fused_vs_chain(df, in_layout: str = "4W4C", out_layout: str = "4W4C"):
-    """GPU time (median, log scale) of the decomposed chain (3 dispatches) and the fused kernel (1 dispatch) per
-    input shape, one panel per quantization path (passthrough, requant), each fused bar annotated with its
-    speed-up.  ``df``: a ``bench_suite`` DataFrame.  Returns the Figure."""
-    d = df[df["impl"].isin(["fused", "chain"]) & (df["in_layout"] == in_layout) & (df["out_layout"] == out_layout)]
+def plot_fused_vs_chain(df, in_layout: str = "4W4C", out_layout: str = "4W4C", variant: str = "q8ta_pixel_shuffle"):
+    """GPU time (median, log scale) of the decomposed chain (3 dispatches) and the fused kernel (1 dispatch,
+    shader variant ``variant``) per input shape, one panel per quantization path (passthrough, requant), each fused
+    bar annotated with its speed-up.  ``df``: a ``bench_suite`` DataFrame.  Returns the Figure."""
+    d = df[((df["impl"] == "chain") | ((df["impl"] == "fused") & (df["variant"] == variant)))
+           & (df["in_layout"] == in_layout) & (df["out_layout"] == out_layout)]
     if d.empty:
         raise ValueError(f"no fused / chain rows with layouts {in_layout} → {out_layout} in the frame")
     shapes = sorted(d["shape"].unique(), key=_shape_numel)
     qpaths = [q for q in ("passthrough", "requant") if q in set(d["qpath"])]
-    fig = _Figure(figsize=(max(6.0, 1.5 * len(shapes) * len(qpaths) + 2), 3.8))
+    fig = _Figure(figsize=(max(9.0, 1.6 * len(shapes) * len(qpaths) + 2), 4.2))
     axes = fig.subplots(1, len(qpaths), squeeze=False)[0]
     x = np.arange(len(shapes))
+    times = d["median_us"].to_numpy(dtype=float)
+    lo, hi = np.nanmin(times), np.nanmax(times)
     for ax, qpath in zip(axes, qpaths):
         sub = d[d["qpath"] == qpath]
+        per_impl = {impl: sub[sub["impl"] == impl].set_index("shape").reindex(shapes)["median_us"].to_numpy()
+                    for impl in ("chain", "fused")}
         for k, (impl, color, what) in enumerate((("chain", "#e15759", "chain: 3 dispatches"),
-                                                 ("fused", "#4e79a7", "fused: 1 dispatch"))):
-            t = sub[sub["impl"] == impl].set_index("shape").reindex(shapes)["median_us"]
-            ax.bar(x + (k - 0.5) * 0.38, t.to_numpy(), width=0.38, color=color, label=what)
-            if impl == "fused":
-                chain_t = sub[sub["impl"] == "chain"].set_index("shape").reindex(shapes)["median_us"]
-                for xi, (tf, tc) in enumerate(zip(t.to_numpy(), chain_t.to_numpy())):
-                    if np.isfinite(tf) and np.isfinite(tc):
-                        ax.text(xi + 0.19, tf * 1.15, f"×{tc / tf:.1f}", ha="center", va="bottom", fontsize=8)
+                                                 ("fused", "#4e79a7", f"fused: 1 dispatch ({variant})"))):
+            ax.bar(x + (k - 0.5) * 0.38, per_impl[impl], width=0.38, color=color, label=what)
+        for xi, (tf, tc) in enumerate(zip(per_impl["fused"], per_impl["chain"])):
+            if np.isfinite(tf) and np.isfinite(tc):
+                ax.text(xi + 0.19, tf * 1.12, f"×{tc / tf:.1f}", ha="center", va="bottom", fontsize=8.5,
+                        fontweight="bold")
         ax.set_yscale("log")
+        ax.set_ylim(lo / 3, hi * 2.5)
         ax.set_xticks(x, [s.replace("x", "×") for s in shapes], rotation=20, fontsize=8)
-        ax.set_ylabel("GPU time per run (µs, median)")
         ax.set_title(f"{qpath} ({in_layout} → {out_layout})", fontsize=10)
         ax.grid(axis="y", which="both", alpha=0.25)
-        ax.legend(fontsize=8, loc="upper left")
+    axes[0].set_ylabel("GPU time per run (µs, median)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8.5, frameon=False)
     device = df["device"].iloc[0] if "device" in df.columns and len(df) else ""
     fig.suptitle(f"q8ta pixel shuffle: fused kernel vs the dequantize → pixel shuffle → quantize chain\n{device}",
                  fontsize=10)
-    fig.subplots_adjust(top=0.82, bottom=0.2, wspace=0.25)
+    fig.subplots_adjust(top=0.84, bottom=0.27, wspace=0.18)
     return fig
 
 
 def _row_label(r) -> str:
     if r["impl"] == "fused":
-        return f"fused {r['in_layout']}→{r['out_layout']} {r['qpath']}"
+        suffix = str(r.get("variant", "")).replace("q8ta_pixel_shuffle", "").replace("_", " ").strip()
+        return f"fused {r['in_layout']}→{r['out_layout']} {r['qpath']}" + (f" ({suffix})" if suffix else "")
     if r["impl"] == "chain":
         return f"chain {r['in_layout']}→{r['out_layout']} {r['qpath']}"
     if r["impl"] == "float":

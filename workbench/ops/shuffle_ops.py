@@ -61,7 +61,8 @@ def pixel_shuffle(x: torch.Tensor, upscale_factor: int, storage: str = "buffer",
 
 def q8ta_pixel_shuffle(q: torch.Tensor, upscale_factor: int, in_scale: float, in_zero_point: int,
                        out_scale: float, out_zero_point: int, in_layout: str = "4W4C", out_layout: str = "4W4C",
-                       fused: bool = True, device=None, specialize_r: bool = False) -> torch.Tensor:
+                       fused: bool = True, device=None, specialize_r: bool = False,
+                       output_order: bool = False, block: bool | None = None) -> torch.Tensor:
     """Quantized pixel shuffle of an int8 NCHW tensor, like ``quantize(pixel_shuffle(dequantize(q)))``.
 
     ``fused=True``: ET-VK's fused int8x4 kernel (one dispatch; a pure byte shuffle when the qparams agree within
@@ -69,14 +70,20 @@ def q8ta_pixel_shuffle(q: torch.Tensor, upscale_factor: int, in_scale: float, in
     pixel shuffle → q8ta_quantize (three dispatches, fp32 intermediates).  Both compute the same fp32 operations, so
     they agree exactly; against torch's ``quantize_per_tensor`` they agree within 1 LSB (torch rounds
     ``x·inv_scale + zp`` in one fma).  ``in_layout`` / ``out_layout``: channels-packed int8 layouts (4W4C, 4C1W,
-    4C), chosen independently.  ``specialize_r``: the fused kernel's variant with r as a specialization constant
-    (ET-VK passes r as a push constant).  Returns an int8 tensor of the input's rank.
+    4C), chosen independently.  Fused-kernel variants: ``specialize_r`` (r a specialization constant; ET-VK passes
+    a push constant), ``output_order`` (thread t writes output word t; ET-VK orders threads W_out fastest),
+    ``block`` (the 16-byte block transpose, 4W4C → 4W4C with r = 2 only; None picks it wherever it applies and no
+    other variant was asked for). Returns an int8 tensor of the input's rank.
     """
     _check_tensor(q, "q8ta_pixel_shuffle")
     if q.dtype != torch.int8:
         raise TypeError(f"q8ta_pixel_shuffle expects an int8 tensor (torch.int8), got {q.dtype}")
+    if block is None:
+        block = (not specialize_r and not output_order and isinstance(upscale_factor, int)
+                 and K.block_applies(in_layout, out_layout, upscale_factor))
     spec = K.Q8taPixelShuffleSpec(tuple(q.shape), upscale_factor, in_layout, out_layout, in_scale, in_zero_point,
-                                  out_scale, out_zero_point, specialize_r=specialize_r)
+                                  out_scale, out_zero_point, specialize_r=specialize_r,
+                                  output_order=output_order, block=block)
     if device is None:
         from .. import vk
         device = vk.get_device()
@@ -88,14 +95,3 @@ def q8ta_pixel_shuffle(q: torch.Tensor, upscale_factor: int, in_scale: float, in
         run.run()
         y = run.output()
     return _restore_rank(y, q.dim())
-
-
-# `workbench.ops` resolves the op `pixel_shuffle` lazily from this module, also called `pixel_shuffle`; once the module
-# is imported, Python binds the *module* to `workbench.ops.pixel_shuffle`, shadowing the lazy lookup.  Making the module
-# callable keeps `ops.pixel_shuffle(x, r, ...)` working either way.
-class _CallableOpModule(type(__import__("sys"))):
-    def __call__(self, *args, **kwargs):
-        return pixel_shuffle(*args, **kwargs)
-
-
-__import__("sys").modules[__name__].__class__ = _CallableOpModule

@@ -1,0 +1,1023 @@
+"""Adreno shader statistics without a phone: Mesa's Turnip driver on the freedreno no-op DRM shim.
+
+    from workbench import adreno
+    adreno.setup()                                   # once: fetch, build and cache Mesa 25.0.7 (~5 min)
+    adreno.stats(spirv)                              # every statistic Turnip reports, for an Adreno 740
+    adreno.stats("q8ta_conv2d_pw", defines={...}, spec_constants={...}, local_size=(8, 8, 1), gpu=660)
+    adreno.stats_rows({"a": spv_a, "b": spv_b}, gpu=(740, 660))   # DataFrame, one row per shader and GPU
+    adreno.conv_pw_adreno_table([(1, 1, 1), (1, 2, 1)])           # the conv tile story, from the real compiler
+    adreno.check_occupancy_model(range(4, 49, 4))                 # occupancy.adreno_occupancy vs Turnip
+
+How it works
+    Turnip (src/freedreno/vulkan) is Mesa's Vulkan driver for Adreno a6xx/a7xx; its compiler (ir3) reports
+    "Registers used", "Max Waves Per Core" & co. through VK_KHR_pipeline_executable_properties. The no-op DRM
+    shim (src/freedreno/drm-shim, LD_PRELOADed) fakes an msm render node for the chip named by FD_GPU_ID, so the
+    driver loads on any Linux machine and compiles pipelines exactly as on the phone (nothing is ever executed).
+    Debian 12's Mesa (22.3.6) has no a7xx and no shim, so :func:`setup` builds Mesa 25.0.7 from Debian 13's
+    source package -- only the two libraries -- and caches it outside the repository.
+
+    Every compile runs in a child process (``python -m workbench.adreno_worker``) whose environment points the
+    Vulkan loader at the Turnip build only (:func:`shim_env`): the caller keeps its own Vulkan device, the shim
+    never enters the caller's process, and no validation layer runs there. One child per call and GPU, however
+    many shaders: SPIR-V goes over in temp files, statistics come back as JSON.
+
+Cache (``$WORKBENCH_ADRENO_DIR``, default ``~/.cache/workbench/adreno/mesa-25.0.7``)
+    ``lib/``  libvulkan_freedreno.so, libfreedreno_noop_drm_shim.so and the ICD manifest that points at them;
+    ``logs/`` one full log per set-up step; ``venv/`` meson, mako, pyyaml, packaging; ``setup.json`` the stamp
+    (a second :func:`setup` returns at once). ``src/`` and ``build/`` are deleted after a successful build
+    unless ``keep_build=True``.
+
+Subgroup size
+    ir3 chooses wave64 or wave128 itself (wave128 when the workgroup is larger than 64 invocations and twice the
+    registers still fit; see ``occupancy.adreno_should_double_threadsize``); the statistic "Subgroup Size" says
+    which. Forcing one needs VK_EXT_subgroup_size_control's required subgroup size, which ``workbench.vk`` does
+    not offer yet: ``subgroup_size=`` raises NotImplementedError (see :data:`SUBGROUP_SIZE_NEEDS`) until
+    ``vk.Device.pipeline`` accepts ``required_subgroup_size=``; then it is passed through unchanged.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import fcntl
+import hashlib
+import inspect
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = [
+    "MESA_VERSION", "SUPPORTED_GPUS", "DEFAULT_GPU", "APT_PACKAGES", "PIP_PACKAGES", "MESON_OPTIONS",
+    "AdrenoError", "AdrenoNotSetUpError", "AdrenoSetupError", "AdrenoCompileError",
+    "cache_root", "is_set_up", "build_files", "shim_env", "check_gpu", "setup", "status",
+    "stats", "stats_many", "stats_rows", "live_vec4_shader", "check_occupancy_model",
+    "conv_pw_adreno_table", "conv_pw_tile_n4_check", "add_cli_parser", "cli_main",
+]
+
+MESA_VERSION = "25.0.7"
+DEBIAN_SUITES = ("trixie", "trixie-updates")   # Debian 13: mesa 25.0.7-2+deb13u1
+DEBIAN_MIRROR = "http://deb.debian.org/debian"  # $WORKBENCH_ADRENO_MIRROR overrides
+DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+DEFAULT_GPU = 740
+# FD_GPU_ID values the shim knows (occupancy.md B10) that the workbench supports: a740 by default; a730 and a750
+# (same register file as a740) and a660 (64 vec4 per fibre slot instead of 96) for comparison.
+SUPPORTED_GPUS = (740, 730, 750, 660)
+MAX_WAVES = 16  # wave slots per SP on a6xx/a7xx (ir3 max_waves); occupancy = waves / 16
+
+# Debian packages the build needs: compilers, Mesa's build dependencies for Turnip + the shim (meson asks for
+# flex/bison because OpenGL stays on by default, glslangValidator for Vulkan), dpkg-source to unpack the source
+# package, python3-venv for the private build venv, libvulkan1 for the loader that runs the result.
+APT_PACKAGES = ("gcc", "g++", "pkg-config", "ninja-build", "flex", "bison", "libdrm-dev", "zlib1g-dev",
+                "libexpat1-dev", "libzstd-dev", "glslang-tools", "python3-venv", "dpkg-dev", "xz-utils",
+                "libvulkan1")
+# meson >= 1.1 (Debian 12 has 1.0.1); mako, pyyaml, packaging for Mesa's code generators. The venv is first on
+# PATH during meson and ninja: isaspec's decode.py runs through `#!/usr/bin/env python3`.
+PIP_PACKAGES = ("meson==1.7.2", "mako", "pyyaml", "packaging")
+MESON_OPTIONS = (
+    "--wrap-mode=nodownload", "--buildtype=release",
+    "-Dvulkan-drivers=freedreno", "-Dfreedreno-kmds=msm", "-Dgallium-drivers=freedreno",
+    "-Dtools=drm-shim", "-Dplatforms=", "-Dllvm=disabled", "-Dglx=disabled", "-Degl=disabled",
+    "-Dgbm=disabled", "-Dgles1=disabled", "-Dgles2=disabled", "-Dvalgrind=disabled", "-Dlibunwind=disabled",
+    "-Dxmlconfig=disabled", "-Dvideo-codecs=",
+)
+TURNIP_TARGET = "src/freedreno/vulkan/libvulkan_freedreno.so"
+SHIM_TARGET = "src/freedreno/drm-shim/libfreedreno_noop_drm_shim.so"
+DEVENV_ICD = "src/freedreno/vulkan/freedreno_devenv_icd.x86_64.json"
+TURNIP_LIB, SHIM_LIB, ICD_NAME = "libvulkan_freedreno.so", "libfreedreno_noop_drm_shim.so", "freedreno_icd.json"
+STAMP_NAME = "setup.json"
+_RECIPE = {"mesa": MESA_VERSION, "options": MESON_OPTIONS, "targets": (TURNIP_TARGET, SHIM_TARGET),
+           "pip": PIP_PACKAGES, "layout": 1}
+RECIPE_ID = hashlib.sha256(json.dumps(_RECIPE, sort_keys=True).encode()).hexdigest()[:16]
+
+SUBGROUP_SIZE_NEEDS = (
+    "workbench.vk cannot request a subgroup size yet. Needed there: at device creation, enable "
+    "VkPhysicalDeviceSubgroupSizeControlFeatures.subgroupSizeControl (+ computeFullSubgroups; core in Vulkan 1.3, "
+    "else VK_EXT_subgroup_size_control) when the device has it; in Pipeline.__init__, a keyword "
+    "`required_subgroup_size` that chains VkPipelineShaderStageRequiredSubgroupSizeCreateInfo"
+    "(requiredSubgroupSize=N) into VkPipelineShaderStageCreateInfo.pNext (check N against "
+    "VkPhysicalDeviceSubgroupSizeControlProperties min/maxSubgroupSize: 64..128 on Turnip), exposed as "
+    "Device.pipeline(..., required_subgroup_size=N). workbench.adreno passes it through as soon as it exists. "
+    "Until then ir3 chooses: wave64 for workgroups of <= 64 invocations, else wave128 when 2x the registers fit.")
+
+_SPIRV_MAGIC = b"\x03\x02\x23\x07"
+_PACKAGE_PARENT = Path(__file__).resolve().parent.parent
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Errors
+# ----------------------------------------------------------------------------------------------------------------
+
+class AdrenoError(RuntimeError):
+    """Base class of this module's errors."""
+
+
+class AdrenoNotSetUpError(AdrenoError):
+    """The Turnip + drm-shim build is not in the cache: run `workbench adreno setup`."""
+
+
+class AdrenoSetupError(AdrenoError):
+    """A set-up step failed; the message names the step, its full log and the log's last lines."""
+
+    def __init__(self, step: str, message: str, log_path: Path | None = None, tail: str = ""):
+        self.step, self.log_path, self.tail = step, log_path, tail
+        text = f"adreno setup: {step}: {message}"
+        if log_path is not None:
+            text += f"\nfull log: {log_path}"
+        if tail:
+            text += "\n--- last lines of the log ---\n" + tail
+        super().__init__(text)
+
+
+class AdrenoCompileError(AdrenoError):
+    """Turnip (or the worker process) failed on a shader."""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Where things are
+# ----------------------------------------------------------------------------------------------------------------
+
+def cache_root(root=None) -> Path:
+    """The build cache: `root`, else $WORKBENCH_ADRENO_DIR, else ~/.cache/workbench/adreno/mesa-25.0.7."""
+    if root is not None:
+        return Path(root).expanduser().resolve()
+    configured = os.environ.get("WORKBENCH_ADRENO_DIR")
+    if configured:
+        return Path(configured).expanduser().resolve()
+    return Path.home() / ".cache" / "workbench" / "adreno" / f"mesa-{MESA_VERSION}"
+
+
+def build_files(root=None) -> dict[str, Path]:
+    """Paths of the set-up's products (present or not): turnip, shim, icd, stamp, logs."""
+    r = cache_root(root)
+    return {"turnip": r / "lib" / TURNIP_LIB, "shim": r / "lib" / SHIM_LIB, "icd": r / "lib" / ICD_NAME,
+            "stamp": r / STAMP_NAME, "logs": r / "logs"}
+
+
+def _read_stamp(root=None) -> dict | None:
+    try:
+        return json.loads(build_files(root)["stamp"].read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _missing_products(root=None) -> list[str]:
+    files = build_files(root)
+    missing = [str(files[k]) for k in ("turnip", "shim", "icd") if not files[k].is_file()]
+    stamp = _read_stamp(root)
+    if stamp is None:
+        missing.append(str(files["stamp"]))
+    elif stamp.get("recipe") != RECIPE_ID:
+        missing.append(f"{files['stamp']} (from another build recipe: {stamp.get('recipe')} != {RECIPE_ID})")
+    return missing
+
+
+def is_set_up(root=None) -> bool:
+    """True when the cache holds a complete build of this recipe (stamp + both libraries + ICD manifest)."""
+    return not _missing_products(root)
+
+
+def _require_set_up(root=None) -> dict[str, Path]:
+    missing = _missing_products(root)
+    if missing:
+        raise AdrenoNotSetUpError(
+            f"the Adreno compiler (Mesa {MESA_VERSION} Turnip + freedreno drm-shim) is not set up in "
+            f"{cache_root(root)} (missing: {', '.join(missing)}).\nRun `workbench adreno setup` (or "
+            "`python -c 'import workbench.adreno as a; a.setup()'`): it fetches Debian 13's Mesa source and builds "
+            "the two libraries once, about 5 minutes on 2 cores. $WORKBENCH_ADRENO_DIR chooses the cache folder.")
+    return build_files(root)
+
+
+def status(root=None) -> dict:
+    """What the cache holds: set_up, root, missing, and the stamp (versions, build time, sizes)."""
+    missing = _missing_products(root)
+    return {"set_up": not missing, "root": str(cache_root(root)), "missing": missing,
+            "stamp": _read_stamp(root)}
+
+
+def check_gpu(gpu) -> int:
+    """The GPU id as an int (740, "740", "a740", "Adreno 740"); ValueError listing the supported ones."""
+    match = re.fullmatch(r"\s*(?:adreno\s*)?a?(\d{3})\s*", str(gpu), flags=re.IGNORECASE) \
+        if isinstance(gpu, (int, str)) and not isinstance(gpu, bool) else None
+    gpu_id = int(match.group(1)) if match else None
+    if gpu_id not in SUPPORTED_GPUS:
+        raise ValueError(f"unsupported Adreno GPU {gpu!r}; supported: "
+                         + ", ".join(f"{g}{' (default)' if g == DEFAULT_GPU else ''}" for g in SUPPORTED_GPUS))
+    return gpu_id
+
+
+def shim_env(gpu=DEFAULT_GPU, root=None, base: dict | None = None) -> dict:
+    """The environment of a child process that compiles for Adreno `gpu` with the cached Turnip build.
+
+    A copy of `base` (default os.environ) where the Vulkan loader sees only Turnip (VK_ICD_FILENAMES and its
+    newer name VK_DRIVER_FILES; added drivers and requested layers dropped, every layer disabled, Mesa's
+    device-select layer off), the shim is preloaded (LD_PRELOAD, before anything already there), FD_GPU_ID names
+    the chip, the workbench's validation layer is off, and Mesa's on-disk shader cache is off (statistics always
+    come from a real compile). Does not check that the files exist (see `is_set_up`).
+    """
+    gpu_id = check_gpu(gpu)
+    files = build_files(root)
+    env = dict(os.environ if base is None else base)
+    for name in ("VK_ADD_DRIVER_FILES", "VK_INSTANCE_LAYERS", "VK_LOADER_LAYERS_ENABLE", "WORKBENCH_DEVICE",
+                 "MESA_VK_DEVICE_SELECT"):
+        env.pop(name, None)
+    env["VK_ICD_FILENAMES"] = str(files["icd"])
+    env["VK_DRIVER_FILES"] = str(files["icd"])
+    env["VK_LOADER_LAYERS_DISABLE"] = "~all~"
+    env["NODEVICE_SELECT"] = "1"
+    preload = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split() if p and p != str(files["shim"])]
+    env["LD_PRELOAD"] = " ".join([str(files["shim"])] + preload)
+    env["FD_GPU_ID"] = str(gpu_id)
+    env["WORKBENCH_VALIDATION"] = "0"
+    env["MESA_SHADER_CACHE_DISABLE"] = "true"
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(_PACKAGE_PARENT) not in paths:  # the child imports this very workbench, installed or not
+        env["PYTHONPATH"] = os.pathsep.join([str(_PACKAGE_PARENT)] + paths)
+    return env
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Set-up: fetch Debian 13's Mesa source, build Turnip + the no-op shim, cache them
+# ----------------------------------------------------------------------------------------------------------------
+
+class _Steps:
+    """Numbered step headers, elapsed times, one log file per step."""
+
+    def __init__(self, total: int, logs: Path, echo):
+        self.total, self.logs, self.echo, self.index = total, logs, echo, 0
+        self.times: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def step(self, key: str, title: str):
+        self.index += 1
+        self.echo(f"[adreno setup {self.index}/{self.total}] {title}")
+        start = time.monotonic()
+        yield self.logs / f"{self.index}-{key}.log"
+        self.times[key] = round(time.monotonic() - start, 1)
+        self.echo(f"    done in {self.times[key]:.0f} s")
+
+
+def _tail(lines, n: int = 40) -> str:
+    return "\n".join(list(lines)[-n:])
+
+
+def _run_logged(step: str, command: list[str], log_path: Path, *, cwd=None, env=None, on_line=None,
+                what: str | None = None) -> None:
+    """Run `command`, writing everything it prints to `log_path`; AdrenoSetupError with the tail on failure."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    last = collections.deque(maxlen=60)
+    with open(log_path, "a") as log:
+        log.write(f"$ {' '.join(command)}\n")
+        log.flush()
+        try:
+            proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1)
+        except FileNotFoundError as exc:
+            raise AdrenoSetupError(step, f"cannot run {command[0]!r}: {exc}", log_path) from None
+        for line in proc.stdout:
+            log.write(line)
+            last.append(line.rstrip("\n"))
+            if on_line is not None:
+                on_line(line)
+        rc = proc.wait()
+        log.write(f"[exit status {rc}]\n")
+    if rc != 0:
+        raise AdrenoSetupError(step, f"{what or command[0]} failed with exit status {rc}", log_path, _tail(last))
+
+
+def _missing_apt_packages(packages=APT_PACKAGES) -> list[str]:
+    if shutil.which("dpkg-query") is None:
+        return list(packages)
+    missing = []
+    for package in packages:
+        result = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True)
+        if "install ok installed" not in result.stdout:
+            missing.append(package)
+    return missing
+
+
+def _as_root() -> list[str] | None:
+    if os.geteuid() == 0:
+        return []
+    if shutil.which("sudo") and subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode == 0:
+        return ["sudo", "-n"]
+    return None
+
+
+def _install_prerequisites(log_path: Path, install: bool, echo) -> None:
+    if shutil.which("apt-get") is None or shutil.which("dpkg-query") is None:
+        raise AdrenoSetupError("prerequisites", "needs a Debian or Ubuntu system (apt-get source, dpkg); "
+                               "apt-get or dpkg-query not found")
+    missing = _missing_apt_packages()
+    if not missing:
+        echo("    all present: " + " ".join(APT_PACKAGES))
+        return
+    command = "apt-get install -y --no-install-recommends " + " ".join(missing)
+    root = _as_root()
+    if not install or root is None:
+        why = "installing them was switched off" if not install else "installing needs root (or sudo -n)"
+        raise AdrenoSetupError("prerequisites", f"missing Debian packages: {' '.join(missing)} ({why}). "
+                               f"Install them: sudo {command}")
+    echo(f"    installing {' '.join(missing)}")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    _run_logged("prerequisites", root + ["apt-get", "update", "-q"], log_path, env=env, what="apt-get update")
+    _run_logged("prerequisites", root + command.split(), log_path, env=env, what="apt-get install")
+    still = _missing_apt_packages()
+    if still:
+        raise AdrenoSetupError("prerequisites", f"still missing after apt-get install: {' '.join(still)}", log_path)
+
+
+def _make_venv(venv: Path, log_path: Path) -> Path:
+    python = venv / "bin" / "python"
+    if not python.is_file():
+        base = "/usr/bin/python3" if Path("/usr/bin/python3").is_file() else sys.executable
+        _run_logged("python venv", [base, "-m", "venv", str(venv)], log_path,
+                    what="python3 -m venv (Debian: apt-get install python3-venv)")
+    wanted = "\n".join(PIP_PACKAGES)
+    marker = venv / ".workbench-pip"
+    if not marker.is_file() or marker.read_text() != wanted:
+        _run_logged("python venv", [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                                    *PIP_PACKAGES], log_path, what="pip install " + " ".join(PIP_PACKAGES))
+        marker.write_text(wanted)
+    return venv / "bin"
+
+
+def _apt_options(apt_dir: Path) -> list[str]:
+    """apt options that read only our deb-src list and keep every list and cache inside `apt_dir`."""
+    options = {
+        "Dir::Etc::SourceList": "/dev/null",
+        "Dir::Etc::SourceParts": str(apt_dir / "sources"),
+        "Dir::State::Lists": str(apt_dir / "lists"),
+        "Dir::Cache": str(apt_dir / "cache"),
+        "Dir::Cache::archives": str(apt_dir / "cache" / "archives"),
+        "Acquire::Languages": "none",
+        "APT::Get::Only-Source": "true",
+    }
+    if os.geteuid() == 0:
+        options["APT::Sandbox::User"] = "root"  # _apt cannot enter a private temp dir
+    else:
+        options["Debug::NoLocking"] = "true"
+    return [arg for key, value in options.items() for arg in ("-o", f"{key}={value}")]
+
+
+def _pick_version(showsrc: str) -> str | None:
+    """The newest Debian version of upstream MESA_VERSION listed by apt-cache showsrc."""
+    versions = sorted({m.group(1) for m in re.finditer(r"^Version:\s*(\S+)", showsrc, flags=re.MULTILINE)
+                       if m.group(1).split(":")[-1].startswith(MESA_VERSION + "-")})
+    if not versions:
+        return None
+    best = versions[0]
+    for v in versions[1:]:
+        if subprocess.run(["dpkg", "--compare-versions", v, "gt", best]).returncode == 0:
+            best = v
+    return best
+
+
+def _fetch_source(src_dir: Path, log_path: Path, echo) -> tuple[Path, str]:
+    """apt-get source mesa=25.0.7-* from Debian 13, with deb-src enabled only in a temporary apt configuration."""
+    tree = src_dir / f"mesa-{MESA_VERSION}"
+    version_file = src_dir / "debian-version"
+    if (tree / "meson.build").is_file() and version_file.is_file():
+        echo(f"    reusing {tree}")
+        return tree, version_file.read_text().strip()
+    if src_dir.exists():
+        shutil.rmtree(src_dir)
+    src_dir.mkdir(parents=True)
+    mirror = os.environ.get("WORKBENCH_ADRENO_MIRROR", DEBIAN_MIRROR)
+    with tempfile.TemporaryDirectory(prefix="workbench-aptsrc-") as tmp:
+        apt_dir = Path(tmp)
+        for sub in ("sources", "lists/partial", "cache/archives/partial"):
+            (apt_dir / sub).mkdir(parents=True, exist_ok=True)
+        signed = f"Signed-By: {DEBIAN_KEYRING}\n" if Path(DEBIAN_KEYRING).is_file() else ""
+        (apt_dir / "sources" / "workbench-mesa-src.sources").write_text(
+            f"Types: deb-src\nURIs: {mirror}\nSuites: {' '.join(DEBIAN_SUITES)}\nComponents: main\n{signed}")
+        options = _apt_options(apt_dir)
+        echo(f"    apt-get update (deb-src {mirror} {' '.join(DEBIAN_SUITES)}, temporary apt configuration)")
+        _run_logged("fetch source", ["apt-get", *options, "update", "-q"], log_path, what="apt-get update")
+        showsrc = subprocess.run(["apt-cache", *options, "showsrc", "mesa"], capture_output=True, text=True)
+        with open(log_path, "a") as log:
+            log.write("$ apt-cache showsrc mesa (Version lines)\n"
+                      + "\n".join(l for l in showsrc.stdout.splitlines() if l.startswith("Version:")) + "\n")
+        version = _pick_version(showsrc.stdout)
+        if version is None:
+            listed = re.findall(r"^Version:\s*(\S+)", showsrc.stdout, flags=re.MULTILINE)
+            raise AdrenoSetupError("fetch source", f"no mesa {MESA_VERSION}-* source package in "
+                                   f"{mirror} {' '.join(DEBIAN_SUITES)} (listed: {', '.join(listed) or 'none'}; "
+                                   f"{showsrc.stderr.strip()})", log_path)
+        echo(f"    apt-get source mesa={version} (about 47 MB)")
+        _run_logged("fetch source", ["apt-get", *options, "source", "-q", f"mesa={version}"], log_path,
+                    cwd=src_dir, what="apt-get source")
+    if not (tree / "meson.build").is_file():
+        raise AdrenoSetupError("fetch source", f"apt-get source left no {tree}/meson.build", log_path)
+    for archive in src_dir.glob("mesa_*.tar.*"):  # unpacked: the tarballs are 47 MB of nothing
+        archive.unlink()
+    version_file.write_text(version + "\n")
+    return tree, version
+
+
+def _build_env(venv_bin: Path) -> dict:
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(venv_bin), env.get("PATH", "")])
+    env.pop("PYTHONPATH", None)
+    env.pop("PYTHONHOME", None)
+    env["VIRTUAL_ENV"] = str(venv_bin.parent)
+    return env
+
+
+def _ninja_progress(show: bool):
+    """A line handler that turns ninja's [i/n] lines into a tqdm bar (a terminal or notebook) or a line per 5 %."""
+    pattern = re.compile(r"^\[(\d+)/(\d+)\]")
+    state = {"bar": None, "shown": -1}
+    interactive = sys.stderr.isatty() or "ipykernel" in sys.modules
+
+    def on_line(line: str):
+        m = pattern.match(line)
+        if not m or not show:
+            return
+        done, total = int(m.group(1)), int(m.group(2))
+        if interactive:
+            if state["bar"] is None:
+                from tqdm.auto import tqdm
+                state["bar"] = tqdm(total=total, desc="ninja", unit="step")
+            bar = state["bar"]
+            bar.total = total
+            bar.update(done - bar.n)
+        else:
+            percent = 100 * done // max(total, 1)
+            if percent // 5 > state["shown"] // 5 or done == total:
+                state["shown"] = percent
+                print(f"    ninja [{done}/{total}] {percent}%  {line[m.end():].strip()[:90]}", flush=True)
+
+    def close():
+        if state["bar"] is not None:
+            state["bar"].close()
+
+    on_line.close = close
+    return on_line
+
+
+def _write_icd(lib: Path, devenv_icd: Path) -> Path:
+    api_version = "1.4.305"
+    try:
+        api_version = json.loads(devenv_icd.read_text())["ICD"]["api_version"]
+    except (OSError, ValueError, KeyError):
+        pass
+    icd = lib / ICD_NAME
+    icd.write_text(json.dumps({"file_format_version": "1.0.1",
+                               "ICD": {"library_path": str(lib / TURNIP_LIB), "api_version": api_version}},
+                              indent=2) + "\n")
+    return icd
+
+
+def _dir_bytes(path: Path) -> int:
+    total = 0
+    for dirpath, _, names in os.walk(path):
+        for name in names:
+            p = Path(dirpath) / name
+            if not p.is_symlink():
+                total += p.stat().st_size
+    return total
+
+
+@contextlib.contextmanager
+def _lock(root: Path):
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".setup.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise AdrenoSetupError("lock", f"another `workbench adreno setup` is running on {root}") from None
+        yield
+
+
+def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build: bool = False,
+          install_prerequisites: bool = True, progress: bool = True, smoke_test: bool = True) -> dict:
+    """Fetch Mesa 25.0.7 (Debian 13's source package), build Turnip + the freedreno no-op DRM shim, cache them.
+
+    Steps (each logged in full to <root>/logs/): 1 Debian build prerequisites (apt-get install where missing),
+    2 a private venv with meson, mako, pyyaml, packaging, 3 `apt-get source mesa=25.0.7-*` with deb-src for
+    Debian 13 enabled only in a temporary apt configuration (the system's sources are not touched), 4 meson
+    configure (Turnip + drm-shim only, no downloads), 5 ninja the two libraries, 6 install them into <root>/lib
+    with an ICD manifest, compile a test shader on the fake a740, write the stamp, delete src/ and build/ (unless
+    `keep_build`). A second call finds the stamp and returns at once (`force=True` rebuilds).
+
+    Returns status(): {"set_up": True, "root", "missing": [], "stamp": {...}}. Raises AdrenoSetupError naming
+    the failed step, with the path of its full log and its last lines.
+    """
+    root = cache_root(root)
+    echo = (lambda text: print(text, flush=True)) if progress else (lambda text: None)
+    if not force and is_set_up(root):
+        stamp = _read_stamp(root)
+        echo(f"adreno setup: already set up in {root} (Mesa {stamp.get('debian_version', MESA_VERSION)}, "
+             f"built {stamp.get('built_at', '?')}); force=True rebuilds")
+        return status(root)
+    started = time.monotonic()
+    with _lock(root):
+        logs = root / "logs"
+        if logs.exists():
+            shutil.rmtree(logs)
+        logs.mkdir(parents=True)
+        stamp_path = build_files(root)["stamp"]
+        if stamp_path.exists():
+            stamp_path.unlink()
+        steps = _Steps(6, logs, echo)
+        echo(f"adreno setup: Mesa {MESA_VERSION} Turnip + freedreno drm-shim into {root}")
+
+        with steps.step("prerequisites", "Debian build prerequisites") as log:
+            _install_prerequisites(log, install_prerequisites, echo)
+        with steps.step("venv", "private Python venv: " + " ".join(PIP_PACKAGES)) as log:
+            venv_bin = _make_venv(root / "venv", log)
+        with steps.step("source", f"Mesa {MESA_VERSION} source from Debian 13 (apt-get source)") as log:
+            tree, debian_version = _fetch_source(root / "src", log, echo)
+        env = _build_env(venv_bin)
+        build = root / "build"
+        with steps.step("configure", "meson configure (Turnip + drm-shim only)") as log:
+            if build.exists() and (force or not (build / "build.ninja").is_file()):
+                shutil.rmtree(build)
+            if not (build / "build.ninja").is_file():
+                _run_logged("configure", [str(venv_bin / "meson"), "setup", str(build), str(tree),
+                                          *MESON_OPTIONS], log, env=env, what="meson setup")
+            else:
+                echo("    reusing the configured build directory")
+        with steps.step("build", f"ninja {TURNIP_TARGET} {SHIM_TARGET}") as log:
+            ninja = shutil.which("ninja", path=env["PATH"]) or "ninja"
+            handler = _ninja_progress(progress)
+            try:
+                _run_logged("build", [ninja, "-C", str(build), "-j", str(jobs or os.cpu_count() or 2),
+                                      TURNIP_TARGET, SHIM_TARGET], log, env=env, on_line=handler, what="ninja")
+            finally:
+                handler.close()
+        with steps.step("install", "install into lib/, test compile on the fake a740, stamp") as log:
+            lib = root / "lib"
+            if lib.exists():
+                shutil.rmtree(lib)
+            lib.mkdir()
+            for target, name in ((TURNIP_TARGET, TURNIP_LIB), (SHIM_TARGET, SHIM_LIB)):
+                built = build / target
+                if not built.is_file():
+                    raise AdrenoSetupError("install", f"ninja finished but {built} is missing", log)
+                shutil.copy2(built, lib / name)
+            _write_icd(lib, build / DEVENV_ICD)
+            build_bytes = _dir_bytes(build)
+            source_bytes = _dir_bytes(root / "src")
+            stamp = {
+                "recipe": RECIPE_ID, "mesa": MESA_VERSION, "debian_version": debian_version,
+                "built_at": time.strftime("%Y-%m-%d %H:%M:%S"), "meson_options": list(MESON_OPTIONS),
+                "step_seconds": dict(steps.times), "build_dir_bytes": build_bytes, "source_bytes": source_bytes,
+                "files": {name: {"path": str(lib / name), "bytes": (lib / name).stat().st_size}
+                          for name in (TURNIP_LIB, SHIM_LIB)},
+            }
+            stamp_path.write_text(json.dumps(stamp, indent=2) + "\n")  # is_set_up() from here on
+            if smoke_test:
+                try:
+                    found = stats(_smoke_spirv(), gpu=DEFAULT_GPU, root=root, name="setup_smoke_test")
+                except AdrenoError as exc:
+                    stamp_path.unlink()
+                    raise AdrenoSetupError("install", f"the test compile on the fake a740 failed: {exc}", log) \
+                        from None
+                if "Max Waves Per Core" not in found:
+                    stamp_path.unlink()
+                    raise AdrenoSetupError("install", f"Turnip reported no 'Max Waves Per Core': {found}", log)
+                echo(f"    test compile: Registers used {found.get('Registers used')}, "
+                     f"Max Waves Per Core {found.get('Max Waves Per Core')}")
+            if not keep_build:
+                shutil.rmtree(build, ignore_errors=True)
+                shutil.rmtree(root / "src", ignore_errors=True)
+            stamp["step_seconds"] = dict(steps.times, install=round(time.monotonic() - started
+                                                                    - sum(steps.times.values()), 1))
+            stamp["total_seconds"] = round(time.monotonic() - started, 1)
+            stamp["kept_build"] = keep_build
+            stamp["cache_bytes"] = _dir_bytes(root)
+            stamp_path.write_text(json.dumps(stamp, indent=2) + "\n")
+        echo(f"adreno setup: done in {stamp['total_seconds'] / 60:.1f} min; cache {stamp['cache_bytes'] / 2**20:.0f} "
+             f"MiB in {root}")
+    return status(root)
+
+
+def _smoke_spirv():
+    from .shaders import compile_glsl
+    return compile_glsl(live_vec4_shader(4), name="adreno_smoke")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Statistics
+# ----------------------------------------------------------------------------------------------------------------
+
+def _runtime_has_subgroup_size() -> bool:
+    from .vk import Device
+    return "required_subgroup_size" in inspect.signature(Device.pipeline).parameters
+
+
+def _resolve_code(shader, defines=None):
+    """(SPIR-V bytes, default name) from a Spirv, bytes, a .spv/.glsl path, GLSL text or a shaders/ name."""
+    if hasattr(shader, "code") and isinstance(getattr(shader, "code"), (bytes, bytearray)):
+        if defines:
+            raise ValueError("defines= applies to GLSL, not to an already compiled Spirv")
+        return bytes(shader.code), getattr(shader, "name", "spirv")
+    if isinstance(shader, (bytes, bytearray, memoryview)):
+        if defines:
+            raise ValueError("defines= applies to GLSL, not to SPIR-V bytes")
+        return bytes(shader), "spirv"
+    if isinstance(shader, (str, os.PathLike)):
+        text = os.fspath(shader)
+        from .shaders import compile_glsl, compile_shader
+        if "\n" in text or "void main" in text:
+            return compile_glsl(text, defines=defines, name="inline").code, "inline"
+        path = Path(text)
+        if path.suffix == ".spv":
+            return path.read_bytes(), path.stem
+        if path.suffix in (".glsl", ".comp") and path.is_file():
+            return compile_glsl(path.read_text(), defines=defines, name=path.stem, source_path=path).code, path.stem
+        spirv = compile_shader(text, defines)
+        return spirv.code, spirv.name
+    raise TypeError(f"expected SPIR-V bytes, a workbench.shaders.Spirv, a .spv/.glsl path, GLSL text or a shader "
+                    f"name; got {type(shader).__name__}")
+
+
+def _job(item, index: int, common: dict) -> dict:
+    """One compile request: the item may be a shader or a dict with shader + per-shader options."""
+    options = dict(common)
+    if isinstance(item, dict):
+        unknown = set(item) - {"shader", "name", "defines", "spec_constants", "local_size", "subgroup_size"}
+        if unknown or "shader" not in item:
+            raise ValueError(f"a job dict needs 'shader' and may have name, defines, spec_constants, local_size, "
+                             f"subgroup_size; got keys {sorted(item)}")
+        options.update({k: v for k, v in item.items() if k != "shader"})
+        item = item["shader"]
+    code, default_name = _resolve_code(item, options.get("defines"))
+    if len(code) < 20 or len(code) % 4 or not code.startswith(_SPIRV_MAGIC):
+        raise ValueError(f"job {index}: not a SPIR-V module ({len(code)} bytes)")
+    subgroup = options.get("subgroup_size")
+    if subgroup is not None:
+        if subgroup not in (64, 128):
+            raise ValueError(f"subgroup_size must be 64 or 128 on Adreno (wave64 / wave128), got {subgroup!r}")
+        if not _runtime_has_subgroup_size():
+            raise NotImplementedError(SUBGROUP_SIZE_NEEDS)
+    local = options.get("local_size")
+    if local is not None:
+        local = [int(v) for v in (tuple(local) if not isinstance(local, int) else (local,)) + (1, 1)][:3]
+    spec = {str(int(k)): (v.item() if hasattr(v, "item") else v) for k, v in (options.get("spec_constants") or {}).items()}
+    return {"name": options.get("name") or default_name, "code": code, "spec_constants": spec,
+            "local_size": local, "required_subgroup_size": subgroup}
+
+
+def _normalise_items(shaders) -> list:
+    if isinstance(shaders, dict) and "shader" not in shaders:  # {name: shader or job dict}
+        items = []
+        for name, item in shaders.items():
+            item = dict(item) if isinstance(item, dict) else {"shader": item}
+            item.setdefault("name", name)
+            items.append(item)
+        return items
+    if isinstance(shaders, (list, tuple)):
+        return list(shaders)
+    return [shaders]
+
+
+def _run_worker(jobs: list[dict], gpu: int, root, timeout: float | None) -> tuple[dict, list[dict]]:
+    _require_set_up(root)
+    env = shim_env(gpu, root)
+    timeout = timeout if timeout is not None else 120 + 30 * len(jobs)
+    with tempfile.TemporaryDirectory(prefix="workbench-adreno-") as tmp:
+        request = {"gpu": gpu, "jobs": []}
+        for i, job in enumerate(jobs):
+            path = Path(tmp) / f"job{i}.spv"
+            path.write_bytes(job["code"])
+            request["jobs"].append({k: v for k, v in job.items() if k != "code"} | {"spirv": str(path)})
+        request_path, result_path = Path(tmp) / "request.json", Path(tmp) / "result.json"
+        request_path.write_text(json.dumps(request))
+        command = [sys.executable, "-m", "workbench.adreno_worker", str(request_path), str(result_path)]
+        try:
+            proc = subprocess.run(command, env=env, capture_output=True, text=True, errors="replace",
+                                  timeout=timeout, cwd=tmp)
+        except subprocess.TimeoutExpired:
+            raise AdrenoCompileError(f"the Turnip worker (FD_GPU_ID={gpu}) did not finish {len(jobs)} compile(s) "
+                                     f"within {timeout:g} s") from None
+        output = (proc.stdout + proc.stderr).strip().splitlines()
+        if proc.returncode != 0 or not result_path.is_file():
+            how = f"exit status {proc.returncode}" if proc.returncode >= 0 else f"signal {-proc.returncode}"
+            raise AdrenoCompileError(f"the Turnip worker (FD_GPU_ID={gpu}) failed ({how}) on "
+                                     f"{[j['name'] for j in jobs]}; its last output:\n" + _tail(output, 30))
+        result = json.loads(result_path.read_text())
+    device = result["device"]
+    if str(gpu) not in device["name"] or "turnip" not in device["name"].lower():
+        raise AdrenoCompileError(f"expected Turnip for Adreno {gpu}, the worker got {device['name']!r} "
+                                 f"({device['driver_info']})")
+    return device, result["results"]
+
+
+def stats_many(shaders, gpu=DEFAULT_GPU, *, root=None, timeout: float | None = None, errors: str = "raise",
+               **common) -> list[dict]:
+    """Statistics of several shaders, compiled by one child process for one GPU.
+
+    `shaders`: a list of shaders (anything `stats` takes) or job dicts ({"shader", "name", "defines",
+    "spec_constants", "local_size", "subgroup_size"}), or a dict name → shader / job dict. `common` gives the
+    defaults of those options. Returns one statistics dict per shader, in order; a shader Turnip rejected raises
+    AdrenoCompileError (errors="raise") or gives {"error": message} (errors="keep").
+    """
+    gpu_id = check_gpu(gpu)
+    if errors not in ("raise", "keep"):
+        raise ValueError(f"errors must be 'raise' or 'keep', got {errors!r}")
+    unknown = set(common) - {"defines", "spec_constants", "local_size", "subgroup_size", "name"}
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+    jobs = [_job(item, i, common) for i, item in enumerate(_normalise_items(shaders))]
+    if not jobs:
+        return []
+    _, results = _run_worker(jobs, gpu_id, root, timeout)
+    out = []
+    for job, result in zip(jobs, results):
+        if "error" in result:
+            if errors == "raise":
+                raise AdrenoCompileError(f"Turnip (a{gpu_id}) rejected {job['name']!r}: {result['error']}")
+            out.append({"error": result["error"]})
+        else:
+            out.append(result["statistics"])
+    return out
+
+
+def stats(shader_or_spirv, gpu=DEFAULT_GPU, subgroup_size=None, local_size=None, spec_constants=None, *,
+          defines=None, name=None, root=None, timeout: float | None = None) -> dict:
+    """Every statistic Turnip reports for one compute shader on Adreno `gpu` (740 default; 730, 750, 660).
+
+    `shader_or_spirv`: SPIR-V bytes, a `workbench.shaders.Spirv`, a .spv or .glsl path, GLSL text, or the name of
+    a shader in shaders/ (compiled with `defines`). `local_size` and `spec_constants` as for `vk.Device.pipeline`
+    (the local size decides wave64 vs wave128). Returns {"Max Waves Per Core": 16, "Registers used": 3, ...,
+    "Subgroup Size": 64} (names: occupancy.md B9). Needs `setup()` (AdrenoNotSetUpError otherwise).
+    `subgroup_size` (64 / 128) needs a runtime option workbench.vk lacks: NotImplementedError, see the module doc.
+    """
+    common = {"subgroup_size": subgroup_size, "local_size": local_size, "spec_constants": spec_constants,
+              "defines": defines, "name": name}
+    return stats_many([shader_or_spirv], gpu, root=root, timeout=timeout, **common)[0]
+
+
+def _model_columns(statistics: dict, local_size, gpu: int) -> dict:
+    from . import occupancy as occ
+    regs, half = statistics.get("Registers used"), statistics.get("Half-registers used") or 0
+    if regs is None:
+        return {}
+    model = occ.adreno_occupancy(int(regs), int(half), local_size or (64, 1, 1), gpu=gpu)
+    return {"model waves": model.waves_or_warps_active,
+            "model subgroup size": model.details["threadsize"]}
+
+
+def stats_rows(shaders, gpu=DEFAULT_GPU, *, root=None, timeout: float | None = None, errors: str = "raise",
+               model: bool = True, **common):
+    """A DataFrame, one row per shader and GPU: name, gpu, local_size, every statistic, occupancy (= Max Waves
+    Per Core / 16) and, with `model`, what `occupancy.adreno_occupancy` predicts from the reported registers
+    ("model waves", "model subgroup size"). `gpu` may be a list: one child process per GPU."""
+    import pandas as pd
+    gpus = [check_gpu(g) for g in (gpu if isinstance(gpu, (list, tuple, set, range)) else [gpu])]
+    items = _normalise_items(shaders)
+    jobs = [_job(item, i, {k: v for k, v in common.items() if k != "name"}) for i, item in enumerate(items)]
+    rows = []
+    for gpu_id in gpus:
+        device, results = _run_worker(jobs, gpu_id, root, timeout)
+        for job, result in zip(jobs, results):
+            row = {"name": job["name"], "gpu": gpu_id, "device": device["name"],
+                   "local_size": tuple(result.get("local_size") or job["local_size"] or ())}
+            if "error" in result:
+                if errors == "raise":
+                    raise AdrenoCompileError(f"Turnip (a{gpu_id}) rejected {job['name']!r}: {result['error']}")
+                row["error"] = result["error"]
+            else:
+                statistics = result["statistics"]
+                row.update(statistics)
+                if "Max Waves Per Core" in statistics:
+                    row["occupancy"] = statistics["Max Waves Per Core"] / MAX_WAVES
+                if model:
+                    row.update(_model_columns(statistics, row["local_size"], gpu_id))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The tile story: the occupancy model and the conv tiles checked against the real compiler
+# ----------------------------------------------------------------------------------------------------------------
+
+def live_vec4_shader(n: int) -> str:
+    """GLSL of a compute shader that keeps `n` vec4 accumulators live across a loop of unknown trip count.
+
+    Written out variable by variable (no arrays, no loops over the accumulators), so no unrolling limit or
+    private-memory array can change what the register allocator sees: all `n` are loaded before the loop,
+    updated in every iteration (acc_i = acc_i * x + (i + 1)) and stored after it.
+    """
+    n = int(n)
+    if not 1 <= n <= 256:
+        raise ValueError(f"n must be in 1..256, got {n}")
+    lines = [
+        "#version 450",
+        "layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;",
+        "layout(std430, set = 0, binding = 0) writeonly buffer Out { vec4 t_out[]; };",
+        "layout(std430, set = 0, binding = 1) readonly buffer In { vec4 t_in[]; };",
+        "layout(push_constant) uniform Params { int steps; } pc;",
+        "void main() {",
+        f"  const int base = int(gl_GlobalInvocationID.x) * {n};",
+    ]
+    lines += [f"  vec4 acc{i} = t_in[base + {i}];" for i in range(n)]
+    lines += ["  for (int s = 0; s < pc.steps; ++s) {", "    const vec4 x = t_in[s];"]
+    lines += [f"    acc{i} = acc{i} * x + {float(i + 1)!r};" for i in range(n)]
+    lines += ["  }"]
+    lines += [f"  t_out[base + {i}] = acc{i};" for i in range(n)]
+    lines += ["}", ""]
+    return "\n".join(lines)
+
+
+def check_occupancy_model(register_counts=range(4, 49, 4), gpu=DEFAULT_GPU, local_size=64, *, root=None):
+    """Does `occupancy.adreno_occupancy` predict Turnip's "Max Waves Per Core"?
+
+    One synthetic shader per count n (`live_vec4_shader(n)`: n live vec4 accumulators), all compiled by Turnip in
+    one child process; the model gets Turnip's own "Registers used" and "Half-registers used" and the local size
+    and decides wave64 / wave128 itself. Returns a DataFrame: live vec4, registers used, half regs, turnip waves,
+    model waves, turnip subgroup size, model subgroup size, spills (STP + LDP Count), agree (waves and subgroup
+    size both match), occupancy (turnip waves / 16).
+    """
+    import pandas as pd
+    from . import occupancy as occ
+    from .shaders import compile_glsl
+    gpu_id = check_gpu(gpu)
+    counts = [int(n) for n in register_counts]
+    local = (local_size, 1, 1) if isinstance(local_size, int) else tuple(local_size)
+    jobs = [{"shader": compile_glsl(live_vec4_shader(n), name=f"live_vec4_{n}"), "name": f"live_vec4_{n}"}
+            for n in counts]
+    results = stats_many(jobs, gpu_id, root=root, local_size=local)
+    rows = []
+    for n, s in zip(counts, results):
+        regs, half = int(s["Registers used"]), int(s.get("Half-registers used") or 0)
+        model = occ.adreno_occupancy(regs, half, local, gpu=gpu_id)
+        turnip_waves = int(s["Max Waves Per Core"])
+        turnip_sg = int(s.get("Subgroup Size") or 0)
+        rows.append({
+            "live vec4": n, "registers used": regs, "half regs": half, "turnip waves": turnip_waves,
+            "model waves": model.waves_or_warps_active, "turnip subgroup size": turnip_sg,
+            "model subgroup size": model.details["threadsize"],
+            "spills": int(s.get("STP Count") or 0) + int(s.get("LDP Count") or 0),
+            "agree": turnip_waves == model.waves_or_warps_active and turnip_sg in (0, model.details["threadsize"]),
+            "occupancy": turnip_waves / MAX_WAVES, "gpu": gpu_id, "local_size": local,
+        })
+    return pd.DataFrame(rows)
+
+
+CONV_PW_DEFAULT_SHAPE = (1, 96, 96, 64, 64)  # (N, Cin, Cout, H, W): ET-VK's local size rule gives (8, 8, 1)
+
+
+def _conv_job(tile, *, use_dot_ext: bool, shape, local_size):
+    from .kernels import conv_pw as cp
+    from .shaders import compile_shader
+    from .vk.spirv import reflect
+    tile_m, tile_n4, tile_k4 = cp.check_tile(*tile)
+    spec = cp.ConvPwSpec(shape, tile_m=tile_m, tile_n4=tile_n4, tile_k4=tile_k4, use_dot_ext=use_dot_ext)
+    spirv = compile_shader(cp.SHADER, spec.defines())
+    declared = set(reflect(spirv.code).spec_constants)
+    spec_constants = {k: v for k, v in spec.spec_constants().items() if k in declared}
+    local = tuple(local_size) if local_size is not None else spec.resolved_local_size()
+    return {"shader": spirv, "name": spec.variant, "spec_constants": spec_constants, "local_size": local}
+
+
+def conv_pw_adreno_table(tiles=None, gpu=DEFAULT_GPU, *, use_dot_ext: bool = True, shape=CONV_PW_DEFAULT_SHAPE,
+                         local_size=None, root=None):
+    """The pointwise int8 conv (q8ta_conv2d_pw) compiled by Turnip for every tile (TILE_M, TILE_N4, TILE_K4).
+
+    `tiles`: (tile_m, tile_n4, tile_k4) triples, default every one of kernels.conv_pw.ALL_TILES. The
+    specialization constants and local size come from `ConvPwSpec(shape, tile)` (ET-VK's rule: (8, 8, 1) for the
+    default shape, so 64 invocations → ir3 keeps wave64); `local_size` overrides. One child process for all.
+    Columns: tile, TILE_M, TILE_N4, TILE_K4, accumulators (int32 per thread), Registers used, Half-registers
+    used, Max Waves Per Core, occupancy (= waves / 16), Instruction Count, STP Count, LDP Count, spills
+    (STP + LDP), Subgroup Size, model waves (occupancy.adreno_occupancy from the reported registers), variant,
+    gpu, local_size.
+    """
+    import pandas as pd
+    from .kernels import conv_pw as cp
+    gpu_id = check_gpu(gpu)
+    tiles = [tuple(t) for t in (cp.ALL_TILES if tiles is None else tiles)]
+    jobs = [_conv_job(t, use_dot_ext=use_dot_ext, shape=shape, local_size=local_size) for t in tiles]
+    results = stats_many(jobs, gpu_id, root=root)
+    rows = []
+    for tile, job, s in zip(tiles, jobs, results):
+        model = _model_columns(s, job["local_size"], gpu_id)
+        waves = s.get("Max Waves Per Core")
+        rows.append({
+            "tile": cp.tile_label(*tile), "TILE_M": tile[0], "TILE_N4": tile[1], "TILE_K4": tile[2],
+            "accumulators": 16 * tile[0] * tile[1],
+            "Registers used": s.get("Registers used"), "Half-registers used": s.get("Half-registers used"),
+            "Max Waves Per Core": waves, "occupancy": None if waves is None else waves / MAX_WAVES,
+            "Instruction Count": s.get("Instruction Count"), "STP Count": s.get("STP Count"),
+            "LDP Count": s.get("LDP Count"),
+            "spills": int(s.get("STP Count") or 0) + int(s.get("LDP Count") or 0),
+            "Subgroup Size": s.get("Subgroup Size"), "model waves": model.get("model waves"),
+            "variant": job["name"], "gpu": gpu_id, "local_size": tuple(job["local_size"]),
+        })
+    return pd.DataFrame(rows)
+
+
+def conv_pw_tile_n4_check(gpu=DEFAULT_GPU, *, tile_m: int = 1, tile_k4: int = 1, root=None, **kw):
+    """The seed claim checked with the real compiler: TILE_N4 = 1 vs 2 (TILE_M = 1, TILE_K4 = 1 by default).
+
+    Returns the two rows of `conv_pw_adreno_table`; `df.attrs["summary"]` says in one sentence what Turnip
+    reports (registers, waves, occupancy for each), to be quoted rather than assumed.
+    """
+    df = conv_pw_adreno_table([(tile_m, 1, tile_k4), (tile_m, 2, tile_k4)], gpu, root=root, **kw)
+    one, two = df.iloc[0], df.iloc[1]
+    df.attrs["summary"] = (
+        f"a{check_gpu(gpu)}, q8ta_conv2d_pw M{tile_m}·K{tile_k4}, local size {one['local_size']}: "
+        f"TILE_N4=1 → {one['Registers used']} vec4 registers, {one['Max Waves Per Core']} waves "
+        f"({one['occupancy']:.1%}); TILE_N4=2 → {two['Registers used']} registers, {two['Max Waves Per Core']} "
+        f"waves ({two['occupancy']:.1%}); spills {one['spills']} / {two['spills']}.")
+    return df
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Command line (the lead wires these into workbench.cli)
+# ----------------------------------------------------------------------------------------------------------------
+
+def add_cli_parser(subparsers) -> None:
+    """Add `adreno {setup,status,stats,check,conv}` to the `workbench` command's subparsers."""
+    p = subparsers.add_parser("adreno", help="Adreno statistics without a phone (Turnip on the freedreno drm-shim)")
+    sub = p.add_subparsers(dest="adreno_command", required=True)
+    s = sub.add_parser("setup", help=f"fetch and build Mesa {MESA_VERSION} Turnip + drm-shim once (~5 min), cached")
+    s.add_argument("--dir", default=None, help="cache folder (default $WORKBENCH_ADRENO_DIR or "
+                                               f"~/.cache/workbench/adreno/mesa-{MESA_VERSION})")
+    s.add_argument("--force", action="store_true", help="rebuild even when the cache is complete")
+    s.add_argument("--jobs", "-j", type=int, default=None, help="ninja jobs (default: CPU count)")
+    s.add_argument("--keep-build", action="store_true", help="keep src/ and build/ (about 430 MB)")
+    s.add_argument("--no-install", action="store_true",
+                   help="do not apt-get install missing prerequisites (fail and name them)")
+    s.add_argument("--quiet", action="store_true", help="no progress output")
+    s = sub.add_parser("status", help="is the Adreno build set up, where, built when")
+    s.add_argument("--dir", default=None)
+    s = sub.add_parser("stats", help="every Turnip statistic of shaders (names in shaders/, .glsl or .spv files)")
+    s.add_argument("shaders", nargs="+")
+    s.add_argument("--gpu", default=str(DEFAULT_GPU), help=f"one of {', '.join(map(str, SUPPORTED_GPUS))}, or "
+                                                           "several comma-separated")
+    s.add_argument("--define", "-D", action="append", default=[], help="NAME=VALUE (repeatable)")
+    s.add_argument("--spec", action="append", default=[], help="ID=VALUE specialization constant (repeatable)")
+    s.add_argument("--local-size", default=None, help="X[,Y,Z]")
+    s.add_argument("--dir", default=None)
+    s = sub.add_parser("check", help="occupancy.adreno_occupancy vs Turnip on synthetic shaders")
+    s.add_argument("--registers", default="4,8,12,16,20,24,28,32,40,48", help="live vec4 counts, comma-separated")
+    s.add_argument("--gpu", default=str(DEFAULT_GPU))
+    s.add_argument("--local-size", default="64")
+    s.add_argument("--dir", default=None)
+    s = sub.add_parser("conv", help="q8ta_conv2d_pw tiles compiled by Turnip: registers, waves, spills")
+    s.add_argument("--tiles", default=None, help="M,N4,K4 triples separated by ';' (default: all 27)")
+    s.add_argument("--gpu", default=str(DEFAULT_GPU))
+    s.add_argument("--dir", default=None)
+    p.set_defaults(fn=cli_main)
+
+
+def _number(text: str):
+    text = text.strip()
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(text, 0) if kind is int else kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def cli_main(args) -> int:
+    """Run one `workbench adreno ...` command from parsed arguments; returns the exit status."""
+    import pandas as pd
+    show = lambda df: print(df.to_string(index=False))  # noqa: E731
+    try:
+        with pd.option_context("display.max_columns", None, "display.width", 220):
+            command = args.adreno_command
+            if command == "setup":
+                setup(args.dir, force=args.force, jobs=args.jobs, keep_build=args.keep_build,
+                      install_prerequisites=not args.no_install, progress=not args.quiet)
+            elif command == "status":
+                print(json.dumps(status(args.dir), indent=2))
+                return 0 if is_set_up(args.dir) else 1
+            elif command == "stats":
+                gpus = [check_gpu(g) for g in args.gpu.split(",")]
+                defines = dict(d.split("=", 1) if "=" in d else (d, "1") for d in args.define)
+                spec = {int(k): _number(v) for k, v in (s.split("=", 1) for s in args.spec)}
+                local = [int(v) for v in args.local_size.split(",")] if args.local_size else None
+                df = stats_rows(args.shaders, gpus, root=args.dir, defines=defines or None, spec_constants=spec,
+                                local_size=local)
+                for _, row in df.iterrows():
+                    print(f"== {row['name']} on {row['device']} (local size {row['local_size']})")
+                    for key, value in row.items():
+                        if key not in ("name", "device", "local_size") and not (isinstance(value, float)
+                                                                             and value != value):
+                            print(f"  {key:<36} {value}")
+            elif command == "check":
+                counts = [int(v) for v in args.registers.split(",")]
+                local = tuple(int(v) for v in args.local_size.split(","))
+                df = check_occupancy_model(counts, args.gpu, local, root=args.dir)
+                show(df)
+                return 0 if df["agree"].all() else 1
+            elif command == "conv":
+                tiles = None if not args.tiles else [tuple(int(v) for v in t.split(",")) for t in
+                                                     args.tiles.split(";")]
+                show(conv_pw_adreno_table(tiles, args.gpu, root=args.dir))
+    except AdrenoError as exc:
+        print(f"workbench adreno: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
