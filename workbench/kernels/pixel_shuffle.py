@@ -811,8 +811,9 @@ class Q8taChainRun(_Run):
 #: ET-VK's PERF cases (test_q8ta_pixel_shuffle.cpp): the RefineNet decoder, inputs [1,96,H,W] → outputs
 #: [1,24,32,18], [1,24,64,36], [1,24,128,72], [1,24,256,144]; r = 2.
 PERF_SHAPES = (((1, 96, 16, 9), 2), ((1, 96, 32, 18), 2), ((1, 96, 64, 36), 2), ((1, 96, 128, 72), 2))
-#: Large shapes: the int8 tensor is 18 MiB (the fp32 tensors of the chain and of the float kernels 72 MiB).
-LARGE_SHAPES = (((1, 96, 512, 384), 2),)
+#: Large shapes: int8 tensors of 18 MiB and 64 MiB (the fp32 tensors of the chain and float kernels 4× that).
+#: At 18 MiB input + output still fit in an H200's 50 MB L2; 64 MiB is DRAM-bound.
+LARGE_SHAPES = (((1, 96, 512, 384), 2), ((1, 256, 512, 512), 2))
 #: quick=True (tests): tiny shapes, one with r = 3 and C_out not a multiple of 4.
 QUICK_SHAPES = (((1, 16, 4, 4), 2), ((2, 18, 3, 5), 3))
 #: ET-VK's layout pairs (4W4C / 4C1W) plus 4C → 4C.
