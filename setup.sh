@@ -3,8 +3,9 @@
 #   ./setup.sh main [ARGS…]   set up, then run the main job on the default Vulkan device (workbench main ARGS…)
 #   ./setup.sh test [ARGS…]   set up (with test extras), then run the whole test suite (pytest ARGS…)
 #   ./setup.sh lab            set up, then start JupyterLab on the repository
+#   ./setup.sh adreno         set up, then build Turnip + the drm-shim for offline Adreno statistics
 #   ./setup.sh                set up only
-# Environment: WORKBENCH_VENV (default .venv), WORKBENCH_TORCH_INDEX (an extra pip index for a CPU torch build,
+# Environment: WORKBENCH_VENV (default .venv), WORKBENCH_SKIP_ADRENO=1 (no Turnip build), WORKBENCH_TORCH_INDEX (an extra pip index for a CPU torch build,
 # e.g. https://download.pytorch.org/whl/cpu, where the local pip configuration has none).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -53,10 +54,17 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
 fi
 
 export PATH="$PWD/$venv/bin:$PATH"
+# Adreno statistics without a phone: Mesa's Turnip on the no-op DRM shim, built once (~5 min) and cached in
+# ~/.cache/workbench/adreno (WORKBENCH_ADRENO_DIR); a second run finds the stamp and returns at once.
+if [[ ( "$mode" == main || "$mode" == test ) && -z "${WORKBENCH_SKIP_ADRENO:-}" ]]; then
+  workbench adreno setup --quiet
+  export WORKBENCH_REQUIRE_ADRENO=1
+fi
 case "$mode" in
   main) exec workbench main "$@" ;;
   test) exec "$venv/bin/python" -m pytest "$@" ;;
   lab)  exec "$venv/bin/jupyter" lab --notebook-dir="$PWD" "$@" ;;
+  adreno) exec "$venv/bin/workbench" adreno setup "$@" ;;
   setup) echo "setup: done ($venv)" ;;
   *) echo "setup: unknown mode '$mode' (expected main, test, lab or nothing)" >&2; exit 2 ;;
 esac

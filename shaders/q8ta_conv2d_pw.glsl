@@ -87,6 +87,29 @@ layout(push_constant) uniform Params {
   int output_zp;
 } pc;
 
+// Requantize the 4 accumulators of output channels 4*oc4 .. 4*oc4+3 at width w and store them as one word;
+// nothing is stored past the tensor (w >= W or oc4 >= OC4); padded channel lanes get output_zp.
+void requantize_store(ivec4 acc, int w, int oc4, int W, int OC, int OC4, int n, int h, ivec4 sums, vec4 scale,
+                      vec4 bias) {
+  if (w >= W || oc4 >= OC4) {
+    return;
+  }
+  const ivec4 adj = acc - pc.input_zp * sums;
+  precise vec4 f = vec4(adj) * scale;
+  if (apply_bias != 0) {
+    f = f + bias;
+  }
+  if (activation != 0) {
+    f = max(f, vec4(0.0));
+  }
+  precise const vec4 g = f * pc.output_inv_scale;
+  // clamp in float first: converting an out-of-range float to int is undefined
+  const vec4 r = clamp(roundEven(g) + float(pc.output_zp), -128.0, 127.0);
+  const bvec4 valid = lessThan(ivec4(4 * oc4) + ivec4(0, 1, 2, 3), ivec4(OC));
+  const ivec4 q = mix(ivec4(pc.output_zp), ivec4(r), valid);
+  t_out[tidx_to_word_idx(outp, ivec4(w, h, 4 * oc4, n), out_layout)] = pack4x8(q);
+}
+
 // One input word (4 channels of one width) against the 4 output channels of a weight block.
 ivec4 dot_block(int a, ivec4 w, ivec4 acc) {
   return ivec4(dot4x8_acc_sat(a, w.x, acc.x),
@@ -177,37 +200,35 @@ void main() {
     }
   }
 #else
-  // The epilogue loops are NOT marked [[unroll]]: spirv-opt's loop unroller (glslc -O, shaderc 2023.2) drops the
-  // NoContraction decoration (`precise`) on the copies it makes and then fuses their multiply + add into Fma,
-  // which some drivers compute fused (NVIDIA) and some not (lavapipe): 1 LSB differences. Left as loops, the one
-  // decorated copy reaches the driver, which unrolls it itself and keeps the multiply and the add separate.
-  for (int j = 0; j < TILE_N4; ++j) {
-    const int oc4 = oc4_0 + j;
-    if (oc4 < OC4) {
-      const ivec4 sums = t_weight_sums[oc4];
-      precise const vec4 scale = t_weight_scales[oc4] * pc.input_scale;
-      const vec4 bias = t_bias[oc4];
-      // padded channels of the last block: write output_zp there
-      const bvec4 valid = lessThan(ivec4(4 * oc4) + ivec4(0, 1, 2, 3), ivec4(OC));
-      for (int i = 0; i < TILE_W; ++i) {
-        const int w = 4 * w4_0 + i;
-        if (w < W) {
-          const ivec4 adj = acc[i][j] - pc.input_zp * sums;
-          precise vec4 f = vec4(adj) * scale;
-          if (apply_bias != 0) {
-            f = f + bias;
-          }
-          if (activation != 0) {
-            f = max(f, vec4(0.0));
-          }
-          precise const vec4 g = f * pc.output_inv_scale;
-          // clamp in float first: converting an out-of-range float to int is undefined
-          const vec4 r = clamp(roundEven(g) + float(pc.output_zp), -128.0, 127.0);
-          const ivec4 q = mix(ivec4(pc.output_zp), ivec4(r), valid);
-          t_out[tidx_to_word_idx(outp, ivec4(w, h, 4 * oc4, n), out_layout)] = pack4x8(q);
-        }
-      }
-    }
+  // Per output-channel block: weight sums, the combined scale (weight scale x input scale) and the bias.
+  ivec4 sums[TILE_N4];
+  vec4 scales[TILE_N4];
+  vec4 biases[TILE_N4];
+  [[unroll]] for (int j = 0; j < TILE_N4; ++j) {
+    const int oc4 = min(oc4_0 + j, OC4P - 1);  // blocks past OC4 are zero-padded and never stored
+    sums[j] = t_weight_sums[oc4];
+    scales[j] = t_weight_scales[oc4] * pc.input_scale;
+    biases[j] = t_bias[oc4];
   }
+  // The epilogue is unrolled by the preprocessor, one requantize_store() call per (width, channel block), not by
+  // [[unroll]]: spirv-opt's loop unroller (glslc -O, shaderc 2023.2) drops the NoContraction decoration
+  // (`precise`) on the copies it makes and then fuses their multiply + add into Fma, which some drivers compute
+  // fused (NVIDIA) and some not (lavapipe): 1 LSB differences. The inliner keeps the decorations.
+#define EPI(I, J) requantize_store(acc[I][J], 4 * w4_0 + (I), oc4_0 + (J), W, OC, OC4, n, h, sums[J], \
+                                   scales[J], biases[J]);
+#if TILE_N4 == 1
+#define EPI_ROW(I) EPI(I, 0)
+#elif TILE_N4 == 2
+#define EPI_ROW(I) EPI(I, 0) EPI(I, 1)
+#else
+#define EPI_ROW(I) EPI(I, 0) EPI(I, 1) EPI(I, 2) EPI(I, 3)
+#endif
+  EPI_ROW(0) EPI_ROW(1) EPI_ROW(2) EPI_ROW(3)
+#if TILE_M >= 2
+  EPI_ROW(4) EPI_ROW(5) EPI_ROW(6) EPI_ROW(7)
+#endif
+#if TILE_M >= 4
+  EPI_ROW(8) EPI_ROW(9) EPI_ROW(10) EPI_ROW(11) EPI_ROW(12) EPI_ROW(13) EPI_ROW(14) EPI_ROW(15)
+#endif
 #endif
 }

@@ -187,6 +187,15 @@ def test_inputs_are_checked_before_any_process_starts(tmp_path, monkeypatch):
         adreno.stats_many([trivial_spirv()], bogus=1)
 
 
+def test_worker_result_lines_survive_a_torn_last_line(tmp_path):
+    path = tmp_path / "result.jsonl"
+    path.write_text('{"device": {"name": "Turnip Adreno (TM) 740"}}\n{"index": 0, "name": "a", "statistics": {}}\n'
+                    '{"index": 1, "na')
+    device, results, done = adreno._read_records(path)
+    assert device["name"].endswith("740") and list(results) == [0] and not done
+    assert adreno._read_records(tmp_path / "absent.jsonl") == (None, {}, False)
+
+
 def test_live_vec4_shader_compiles_with_n_accumulators():
     text = adreno.live_vec4_shader(7)
     assert text.count("vec4 acc") == 7 and "acc6 = acc6 * x + 7.0" in text
@@ -264,3 +273,16 @@ def test_conv_tile_n4_two_costs_registers_and_waves(adreno_build):
     assert two["Registers used"] > one["Registers used"], df.attrs["summary"]
     assert two["Max Waves Per Core"] <= one["Max Waves Per Core"], df.attrs["summary"]
     assert (df["Max Waves Per Core"] == df["model waves"]).all(), df.to_string()
+
+
+def test_a_driver_crash_is_blamed_on_its_shader_and_the_rest_go_on(adreno_build):
+    # Mesa 25.0.7's ir3 segfaults on the a750 for the conv's OpSDotAccSat path (ir3_get_src_shared <- read_phi_src)
+    conv_dot = adreno._conv_job((1, 1, 1), use_dot_ext=True, shape=adreno.CONV_PW_DEFAULT_SHAPE, local_size=None)
+    spirv = trivial_spirv()
+    results = adreno.stats_many([spirv, conv_dot, {"shader": spirv, "name": "after"}], gpu=750, errors="keep")
+    assert "Max Waves Per Core" in results[0] and "Max Waves Per Core" in results[2]
+    assert "SIGSEGV" in results[1]["error"]
+    table = adreno.conv_pw_adreno_table([(1, 1, 1)], gpu=750)
+    assert "SIGSEGV" in table["error"].iloc[0]
+    fallback = adreno.conv_pw_adreno_table([(1, 1, 1)], gpu=750, use_dot_ext=False)
+    assert "error" not in fallback.columns and fallback["Registers used"].iloc[0] > 0

@@ -3,8 +3,12 @@
 Each notebook runs once headless (nbclient through `workbench.notebook.execute`, `FULL = False`, results in a
 temporary folder).  Extra cells appended to it find the explorer object, move its sliders and dropdowns exactly as
 the browser front end would (setting `.value` fires the same observers), and print one JSON line per state: the
-readout text, the widget values, and fingerprints of the chart (sha256 of the figure rendered to PNG, and of the
-data its artists hold).  The tests below check those states against the workbench's own definitions.
+readout text, the widget values, and fingerprints of the chart (sha256 of the PNG the explorer shows in its Image
+widget, and of the data its matplotlib figure's artists hold).  The tests below check those states against the
+workbench's own definitions (`workbench.layouts`, `workbench.occupancy`).
+
+The kernels run with the inherited environment (MPLBACKEND=Agg from conftest.py: both explorers render their figure
+to PNG themselves) but without the validation layer, which test_notebooks.py already runs every notebook under.
 
 A notebook that does not exist yet is a failure, never a skip.
 """
@@ -182,22 +186,39 @@ def _says(readout: str, name: str, value) -> bool:
     return re.search(rf"\b{name}\s*[=:]\s*{re.escape(str(value))}(?![\d.])", readout, re.IGNORECASE) is not None
 
 
+def _registers_occupancy(readout: str) -> str:
+    """The readout's registers-and-occupancy part (from "register" up to the timing, if any)."""
+    m = re.search(r"register.*?(?=, median|$)", readout, re.IGNORECASE)
+    assert m and re.search("occupancy", m.group(0), re.IGNORECASE), \
+        f"readout lacks registers / occupancy: {readout!r}"
+    return m.group(0)
+
+
+def _check_readout(state):
+    """The readout names the tile (TILE_M, TILE_N4, TILE_K4) and its accumulator count, registers, occupancy."""
+    readout, values = state["readout"], state["values"]
+    assert {"tile_m", "tile_n4", "tile_k4"} <= set(values), values
+    for name in ("tile_m", "tile_n4", "tile_k4"):
+        assert _says(readout, name, values[name]), f"readout does not say {name.upper()}={values[name]}: {readout!r}"
+    count = _accumulators(values)
+    assert re.search(rf"\b{count} accumulators", readout), \
+        f"readout does not say '{count} accumulators' for {values}: {readout!r}"
+    _registers_occupancy(readout)
+
+
+def test_tile_explorer_initial_readout(tiles):
+    _check_readout(tiles["initial"])
+
+
 @pytest.mark.parametrize("moved", ["tile_n4", "tile_m"])
 def test_tile_explorer_follows_its_sliders(tiles, moved):
     before = tiles["initial"] if moved == "tile_n4" else tiles["tile_n4"]
     after = tiles[moved]
-    assert after["values"][moved] == after["target"], f"slider {moved} did not take the value {after['target']}"
-    assert {"tile_m", "tile_n4", "tile_k4"} <= set(after["values"]), after["values"]
-    # the readout names the new tile and its accumulator count, and it changed
-    assert after["readout"] != before["readout"], f"readout unchanged after moving {moved}: {after['readout']!r}"
-    for name in ("tile_m", "tile_n4", "tile_k4"):
-        assert _says(after["readout"], name, after["values"][name]), \
-            f"readout does not say {name.upper()}={after['values'][name]}: {after['readout']!r}"
-    count = _accumulators(after["values"])
-    assert re.search(rf"\b{count} accumulators", after["readout"]), \
-        f"readout does not say '{count} accumulators' for {after['values']}: {after['readout']!r}"
-    assert re.search(r"register", after["readout"], re.I) and re.search(r"occupancy", after["readout"], re.I), \
-        f"readout lacks registers / occupancy: {after['readout']!r}"
+    assert after["values"][moved] == after["target"] != before["values"][moved], \
+        f"slider {moved} did not move from {before['values'][moved]} to {after['target']}"
+    _check_readout(after)
+    assert _registers_occupancy(after["readout"]) != _registers_occupancy(before["readout"]), \
+        f"registers / occupancy readout unchanged after moving {moved}: {after['readout']!r}"
     # the chart was redrawn with other data
     assert after["png"] != before["png"], f"chart image unchanged after moving {moved}"
     assert after["data"] != before["data"], f"chart data unchanged after moving {moved}"
@@ -236,7 +257,8 @@ def packing(tmp_path_factory):
     return run_with_probe(NB01, tmp_path_factory.mktemp("nb01"), LAYOUT_CELL)
 
 
-LOCATION = re.compile(r"element \((?P<e>[\d, ]+)\) → word (?P<word>\d+) lane (?P<lane>\d+), byte address (?P<addr>\d+)")
+LOCATION = re.compile(r"element \((?P<e>[\d, ]+)\) → word (?P<word>\d+) lane (?P<lane>\d+), "
+                      r"byte address (?P<addr>\d+)")
 
 
 def _check_text(state):

@@ -23,9 +23,9 @@ How it works
 
 Cache (``$WORKBENCH_ADRENO_DIR``, default ``~/.cache/workbench/adreno/mesa-25.0.7``)
     ``lib/``  libvulkan_freedreno.so, libfreedreno_noop_drm_shim.so and the ICD manifest that points at them;
-    ``logs/`` one full log per set-up step; ``venv/`` meson, mako, pyyaml, packaging; ``setup.json`` the stamp
-    (a second :func:`setup` returns at once). ``src/`` and ``build/`` are deleted after a successful build
-    unless ``keep_build=True``.
+    ``logs/`` one full log per set-up step; ``setup.json`` the stamp (a second :func:`setup` returns at once).
+    While building also ``venv/`` (meson, mako, pyyaml, packaging), ``src/`` (the unpacked source package) and
+    ``build/``; they are deleted after a successful build unless ``keep_build=True`` (then about 450 MB).
 
 Subgroup size
     ir3 chooses wave64 or wave128 itself (wave128 when the workgroup is larger than 64 invocations and twice the
@@ -69,9 +69,10 @@ DEFAULT_GPU = 740
 SUPPORTED_GPUS = (740, 730, 750, 660)
 MAX_WAVES = 16  # wave slots per SP on a6xx/a7xx (ir3 max_waves); occupancy = waves / 16
 
-# Debian packages the build needs: compilers, Mesa's build dependencies for Turnip + the shim (meson asks for
-# flex/bison because OpenGL stays on by default, glslangValidator for Vulkan), dpkg-source to unpack the source
-# package, python3-venv for the private build venv, libvulkan1 for the loader that runs the result.
+# Debian packages the build needs: compilers; Mesa's dependencies for Turnip + the shim (meson.build requires
+# flex, bison and glslangValidator whenever the freedreno Vulkan driver is built, libdrm >= 2.4.109, zlib; expat
+# and zstd are optional but part of the tested build); dpkg-source (dpkg-dev) and xz to unpack the source package;
+# python3-venv for the private build venv; libvulkan1, the loader that runs the result.
 APT_PACKAGES = ("gcc", "g++", "pkg-config", "ninja-build", "flex", "bison", "libdrm-dev", "zlib1g-dev",
                 "libexpat1-dev", "libzstd-dev", "glslang-tools", "python3-venv", "dpkg-dev", "xz-utils",
                 "libvulkan1")
@@ -79,7 +80,7 @@ APT_PACKAGES = ("gcc", "g++", "pkg-config", "ninja-build", "flex", "bison", "lib
 # PATH during meson and ninja: isaspec's decode.py runs through `#!/usr/bin/env python3`.
 PIP_PACKAGES = ("meson==1.7.2", "mako", "pyyaml", "packaging")
 MESON_OPTIONS = (
-    "--wrap-mode=nodownload", "--buildtype=release",
+    "--wrap-mode=nodownload", "-Doptimization=2", "-Ddebug=false", "-Db_ndebug=true",
     "-Dvulkan-drivers=freedreno", "-Dfreedreno-kmds=msm", "-Dgallium-drivers=freedreno",
     "-Dtools=drm-shim", "-Dplatforms=", "-Dllvm=disabled", "-Dglx=disabled", "-Degl=disabled",
     "-Dgbm=disabled", "-Dgles1=disabled", "-Dgles2=disabled", "-Dvalgrind=disabled", "-Dlibunwind=disabled",
@@ -502,7 +503,7 @@ def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build
     2 a private venv with meson, mako, pyyaml, packaging, 3 `apt-get source mesa=25.0.7-*` with deb-src for
     Debian 13 enabled only in a temporary apt configuration (the system's sources are not touched), 4 meson
     configure (Turnip + drm-shim only, no downloads), 5 ninja the two libraries, 6 install them into <root>/lib
-    with an ICD manifest, compile a test shader on the fake a740, write the stamp, delete src/ and build/ (unless
+    with an ICD manifest, compile a test shader on the fake a740, write the stamp, delete venv/, src/, build/ (unless
     `keep_build`). A second call finds the stamp and returns at once (`force=True` rebuilds).
 
     Returns status(): {"set_up": True, "root", "missing": [], "stamp": {...}}. Raises AdrenoSetupError naming
@@ -536,11 +537,14 @@ def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build
         env = _build_env(venv_bin)
         build = root / "build"
         with steps.step("configure", "meson configure (Turnip + drm-shim only)") as log:
-            if build.exists() and (force or not (build / "build.ninja").is_file()):
+            configured = build / "workbench-meson-options.json"
+            wanted = json.dumps([str(tree), *MESON_OPTIONS])
+            if build.exists() and (force or not configured.is_file() or configured.read_text() != wanted):
                 shutil.rmtree(build)
-            if not (build / "build.ninja").is_file():
+            if not build.exists():
                 _run_logged("configure", [str(venv_bin / "meson"), "setup", str(build), str(tree),
                                           *MESON_OPTIONS], log, env=env, what="meson setup")
+                configured.write_text(wanted)
             else:
                 echo("    reusing the configured build directory")
         with steps.step("build", f"ninja {TURNIP_TARGET} {SHIM_TARGET}") as log:
@@ -584,9 +588,9 @@ def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build
                     raise AdrenoSetupError("install", f"Turnip reported no 'Max Waves Per Core': {found}", log)
                 echo(f"    test compile: Registers used {found.get('Registers used')}, "
                      f"Max Waves Per Core {found.get('Max Waves Per Core')}")
-            if not keep_build:
-                shutil.rmtree(build, ignore_errors=True)
-                shutil.rmtree(root / "src", ignore_errors=True)
+            if not keep_build:  # the libraries need none of these; a rebuild makes them again
+                for folder in (build, root / "src", root / "venv"):
+                    shutil.rmtree(folder, ignore_errors=True)
             stamp["step_seconds"] = dict(steps.times, install=round(time.monotonic() - started
                                                                     - sum(steps.times.values()), 1))
             stamp["total_seconds"] = round(time.monotonic() - started, 1)
@@ -660,7 +664,8 @@ def _job(item, index: int, common: dict) -> dict:
     local = options.get("local_size")
     if local is not None:
         local = [int(v) for v in (tuple(local) if not isinstance(local, int) else (local,)) + (1, 1)][:3]
-    spec = {str(int(k)): (v.item() if hasattr(v, "item") else v) for k, v in (options.get("spec_constants") or {}).items()}
+    spec = {str(int(k)): (v.item() if hasattr(v, "item") else v)
+            for k, v in (options.get("spec_constants") or {}).items()}
     return {"name": options.get("name") or default_name, "code": code, "spec_constants": spec,
             "local_size": local, "required_subgroup_size": subgroup}
 
@@ -678,36 +683,91 @@ def _normalise_items(shaders) -> list:
     return [shaders]
 
 
+def _read_records(path: Path) -> tuple[dict | None, dict[int, dict], bool]:
+    """(device, index → result, done) from a worker's JSON-lines result file (a torn last line is ignored)."""
+    device, results, done = None, {}, False
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return device, results, done
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if "device" in record:
+            device = record["device"]
+        elif "index" in record:
+            results[int(record["index"])] = record
+        elif record.get("done"):
+            done = True
+    return device, results, done
+
+
 def _run_worker(jobs: list[dict], gpu: int, root, timeout: float | None) -> tuple[dict, list[dict]]:
+    """Compile `jobs` in a child process with the shim's environment; one result per job, in order.
+
+    Normally one process does them all. If the driver crashes on a shader, that shader's result says so and a new
+    process continues with the rest (the result lines the crashed one already wrote are kept)."""
     _require_set_up(root)
     env = shim_env(gpu, root)
-    timeout = timeout if timeout is not None else 120 + 30 * len(jobs)
+    results: list[dict | None] = [None] * len(jobs)
+    device = None
     with tempfile.TemporaryDirectory(prefix="workbench-adreno-") as tmp:
-        request = {"gpu": gpu, "jobs": []}
+        paths = []
         for i, job in enumerate(jobs):
             path = Path(tmp) / f"job{i}.spv"
             path.write_bytes(job["code"])
-            request["jobs"].append({k: v for k, v in job.items() if k != "code"} | {"spirv": str(path)})
-        request_path, result_path = Path(tmp) / "request.json", Path(tmp) / "result.json"
-        request_path.write_text(json.dumps(request))
-        command = [sys.executable, "-m", "workbench.adreno_worker", str(request_path), str(result_path)]
-        try:
-            proc = subprocess.run(command, env=env, capture_output=True, text=True, errors="replace",
-                                  timeout=timeout, cwd=tmp)
-        except subprocess.TimeoutExpired:
-            raise AdrenoCompileError(f"the Turnip worker (FD_GPU_ID={gpu}) did not finish {len(jobs)} compile(s) "
-                                     f"within {timeout:g} s") from None
-        output = (proc.stdout + proc.stderr).strip().splitlines()
-        if proc.returncode != 0 or not result_path.is_file():
-            how = f"exit status {proc.returncode}" if proc.returncode >= 0 else f"signal {-proc.returncode}"
-            raise AdrenoCompileError(f"the Turnip worker (FD_GPU_ID={gpu}) failed ({how}) on "
-                                     f"{[j['name'] for j in jobs]}; its last output:\n" + _tail(output, 30))
-        result = json.loads(result_path.read_text())
-    device = result["device"]
+            paths.append(str(path))
+        pending = list(range(len(jobs)))
+        attempt = 0
+        while pending:
+            attempt += 1
+            request = {"gpu": gpu, "jobs": [{k: v for k, v in jobs[i].items() if k != "code"}
+                                            | {"spirv": paths[i]} for i in pending]}
+            request_path = Path(tmp) / f"request{attempt}.json"
+            result_path = Path(tmp) / f"result{attempt}.jsonl"
+            request_path.write_text(json.dumps(request))
+            command = [sys.executable, "-m", "workbench.adreno_worker", str(request_path), str(result_path)]
+            limit = timeout if timeout is not None else 120 + 30 * len(pending)
+            try:
+                proc = subprocess.run(command, env=env, capture_output=True, text=True, errors="replace",
+                                      timeout=limit, cwd=tmp)
+                rc, output = proc.returncode, (proc.stdout + proc.stderr)
+            except subprocess.TimeoutExpired as exc:
+                rc = None
+                output = "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
+                                 for x in (exc.stdout, exc.stderr))
+            found_device, found, done = _read_records(result_path)
+            device = found_device or device
+            for position, record in found.items():
+                results[pending[position]] = record
+            if len(found) == len(pending):  # all there (a crash while closing the device loses nothing)
+                break
+            lines = [l for l in output.strip().splitlines() if not l.startswith("Unknown DRM_IOCTL_MSM_GET_PARAM")]
+            if rc is None:
+                how = f"did not finish within {limit:g} s"
+            else:
+                how = f"exit status {rc}" if rc >= 0 else f"killed by signal {-rc}"
+                if rc < 0:
+                    with contextlib.suppress(ValueError):
+                        import signal
+                        how += f" ({signal.Signals(-rc).name})"
+            if found_device is None:  # died before any shader: nothing to blame on one of them
+                raise AdrenoCompileError(f"the Turnip worker (FD_GPU_ID={gpu}) failed ({how}) before compiling "
+                                         "anything; its last output:\n" + _tail(lines, 30))
+            culprit = pending[len(found)]
+            results[culprit] = {"name": jobs[culprit]["name"],
+                                "error": f"the driver process {how} while compiling this shader (a Mesa/ir3 "
+                                         f"crash or hang on a{gpu})" + (f"; last output: {_tail(lines, 8)}"
+                                                                        if lines else "")}
+            pending = pending[len(found) + 1:]
+    if device is None:
+        raise AdrenoCompileError(f"the Turnip worker (FD_GPU_ID={gpu}) reported no device")
     if str(gpu) not in device["name"] or "turnip" not in device["name"].lower():
         raise AdrenoCompileError(f"expected Turnip for Adreno {gpu}, the worker got {device['name']!r} "
                                  f"({device['driver_info']})")
-    return device, result["results"]
+    return device, results
 
 
 def stats_many(shaders, gpu=DEFAULT_GPU, *, root=None, timeout: float | None = None, errors: str = "raise",
@@ -856,7 +916,7 @@ def check_occupancy_model(register_counts=range(4, 49, 4), gpu=DEFAULT_GPU, loca
             "model waves": model.waves_or_warps_active, "turnip subgroup size": turnip_sg,
             "model subgroup size": model.details["threadsize"],
             "spills": int(s.get("STP Count") or 0) + int(s.get("LDP Count") or 0),
-            "agree": turnip_waves == model.waves_or_warps_active and turnip_sg in (0, model.details["threadsize"]),
+            "agree": turnip_waves == model.waves_or_warps_active and turnip_sg == model.details["threadsize"],
             "occupancy": turnip_waves / MAX_WAVES, "gpu": gpu_id, "local_size": local,
         })
     return pd.DataFrame(rows)
@@ -879,7 +939,7 @@ def _conv_job(tile, *, use_dot_ext: bool, shape, local_size):
 
 
 def conv_pw_adreno_table(tiles=None, gpu=DEFAULT_GPU, *, use_dot_ext: bool = True, shape=CONV_PW_DEFAULT_SHAPE,
-                         local_size=None, root=None):
+                         local_size=None, root=None, errors: str = "keep"):
     """The pointwise int8 conv (q8ta_conv2d_pw) compiled by Turnip for every tile (TILE_M, TILE_N4, TILE_K4).
 
     `tiles`: (tile_m, tile_n4, tile_k4) triples, default every one of kernels.conv_pw.ALL_TILES. The
@@ -888,14 +948,16 @@ def conv_pw_adreno_table(tiles=None, gpu=DEFAULT_GPU, *, use_dot_ext: bool = Tru
     Columns: tile, TILE_M, TILE_N4, TILE_K4, accumulators (int32 per thread), Registers used, Half-registers
     used, Max Waves Per Core, occupancy (= waves / 16), Instruction Count, STP Count, LDP Count, spills
     (STP + LDP), Subgroup Size, model waves (occupancy.adreno_occupancy from the reported registers), variant,
-    gpu, local_size.
+    gpu, local_size; plus "error" where Turnip failed on a tile (`errors="keep"`, the default here: the other
+    tiles still get their row; "raise" raises AdrenoCompileError instead). Known: Mesa 25.0.7 segfaults in ir3
+    (ir3_get_src_shared ← read_phi_src) on the a750 for the OpSDotAccSat path; `use_dot_ext=False` compiles.
     """
     import pandas as pd
     from .kernels import conv_pw as cp
     gpu_id = check_gpu(gpu)
     tiles = [tuple(t) for t in (cp.ALL_TILES if tiles is None else tiles)]
     jobs = [_conv_job(t, use_dot_ext=use_dot_ext, shape=shape, local_size=local_size) for t in tiles]
-    results = stats_many(jobs, gpu_id, root=root)
+    results = stats_many(jobs, gpu_id, root=root, errors=errors)
     rows = []
     for tile, job, s in zip(tiles, jobs, results):
         model = _model_columns(s, job["local_size"], gpu_id)
@@ -911,6 +973,8 @@ def conv_pw_adreno_table(tiles=None, gpu=DEFAULT_GPU, *, use_dot_ext: bool = Tru
             "Subgroup Size": s.get("Subgroup Size"), "model waves": model.get("model waves"),
             "variant": job["name"], "gpu": gpu_id, "local_size": tuple(job["local_size"]),
         })
+        if "error" in s:
+            rows[-1]["error"] = s["error"]
     return pd.DataFrame(rows)
 
 
@@ -920,6 +984,7 @@ def conv_pw_tile_n4_check(gpu=DEFAULT_GPU, *, tile_m: int = 1, tile_k4: int = 1,
     Returns the two rows of `conv_pw_adreno_table`; `df.attrs["summary"]` says in one sentence what Turnip
     reports (registers, waves, occupancy for each), to be quoted rather than assumed.
     """
+    kw.setdefault("errors", "raise")
     df = conv_pw_adreno_table([(tile_m, 1, tile_k4), (tile_m, 2, tile_k4)], gpu, root=root, **kw)
     one, two = df.iloc[0], df.iloc[1]
     df.attrs["summary"] = (
@@ -943,7 +1008,8 @@ def add_cli_parser(subparsers) -> None:
                                                f"~/.cache/workbench/adreno/mesa-{MESA_VERSION})")
     s.add_argument("--force", action="store_true", help="rebuild even when the cache is complete")
     s.add_argument("--jobs", "-j", type=int, default=None, help="ninja jobs (default: CPU count)")
-    s.add_argument("--keep-build", action="store_true", help="keep src/ and build/ (about 430 MB)")
+    s.add_argument("--keep-build", action="store_true",
+                   help="keep venv/, src/ and build/ (about 450 MB) for rebuilds and debugging")
     s.add_argument("--no-install", action="store_true",
                    help="do not apt-get install missing prerequisites (fail and name them)")
     s.add_argument("--quiet", action="store_true", help="no progress output")

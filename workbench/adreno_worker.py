@@ -9,13 +9,17 @@ the caller's own Vulkan device is untouched. The request is JSON:
     {"gpu": 740, "jobs": [{"name": ..., "spirv": "<path of a .spv>", "spec_constants": {"3": 1},
                            "local_size": [64, 1, 1] | null, "required_subgroup_size": null}]}
 
-The result (written to RESULT.json, not stdout: Mesa and the shim print to stdout/stderr) is
+The result goes to RESULT.json (not stdout: Mesa and the shim print there) as JSON lines, each flushed as soon as
+it is known:
 
-    {"device": {name, driver_name, driver_info, api_version, subgroup_size},
-     "results": [{"name": ..., "statistics": {...}} | {"name": ..., "error": "..."}]}
+    {"device": {name, driver_name, driver_info, api_version, subgroup_size, ...}}
+    {"index": 0, "name": ..., "statistics": {...}, "local_size": [...]}  |  {"index": 0, "name": ..., "error": "..."}
+    ...
+    {"done": true}
 
-One job's failure is reported in its entry and the others go on; a crash of the driver ends the process, and the
-parent reports its exit status and the tail of its output.
+One job's exception is reported in its line and the others go on. A crash of the driver (ir3 has segfaults) ends the
+process: the lines already written say which jobs finished, so the parent knows which shader crashed it, records
+that, and starts a new worker for the rest.
 """
 from __future__ import annotations
 
@@ -32,6 +36,71 @@ def _device_summary(dev) -> dict:
             "pipeline_executable_properties": bool(info.features.get("pipeline_executable_properties"))}
 
 
+def _statistic_value(stat, vk):
+    fmt = stat.format
+    if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+        return bool(stat.value.b32)
+    if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+        return int(stat.value.i64)
+    if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+        return int(stat.value.u64)
+    return float(stat.value.f64)
+
+
+def read_statistics(dev, pipeline) -> dict:
+    """Every statistic of the pipeline's executables, plus "Subgroup Size" (one executable: plain names).
+
+    Reads them itself rather than through `Pipeline.statistics()`: there the output arrays of the count-then-fill
+    calls are freed when the helper returns (cffi's `array[i]` does not keep the array alive), so a value read
+    afterwards -- the executable's subgroup size, measured: garbage in 6 of 19 pipelines -- may come from reused
+    memory. Here every array stays referenced until its values are copied into Python objects.
+    """
+    import vulkan as vk
+    ffi = vk.ffi
+
+    def function(name):
+        address = vk.lib.vkGetDeviceProcAddr(dev.handle, name.encode())
+        if address == ffi.NULL:
+            raise RuntimeError(f"{dev.info.name} has no {name}")
+        return ffi.cast(f"PFN_{name}", address)
+
+    def fill(fn, info_ptr, struct_name, s_type):
+        count = ffi.new("uint32_t*")
+        if fn(dev.handle, info_ptr, count, ffi.NULL) != vk.VK_SUCCESS:
+            raise RuntimeError(f"{struct_name}: count query failed")
+        items = ffi.new(f"{struct_name}[]", count[0])
+        for i in range(count[0]):
+            items[i].sType = s_type
+        if fn(dev.handle, info_ptr, count, items) != vk.VK_SUCCESS:
+            raise RuntimeError(f"{struct_name}: query failed")
+        return items, count[0]
+
+    get_executables = function("vkGetPipelineExecutablePropertiesKHR")
+    get_statistics = function("vkGetPipelineExecutableStatisticsKHR")
+    pipeline_info = ffi.new("VkPipelineInfoKHR*")
+    pipeline_info.sType = vk.VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR
+    pipeline_info.pipeline = pipeline.handle
+    executables, n_exec = fill(get_executables, pipeline_info, "VkPipelineExecutablePropertiesKHR",
+                               vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR)
+    described = [(ffi.string(executables[i].name).decode(), int(executables[i].subgroupSize))
+                 for i in range(n_exec)]
+    result = {}
+    for index, (exec_name, subgroup_size) in enumerate(described):
+        exec_info = ffi.new("VkPipelineExecutableInfoKHR*")
+        exec_info.sType = vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR
+        exec_info.pipeline = pipeline.handle
+        exec_info.executableIndex = index
+        stats, n_stats = fill(get_statistics, exec_info, "VkPipelineExecutableStatisticKHR",
+                              vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR)
+        prefix = "" if n_exec == 1 else f"{exec_name}: "
+        for i in range(n_stats):
+            result[prefix + ffi.string(stats[i].name).decode()] = _statistic_value(stats[i], vk)
+        result[prefix + "Subgroup Size"] = subgroup_size
+        del stats
+    del executables
+    return result
+
+
 def _run_job(dev, job: dict) -> dict:
     with open(job["spirv"], "rb") as f:
         code = f.read()
@@ -43,7 +112,7 @@ def _run_job(dev, job: dict) -> dict:
         kwargs["required_subgroup_size"] = int(job["required_subgroup_size"])
     pipeline = dev.pipeline(code, **kwargs)
     try:
-        statistics = pipeline.statistics()
+        statistics = read_statistics(dev, pipeline)
         local_size = list(pipeline.local_size)
     finally:
         pipeline.close()
@@ -62,21 +131,24 @@ def main(argv=None) -> int:
     from workbench import vk
 
     selector = request.get("device_selector", "Adreno")
-    dev = vk.Device(selector, validation=False)
-    out = {"device": _device_summary(dev), "results": []}
-    try:
-        for job in request["jobs"]:
-            try:
-                out["results"].append(_run_job(dev, job))
-            except Exception as exc:  # one bad shader must not lose the others' results
-                out["results"].append({"name": job.get("name"), "error": f"{type(exc).__name__}: {exc}",
-                                       "traceback": traceback.format_exc(limit=4)})
-    finally:
-        dev.close()
-    tmp = result_path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(out, f)
-    os.replace(tmp, result_path)
+    with open(result_path, "w") as out:
+        def emit(record: dict) -> None:
+            out.write(json.dumps(record) + "\n")
+            out.flush()  # in the OS's hands now: the next job may kill this process
+
+        dev = vk.Device(selector, validation=False)
+        try:
+            emit({"device": _device_summary(dev)})
+            for index, job in enumerate(request["jobs"]):
+                try:
+                    record = _run_job(dev, job)
+                except Exception as exc:  # one bad shader must not lose the others' results
+                    record = {"name": job.get("name"), "error": f"{type(exc).__name__}: {exc}",
+                              "traceback": traceback.format_exc(limit=4)}
+                emit({"index": index, **record})
+        finally:
+            dev.close()
+        emit({"done": True})
     return 0
 
 

@@ -182,6 +182,7 @@ SUITES = {
     "pack": "workbench.kernels.pack:bench_suite",
     "pixel-shuffle": "workbench.kernels.pixel_shuffle:bench_suite",
     "conv-pw": "workbench.kernels.conv_pw:bench_suite",
+    "peak": "workbench.kernels.peak:bench_suite",
 }
 
 

@@ -142,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--benchmarks", action="store_true",
                    help="run the benchmark suites through the CLI instead of the notebooks (no Jupyter needed)")
     p.set_defaults(fn=cmd_main)
+    from . import adreno
+    adreno.add_cli_parser(sub)
     return parser
 
 

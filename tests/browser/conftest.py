@@ -124,7 +124,8 @@ class Lab:
         while time.monotonic() < deadline:
             try:
                 session = self.session(name)
-                kernel = session and session.get("kernel") and self.api("GET", f"/api/kernels/{session['kernel']['id']}")
+                kernel = session and session.get("kernel") and \
+                    self.api("GET", f"/api/kernels/{session['kernel']['id']}")
                 last = kernel
                 ready = bool(kernel) and kernel["execution_state"] == "idle" and kernel.get("connections", 0) > 0
             except (OSError, ValueError, KeyError) as exc:  # urllib's HTTPError / URLError are OSErrors
@@ -168,7 +169,8 @@ class Lab:
             prompts = page.evaluate("""() => Array.from(document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell'))
                 .map(c => [c.querySelector('.jp-InputPrompt')?.textContent.trim() ?? '',
                            (c.querySelector('.cm-content')?.textContent ?? '').trim() === '',
-                           Array.from(c.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'))
+                           Array.from(c.querySelectorAll('.jp-OutputArea-output'))
+                                .filter(o => o.dataset.mimeType === 'application/vnd.jupyter.stderr')
                                 .map(o => o.textContent).join('\\n')])""")
             errors = [(i, err) for i, (_, _, err) in enumerate(prompts) if "Traceback" in err]
             if errors:
@@ -177,7 +179,8 @@ class Lab:
                 break
             time.sleep(0.25)
         else:
-            raise TimeoutError(f"{name}: Run All did not finish in {timeout:.0f} s; prompts {[p for p, _, _ in prompts]}")
+            raise TimeoutError(f"{name}: Run All did not finish in {timeout:.0f} s; "
+                               f"prompts {[p for p, _, _ in prompts]}")
         self.wait_kernel_idle(name, timeout=max(5.0, deadline - time.monotonic()))
 
     @staticmethod
@@ -229,7 +232,7 @@ def chromium() -> str:
 
 
 @pytest.fixture(scope="session")
-def lab(tmp_path_factory):
+def lab(tmp_path_factory, chromium):  # no server when there is no browser to drive it
     base = tmp_path_factory.mktemp("lab")
     root = base / "root"
     shutil.copytree(nb.NOTEBOOK_DIR, root, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))

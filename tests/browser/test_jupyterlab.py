@@ -76,6 +76,7 @@ def test_tile_explorer_in_jupyterlab(lab, page, artifacts):
     assert m, f"readout not 'TILE_M=.. TILE_N4=.. TILE_K4=.. → N accumulators, registers .., occupancy ..': " \
               f"{before_text!r}"
     tile_m, tile_n4, tile_k4 = (int(v) for v in m.groups()[:3])
+    assert int(m.group(4)) == conv_pw_tile_figures(tile_m, tile_n4, tile_k4).accumulators, before_text
     assert slider.locator(".widget-readout").inner_text().strip() == str(tile_n4)
     before_image = lab.image_hash(chart)
     lab.screenshot(page, explorer, artifacts / "03_tile_explorer_before.png")
@@ -153,7 +154,7 @@ def test_layout_explorer_in_jupyterlab(lab, page, artifacts):
 
     # the left dropdown: another layout
     left = explorer.locator(".widget-dropdown").filter(has=page.get_by_text("left", exact=True)).locator("select")
-    new_layout = "4H4W" if before[0][0] != "4H4W" else "4W"
+    new_layout = "4W" if before[0][0] != "4W" else "4C"  # small pictures: a quick redraw
     left.select_option(new_layout)
     explorer.locator(".widget-html", has_text=f"{new_layout}: element").first.wait_for(state="visible",
                                                                                       timeout=60_000)

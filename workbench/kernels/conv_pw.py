@@ -32,9 +32,11 @@ it bit for bit):
     q     = clamp(roundEven(fp32(f · (1/output_scale))) + output_zp, −128, 127)
 1/output_scale is computed on the host in fp32 (as ET-VK passes output_inv_scale). ET-VK writes
 fma(adj, scale, bias) instead; Vulkan lets fma() be fused or not (lavapipe does not fuse it), so that form can
-differ by 1 LSB between devices, while a multiply then an add is correctly rounded everywhere. roundEven is round
-half to even (ET-VK's round() leaves the .5 case to the implementation). Outputs are written for logical widths
-only; padded channel lanes of a written word hold output_zp.
+differ by 1 LSB between devices, while a multiply then an add is correctly rounded everywhere. (Measured: with
+fma, or with spirv-opt's unroller dropping `precise` and re-fusing, an H200 and lavapipe disagree on 1 output in
+~800k; as written, both match the reference exactly.) roundEven is round half to even (ET-VK's round() leaves the
+.5 case to the implementation). Outputs are written for logical widths only; padded channel lanes of a written
+word hold output_zp.
 """
 from __future__ import annotations
 
@@ -62,10 +64,11 @@ SPEC_APPLY_BIAS, SPEC_ACTIVATION, SPEC_OUT_LAYOUT, SPEC_IN_LAYOUT = 3, 4, 5, 6
 MAX_IN_CHANNELS = 131072  # beyond this an int32 accumulator could saturate (|acc| ≤ Cin·128·128)
 
 __all__ = ["ConvPwShape", "ConvPwSpec", "PackedWeights", "ConvPwBuffers", "QParams", "prepack_weights",
-           "check_weight", "check_tile", "variant_name", "pick_local_size", "reference_accumulators",
-           "reference_requantize", "reference", "tile_label", "sweep", "measure", "random_problem", "bench_suite", "statistics_columns",
-           "model_columns", "torch_rows", "ALL_TILES", "TILE_VALUES", "OUTPUT_LAYOUTS", "SUITE_SHAPES", "QUICK_SHAPES",
-           "QUICK_TILES"]
+           "unpack_weights", "check_weight", "check_tile", "variant_name", "pick_local_size",
+           "reference_accumulators", "reference_requantize", "reference", "tile_label", "tile_columns", "sweep",
+           "measure", "random_problem", "bench_suite", "statistics_columns", "model_columns", "torch_rows",
+           "ALL_TILES", "TILE_VALUES", "OUTPUT_LAYOUTS", "SUITE_SHAPES", "QUICK_SHAPES", "QUICK_TILES",
+           "DEFAULT_QPARAMS"]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -704,16 +707,16 @@ def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_prog
     `occupancy` with its `occupancy_limiter` on this device (NaN / "n/a (CPU device)" where there are none),
     rule-model columns for sm_90 and Adreno 740 (`model_columns`), `max_lsb_diff` / `outputs_off_by_one` against
     the reference (when `check`), and the device metadata (device, driver, API version, commit, date).
-    `warmup_s` (default: min_time_s, at least 0.1 s on GPUs): the device is kept busy that long before the
-    first measurement, so the first tile is not timed at an idle clock."""
+    `warmup_s` (default 1 s on GPUs, 0 on CPU devices): the device is kept busy that long before the first
+    measurement, so the first tile is not timed at an idle clock."""
     from ..bench import environment, progress
     tiles = [check_tile(*t) for t in tiles]
     shapes = [ConvPwShape.coerce(s) for s in shapes]
     if use_dot_ext is None:
         use_dot_ext = bool(device.info.features.get("integer_dot_product"))
     env = environment(device)
-    if warmup_s is None:
-        warmup_s = 0.0 if device.info.is_cpu else max(0.1, min_time_s)
+    if warmup_s is None:  # an H200 took ~0.8 s from idle to full clock: its first tiles looked 2-4x slower
+        warmup_s = 0.0 if device.info.is_cpu else 1.0
     rows = []
     bar = progress(range(len(tiles) * len(shapes)), "conv_pw sweep", total=len(tiles) * len(shapes),
                    enabled=show_progress)

@@ -455,7 +455,8 @@ class LayoutExplorer:
     """Two layouts side by side with size and element sliders (built by :func:`layout_explorer`).
 
     Attributes for notebooks and tests: ``layout_a``, ``layout_b`` (Dropdowns); ``size_sliders`` and
-    ``element_sliders`` (dicts n/c/h/w → IntSlider); ``text`` (HTML widget, one line per layout:
+    ``element_sliders`` (dicts n/c/h/w → IntSlider); ``sliders`` (all of them: layout_a, layout_b, N, C, H, W,
+    n, c, h, w); ``text`` = ``readout`` (HTML widget, one line per layout:
     "element (n,c,h,w) → word W lane L, byte address B"); ``image`` (PNG of the current figure); ``figure``
     (the current matplotlib Figure); ``widget`` (the VBox to display).  Moving a widget re-renders.
     """
@@ -477,6 +478,9 @@ class LayoutExplorer:
                                                      continuous_update=False)
                                 for k, v, s in zip("nchw", el, sz)}
         self.text = widgets.HTML()
+        self.readout = self.text  # the name every workbench explorer uses for its text
+        self.sliders = {"layout_a": self.layout_a, "layout_b": self.layout_b,
+                        **{k.upper(): v for k, v in self.size_sliders.items()}, **self.element_sliders}
         self.image = widgets.Image(format="png")
         self.figure = None
         self._busy = False
@@ -484,8 +488,9 @@ class LayoutExplorer:
             wdg.observe(self._on_change, names="value")
         self.widget = widgets.VBox([
             widgets.HBox([self.layout_a, self.layout_b]),
-            widgets.HBox([widgets.Label("sizes"), *self.size_sliders.values()]),
-            widgets.HBox([widgets.Label("element"), *self.element_sliders.values()]),
+            widgets.HBox([widgets.Label("sizes", layout=widgets.Layout(width="64px")), *self.size_sliders.values()]),
+            widgets.HBox([widgets.Label("element", layout=widgets.Layout(width="64px")),
+                          *self.element_sliders.values()]),
             self.text,
             self.image,
         ])

@@ -204,12 +204,14 @@ def registers_occupancy_vs_tile(df: pd.DataFrame, axes=None, highlight: str | No
     occ_measured = pd.to_numeric(rows.get("occupancy"), errors="coerce") if "occupancy" in rows else None
     if occ_measured is not None and occ_measured.notna().any():
         model = rows["occupancy_model"].dropna().iloc[0]
+        limiters = rows["occupancy_limiter"].where(occ_measured.notna())
+        usual = limiters.mode().iloc[0] if limiters.notna().any() else "n/a"
         ax_o.plot(xs, 100 * occ_measured, "-", marker="o", color="#4e79a7", lw=2,
-                  label=f"this device, from driver registers ({model})")
-        for x, (o, lim) in enumerate(zip(occ_measured, rows["occupancy_limiter"])):
-            if pd.notna(o):
+                  label=f"this device, from driver registers ({model}; limiter: {usual})")
+        for x, (o, lim) in enumerate(zip(occ_measured, limiters)):
+            if pd.notna(o) and lim != usual:  # only the exceptions, to keep the chart readable
                 ax_o.annotate(str(lim), (x, 100 * o), textcoords="offset points", xytext=(0, 5), fontsize=6,
-                              ha="center", rotation=60)
+                              ha="center", rotation=60, gid="limiter-label")
     else:
         why = rows["occupancy_limiter"].dropna().iloc[0] if "occupancy_limiter" in rows and \
             rows["occupancy_limiter"].notna().any() else "n/a"

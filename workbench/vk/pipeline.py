@@ -137,13 +137,15 @@ class Pipeline:
                                  vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR,
                                  vk.VkPipelineInfoKHR(pipeline=self.handle))
         result = {}
-        for index, executable in enumerate(executables):
+        for index in range(len(executables)):
+            executable = executables[index]
             info = vk.VkPipelineExecutableInfoKHR(pipeline=self.handle, executableIndex=index)
             prefix = "" if len(executables) == 1 else f"{vk.ffi.string(executable.name).decode()}: "
-            for stat in _enumerate(self.device, "vkGetPipelineExecutableStatisticsKHR",
-                                   "VkPipelineExecutableStatisticKHR",
-                                   vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR, info):
-                result[prefix + vk.ffi.string(stat.name).decode()] = _statistic_value(stat)
+            stats = _enumerate(self.device, "vkGetPipelineExecutableStatisticsKHR",
+                               "VkPipelineExecutableStatisticKHR",
+                               vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR, info)
+            for i in range(len(stats)):
+                result[prefix + vk.ffi.string(stats[i].name).decode()] = _statistic_value(stats[i])
             if len(executables) == 1:
                 result["Subgroup Size"] = int(executable.subgroupSize)
         return result
@@ -199,7 +201,7 @@ def _enumerate(device, function: str, struct_name: str, s_type: int, info) -> li
         items[i].sType = s_type
     if fn(device.handle, info_ptr, count, items) != vk.VK_SUCCESS:
         raise RuntimeError(f"{function} failed")
-    return [items[i] for i in range(count[0])]
+    return items  # the owning array: elements taken from it stay valid only while it lives
 
 
 def _statistic_value(stat):
