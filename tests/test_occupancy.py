@@ -401,6 +401,9 @@ def test_statistics_nvidia():
     assert normalised["registers"] == 68 and normalised["register_unit"] == "scalar32"
     assert normalised["scratch_bytes"] == 0                       # sentinel means no local memory
     assert NVIDIA_STATS["Local Memory Size"] == NVIDIA_NO_LOCAL_MEMORY_SENTINEL
+    spilling = registers_from_statistics({**NVIDIA_STATS, "Register Count": 255,
+                                          "Local Memory Size": NVIDIA_NO_LOCAL_MEMORY_SENTINEL + 112})
+    assert spilling["scratch_bytes"] == 112  # 2**36 + spilled bytes
     assert normalised["code_bytes"] == 3456 and normalised["shared_bytes"] == 0
     assert normalised["driver_max_waves"] is None and normalised["spills"] is None
     assert normalised["raw"] == NVIDIA_STATS

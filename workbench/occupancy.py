@@ -680,7 +680,8 @@ def occupancy_for_device(device: Any, registers: int | Mapping, local_size: int 
 # Source: occupancy.md B9 (statistic names from Mesa 25.0.7 and the NVIDIA driver).
 # --------------------------------------------------------------------------------------
 
-# NVIDIA reports this "Local Memory Size" for shaders that use no local memory (B9, H200).
+# NVIDIA's "Local Memory Size" carries a 2**36 offset: 2**36 exactly for shaders that use no local memory (B9,
+# H200), 2**36 + bytes for shaders that spill (seen on the H200: 68719476848 = 2**36 + 112 at 255 registers).
 NVIDIA_NO_LOCAL_MEMORY_SENTINEL = 68719476736   # 2**36
 
 _DRIVER_SIGNATURES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -749,7 +750,8 @@ def _spill_figures(driver: str, stats: Mapping[str, Any]) -> tuple[int | None, i
         local = stats.get("Local Memory Size")
         if local is None:
             return None, None
-        return None, 0 if local >= NVIDIA_NO_LOCAL_MEMORY_SENTINEL else int(local)
+        local = int(local)
+        return None, local - NVIDIA_NO_LOCAL_MEMORY_SENTINEL if local >= NVIDIA_NO_LOCAL_MEMORY_SENTINEL else local
     if driver in ("radv", "amd"):
         spilled = [stats[k] for k in ("Spilled VGPRs", "Spilled SGPRs") if k in stats]
         return (sum(spilled) if spilled else None), stats.get("Scratch size")

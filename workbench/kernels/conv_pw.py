@@ -642,10 +642,7 @@ def _time_recording(device, bufs, spec, qparams, pipeline, *, min_time_s, max_ti
     from ..bench import sample_recording
     with device.record(f"probe {spec.variant}") as probe:
         bufs.record(probe, spec, qparams, pipeline)
-        start = time.perf_counter()
         probe.submit()
-        while time.perf_counter() - start < warmup_s:
-            probe.submit()
         probe_ns = probe.submit()[0].gpu_ns
     repeats = 1
     if probe_ns:
@@ -653,6 +650,11 @@ def _time_recording(device, bufs, spec, qparams, pipeline, *, min_time_s, max_ti
     with device.record(spec.variant) as rec:
         for _ in range(repeats):
             bufs.record(rec, spec, qparams, pipeline)
+        # warm-up with the chained recording itself: it keeps the GPU busy (single dispatches leave it idle
+        # between fences, and then its clock does not ramp up)
+        start = time.perf_counter()
+        while time.perf_counter() - start < warmup_s:
+            rec.submit()
         gpu, host = sample_recording(rec, repeats=repeats, min_samples=min_samples, min_time_s=min_time_s,
                                      max_time_s=max_time_s)
     return gpu, host, repeats
@@ -696,7 +698,8 @@ def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_prog
           out_layout: str = "4W4C", use_dot_ext: bool | None = None, relu: bool = False,
           qparams: QParams = DEFAULT_QPARAMS, check: bool = True, min_time_s: float = 0.2,
           max_time_s: float = 10.0, min_samples: int = 10, target_us: float = 2000.0,
-          max_repeats: int = 200, seed: int = 0, warmup_s: float | None = None) -> pd.DataFrame:
+          max_repeats: int = 200, seed: int = 0, warmup_s: float | None = None,
+          adreno_gpu: int | None = 740) -> pd.DataFrame:
     """Grid of tiles × shapes → one tidy row per (shape, tile), appended to `writer` as it finishes (an
     interrupted sweep keeps what it finished).
 
@@ -708,15 +711,19 @@ def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_prog
     rule-model columns for sm_90 and Adreno 740 (`model_columns`), `max_lsb_diff` / `outputs_off_by_one` against
     the reference (when `check`), and the device metadata (device, driver, API version, commit, date).
     `warmup_s` (default 1 s on GPUs, 0 on CPU devices): the device is kept busy that long before the first
-    measurement, so the first tile is not timed at an idle clock."""
+    measurement, so the first tile is not timed at an idle clock.
+    `adreno_gpu` (default 740): every tile also compiled by Mesa's Turnip for that Adreno on the no-op DRM shim
+    (`workbench.adreno`), giving `a740_registers` (vec4), `a740_waves`, `a740_occupancy` and `a740_spills` next to
+    the live device's columns; NaN with `a740_note` where `workbench adreno setup` has not run. None skips it."""
     from ..bench import environment, progress
     tiles = [check_tile(*t) for t in tiles]
     shapes = [ConvPwShape.coerce(s) for s in shapes]
     if use_dot_ext is None:
         use_dot_ext = bool(device.info.features.get("integer_dot_product"))
     env = environment(device)
-    if warmup_s is None:  # an H200 took ~0.8 s from idle to full clock: its first tiles looked 2-4x slower
+    if warmup_s is None:  # on an H200 the first tiles of a sweep measured 2-4x slow without this
         warmup_s = 0.0 if device.info.is_cpu else 1.0
+    adreno_cols = _adreno_columns(tiles, adreno_gpu)
     rows = []
     bar = progress(range(len(tiles) * len(shapes)), "conv_pw sweep", total=len(tiles) * len(shapes),
                    enabled=show_progress)
@@ -734,6 +741,7 @@ def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_prog
                                   min_time_s=min_time_s, max_time_s=max_time_s, min_samples=min_samples,
                                   target_us=target_us, max_repeats=max_repeats, warmup_s=warmup_s)
                     warmup_s = 0.0  # once per sweep
+                    row.update(adreno_cols.get(tile_label(*tile), {}))
                     rows.append(row)
                     if writer is not None:
                         writer.append(row)
@@ -743,6 +751,22 @@ def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_prog
         if hasattr(bar, "close"):
             bar.close()
     return pd.DataFrame(rows)
+
+
+def _adreno_columns(tiles, gpu) -> dict:
+    """tile label → Turnip's figures for that tile on Adreno `gpu` (see sweep)."""
+    if gpu is None:
+        return {}
+    from .. import adreno
+    prefix = f"a{gpu}_"
+    if not adreno.is_set_up():
+        empty = {prefix + k: np.nan for k in ("registers", "waves", "occupancy", "spills")}
+        empty[prefix + "note"] = "run `workbench adreno setup` for Turnip's statistics"
+        return {tile_label(*t): empty for t in tiles}
+    table = adreno.conv_pw_adreno_table([tuple(t) for t in tiles], gpu=gpu)
+    return {r["tile"]: {prefix + "registers": r["Registers used"], prefix + "waves": r["Max Waves Per Core"],
+                        prefix + "occupancy": r["occupancy"], prefix + "spills": r["spills"]}
+            for r in table.to_dict("records")}
 
 
 def torch_rows(device, shape, env=None, *, min_time_s: float = 0.2, seed: int = 0) -> list[dict]:

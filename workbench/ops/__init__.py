@@ -11,6 +11,7 @@ _OPS = {
     "q8ta_pixel_shuffle": "shuffle_ops",
     "q8ta_conv2d_pw": "conv_pw",
     "reference_q8ta_conv2d_pw": "conv_pw",
+    "q8ta_conv2d_pw_accumulators": "conv_pw",
     "pack": "layout_ops",
     "unpack": "layout_ops",
 }

@@ -27,7 +27,7 @@ def roofline_figure(roofs: dict, compute: "pd.DataFrame", movement: "pd.DataFram
     fig = Figure(figsize=(12, 4.8), layout="constrained")
     ax, bx = fig.subplots(1, 2, width_ratios=[1.25, 1])
     copy_gbps = roofs["copy_GBps"]
-    x = np.logspace(-2, 4, 200)
+    x = np.logspace(-2, 3, 200)
     for name, peak, style in (("int8 dot peak", roofs.get("int8_GOPs"), "-"),
                               ("fp32 FMA peak", roofs.get("fp32_GFLOPs"), "--")):
         if peak and np.isfinite(peak):
