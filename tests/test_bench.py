@@ -4,6 +4,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from workbench import bench, cli
 from workbench.kernels.copy import CopySpec, record_copy
@@ -51,7 +52,8 @@ def test_writer_keeps_rows_as_they_come(tmp_path):
 def test_bench_copy_rows(device, tmp_path):
     with bench.ResultsWriter(tmp_path / "copy", bench.environment(device)) as writer:
         df = bench.bench_copy(device, [0.25, 1], writer=writer, show_progress=False, min_time_s=0.01)
-    assert set(df["method"]) == {"shader uvec4", "vkCmdCopyBuffer", "torch copy_ (cpu)"}
+    where = "cuda" if device.info.vendor == "NVIDIA" and torch.cuda.is_available() else "cpu"
+    assert set(df["method"]) == {"shader uvec4", "vkCmdCopyBuffer", f"torch copy_ ({where})"}
     assert len(df) == 6 and (df["GB/s"] > 0).all() and (df["samples"] >= 10).all()
     assert (df["bytes"] == (df["size_mib"] * 2**21).astype(int)).all()
     largest = df[(df.timer == "vulkan timestamps") & (df.size_mib == 1)]
