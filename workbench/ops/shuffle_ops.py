@@ -72,15 +72,16 @@ def q8ta_pixel_shuffle(q: torch.Tensor, upscale_factor: int, in_scale: float, in
     ``x·inv_scale + zp`` in one fma).  ``in_layout`` / ``out_layout``: channels-packed int8 layouts (4W4C, 4C1W,
     4C), chosen independently.  Fused-kernel variants: ``specialize_r`` (r a specialization constant; ET-VK passes
     a push constant), ``output_order`` (thread t writes output word t; ET-VK orders threads W_out fastest),
-    ``block`` (the 16-byte block transpose, 4W4C → 4W4C with r = 2 only; None picks it wherever it applies and no
-    other variant was asked for). Returns an int8 tensor of the input's rank.
+    ``block`` (the 16-byte block transpose, 4W4C → 4W4C with r = 2 only; None picks it where it applies, no other
+    variant was asked for and it has at least ``BLOCK_MIN_THREADS`` threads: on an H200 it was slower below that). Returns an int8 tensor of the input's rank.
     """
     _check_tensor(q, "q8ta_pixel_shuffle")
     if q.dtype != torch.int8:
         raise TypeError(f"q8ta_pixel_shuffle expects an int8 tensor (torch.int8), got {q.dtype}")
-    if block is None:
+    if block is None:  # the block kernel runs 4× fewer, 4× fatter threads: it wins once they fill a GPU
         block = (not specialize_r and not output_order and isinstance(upscale_factor, int)
-                 and K.block_applies(in_layout, out_layout, upscale_factor))
+                 and K.block_applies(in_layout, out_layout, upscale_factor)
+                 and K.Q8taPixelShuffleSpec(tuple(q.shape), 2, block=True).threads >= K.BLOCK_MIN_THREADS)
     spec = K.Q8taPixelShuffleSpec(tuple(q.shape), upscale_factor, in_layout, out_layout, in_scale, in_zero_point,
                                   out_scale, out_zero_point, specialize_r=specialize_r,
                                   output_order=output_order, block=block)

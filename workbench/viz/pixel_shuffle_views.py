@@ -327,14 +327,19 @@ def _shape_numel(shape: str) -> int:
     return int(np.prod([int(v) for v in str(shape).split("x")]))
 
 
-def plot_fused_vs_chain(df, in_layout: str = "4W4C", out_layout: str = "4W4C", variant: str = "q8ta_pixel_shuffle"):
-    """GPU time (median, log scale) of the decomposed chain (3 dispatches) and the fused kernel (1 dispatch,
-    shader variant ``variant``) per input shape, one panel per quantization path (passthrough, requant), each fused
-    bar annotated with its speed-up.  ``df``: a ``bench_suite`` DataFrame.  Returns the Figure."""
-    d = df[((df["impl"] == "chain") | ((df["impl"] == "fused") & (df["variant"] == variant)))
+def plot_fused_vs_chain(df, in_layout: str = "4W4C", out_layout: str = "4W4C",
+                        variants=("q8ta_pixel_shuffle", "q8ta_pixel_shuffle_block")):
+    """GPU time (median, log scale) of the decomposed chain (3 dispatches) and of each fused shader variant in
+    ``variants`` (1 dispatch; ET-VK's per-word kernel and the 16-byte block transpose by default) per input shape,
+    one panel per quantization path (passthrough, requant), each fused bar annotated with its speed-up over the
+    chain.  ``df``: a ``bench_suite`` DataFrame.  Returns the Figure."""
+    if isinstance(variants, str):
+        variants = (variants,)
+    d = df[((df["impl"] == "chain") | ((df["impl"] == "fused") & (df["variant"].isin(variants))))
            & (df["in_layout"] == in_layout) & (df["out_layout"] == out_layout)]
     if d.empty:
         raise ValueError(f"no fused / chain rows with layouts {in_layout} → {out_layout} in the frame")
+    variants = [v for v in variants if (d["variant"] == v).any()]
     shapes = sorted(d["shape"].unique(), key=_shape_numel)
     qpaths = [q for q in ("passthrough", "requant") if q in set(d["qpath"])]
     fig = _Figure(figsize=(max(9.0, 1.6 * len(shapes) * len(qpaths) + 2), 4.2))
@@ -342,17 +347,23 @@ def plot_fused_vs_chain(df, in_layout: str = "4W4C", out_layout: str = "4W4C", v
     x = np.arange(len(shapes))
     times = d["median_us"].to_numpy(dtype=float)
     lo, hi = np.nanmin(times), np.nanmax(times)
+    series = [("chain", None, "#e15759", "chain: 3 dispatches")]
+    colors = ("#4e79a7", "#59a14f", "#f28e2b")
+    series += [("fused", v, colors[i % 3], f"fused: 1 dispatch ({v})") for i, v in enumerate(variants)]
+    width = 0.8 / len(series)
     for ax, qpath in zip(axes, qpaths):
         sub = d[d["qpath"] == qpath]
-        per_impl = {impl: sub[sub["impl"] == impl].set_index("shape").reindex(shapes)["median_us"].to_numpy()
-                    for impl in ("chain", "fused")}
-        for k, (impl, color, what) in enumerate((("chain", "#e15759", "chain: 3 dispatches"),
-                                                 ("fused", "#4e79a7", f"fused: 1 dispatch ({variant})"))):
-            ax.bar(x + (k - 0.5) * 0.38, per_impl[impl], width=0.38, color=color, label=what)
-        for xi, (tf, tc) in enumerate(zip(per_impl["fused"], per_impl["chain"])):
-            if np.isfinite(tf) and np.isfinite(tc):
-                ax.text(xi + 0.19, tf * 1.12, f"×{tc / tf:.1f}", ha="center", va="bottom", fontsize=8.5,
-                        fontweight="bold")
+        chain = sub[sub["impl"] == "chain"].set_index("shape").reindex(shapes)["median_us"].to_numpy()
+        for k, (impl, variant, color, what) in enumerate(series):
+            rows = sub[sub["impl"] == impl] if variant is None else sub[sub["variant"] == variant]
+            t = rows.drop_duplicates("shape").set_index("shape").reindex(shapes)["median_us"].to_numpy()
+            offset = (k - (len(series) - 1) / 2) * width
+            ax.bar(x + offset, t, width=width, color=color, label=what)
+            if variant is not None:
+                for xi, (tf, tc) in enumerate(zip(t, chain)):
+                    if np.isfinite(tf) and np.isfinite(tc):
+                        ax.text(xi + offset, tf * 1.12, f"×{tc / tf:.1f}", ha="center", va="bottom", fontsize=7.5,
+                                fontweight="bold")
         ax.set_yscale("log")
         ax.set_ylim(lo / 3, hi * 2.5)
         ax.set_xticks(x, [s.replace("x", "×") for s in shapes], rotation=20, fontsize=8)
@@ -360,9 +371,9 @@ def plot_fused_vs_chain(df, in_layout: str = "4W4C", out_layout: str = "4W4C", v
         ax.grid(axis="y", which="both", alpha=0.25)
     axes[0].set_ylabel("GPU time per run (µs, median)")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8.5, frameon=False)
+    fig.legend(handles, labels, loc="lower center", ncol=len(series), fontsize=8.5, frameon=False)
     device = df["device"].iloc[0] if "device" in df.columns and len(df) else ""
-    fig.suptitle(f"q8ta pixel shuffle: fused kernel vs the dequantize → pixel shuffle → quantize chain\n{device}",
+    fig.suptitle(f"q8ta pixel shuffle: fused kernels vs the dequantize → pixel shuffle → quantize chain\n{device}",
                  fontsize=10)
     fig.subplots_adjust(top=0.84, bottom=0.27, wspace=0.18)
     return fig
