@@ -183,6 +183,7 @@ SUITES = {
     "pixel-shuffle": "workbench.kernels.pixel_shuffle:bench_suite",
     "conv-pw": "workbench.kernels.conv_pw:bench_suite",
     "peak": "workbench.kernels.peak:bench_suite",
+    "quantize-affine": "workbench.kernels.quantize_affine:bench_suite",
 }
 
 

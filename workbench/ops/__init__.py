@@ -12,6 +12,8 @@ _OPS = {
     "q8ta_conv2d_pw": "conv_pw",
     "reference_q8ta_conv2d_pw": "conv_pw",
     "q8ta_conv2d_pw_accumulators": "conv_pw",
+    "quantize_affine": "affine_ops",
+    "dequantize_affine": "affine_ops",
     "pack": "layout_ops",
     "unpack": "layout_ops",
 }
