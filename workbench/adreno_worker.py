@@ -36,71 +36,6 @@ def _device_summary(dev) -> dict:
             "pipeline_executable_properties": bool(info.features.get("pipeline_executable_properties"))}
 
 
-def _statistic_value(stat, vk):
-    fmt = stat.format
-    if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
-        return bool(stat.value.b32)
-    if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
-        return int(stat.value.i64)
-    if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
-        return int(stat.value.u64)
-    return float(stat.value.f64)
-
-
-def read_statistics(dev, pipeline) -> dict:
-    """Every statistic of the pipeline's executables, plus "Subgroup Size" (one executable: plain names).
-
-    Reads them itself rather than through `Pipeline.statistics()`: there the output arrays of the count-then-fill
-    calls are freed when the helper returns (cffi's `array[i]` does not keep the array alive), so a value read
-    afterwards -- the executable's subgroup size, measured: garbage in 6 of 19 pipelines -- may come from reused
-    memory. Here every array stays referenced until its values are copied into Python objects.
-    """
-    import vulkan as vk
-    ffi = vk.ffi
-
-    def function(name):
-        address = vk.lib.vkGetDeviceProcAddr(dev.handle, name.encode())
-        if address == ffi.NULL:
-            raise RuntimeError(f"{dev.info.name} has no {name}")
-        return ffi.cast(f"PFN_{name}", address)
-
-    def fill(fn, info_ptr, struct_name, s_type):
-        count = ffi.new("uint32_t*")
-        if fn(dev.handle, info_ptr, count, ffi.NULL) != vk.VK_SUCCESS:
-            raise RuntimeError(f"{struct_name}: count query failed")
-        items = ffi.new(f"{struct_name}[]", count[0])
-        for i in range(count[0]):
-            items[i].sType = s_type
-        if fn(dev.handle, info_ptr, count, items) != vk.VK_SUCCESS:
-            raise RuntimeError(f"{struct_name}: query failed")
-        return items, count[0]
-
-    get_executables = function("vkGetPipelineExecutablePropertiesKHR")
-    get_statistics = function("vkGetPipelineExecutableStatisticsKHR")
-    pipeline_info = ffi.new("VkPipelineInfoKHR*")
-    pipeline_info.sType = vk.VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR
-    pipeline_info.pipeline = pipeline.handle
-    executables, n_exec = fill(get_executables, pipeline_info, "VkPipelineExecutablePropertiesKHR",
-                               vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR)
-    described = [(ffi.string(executables[i].name).decode(), int(executables[i].subgroupSize))
-                 for i in range(n_exec)]
-    result = {}
-    for index, (exec_name, subgroup_size) in enumerate(described):
-        exec_info = ffi.new("VkPipelineExecutableInfoKHR*")
-        exec_info.sType = vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR
-        exec_info.pipeline = pipeline.handle
-        exec_info.executableIndex = index
-        stats, n_stats = fill(get_statistics, exec_info, "VkPipelineExecutableStatisticKHR",
-                              vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR)
-        prefix = "" if n_exec == 1 else f"{exec_name}: "
-        for i in range(n_stats):
-            result[prefix + ffi.string(stats[i].name).decode()] = _statistic_value(stats[i], vk)
-        result[prefix + "Subgroup Size"] = subgroup_size
-        del stats
-    del executables
-    return result
-
-
 def _run_job(dev, job: dict) -> dict:
     with open(job["spirv"], "rb") as f:
         code = f.read()
@@ -112,7 +47,7 @@ def _run_job(dev, job: dict) -> dict:
         kwargs["required_subgroup_size"] = int(job["required_subgroup_size"])
     pipeline = dev.pipeline(code, **kwargs)
     try:
-        statistics = read_statistics(dev, pipeline)
+        statistics = pipeline.statistics()
         local_size = list(pipeline.local_size)
     finally:
         pipeline.close()

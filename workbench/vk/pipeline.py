@@ -146,8 +146,7 @@ class Pipeline:
                                vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR, info)
             for i in range(len(stats)):
                 result[prefix + vk.ffi.string(stats[i].name).decode()] = _statistic_value(stats[i])
-            if len(executables) == 1:
-                result["Subgroup Size"] = int(executable.subgroupSize)
+            result[prefix + "Subgroup Size"] = int(executable.subgroupSize)
         return result
 
     def check_resources(self, resources) -> None:
