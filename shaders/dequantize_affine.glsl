@@ -5,8 +5,8 @@
 // clamp (torchao clamps only when quantizing).  fp16 outputs round the fp32 result once (float16_t(x) / rgba16f store).
 //
 // Variants (dequantize_affine.yaml): TEXTURE (0: storage buffers, 1: 3-D images, rgba32i input) x HALF (fp16
-// output) x PACK8 (buffers only; 1: int8 / uint8 input packed 4 per int32 word, lane k = linear element 4*word + k;
-// 0: one int32 per element) x UNSIGNED (PACK8 lanes are uint8: zero-extended instead of sign-extended).
+// output) x IN_KIND (buffers only; 0: one int32 per element; 1: int8 packed 4 per int32 word, lane k = linear
+// element 4*word + k, sign-extended; 2: the same with uint8 lanes, zero-extended).
 // Bindings: 0 output, 1 input, 2 scale (float[]), 3 zero_point (int[]), 4 metadata (shared by input and output).
 // Spec constants: 3 the hashed layout of both tensors.  Push constants as quantize_affine.glsl.
 
@@ -17,6 +17,9 @@
 #endif
 
 #include "indexing.glslh"
+
+#define PACK8 (IN_KIND != 0)
+#define UNSIGNED (IN_KIND == 2)
 
 layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 
