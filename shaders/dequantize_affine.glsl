@@ -2,7 +2,9 @@
 // Block-wise affine dequantize (torchao's dequantize_affine, zero-point domain INT):
 //   x = float(q - zp[b]) * scale[b]     (exact int32 difference, one fp32 conversion, one fp32 multiply)
 // with the block id b of quantize_affine.glsl (W fastest: a contiguous [nbN, nbC, nbH, nbW] scale tensor).  No scale
-// clamp (torchao clamps only when quantizing).  fp16 outputs round the fp32 result once (float16_t(x) / rgba16f store).
+// clamp (torchao clamps only when quantizing).  fp16 outputs round the fp32 result once to nearest-even fp16 in
+// round_to_half() (exact fp32 arithmetic), so the final conversion / rgba16f store is exact: Vulkan leaves the
+// rounding of fp32 -> fp16 conversions to the implementation (lavapipe's rgba16f imageStore truncates).
 //
 // Variants (dequantize_affine.yaml): TEXTURE (0: storage buffers, 1: 3-D images, rgba32i input) x HALF (fp16
 // output) x IN_KIND (buffers only; 0: one int32 per element; 1: int8 packed 4 per int32 word, lane k = linear
@@ -46,6 +48,28 @@ float dequantize_one(int q, ivec4 tidx) {
   return float(q - t_zero_point[b]) * t_scale[b];
 }
 
+#if HALF
+// x rounded to the nearest fp16 value (ties to even), as an fp32: scale the fp16 ulp of x to 1 (a power of two:
+// exact), roundEven, scale back.  fp16 has 11 significant bits and its smallest normal exponent is -14 (below,
+// the ulp stays 2^-24: subnormals).  Beyond the largest fp16 (65504) rounding gives +-inf, as RTE does.
+float round_to_half(float x) {
+  if (x == 0.0 || isinf(x) || isnan(x)) {
+    return x;
+  }
+  int e;
+  frexp(x, e);         // |x| in [2^(e-1), 2^e): fp16 exponent e-1, ulp 2^(e-11)
+  e = max(e, -13);     // subnormal fp16: ulp 2^-24
+  const float r = ldexp(roundEven(ldexp(x, 11 - e)), e - 11);
+  if (abs(r) > 65504.0) {
+    return x > 0.0 ? uintBitsToFloat(0x7F800000u) : uintBitsToFloat(0xFF800000u);
+  }
+  return r;
+}
+#define TO_OUT(v) round_to_half(v)
+#else
+#define TO_OUT(v) (v)
+#endif
+
 #if TEXTURE
 
 #if HALF
@@ -68,7 +92,7 @@ void main() {
   [[unroll]] for (int k = 0; k < 4; ++k) {
     const ivec4 t = texel_pos_to_tidx(pos, k, meta.sizes, hl);
     if (tidx_in_bounds(t, meta.sizes)) {
-      x[k] = dequantize_one(q[k], t);
+      x[k] = TO_OUT(dequantize_one(q[k], t));
     }
   }
   imageStore(t_out, pos, x);
@@ -100,7 +124,7 @@ void main() {
 #else
   const int q = t_in[i];
 #endif
-  t_out[i] = T(dequantize_one(q, linear_idx_to_tidx(meta, i, hl)));
+  t_out[i] = T(TO_OUT(dequantize_one(q, linear_idx_to_tidx(meta, i, hl))));
 }
 
 #endif
