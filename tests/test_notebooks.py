@@ -7,11 +7,7 @@ import pytest
 from workbench import notebook as nb
 
 NOTEBOOKS = nb.notebooks()
-VALIDATION_CHECK = (
-    "from workbench.vk import device as _devmod\n"
-    "_messages = [m for inst in _devmod._instances.values() for m in inst.messages]\n"
-    "assert not _messages, 'validation layer reported:\\n' + '\\n'.join(_messages)\n"
-    "print('validation: silent')")
+VALIDATION_CHECK = nb.VALIDATION_CHECK_CELL
 
 
 def test_there_are_notebooks():

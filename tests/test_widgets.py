@@ -133,19 +133,18 @@ def run_with_probe(path, results, cell) -> dict[str, dict]:
     """Execute `path` with FULL = False, then the probe helpers and `cell`; returns the emitted states by tag."""
     require(path)
     with pytest.MonkeyPatch.context() as env:
-        # the kernel runs without the validation layer: test_notebooks.py runs every notebook with it and checks
-        # what it says; here it would only cost time (its messages are not read)
-        env.setenv("WORKBENCH_VALIDATION", "0")
+        env.setenv("WORKBENCH_VALIDATION", "1")  # widget moves run kernels too: the layer must stay silent
         executed = nb.execute(path, parameters={"FULL": False, "RESULTS_DIR": str(results)},
-                              extra_cells=[PROBE, cell], timeout=CELL_TIMEOUT)
+                              extra_cells=[PROBE, cell, nb.VALIDATION_CHECK_CELL], timeout=CELL_TIMEOUT)
+    assert any("validation: silent" in o.get("text", "") for o in executed.cells[-1].outputs)
     states = {}
-    for output in executed.cells[-1].outputs:
+    for output in executed.cells[-2].outputs:
         if output.get("output_type") == "stream":
             for line in output.get("text", "").splitlines():
                 if line.startswith(MARKER):
                     state = json.loads(line[len(MARKER):])
                     states[state["tag"]] = state
-    assert states, f"the probe cell printed no state; its outputs: {executed.cells[-1].outputs}"
+    assert states, f"the probe cell printed no state; its outputs: {executed.cells[-2].outputs}"
     return states
 
 

@@ -76,6 +76,14 @@ def notebooks() -> list[Path]:
     return sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
 
 
+#: A cell tests append to a notebook: fails when the validation layer said anything in this kernel.
+VALIDATION_CHECK_CELL = (
+    "from workbench.vk import device as _devmod\n"
+    "_messages = [m for inst in _devmod._instances.values() for m in inst.messages]\n"
+    "assert not _messages, 'validation layer reported:\\n' + '\\n'.join(_messages)\n"
+    "print('validation: silent')")
+
+
 def inject_parameters(notebook, parameters: dict):
     """Insert a cell with `parameters` after the cell tagged `parameters` (which must exist)."""
     import nbformat
