@@ -87,7 +87,7 @@ def cmd_layout(args) -> int:
 
 def cmd_main(args) -> int:
     """The main job: the device table, the copy roofline, then every notebook with its full parameters."""
-    from . import bench, notebook, vk
+    from . import notebook, vk
     device = vk.get_device() if args.device is None else vk.set_device(args.device)
     out = _results_dir(args, device)
     out.mkdir(parents=True, exist_ok=True)

@@ -1063,7 +1063,6 @@ class _Executor:
 
     def node(self, node: Node):
         from .kernels import conv_pw as CK
-        from .kernels import pipeline_for
         from .kernels import pixel_shuffle as PK
         r = node.repr
         if node.is_transition or (node.op in IDENTITY_OPS and r != node.args[0].repr):

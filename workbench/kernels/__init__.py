@@ -38,3 +38,33 @@ def linear_global_size(device, threads: int, local_x: int) -> tuple[int, int, in
         return (groups * local_x, 1, 1)
     rows = math.ceil(groups / max_groups_x)
     return (max_groups_x * local_x, rows, 1)
+
+
+def storage_global_size(device, layout, sizes, threads: int, local_x: int) -> tuple[int, int, int]:
+    """Texture layouts: one thread per texel (the image extents). Buffers: `threads` laid out by
+    linear_global_size (or rounded up to whole workgroups when no device is given, to describe a dispatch)."""
+    if layout.is_texture:
+        return tuple(int(v) for v in layout.extents(sizes))
+    if device is None:
+        return (math.ceil(threads / local_x) * local_x, 1, 1)
+    return linear_global_size(device, threads, local_x)
+
+
+def texture_local_size(global_size) -> tuple[int, int, int]:
+    """ET-VK's ``ComputeGraph::create_local_wg_size`` for texture dispatches, reproduced literally (§2.2):
+    sort the axes by size (descending, stable), ``l = {8, clamp(d1, 1, 4), clamp(d2, 1, 2)}``, or for a flat
+    dispatch ``{64, 1}`` / ``{16, 4}`` / ``{32, 2}``; the result is ``(l[axis of d0], l[axis of d1], l[axis of d2])``.
+    """
+    g = tuple(int(v) for v in global_size)
+    order = sorted(range(3), key=lambda a: -g[a])
+    d0, d1, d2 = (g[a] for a in order)
+    if d2 == 1:
+        if d1 == 1:
+            loc = [64, 1, 1]
+        elif d1 % 4 == 0:
+            loc = [16, 4, 1]
+        else:
+            loc = [32, 2, 1]
+    else:
+        loc = [8, min(max(d1, 1), 4), min(max(d2, 1), 2)]
+    return tuple(loc[a] for a in order)

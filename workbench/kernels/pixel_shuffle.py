@@ -33,7 +33,7 @@ import numpy as np
 
 from .. import layouts as L
 from ..quant import inverse_scale
-from . import linear_global_size, pipeline_for
+from . import linear_global_size, pipeline_for, storage_global_size, texture_local_size
 
 FLOAT_SHADER = "pixel_shuffle"
 FUSED_SHADER = "q8ta_pixel_shuffle"
@@ -120,26 +120,6 @@ def fused_layout(name, which: str = "input") -> L.Layout:
         raise ValueError(f"q8ta_pixel_shuffle needs a channels-packed int8 {which} layout (packed dim C, block 4): "
                          f"one of {', '.join(FUSED_LAYOUTS)}; got {lay.name} ({what})")
     return lay
-
-
-def texture_local_size(global_size) -> tuple[int, int, int]:
-    """ET-VK's ``ComputeGraph::create_local_wg_size`` for texture dispatches, reproduced literally (§2.2):
-    sort the axes by size (descending, stable), ``l = {8, clamp(d1, 1, 4), clamp(d2, 1, 2)}``, or for a flat
-    dispatch ``{64, 1}`` / ``{16, 4}`` / ``{32, 2}``; the result is ``(l[axis of d0], l[axis of d1], l[axis of d2])``.
-    """
-    g = tuple(int(v) for v in global_size)
-    order = sorted(range(3), key=lambda a: -g[a])
-    d0, d1, d2 = (g[a] for a in order)
-    if d2 == 1:
-        if d1 == 1:
-            loc = [64, 1, 1]
-        elif d1 % 4 == 0:
-            loc = [16, 4, 1]
-        else:
-            loc = [32, 2, 1]
-    else:
-        loc = [8, min(max(d1, 1), 4), min(max(d2, 1), 2)]
-    return tuple(loc[a] for a in order)
 
 
 def is_passthrough(in_scale: float, in_zero_point: int, out_scale: float, out_zero_point: int) -> bool:
@@ -266,11 +246,7 @@ class PixelShuffleSpec:
         return LOCAL_SIZE
 
     def global_size(self, device=None) -> tuple[int, int, int]:
-        if self.storage == "texture":
-            return tuple(self.layout.extents(self.out_sizes))
-        if device is None:
-            return (math.ceil(self.threads / LOCAL_SIZE[0]) * LOCAL_SIZE[0], 1, 1)
-        return linear_global_size(device, self.threads, LOCAL_SIZE[0])
+        return storage_global_size(device, self.layout, self.out_sizes, self.threads, LOCAL_SIZE[0])
 
     @property
     def dispatches(self) -> int:

@@ -48,8 +48,8 @@ import numpy as np
 import torch
 
 from .. import layouts as L
-from . import linear_global_size, pipeline_for
-from .pixel_shuffle import packed_dim_name, texture_local_size
+from . import pipeline_for, storage_global_size, texture_local_size
+from .pixel_shuffle import packed_dim_name
 
 QUANTIZE_SHADER = "quantize_affine"
 DEQUANTIZE_SHADER = "dequantize_affine"
@@ -392,11 +392,7 @@ class AffineSpec:
         return LOCAL_SIZE
 
     def global_size(self, device=None) -> tuple[int, int, int]:
-        if self.storage == "texture":
-            return tuple(self.layout.extents(self.sizes))
-        if device is None:
-            return (math.ceil(self.threads / LOCAL_SIZE[0]) * LOCAL_SIZE[0], 1, 1)
-        return linear_global_size(device, self.threads, LOCAL_SIZE[0])
+        return storage_global_size(device, self.layout, self.sizes, self.threads, LOCAL_SIZE[0])
 
     # -- cost: bytes read + written once each ---------------------------------------------------------------------
     def float_nbytes(self) -> int:

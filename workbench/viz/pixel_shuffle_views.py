@@ -23,7 +23,7 @@ import io
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
-from matplotlib.patches import ConnectionPatch, FancyBboxPatch, Rectangle
+from matplotlib.patches import ConnectionPatch, Rectangle
 
 from workbench import layouts as L
 from workbench.kernels.pixel_shuffle import FUSED_LAYOUTS, fused_layout, output_sizes, source_element

@@ -4,25 +4,24 @@ movement kernels (no arithmetic: packing, pixel shuffle, copies) go on a bandwid
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 from matplotlib.figure import Figure
 
 
-def compute_points(frames) -> "pd.DataFrame":
+def compute_points(frames) -> pd.DataFrame:
     """Rows with ops (2 per MAC) and bytes → intensity and achieved GOP/s."""
-    import pandas as pd
     df = pd.concat([f for f in frames if f is not None and len(f)], ignore_index=True)
     df = df[(df.get("macs", 0) > 0) & df["GOP/s"].notna()].copy()
     df["intensity"] = 2 * df["macs"] / df["bytes"]
     return df
 
 
-def bandwidth_points(frames) -> "pd.DataFrame":
-    import pandas as pd
+def bandwidth_points(frames) -> pd.DataFrame:
     df = pd.concat([f for f in frames if f is not None and len(f)], ignore_index=True)
     return df[(df.get("macs", 0).fillna(0) == 0) & df["GB/s"].notna() & (df.get("kernel") != "copy")].copy()
 
 
-def roofline_figure(roofs: dict, compute: "pd.DataFrame", movement: "pd.DataFrame", *, label_col: str = "label",
+def roofline_figure(roofs: dict, compute: pd.DataFrame, movement: pd.DataFrame, *, label_col: str = "label",
                     device: str = "", max_bars: int = 14) -> Figure:
     fig = Figure(figsize=(12, 4.8), layout="constrained")
     ax, bx = fig.subplots(1, 2, width_ratios=[1.25, 1])
