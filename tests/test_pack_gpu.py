@@ -27,6 +27,26 @@ def test_pack_unpack_matches_numpy(device, layout, sizes):
     np.testing.assert_array_equal(gpu.unpack(device, words, sizes, layout), x)
 
 
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=shapes)
+def test_block_pack_4w4c_matches_numpy(device, sizes):
+    """The 16-byte-block 4W4C packer (unaligned rows, partial width and channel blocks) against the definition."""
+    x = random_int8(sizes, 7 * sum(sizes))
+    spec = gpu.PackSpec("4W4C", sizes, block=True)
+    with device.buffer(gpu._nchw_words(x)) as src, device.buffer(nbytes=4 * spec.num_words) as dst, \
+            device.uniform(spec.definition.buffer_metadata(spec.sizes)) as meta, device.record() as rec:
+        gpu.record_pack(rec, device, spec, dst, src, meta)
+        rec.submit()
+        np.testing.assert_array_equal(dst.download(np.int32), layouts.get_layout("4W4C").pack(x))
+
+
+def test_block_pack_only_for_4w4c():
+    with pytest.raises(ValueError, match="packs NCHW into 4W4C only, got pack 4C1W"):
+        gpu.PackSpec("4C1W", (1, 4, 4, 4), block=True)
+    with pytest.raises(ValueError, match="got unpack 4W4C"):
+        gpu.PackSpec("4W4C", (1, 4, 4, 4), "unpack", block=True)
+
+
 def test_worked_example_on_the_gpu(device):
     """etvk.md §1.12: N=1, C=8, H=2, W=8; mark single elements and find them in the GPU-packed words."""
     table = {  # element (n,c,h,w) → word per layout

@@ -25,12 +25,15 @@ class PackSpec:
     layout: str
     sizes: tuple
     direction: str = "pack"  # or "unpack"
+    block: bool = False      # 4W4C pack only: one 16-byte block per thread (nchw_to_4w4c_block.glsl)
 
     def __post_init__(self):
         if not layouts.get_layout(self.layout).is_int8:
             raise ValueError(f"pack/unpack take an int8x4 layout (4W4C, 4H4W, 4W, 4C, 4C1W), got {self.layout!r}")
         if self.direction not in ("pack", "unpack"):
             raise ValueError(f"direction is 'pack' or 'unpack', got {self.direction!r}")
+        if self.block and (self.direction != "pack" or layouts.get_layout(self.layout).name != "4W4C"):
+            raise ValueError(f"the block kernel packs NCHW into 4W4C only, got {self.direction} {self.layout}")
         object.__setattr__(self, "sizes", normalize_sizes(self.sizes))
 
     @property
@@ -39,6 +42,8 @@ class PackSpec:
 
     @property
     def shader(self) -> str:
+        if self.block:
+            return "nchw_to_4w4c_block"
         return "nchw_to_int8x4" if self.direction == "pack" else "int8x4_to_nchw"
 
     @property
@@ -54,6 +59,8 @@ class PackSpec:
         return -(-self.numel // 4)
 
     def threads(self) -> int:
+        if self.block:
+            return self.num_words // 4
         return self.num_words if self.direction == "pack" else self.nchw_words
 
     def bytes_moved(self) -> int:
@@ -61,7 +68,7 @@ class PackSpec:
         return self.numel + 4 * self.num_words
 
     def spec_constants(self) -> dict:
-        return {3: self.definition.spec_constant()}
+        return {} if self.block else {3: self.definition.spec_constant()}
 
     def reference(self, x):
         return self.definition.pack(x) if self.direction == "pack" else self.definition.unpack(x, self.sizes)
@@ -140,7 +147,7 @@ def _as_int8(x) -> tuple[np.ndarray, bool]:
 def pack(device, x, layout: str):
     """Pack an NCHW int8 tensor into `layout` on the GPU; returns the int32 words (numpy or torch, as given)."""
     a, is_torch = _as_int8(x)
-    spec = PackSpec(layout, a.shape)
+    spec = PackSpec(layout, a.shape, block=layouts.get_layout(layout).name == "4W4C")
     with device.buffer(_nchw_words(a)) as src, device.buffer(nbytes=4 * spec.num_words) as dst, \
             device.uniform(spec.definition.buffer_metadata(spec.sizes)) as meta, device.record("pack") as rec:
         record_pack(rec, device, spec, dst, src, meta)
@@ -226,9 +233,10 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     rows.append(copy_row)
     if writer:
         writer.append(copy_row)
-    jobs = [(layout, direction) for layout in INT8_LAYOUTS for direction in ("pack", "unpack")]
-    for layout, direction in bench.progress(jobs, "pack/unpack", enabled=show_progress):
-        spec = PackSpec(layout, sizes, direction)
+    jobs = [(layout, direction, False) for layout in INT8_LAYOUTS for direction in ("pack", "unpack")]
+    jobs.insert(1, ("4W4C", "pack", True))  # the 16-byte block kernel next to the generic one
+    for layout, direction, block in bench.progress(jobs, "pack/unpack", enabled=show_progress):
+        spec = PackSpec(layout, sizes, direction, block)
         definition = spec.definition
         nchw = _nchw_words(x)
         packed = definition.pack(x)
@@ -244,6 +252,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
         ok = bool(np.array_equal(result[:expected.size], expected))
         row = bench.measurement_row(f"{direction}", env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(),
                                     shape="x".join(map(str, sizes)), layout=layout, direction=direction,
+                                    kernel_variant=spec.shader, label=f"{layout} (block)" if block else layout,
                                     correct=ok, padded_words=spec.num_words)
         row["copy_fraction"] = row["GB/s"] / copy_row["GB/s"]
         rows.append(row)
