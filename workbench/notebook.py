@@ -111,7 +111,11 @@ def execute(path, *, parameters: dict | None = None, extra_cells=(), timeout: in
         notebook.cells.append(nbformat.v4.new_code_cell(source))
     client = NotebookClient(notebook, timeout=timeout, kernel_name=kernel_name,
                             resources={"metadata": {"path": str(path.parent)}})
-    client.execute()
+    try:
+        client.execute()
+    except Exception as exc:  # keep what ran (outputs up to the failing cell) for the caller to save
+        exc.notebook = notebook
+        raise
     return notebook
 
 
