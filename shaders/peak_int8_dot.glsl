@@ -1,11 +1,20 @@
 #version 450
 // Peak packed-int8 dot-product throughput (in the spirit of vkpeak): every thread runs CHAINS independent
-// accumulator chains of OpSDotAccSat (or the portable fallback) for `iterations` rounds. Each dot is 4 MACs.
+// accumulator chains of OpSDotAccSat (SATURATE=1) or OpSDot + add (SATURATE=0), or the portable fallback, for
+// `iterations` rounds. Each dot is 4 MACs.
 // Operands change every round so nothing folds; the sum is stored so nothing is dead.
 #include "int8_dot.glslh"
 
 #ifndef CHAINS
 #define CHAINS 8
+#endif
+#ifndef SATURATE
+#define SATURATE 1
+#endif
+#if SATURATE
+#define DOT dot4x8_acc_sat
+#else
+#define DOT dot4x8_acc
 #endif
 
 layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
@@ -22,7 +31,7 @@ void main() {
   }
   for (int i = 0; i < p.iterations; ++i) {
     for (int c = 0; c < CHAINS; ++c) {
-      acc[c] = dot4x8_acc_sat(a, b + c, acc[c]);
+      acc[c] = DOT(a, b + c, acc[c]);
     }
     a ^= acc[i & (CHAINS - 1)];  // a data dependence per round keeps the loop honest
   }

@@ -1,5 +1,6 @@
 """Pointwise int8 conv (q8ta_conv2d_pw): prepack, exact accumulators for every tile, outputs within 1 LSB for every
 output layout / epilogue / dot-product path, bad input errors, sweep rows, occupancy columns, pictures, explorer."""
+import dataclasses
 from types import SimpleNamespace
 
 import numpy as np
@@ -63,7 +64,7 @@ def test_spec_dispatch_traffic_and_tile_figures():
     assert K.tile_columns(spec.with_tile(1, 1, 1))["tile_macs_per_byte"] == pytest.approx(2.0)
     assert K.pick_local_size((3, 40, 1)) == (4, 16, 1) and K.pick_local_size((40, 3, 1)) == (16, 4, 1)
     table = K.variants(K.SHADER)
-    assert len(table) == 108 and all(K.variant_name(*t, d, a) in table
+    assert len(table) == 216 and all(K.variant_name(*t, d, a) in table
                                      for t in K.ALL_TILES for d in (True, False) for a in (True, False))
     # the rule models: more accumulators -> a higher register bound -> no more occupancy
     small, big = K.model_columns(1, 1, 1), K.model_columns(4, 4, 1)
@@ -99,6 +100,9 @@ def test_every_tile_gives_exact_accumulators(device):
         for tile in K.ALL_TILES:
             got = bufs.run(base.with_tile(*tile), QP)
             assert np.array_equal(got, expected.numpy()), f"accumulators differ for tile {tile}"
+        for tile in ((1, 1, 1), (2, 2, 4), (4, 1, 2)):  # OpSDot + add instead of OpSDotAccSat: the same sums
+            got = bufs.run(dataclasses.replace(base.with_tile(*tile), saturate=False), QP)
+            assert np.array_equal(got, expected.numpy()), f"wrapping accumulators differ for tile {tile}"
 
 
 def test_fallback_dot_product_accumulators(device):
@@ -256,8 +260,10 @@ def test_occupancy_columns_on_this_device_and_on_an_nvidia_like_one(device):
 def test_bench_suite_quick_rows(device, tmp_path):
     with bench.ResultsWriter(tmp_path / "conv", bench.environment(device)) as writer:
         df = K.bench_suite(device, writer, quick=True, show_progress=False)
-    ours = df[df["method"] == "vulkan q8ta_conv2d_pw"]
+    ours = df[(df["method"] == "vulkan q8ta_conv2d_pw") & df["saturate"]]
+    wrap = df[(df["method"] == "vulkan q8ta_conv2d_pw") & (df["saturate"] == False)]  # noqa: E712
     assert len(ours) == len(K.QUICK_TILES) * len(K.QUICK_SHAPES)
+    assert len(wrap) >= 1 and (wrap["max_lsb_diff"] == 0).all() and wrap["variant"].str.contains("_wrap_").all()
     assert set(ours["tile"]) == {K.tile_label(*t) for t in K.QUICK_TILES}
     assert (ours["max_lsb_diff"] <= 1).all() and (ours["median_us"] > 0).all() and (ours["GOP/s"] > 0).all()
     assert (ours["macs"] == K.ConvPwShape.coerce(K.QUICK_SHAPES[0]).macs()).all()

@@ -16,7 +16,13 @@ def test_dot_ext_and_fallback_compute_the_same(device):
         with device.buffer(nbytes=4 * spec.threads) as out:
             peak._run(device, spec, out)
             results.append(out.download(np.int32))
+    for ext in (True, False):  # OpSDot + add and its fallback: no saturation here, so both must agree too
+        spec = peak.PeakSpec("int8_dot", 1024, 37, use_dot_ext=ext, saturate=False)
+        with device.buffer(nbytes=4 * spec.threads) as out:
+            peak._run(device, spec, out)
+            results.append(out.download(np.int32))
     np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_array_equal(results[2], results[3])
     assert np.unique(results[0]).size > 100  # threads really differ: nothing folded to a constant
 
 

@@ -91,10 +91,11 @@ def tile_label(tile_m, tile_n4, tile_k4) -> str:
     return f"M{tile_m}·N{tile_n4}·K{tile_k4}"
 
 
-def variant_name(tile_m, tile_n4, tile_k4, use_dot_ext: bool, accumulators: bool = False) -> str:
+def variant_name(tile_m, tile_n4, tile_k4, use_dot_ext: bool, accumulators: bool = False,
+                 saturate: bool = True) -> str:
     """The YAML variant (shaders/q8ta_conv2d_pw.yaml) of one tile setting and dot-product path."""
     tile_m, tile_n4, tile_k4 = check_tile(tile_m, tile_n4, tile_k4)
-    base = SHADER + ("_acc" if accumulators else "")
+    base = SHADER + ("" if saturate else "_wrap") + ("_acc" if accumulators else "")
     return f"{base}_m{tile_m}_n{tile_n4}_k{tile_k4}_{'dot' if use_dot_ext else 'fallback'}"
 
 
@@ -198,6 +199,7 @@ class ConvPwSpec:
     apply_bias: bool = True
     accumulators: bool = False  # debug build: write raw int32 accumulators (N, H, W, Cout) instead of int8
     local_size: tuple | None = None  # None: ET-VK's rule
+    saturate: bool = True  # OpSDotAccSat as ET-VK; False: OpSDot + a wrapping add (exact for Cin <= 131072)
 
     def __post_init__(self):
         object.__setattr__(self, "shape", ConvPwShape.coerce(self.shape))
@@ -243,7 +245,7 @@ class ConvPwSpec:
     # -- the variant ------------------------------------------------------------------------------------------------
     @property
     def variant(self) -> str:
-        return variant_name(*self.tile, self.use_dot_ext, self.accumulators)
+        return variant_name(*self.tile, self.use_dot_ext, self.accumulators, self.saturate)
 
     def defines(self) -> dict:
         return dict(variants(SHADER)[self.variant])
@@ -678,7 +680,7 @@ def measure(device, bufs: ConvPwBuffers, spec: ConvPwSpec, qparams: QParams = DE
     shape = spec.shape
     row = measurement_row(SHADER, env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(), macs=spec.macs(),
                           method="vulkan q8ta_conv2d_pw", shape=shape.label, **shape.as_dict(),
-                          **tile_columns(spec), variant=spec.variant, use_dot_ext=spec.use_dot_ext,
+                          **tile_columns(spec), variant=spec.variant, use_dot_ext=spec.use_dot_ext, saturate=spec.saturate,
                           out_layout=spec.out_layout, relu=spec.relu, global_size=str(spec.global_size()),
                           local_size=str(local), repeats=repeats, timer="vulkan timestamps")
     row["GMAC/s"] = spec.macs() / (row["median_us"] * 1e3) if row["median_us"] > 0 else np.nan
@@ -699,7 +701,7 @@ def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_prog
           qparams: QParams = DEFAULT_QPARAMS, check: bool = True, min_time_s: float = 0.2,
           max_time_s: float = 10.0, min_samples: int = 10, target_us: float = 2000.0,
           max_repeats: int = 200, seed: int = 0, warmup_s: float | None = None,
-          adreno_gpu: int | None = 740) -> pd.DataFrame:
+          adreno_gpu: int | None = 740, saturate: bool = True) -> pd.DataFrame:
     """Grid of tiles × shapes → one tidy row per (shape, tile), appended to `writer` as it finishes (an
     interrupted sweep keeps what it finished).
 
@@ -732,7 +734,7 @@ def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_prog
             q_input, weight, scales, bias = random_problem(shape, seed)
             packed = prepack_weights(weight, scales, bias)
             expected = reference(q_input, weight, scales, bias, qparams, relu).numpy() if check else None
-            base = ConvPwSpec(shape, out_layout=out_layout, use_dot_ext=use_dot_ext, relu=relu)
+            base = ConvPwSpec(shape, out_layout=out_layout, use_dot_ext=use_dot_ext, relu=relu, saturate=saturate)
             with ConvPwBuffers(device, base, q_input, packed) as bufs:
                 for tile in tiles:
                     if hasattr(bar, "set_postfix_str"):
@@ -826,8 +828,12 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     tiles = QUICK_TILES if quick else SUITE_TILES
     shapes = QUICK_SHAPES if quick else SUITE_SHAPES
     min_time_s = 0.01 if quick else 0.2
-    df = sweep(device, tiles, shapes, writer, show_progress, min_time_s=min_time_s,
-               min_samples=3 if quick else 10, target_us=200.0 if quick else 2000.0)
+    timing = dict(min_time_s=min_time_s, min_samples=3 if quick else 10, target_us=200.0 if quick else 2000.0)
+    df = sweep(device, tiles, shapes, writer, show_progress, **timing)
+    # ET-VK's tiles again with OpSDot + add instead of OpSDotAccSat (exact at these channel counts)
+    wrap_tiles = [t for t in tiles if t[0] == 1 and t[1] <= 2]
+    wrap = sweep(device, wrap_tiles, shapes, writer, show_progress, saturate=False, adreno_gpu=None, **timing)
+    df = pd.concat([df, wrap], ignore_index=True)
     env = environment(device)
     rows = []
     for shape in shapes:

@@ -25,6 +25,7 @@ class PeakSpec:
     iterations: int
     chains: int = 8
     use_dot_ext: bool = True
+    saturate: bool = True  # int8_dot: OpSDotAccSat (ET-VK's choice) or OpSDot + a wrapping add
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -42,6 +43,7 @@ class PeakSpec:
         d = {"CHAINS": self.chains}
         if self.kind == "int8_dot":
             d["USE_INT_DOT_EXT"] = int(self.use_dot_ext)
+            d["SATURATE"] = int(self.saturate)
         return d
 
     def macs(self) -> int:
@@ -53,7 +55,9 @@ class PeakSpec:
     @property
     def label(self) -> str:
         if self.kind == "int8_dot":
-            return "int8 dot (OpSDotAccSat)" if self.use_dot_ext else "int8 dot (portable fallback)"
+            if not self.use_dot_ext:
+                return "int8 dot (portable fallback)" + ("" if self.saturate else ", wrapping")
+            return "int8 dot (OpSDotAccSat)" if self.saturate else "int8 dot (OpSDot + add)"
         return "fp32 fma"
 
 
@@ -81,20 +85,22 @@ def bench_peak(device, writer=None, *, quick: bool = False, show_progress: bool 
     env = bench.environment(device)
     threads = 4096 if quick else default_threads(device)
     target_ms = 1.0 if quick else target_ms
-    cases = [("int8_dot", True), ("int8_dot", False), ("fp32_fma", True)]
+    cases = [("int8_dot", True, True), ("int8_dot", True, False), ("int8_dot", False, True),
+             ("fp32_fma", True, True)]
     if not device.info.features.get("integer_dot_product"):
-        cases = [c for c in cases if c != ("int8_dot", True)]
+        cases = [c for c in cases if not (c[0] == "int8_dot" and c[1])]
     rows = []
     with device.buffer(nbytes=4 * threads, name="peak-out") as out:
-        for kind, ext in bench.progress(cases, "peak", enabled=show_progress):
-            probe = PeakSpec(kind, threads, 16, use_dot_ext=ext)
+        for kind, ext, saturate in bench.progress(cases, "peak", enabled=show_progress):
+            probe = PeakSpec(kind, threads, 16, use_dot_ext=ext, saturate=saturate)
             _run(device, probe, out)  # the first run may include the driver's shader compilation
             probe_ns = max(_run(device, probe, out), 1.0)
             iterations = int(min(1 << 16, max(16, 16 * target_ms * 1e6 / probe_ns)))
-            spec = PeakSpec(kind, threads, iterations, use_dot_ext=ext)
+            spec = PeakSpec(kind, threads, iterations, use_dot_ext=ext, saturate=saturate)
             gpu, host = _run(device, spec, out, samples=True, min_time_s=0.02 if quick else 0.2)
             row = bench.measurement_row("peak", env, gpu, host_ns=host, macs=spec.macs(), method=spec.label,
-                                        kind=kind, threads=threads, iterations=iterations, chains=spec.chains)
+                                        kind=kind, threads=threads, iterations=iterations, chains=spec.chains,
+                                        saturate=saturate)
             row["ops_unit"] = "int8 ops (2 per MAC)" if kind == "int8_dot" else "FLOPs (2 per FMA)"
             rows.append(row)
             if writer:

@@ -50,13 +50,14 @@ def _run(device, spec, x, packed, qparams):
 
 def q8ta_conv2d_pw(q_input, input_scale, input_zero_point, weight_int8, weight_scales, bias, output_scale,
                    output_zero_point, relu=False, tile_m=1, tile_n4=1, tile_k4=1, out_layout="4W4C",
-                   use_dot_ext=None, device=None, *, in_layout="4W4C"):
+                   use_dot_ext=None, device=None, *, in_layout="4W4C", saturate=True):
     """Pointwise int8 conv on the device → int8 NCHW CPU torch tensor (N, Cout, H, W).
 
     `tile_*` ∈ {1, 2, 4} pick the compiled variant; `out_layout` ∈ {4W4C, 4C1W, 4C} the output's device layout
     (the result is unpacked back to NCHW); `use_dot_ext=None` uses the packed dot product when the device has
     shaderIntegerDotProduct. The input is packed to 4W4C (the only input layout the kernel reads; any other
-    `in_layout` is an error)."""
+    `in_layout` is an error). `saturate=False` accumulates with OpSDot + add instead of ET-VK's OpSDotAccSat
+    (the same result for Cin <= 131072; faster where the saturating form is emulated, as on NVIDIA)."""
     import torch
     K.check_tile(tile_m, tile_n4, tile_k4)
     x = _input(q_input)
@@ -64,14 +65,14 @@ def q8ta_conv2d_pw(q_input, input_scale, input_zero_point, weight_int8, weight_s
     qparams = K.QParams(input_scale, input_zero_point, output_scale, output_zero_point)
     dev = _device(device)
     shape = K.ConvPwShape(x.shape[0], x.shape[1], w.shape[0], x.shape[2], x.shape[3])
-    spec = K.ConvPwSpec(shape, tile_m, tile_n4, tile_k4, out_layout=out_layout, in_layout=in_layout,
+    spec = K.ConvPwSpec(shape, tile_m, tile_n4, tile_k4, out_layout=out_layout, in_layout=in_layout, saturate=saturate,
                         use_dot_ext=_use_dot_ext(dev, use_dot_ext), relu=bool(relu), apply_bias=bias is not None)
     packed = K.prepack_weights(w, weight_scales, bias)
     return torch.from_numpy(_run(dev, spec, x, packed, qparams))
 
 
 def q8ta_conv2d_pw_accumulators(q_input, weight_int8, tile_m=1, tile_n4=1, tile_k4=1, use_dot_ext=None,
-                                device=None):
+                                device=None, saturate=True):
     """The raw int32 accumulators Σ_ic q_in·w of the same kernel (its WRITE_ACCUMULATORS debug build) → int32
     NCHW CPU torch tensor; must equal `reference_q8ta_conv2d_pw_accumulators` exactly."""
     import torch
@@ -81,7 +82,7 @@ def q8ta_conv2d_pw_accumulators(q_input, weight_int8, tile_m=1, tile_n4=1, tile_
     dev = _device(device)
     shape = K.ConvPwShape(x.shape[0], x.shape[1], w.shape[0], x.shape[2], x.shape[3])
     spec = K.ConvPwSpec(shape, tile_m, tile_n4, tile_k4, use_dot_ext=_use_dot_ext(dev, use_dot_ext),
-                        accumulators=True)
+                        accumulators=True, saturate=saturate)
     packed = K.prepack_weights(w)
     qparams = K.QParams(1.0, 0, 1.0, 0)  # unused by the accumulator build
     return torch.from_numpy(_run(dev, spec, x, packed, qparams))
