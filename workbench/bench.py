@@ -257,6 +257,35 @@ def bench_copy(device, sizes_mib=COPY_SIZES_MIB, *, writer: ResultsWriter | None
     return pd.DataFrame(rows)
 
 
+def copy_bytes_for(bytes_moved: int) -> int:
+    """The copy with a kernel's traffic: half its bytes (read once, written once), a multiple of 16."""
+    return max(16, (int(bytes_moved) // 2 + 15) // 16 * 16)
+
+
+class CopyAtTraffic:
+    """The copy roofline at the traffic of each kernel of a suite: every distinct byte count the kernels move is
+    copied once (bench_copy) up front, and `annotate` puts the matching copy figures beside a kernel's row."""
+
+    def __init__(self, device, bytes_moved, *, quick: bool = False, show_progress: bool = True):
+        sizes = sorted({copy_bytes_for(b) for b in bytes_moved})
+        self.frame = bench_copy(device, [s / 2**20 for s in sizes], show_progress=show_progress,
+                                min_time_s=0.005 if quick else 0.2, repeats=2 if quick else None)
+        self.frame["copy_bytes"] = (self.frame["size_mib"] * 2**20).round().astype(np.int64) // 16 * 16
+        vulkan = self.frame[self.frame["timer"] == "vulkan timestamps"]
+        self.best = vulkan.groupby("copy_bytes")["GB/s"].max().to_dict()
+        self.shader = self.frame[self.frame["method"] == "shader uvec4"].groupby("copy_bytes")["GB/s"].max().to_dict()
+
+    def annotate(self, row: dict, bytes_moved: int) -> dict:
+        """copy_GBps (best Vulkan copy: shader or vkCmdCopyBuffer), copy_fraction, and the same against the uvec4
+        shader copy alone (the roof of a compute shader)."""
+        key = copy_bytes_for(bytes_moved)
+        row["copy_GBps"] = self.best.get(key, np.nan)
+        row["copy_fraction"] = row["GB/s"] / row["copy_GBps"]
+        row["shader_copy_GBps"] = self.shader.get(key, np.nan)
+        row["shader_copy_fraction"] = row["GB/s"] / row["shader_copy_GBps"]
+        return row
+
+
 def copy_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True) -> pd.DataFrame:
     sizes = (1, 4, 16) if quick else COPY_SIZES_MIB
     return bench_copy(device, sizes, writer=writer, show_progress=show_progress,

@@ -887,11 +887,6 @@ def _torch_timer(device, shape, r, what):
     return where, fn, sync, on_cuda, nbytes
 
 
-def _copy_bytes(bytes_moved: int) -> int:
-    """The copy with the same traffic: half the bytes (read once, written once), a multiple of 16."""
-    return max(16, (bytes_moved // 2 + 15) // 16 * 16)
-
-
 def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True):
     """Pixel shuffle benchmarks on ``device`` → a tidy DataFrame (one row per measurement; rows also go to
     ``writer`` as they are measured).
@@ -931,16 +926,12 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     else:
         sample_kw = dict(min_time_s=0.2)
 
-    # The copy roofline at the traffic of every kernel.
-    copy_sizes = sorted({_copy_bytes(c.spec.bytes_moved()) for c in cases if c.spec is not None})
-    copy_df = bench.bench_copy(device, [s / 2**20 for s in copy_sizes], show_progress=show_progress,
-                               min_time_s=sample_kw["min_time_s"], repeats=2 if quick else None)
-    copy_df["copy_bytes"] = (copy_df["size_mib"] * 2**20).round().astype(np.int64) // 16 * 16
+    copies = bench.CopyAtTraffic(device, [c.spec.bytes_moved() for c in cases if c.spec is not None], quick=quick,
+                                 show_progress=show_progress)
+    copy_df = copies.frame
     copy_df["impl"] = "copy"
     copy_df["path"] = "copy"
     copy_df["shape_set"] = "copy"
-    best_copy = copy_df[copy_df["timer"] == "vulkan timestamps"].groupby("copy_bytes")["GB/s"].max().to_dict()
-    shader_copy = copy_df[copy_df["method"] == "shader uvec4"].groupby("copy_bytes")["GB/s"].max().to_dict()
     rows = []
 
     def emit(row):
@@ -999,10 +990,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
                         local_size=str(LOCAL_SIZE))
             torch_key = "quantized chain" if f.path == "requant" else "int8"
         row = bench.measurement_row(kernel, env, gpu, host_ns=host, bytes_moved=bytes_moved, macs=0, **info)
-        row["copy_GBps"] = best_copy.get(_copy_bytes(bytes_moved), np.nan)
-        row["copy_fraction"] = row["GB/s"] / row["copy_GBps"]
-        row["shader_copy_GBps"] = shader_copy.get(_copy_bytes(bytes_moved), np.nan)
-        row["shader_copy_fraction"] = row["GB/s"] / row["shader_copy_GBps"]
+        copies.annotate(row, bytes_moved)
         t = torch_us.get((row["shape"], torch_key), np.nan)
         row["torch_us"] = t
         row["vs_torch"] = t / row["median_us"]

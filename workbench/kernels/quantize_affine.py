@@ -607,10 +607,6 @@ def _bench_specs(quick: bool) -> list[AffineSpec]:
     return specs
 
 
-def _copy_bytes(bytes_moved: int) -> int:
-    return max(16, (bytes_moved // 2 + 15) // 16 * 16)
-
-
 def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True):
     """Quantize / dequantize benchmarks → a tidy DataFrame (rows also go to ``writer``).
 
@@ -629,13 +625,10 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     env = bench.environment(device)
     specs = _bench_specs(quick)
     sample_kw = dict(min_time_s=0.005, min_samples=3, max_samples=5, warmup=1) if quick else dict(min_time_s=0.2)
-    copy_sizes = sorted({_copy_bytes(s.bytes_moved()) for _, s in specs})
-    copy_df = bench.bench_copy(device, [b / 2**20 for b in copy_sizes], show_progress=show_progress,
-                               min_time_s=sample_kw["min_time_s"], repeats=2 if quick else None)
-    copy_df["copy_bytes"] = (copy_df["size_mib"] * 2**20).round().astype(np.int64) // 16 * 16
+    copies = bench.CopyAtTraffic(device, [s.bytes_moved() for _, s in specs], quick=quick,
+                                 show_progress=show_progress)
+    copy_df = copies.frame
     copy_df["op"] = "copy"
-    best_copy = copy_df[copy_df["timer"] == "vulkan timestamps"].groupby("copy_bytes")["GB/s"].max().to_dict()
-    shader_copy = copy_df[copy_df["method"] == "shader uvec4"].groupby("copy_bytes")["GB/s"].max().to_dict()
     rows = []
 
     def emit(row):
@@ -660,11 +653,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
             shape="x".join(map(str, spec.shape)), float_dtype=spec.float_dtype, quant_dtype=spec.quant_dtype,
             threads=spec.threads, repeats=reps, bytes_read=spec.bytes_read(), bytes_written=spec.bytes_written(),
             global_size=str(spec.global_size(device)), local_size=str(spec.local_size), timer="vulkan timestamps")
-        cb = _copy_bytes(moved)
-        row["copy_GBps"] = best_copy.get(cb, np.nan)
-        row["copy_fraction"] = row["GB/s"] / row["copy_GBps"]
-        row["shader_copy_GBps"] = shader_copy.get(cb, np.nan)
-        row["shader_copy_fraction"] = row["GB/s"] / row["shader_copy_GBps"]
+        copies.annotate(row, moved)
         emit(row)
     return pd.DataFrame(rows)
 
