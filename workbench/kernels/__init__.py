@@ -68,3 +68,45 @@ def texture_local_size(global_size) -> tuple[int, int, int]:
     else:
         loc = [8, min(max(d1, 1), 4), min(max(d2, 1), 2)]
     return tuple(loc[a] for a in order)
+
+
+class DeviceResources:
+    """Owns the device objects made for a kernel's runs; close() (or `with`) releases them, newest first."""
+
+    def __init__(self, device):
+        self.device = device
+        self._owned = []
+
+    def _own(self, obj):
+        self._owned.append(obj)
+        return obj
+
+    def close(self):
+        for obj in reversed(self._owned):
+            obj.close()
+        self._owned.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class KernelRun(DeviceResources):
+    """A spec bound to its resources: subclasses allocate them and define record(rec); run() submits once."""
+
+    def _dispatch(self, rec, spec, resources, label):
+        pipeline = pipeline_for(self.device, spec.shader, defines=spec.defines or None,
+                                spec_constants=spec.spec_constants(), local_size=spec.local_size)
+        rec.dispatch(pipeline, resources, spec.global_size(self.device), spec.push_constants(), label=label)
+
+    def record(self, rec, label: str | None = None):
+        raise NotImplementedError
+
+    def run(self) -> float | None:
+        """Record, submit once, wait; returns the GPU time in ns (None without timestamps)."""
+        with self.device.record(type(self).__name__) as rec:
+            self.record(rec)
+            rec.submit()
+        return rec.gpu_ns

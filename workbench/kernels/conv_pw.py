@@ -52,7 +52,7 @@ from .. import layouts as L
 from .. import occupancy as occ
 from ..quant import inverse_scale
 from ..shaders import variants
-from . import pipeline_for
+from . import DeviceResources, pipeline_for
 
 SHADER = "q8ta_conv2d_pw"
 TILE_VALUES = (1, 2, 4)
@@ -459,7 +459,7 @@ def reference(q_input, weight, weight_scales, bias, qparams: QParams, relu: bool
 # Device resources and dispatch
 # ----------------------------------------------------------------------------------------------------------------
 
-class ConvPwBuffers:
+class ConvPwBuffers(DeviceResources):
     """Every buffer one conv needs on a device. Tile-independent: one set serves every tile setting of the same
     shape, output layout and output kind (int8 or accumulators)."""
 
@@ -472,13 +472,12 @@ class ConvPwBuffers:
         if (packed.out_channels, packed.in_channels) != (spec.shape.out_channels, spec.shape.in_channels):
             raise ValueError(f"weights are {packed.out_channels}x{packed.in_channels}, the spec wants "
                              f"{spec.shape.out_channels}x{spec.shape.in_channels}")
-        self.device = device
+        super().__init__(device)
         self.shape = spec.shape
         self.out_layout = spec.out_layout
         self.accumulators = spec.accumulators
         in_layout = L.get_layout(spec.in_layout)
         out_layout = L.get_layout(spec.out_layout)
-        self._owned = []
         try:
             self.inp = self._own(device.buffer(in_layout.pack(x), name="conv_pw input"))
             self.out = self._own(device.buffer(nbytes=spec.output_nbytes(), name="conv_pw output"))
@@ -493,10 +492,6 @@ class ConvPwBuffers:
         except Exception:
             self.close()
             raise
-
-    def _own(self, buf):
-        self._owned.append(buf)
-        return buf
 
     def check(self, spec: ConvPwSpec):
         if spec.shape != self.shape or spec.out_layout != self.out_layout or spec.accumulators != self.accumulators:
@@ -531,17 +526,6 @@ class ConvPwBuffers:
             self.record(rec, spec, qparams, pipeline)
             rec.submit()
         return self.read_output(spec)
-
-    def close(self):
-        for buf in self._owned:
-            buf.close()
-        self._owned = []
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ import numpy as np
 
 from .. import layouts as L
 from ..quant import inverse_scale
-from . import linear_global_size, pipeline_for, storage_global_size, texture_local_size
+from . import KernelRun, linear_global_size, storage_global_size, texture_local_size
 
 FLOAT_SHADER = "pixel_shuffle"
 FUSED_SHADER = "q8ta_pixel_shuffle"
@@ -613,46 +613,11 @@ def _to_torch(a):
     return torch.from_numpy(np.ascontiguousarray(a))
 
 
-class _Run:
-    """Owns device resources; close() releases them (also a context manager)."""
-
-    def __init__(self, device):
-        self.device = device
-        self._owned = []
-
-    def _own(self, obj):
-        self._owned.append(obj)
-        return obj
-
-    def _dispatch(self, rec, spec, resources, label):
-        pipeline = pipeline_for(self.device, spec.shader, defines=spec.defines or None,
-                                spec_constants=spec.spec_constants(), local_size=spec.local_size)
-        rec.dispatch(pipeline, resources, spec.global_size(self.device), spec.push_constants(), label=label)
-
-    def run(self) -> float | None:
-        """Record, submit once, wait; returns the GPU time in ns (None without timestamps)."""
-        with self.device.record(type(self).__name__) as rec:
-            self.record(rec)
-            rec.submit()
-        return rec.gpu_ns
-
-    def close(self):
-        for obj in reversed(self._owned):
-            obj.close()
-        self._owned.clear()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
 def _random_words(count: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(-2**31, 2**31, count, dtype=np.int64).astype(np.int32)
 
 
-class PixelShuffleRun(_Run):
+class PixelShuffleRun(KernelRun):
     """Float pixel shuffle on a device.  ``x``: NCHW numpy / torch tensor (unsqueezed to 4-D), or None for random
     raw content (benchmarks)."""
 
@@ -700,7 +665,7 @@ class PixelShuffleRun(_Run):
         return _to_torch(lay.from_buffer(flat, spec.out_sizes))
 
 
-class Q8taPixelShuffleRun(_Run):
+class Q8taPixelShuffleRun(KernelRun):
     """The fused kernel on a device.  ``q``: int8 NCHW tensor, or None for random words (benchmarks)."""
 
     def __init__(self, device, spec: Q8taPixelShuffleSpec, q=None, seed: int = 0):
@@ -737,7 +702,7 @@ def _packed_input(layout, sizes, q, seed):
     return lay.pack(a.reshape(sizes))
 
 
-class Q8taChainRun(_Run):
+class Q8taChainRun(KernelRun):
     """The decomposed chain on a device: 3 dispatches, buffers q_in → f_in → f_out → q_out."""
 
     LABELS = (DEQUANTIZE_SHADER, "pixel_shuffle_buffer_float", QUANTIZE_SHADER)

@@ -48,7 +48,7 @@ import numpy as np
 import torch
 
 from .. import layouts as L
-from . import pipeline_for, storage_global_size, texture_local_size
+from . import KernelRun, storage_global_size, texture_local_size
 from .pixel_shuffle import packed_dim_name
 
 QUANTIZE_SHADER = "quantize_affine"
@@ -437,16 +437,15 @@ def _pad_to(a: np.ndarray, multiple_bytes: int = 16) -> np.ndarray:
     return out
 
 
-class AffineRun:
+class AffineRun(KernelRun):
     """A spec bound to device resources.  ``data``: the input (float tensor for quantize, quantized tensor of
     ``spec.quant_dtype`` for dequantize, of ``spec.shape``) or None for random content (benchmarks);
     ``scale`` / ``zero_point``: one per block (None: random / zeros).  ``record(rec)`` adds the dispatch,
     ``run()`` submits it once, ``output()`` downloads the result as a torch tensor of ``spec.shape``."""
 
     def __init__(self, device, spec: AffineSpec, data=None, scale=None, zero_point=None, seed: int = 0):
-        self.device = device
+        super().__init__(device)
         self.spec = spec
-        self._owned = []
         if spec.half and spec.storage == "buffer":
             device.require("storage_buffer_16bit")  # MissingFeatureError naming the feature and the device
         rng = np.random.default_rng(seed)
@@ -469,10 +468,6 @@ class AffineRun:
         except Exception:
             self.close()
             raise
-
-    def _own(self, obj):
-        self._owned.append(obj)
-        return obj
 
     def _make_io(self, data):
         spec, dev, lay = self.spec, self.device, self.spec.layout
@@ -505,17 +500,8 @@ class AffineRun:
             self.out = self._own(dev.buffer(nbytes=max(16, -(-nbytes // 16) * 16), name="affine-out"))
 
     def record(self, rec, label: str | None = None):
-        spec = self.spec
-        pipeline = pipeline_for(self.device, spec.shader, defines=spec.defines,
-                                spec_constants=spec.spec_constants(), local_size=spec.local_size)
-        rec.dispatch(pipeline, [self.out, self.inp, self.params, self.zero_points, self.meta],
-                     spec.global_size(self.device), spec.push_constants(), label=label or spec.variant)
-
-    def run(self):
-        with self.device.record(self.spec.variant) as rec:
-            self.record(rec)
-            rec.submit()
-        return rec.gpu_ns
+        self._dispatch(rec, self.spec, [self.out, self.inp, self.params, self.zero_points, self.meta],
+                       label or self.spec.variant)
 
     def output(self) -> torch.Tensor:
         spec, lay = self.spec, self.spec.layout
@@ -536,18 +522,6 @@ class AffineRun:
             flat = self.out.download(FLOAT_DTYPES[spec.float_dtype][1])[: spec.numel]
         out = lay.from_buffer(np.ascontiguousarray(flat), spec.sizes)
         return torch.from_numpy(np.ascontiguousarray(out)).reshape(spec.shape)
-
-    def close(self):
-        for obj in reversed(self._owned):
-            obj.close()
-        self._owned.clear()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
 
 # ---------------------------------------------------------------------------------------------------------------------
 # The reference's test cases (§4.3)
