@@ -110,6 +110,8 @@ def test_bad_input(device):
         gpu.pack(device, np.zeros((1, 4, 4, 4), np.float32), "4W4C")
     with pytest.raises(ValueError):
         layouts.get_layout("5X5Y")
+    with pytest.raises(ValueError, match="direction is 'to_texture' or 'from_texture', got 'sideways'"):
+        gpu.TextureSpec("CHANNELS_PACKED_TEXTURE", (1, 4, 4, 4), direction="sideways")
 
 
 def test_pack_bench_quick(device):

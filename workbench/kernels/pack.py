@@ -87,6 +87,8 @@ class TextureSpec:
             raise ValueError(f"texture transfers take a texture layout, got {self.layout!r}")
         if self.dtype not in IMAGE_FORMATS:
             raise ValueError(f"texture dtype must be one of {sorted(IMAGE_FORMATS)}, got {self.dtype!r}")
+        if self.direction not in ("to_texture", "from_texture"):
+            raise ValueError(f"direction is 'to_texture' or 'from_texture', got {self.direction!r}")
         object.__setattr__(self, "sizes", normalize_sizes(self.sizes))
 
     @property
