@@ -17,7 +17,7 @@ import vulkan as vk
 
 from .errors import FenceTimeoutError
 from .memory import Buffer, Image
-from .pipeline import Pipeline
+from .pipeline import DESCRIPTOR_TYPES, Pipeline
 
 ALL_ACCESS = (vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT
               | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
@@ -104,7 +104,7 @@ class Recording:
         counts: dict[int, int] = {}
         for c in dispatches:
             for b in c.pipeline.bindings:
-                t = _descriptor_type(b.kind)
+                t = DESCRIPTOR_TYPES[b.kind]
                 counts[t] = counts.get(t, 0) + 1
         sets = []
         if dispatches:
@@ -235,11 +235,6 @@ class Recording:
             self.close()
 
 
-def _descriptor_type(kind: str) -> int:
-    from .pipeline import DESCRIPTOR_TYPES
-    return DESCRIPTOR_TYPES[kind]
-
-
 def _write_descriptors(device_handle, descriptor_set, command: _Command):
     writes = []
     keep = []  # the info structs must outlive vkUpdateDescriptorSets
@@ -248,11 +243,11 @@ def _write_descriptors(device_handle, descriptor_set, command: _Command):
             info = vk.VkDescriptorImageInfo(imageView=r.view, imageLayout=vk.VK_IMAGE_LAYOUT_GENERAL)
             keep.append(info)
             writes.append(vk.VkWriteDescriptorSet(dstSet=descriptor_set, dstBinding=b.binding, descriptorCount=1,
-                                                  descriptorType=_descriptor_type(b.kind), pImageInfo=[info]))
+                                                  descriptorType=DESCRIPTOR_TYPES[b.kind], pImageInfo=[info]))
         else:
             info = vk.VkDescriptorBufferInfo(buffer=r.handle, offset=0, range=0xFFFFFFFFFFFFFFFF)
             keep.append(info)
             writes.append(vk.VkWriteDescriptorSet(dstSet=descriptor_set, dstBinding=b.binding, descriptorCount=1,
-                                                  descriptorType=_descriptor_type(b.kind), pBufferInfo=[info]))
+                                                  descriptorType=DESCRIPTOR_TYPES[b.kind], pBufferInfo=[info]))
     if writes:
         vk.vkUpdateDescriptorSets(device_handle, len(writes), writes, 0, None)
