@@ -49,6 +49,12 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   index=(); [[ -n "${WORKBENCH_TORCH_INDEX:-}" ]] && index=(--extra-index-url "$WORKBENCH_TORCH_INDEX")
   # torch pinned to a CPU build: an unpinned torch may pull a multi-GB CUDA build.
   "${pip[@]}" "${index[@]}" "torch==2.13.0"
+  # ExecuTorch's Python (VulkanPartitioner, TagMemoryMetaPass, the shader codegen gen_vulkan_spv.py) and torchao as
+  # the quantization reference. executorch goes in without its dependency list: that list pulls coremltools,
+  # scikit-learn, hydra-core, pytorch-tokenizers … (none needed to lower to Vulkan or to expand shaders) and could
+  # replace the CPU torch; the few it needs here are in pyproject.toml.
+  "${pip[@]}" "${index[@]}" "torchao==0.18.0"
+  "${pip[@]}" --no-deps "executorch==1.5.1"
   "${pip[@]}" "${index[@]}" -e ".$extras"
   echo "$want" > "$stamp"
 fi
