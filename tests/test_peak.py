@@ -7,33 +7,62 @@ from workbench.kernels import peak
 from workbench.viz.roofline import bandwidth_points, compute_points, roofline_figure
 
 
-def test_dot_ext_and_fallback_compute_the_same(device):
-    """The peak loop's result is stored: the OpSDotAccSat path and the portable fallback must agree exactly."""
-    device.require("integer_dot_product")
-    results = []
-    for ext in (True, False):
-        spec = peak.PeakSpec("int8_dot", 1024, 37, use_dot_ext=ext)
-        with device.buffer(nbytes=4 * spec.threads) as out:
-            peak._run(device, spec, out)
-            results.append(out.download(np.int32))
-    for ext in (True, False):  # OpSDot + add and its fallback: no saturation here, so both must agree too
-        spec = peak.PeakSpec("int8_dot", 1024, 37, use_dot_ext=ext, saturate=False)
-        with device.buffer(nbytes=4 * spec.threads) as out:
-            peak._run(device, spec, out)
-            results.append(out.download(np.int32))
-    np.testing.assert_array_equal(results[0], results[1])
-    np.testing.assert_array_equal(results[2], results[3])
-    assert np.unique(results[0]).size > 100  # threads really differ: nothing folded to a constant
+@pytest.mark.parametrize("kind,ext,saturate", [("int8_dot", True, True), ("int8_dot", True, False),
+                                                ("int8_dot", False, True), ("fp32_fma", True, True)])
+def test_probe_does_exactly_the_counted_work(device, kind, ext, saturate):
+    """The stored result equals the host's replay of exactly iterations x UNROLL x CHAINS instructions per chain:
+    a probe that did fewer (folded, hoisted, dead) or more would store something else. fp32 with mul = add = 1:
+    every chain ends at its start + its fma count, a hand count."""
+    if ext:
+        device.require("integer_dot_product")
+    spec = peak.PeakSpec(kind, 512, 3, chains=4, unroll=2, local_size=64, use_dot_ext=ext, saturate=saturate)
+    kw = {"mul": 1.0, "add": 1.0} if kind == "fp32_fma" else {}
+    with device.buffer(nbytes=4 * spec.threads) as out:
+        peak._run(device, spec, out, push=spec.push_constants(**kw))
+        got = out.download(np.float32 if kind == "fp32_fma" else np.int32)
+    np.testing.assert_array_equal(got, peak.reference(spec, **kw))
+    if kind == "fp32_fma":  # hand count: thread t, chain c starts at (t & 255) + c and gains 1 per fma
+        t = np.arange(spec.threads)
+        hand = sum((t & 255) + c + spec.iterations * spec.unroll for c in range(spec.chains))
+        np.testing.assert_array_equal(got, hand.astype(np.float32))
+    else:
+        assert np.unique(got).size > 100  # threads really differ: nothing folded to a constant
 
 
 def test_peak_spec_counts_and_errors():
-    spec = peak.PeakSpec("int8_dot", 512, 10, chains=8)
-    assert spec.macs() == 512 * 10 * 8 * 4
-    assert peak.PeakSpec("fp32_fma", 512, 10).macs() == 512 * 10 * 8
+    spec = peak.PeakSpec("int8_dot", 512, 10, chains=8, unroll=4)
+    assert spec.instructions_per_thread() == 10 * 4 * 8
+    assert spec.macs() == 512 * 10 * 4 * 8 * 4  # 4 MACs per packed dot
+    assert peak.PeakSpec("fp32_fma", 512, 10, chains=16, unroll=8).macs() == 512 * 10 * 8 * 16
     with pytest.raises(ValueError, match="peak kind must be one of"):
         peak.PeakSpec("tensor_core", 512, 1)
-    with pytest.raises(ValueError, match="multiple of 256"):
+    with pytest.raises(ValueError, match="multiple of the local size 256"):
         peak.PeakSpec("fp32_fma", 100, 1)
+    with pytest.raises(ValueError, match="local_size must be"):
+        peak.PeakSpec("fp32_fma", 96, 1, local_size=96)
+
+
+def test_shader_counts_the_instructions_it_claims():
+    """The compiled probe holds CHAINS x UNROLL dot / fma instructions in its loop (glslc unrolls them)."""
+    from workbench.shaders import compile_shader
+    import subprocess, shutil
+    dis = shutil.which("spirv-dis")
+    if not dis:
+        pytest.skip("spirv-dis not installed")
+    for kind, opcode in (("int8_dot", "OpSDot"), ("fp32_fma", "Fma")):
+        spec = peak.PeakSpec(kind, 256, 1, chains=16, unroll=4, saturate=False)
+        spv = compile_shader(spec.shader, defines=spec.defines())
+        text = subprocess.run([dis, "-"], input=spv.code, capture_output=True).stdout.decode()
+        assert text.count(opcode) == 16 * 4, (kind, text.count(opcode))
+
+
+def test_theoretical_rates():
+    from workbench.kernels.device_limits import DeviceLimits, theoretical_gops
+    h200 = DeviceLimits(arch="sm_90", sm_count=132, warps_per_sm=64, clock_mhz=1980.0)
+    assert h200.resident_threads == 132 * 2048
+    assert theoretical_gops(h200, "fp32_fma") == pytest.approx(132 * 128 * 2 * 1.98)  # 66.9 TFLOP/s
+    assert theoretical_gops(h200, "int8_dot") == pytest.approx(132 * 64 * 8 * 1.98)   # 133.8 TOP/s
+    assert np.isnan(theoretical_gops(DeviceLimits(), "int8_dot"))  # unknown device: no guess
 
 
 def test_peak_suite_quick(device):
@@ -42,8 +71,11 @@ def test_peak_suite_quick(device):
     assert set(peaks["kind"]) == {"int8_dot", "fp32_fma"} and (peaks["GOP/s"] > 0).all()
     checks = df[df["suite"] == "instrument check"]
     assert len(checks) >= 1 and checks["a_us"].gt(0).all() and checks["b_us"].gt(0).all()
+    assert peaks.groupby("method")["best"].sum().eq(1).all()  # one roof per probe
+    assert {"theoretical_GOPs", "probe_fraction", "limits_sm_count", "local_size", "chains"} <= set(peaks.columns)
     roofs = peak.roofs(df[df["suite"] == "copy"], peaks)
     assert roofs["copy_GBps"] > 0 and roofs["int8_GOPs"] > 0 and roofs["fp32_GFLOPs"] > 0
+    assert roofs["int8_GOPs"] == max(roofs["int8_sat_GOPs"], roofs["int8_wrap_GOPs"], peaks[peaks["kind"] == "int8_dot"]["GOP/s"].max())
 
 
 def test_roofline_figure():

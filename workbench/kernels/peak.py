@@ -1,8 +1,12 @@
-"""The device's roofs: peak packed-int8 dot throughput, peak fp32 FMA throughput (with the copy bandwidth from
-`workbench.bench`), and a check of the timing instruments.
+"""The device's roofs: peak packed-int8 dot throughput (both forms), peak fp32 FMA throughput (with the copy
+bandwidth from `workbench.bench`), each against the device's theoretical rate where derivable, and a check of the
+timing instruments.
 
-Each peak kernel runs CHAINS independent dependency chains per thread; the iteration count is scaled from a probe
-run so that one dispatch takes about `target_ms` (ET-VK's probe-then-scale, which also keeps clocks up).
+A probe is a true roof only if nothing a kernel can do runs faster, so each probe is built the way vkpeak / clpeak
+build theirs: CHAINS independent accumulator chains per thread (no chain waits on another), UNROLL rounds per loop
+trip (the loop's own instructions cost nothing), operands the compiler cannot know or hoist, enough threads for
+several full waves of resident threads (SMs x warps per SM x 32 where the device says), and a sweep over local
+size x CHAINS keeping the best. The iteration count is scaled so that one dispatch takes about `target_ms`.
 """
 from __future__ import annotations
 
@@ -13,44 +17,60 @@ import numpy as np
 import pandas as pd
 
 from . import pipeline_for
+from .device_limits import device_limits, theoretical_gops
 
-LOCAL_SIZE = (256, 1, 1)
 KINDS = {"int8_dot": ("peak_int8_dot", 4), "fp32_fma": ("peak_fp32_fma", 1)}  # shader, MACs per instruction
+LOCAL_SIZES = (64, 128, 256, 512, 1024)
+CHAIN_COUNTS = (4, 8, 16)
+DEFAULT_OPERAND = 0x02FF03FE
 
 
 @dataclass(frozen=True)
 class PeakSpec:
     kind: str              # "int8_dot" | "fp32_fma"
     threads: int
-    iterations: int
+    iterations: int        # loop trips; each trip is UNROLL rounds of CHAINS instructions
     chains: int = 8
+    unroll: int = 8
+    local_size: int = 256
     use_dot_ext: bool = True
     saturate: bool = True  # int8_dot: OpSDotAccSat (ET-VK's choice) or OpSDot + a wrapping add
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"peak kind must be one of {sorted(KINDS)}, got {self.kind!r}")
-        if self.chains not in (1, 2, 4, 8, 16):
-            raise ValueError(f"chains must be a power of two up to 16, got {self.chains}")
-        if self.threads % LOCAL_SIZE[0]:
-            raise ValueError(f"threads must be a multiple of {LOCAL_SIZE[0]}, got {self.threads}")
+        if self.chains not in (1, 2, 4, 8, 16, 32):
+            raise ValueError(f"chains must be a power of two up to 32, got {self.chains}")
+        if self.unroll not in (1, 2, 4, 8, 16):
+            raise ValueError(f"unroll must be a power of two up to 16, got {self.unroll}")
+        if self.local_size not in (32, 64, 128, 256, 512, 1024):
+            raise ValueError(f"local_size must be a power of two from 32 to 1024, got {self.local_size}")
+        if self.threads <= 0 or self.threads % self.local_size:
+            raise ValueError(f"threads must be a positive multiple of the local size {self.local_size}, "
+                             f"got {self.threads}")
+        if self.iterations < 1:
+            raise ValueError(f"iterations must be >= 1, got {self.iterations}")
 
     @property
     def shader(self) -> str:
         return KINDS[self.kind][0]
 
     def defines(self) -> dict:
-        d = {"CHAINS": self.chains}
+        d = {"CHAINS": self.chains, "UNROLL": self.unroll}
         if self.kind == "int8_dot":
             d["USE_INT_DOT_EXT"] = int(self.use_dot_ext)
             d["SATURATE"] = int(self.saturate)
         return d
 
-    def macs(self) -> int:
-        return self.threads * self.iterations * self.chains * KINDS[self.kind][1]
+    def instructions_per_thread(self) -> int:
+        return self.iterations * self.unroll * self.chains
 
-    def push_constants(self) -> bytes:
-        return np.array([self.iterations, 1], dtype=np.int32).tobytes()
+    def macs(self) -> int:
+        return self.threads * self.instructions_per_thread() * KINDS[self.kind][1]
+
+    def push_constants(self, operand: int = DEFAULT_OPERAND, mul: float = 0.999, add: float = 1e-3) -> bytes:
+        return (np.array([self.iterations, operand], dtype=np.int32).tobytes()
+                + np.array([mul, add], dtype=np.float32).tobytes())
 
     @property
     def label(self) -> str:
@@ -61,59 +81,136 @@ class PeakSpec:
         return "fp32 fma"
 
 
-def _run(device, spec: PeakSpec, out, samples: bool = False, min_time_s: float = 0.2):
+def reference(spec: PeakSpec, operand: int = DEFAULT_OPERAND, mul: float = 0.999, add: float = 1e-3) -> np.ndarray:
+    """What the probe stores, computed on the host with exactly `instructions_per_thread` operations per chain
+    (small cases only: it loops over the instructions). int8: the packed dot with the shader's saturation or
+    wrapping; fp32: exact only where every fma is exact (mul = add = 1 counts the fmas)."""
+    ids = np.arange(spec.threads, dtype=np.int64)
+    steps = spec.iterations * spec.unroll
+    if spec.kind == "fp32_fma":
+        acc = np.stack([((ids & 255) + c).astype(np.float64) for c in range(spec.chains)])
+        for _ in range(steps):
+            acc = acc * mul + add
+        return acc.astype(np.float32).sum(axis=0, dtype=np.float32)
+    b = (np.int64(operand) ^ ids).astype(np.int32)
+    b_lanes = b.view(np.uint32).view(np.int8).reshape(-1, 4).astype(np.int64)
+    acc = np.stack([(ids + c * 0x01000193).astype(np.int32) for c in range(spec.chains)]).astype(np.int64)
+    acc = ((acc + 2**31) % 2**32) - 2**31
+    for _ in range(steps):
+        lanes = acc.astype(np.int32).view(np.uint32).view(np.int8).reshape(spec.chains, -1, 4).astype(np.int64)
+        total = acc + (lanes * b_lanes[None]).sum(axis=2)
+        if spec.saturate:
+            acc = np.clip(total, -2**31, 2**31 - 1)
+        else:
+            acc = ((total + 2**31) % 2**32) - 2**31
+    total = acc.sum(axis=0)
+    return (((total + 2**31) % 2**32) - 2**31).astype(np.int32)
+
+
+def _run(device, spec: PeakSpec, out, samples: bool = False, min_time_s: float = 0.2, push: bytes | None = None):
     from .. import bench
     if spec.kind == "int8_dot" and spec.use_dot_ext:
         device.require("integer_dot_product")
-    pipeline = pipeline_for(device, spec.shader, defines=spec.defines(), local_size=LOCAL_SIZE)
+    pipeline = pipeline_for(device, spec.shader, defines=spec.defines(), local_size=(spec.local_size, 1, 1))
     with device.record(spec.label) as rec:
-        rec.dispatch(pipeline, [out], (spec.threads, 1, 1), spec.push_constants())
+        rec.dispatch(pipeline, [out], (spec.threads, 1, 1), push or spec.push_constants())
         if not samples:
             rec.submit()
             return rec.gpu_ns
         return bench.sample_recording(rec, min_time_s=min_time_s, min_samples=5, warmup=1)
 
 
-def default_threads(device) -> int:
-    """Enough threads to fill a GPU many times over; few on a CPU device (each thread is a loop there)."""
-    return 16 * 1024 if device.info.is_cpu else 1024 * 1024
+def default_threads(device, limits=None, waves: int = 4) -> int:
+    """`waves` full waves of the device's resident threads (SMs x warps per SM x subgroup size) where it says
+    (so no wave is half empty); 1M threads on other GPUs; few on a CPU device (each thread is a loop there)."""
+    if device.info.is_cpu:
+        return 16 * 1024
+    resident = (limits or device_limits(device)).resident_threads
+    if resident:
+        return -(-waves * resident // 1024) * 1024
+    return 1024 * 1024
 
 
-def bench_peak(device, writer=None, *, quick: bool = False, show_progress: bool = True,
-               target_ms: float = 10.0) -> pd.DataFrame:
-    from .. import bench
-    env = bench.environment(device)
-    threads = 4096 if quick else default_threads(device)
-    target_ms = 1.0 if quick else target_ms
+def _cases(device):
     cases = [("int8_dot", True, True), ("int8_dot", True, False), ("int8_dot", False, True),
              ("fp32_fma", True, True)]
     if not device.info.features.get("integer_dot_product"):
         cases = [c for c in cases if not (c[0] == "int8_dot" and c[1])]
+    return cases
+
+
+def bench_peak(device, writer=None, *, quick: bool = False, show_progress: bool = True,
+               target_ms: float = 10.0, local_sizes=None, chain_counts=None) -> pd.DataFrame:
+    """Every probe over local size x chains (one row each; `best` marks each probe's maximum, the roof), with the
+    device's theoretical rate (`theoretical_GOPs`, `probe_fraction` = GOP/s / theoretical) where derivable."""
+    from .. import bench
+    env = bench.environment(device)
+    limits = device_limits(device)
+    threads = 4096 if quick else default_threads(device, limits)
+    target_ms = 1.0 if quick else target_ms
+    max_local = device.info.max_workgroup_invocations
+    if local_sizes is None:
+        local_sizes = (64, 256) if quick or device.info.is_cpu else LOCAL_SIZES
+    if chain_counts is None:
+        chain_counts = (8,) if quick or device.info.is_cpu else CHAIN_COUNTS
+    configs = []
+    for kind, ext, saturate in _cases(device):
+        chains = (8,) if not ext else chain_counts  # the fallback is not a roof: one chain count is enough
+        configs += [(kind, ext, saturate, c, ls) for c in chains for ls in local_sizes if ls <= max_local]
     rows = []
     with device.buffer(nbytes=4 * threads, name="peak-out") as out:
-        for kind, ext, saturate in bench.progress(cases, "peak", enabled=show_progress):
-            probe = PeakSpec(kind, threads, 16, use_dot_ext=ext, saturate=saturate)
+        for kind, ext, saturate, chains, local in bench.progress(configs, "peak", enabled=show_progress):
+            probe = PeakSpec(kind, threads, 2, chains=chains, local_size=local, use_dot_ext=ext, saturate=saturate)
             _run(device, probe, out)  # the first run may include the driver's shader compilation
             probe_ns = max(_run(device, probe, out), 1.0)
-            iterations = int(min(1 << 16, max(16, 16 * target_ms * 1e6 / probe_ns)))
-            spec = PeakSpec(kind, threads, iterations, use_dot_ext=ext, saturate=saturate)
+            iterations = int(min(1 << 16, max(2, 2 * target_ms * 1e6 / probe_ns)))
+            spec = PeakSpec(kind, threads, iterations, chains=chains, local_size=local, use_dot_ext=ext,
+                            saturate=saturate)
             gpu, host = _run(device, spec, out, samples=True, min_time_s=0.02 if quick else 0.2)
             row = bench.measurement_row("peak", env, gpu, host_ns=host, macs=spec.macs(), method=spec.label,
-                                        kind=kind, threads=threads, iterations=iterations, chains=spec.chains,
-                                        saturate=saturate)
+                                        kind=kind, threads=threads, iterations=iterations, chains=chains,
+                                        unroll=spec.unroll, local_size=local, saturate=saturate,
+                                        instructions_per_thread=spec.instructions_per_thread())
             row["ops_unit"] = "int8 ops (2 per MAC)" if kind == "int8_dot" else "FLOPs (2 per FMA)"
+            theory = theoretical_gops(limits, kind) if ext else math.nan
+            row["theoretical_GOPs"] = theory
+            row["probe_fraction"] = row["GOP/s"] / theory if np.isfinite(theory) else math.nan
+            row.update(limits.columns())
             rows.append(row)
             if writer:
                 writer.append(row)
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    if len(df):
+        df["best"] = df["GOP/s"] == df.groupby("method")["GOP/s"].transform("max")
+    return df
 
 
-def roofs(copy_df: pd.DataFrame, peak_df: pd.DataFrame) -> dict:
-    """The device's roofs in one dict: copy GB/s (DRAM, the largest size), int8 GOP/s, fp32 GFLOP/s."""
+def best_probes(peak_df: pd.DataFrame) -> pd.DataFrame:
+    """One row per probe: its best configuration (the roof), with theoretical rate and fraction."""
+    cols = [c for c in ["method", "kind", "chains", "local_size", "threads", "GOP/s", "theoretical_GOPs",
+                        "probe_fraction", "limits_sm_count", "limits_clock_mhz", "limits_clock_source",
+                        "limits_measured_clock_mhz"] if c in peak_df.columns]
+    idx = peak_df.groupby("method")["GOP/s"].idxmax()
+    return peak_df.loc[idx, cols].sort_values("GOP/s", ascending=False).reset_index(drop=True)
+
+
+def roofs(copy_df: pd.DataFrame, peak_df: pd.DataFrame, mma_df: pd.DataFrame | None = None) -> dict:
+    """The device's roofs in one dict: copy GB/s (DRAM, the largest size); int8 GOP/s for each dot form
+    (`int8_sat_GOPs` OpSDotAccSat, `int8_wrap_GOPs` OpSDot + add) and `int8_GOPs`, the higher of the two; fp32
+    GFLOP/s; `int8_mma_GOPs`, the cooperative-matrix probe where one ran (NaN otherwise)."""
     from ..bench import peak_copy_gbps
+    ext = peak_df[~peak_df["method"].str.contains("fallback")] if len(peak_df) else peak_df
+    by_method = ext.groupby("method")["GOP/s"].max().to_dict()
     best = peak_df.groupby("kind")["GOP/s"].max().to_dict()
+    sat = by_method.get("int8 dot (OpSDotAccSat)", math.nan)
+    wrap = by_method.get("int8 dot (OpSDot + add)", math.nan)
+    mma = math.nan
+    if mma_df is not None and len(mma_df) and "GOP/s" in mma_df:
+        probes = mma_df[mma_df.get("kernel") == "coopmat peak"] if "kernel" in mma_df else mma_df
+        mma = float(probes["GOP/s"].max()) if len(probes) else math.nan
     return {"copy_GBps": peak_copy_gbps(copy_df), "int8_GOPs": best.get("int8_dot", math.nan),
-            "fp32_GFLOPs": best.get("fp32_fma", math.nan)}
+            "int8_sat_GOPs": sat, "int8_wrap_GOPs": wrap, "fp32_GFLOPs": best.get("fp32_fma", math.nan),
+            "int8_mma_GOPs": mma}
 
 
 CUDA_UVEC4_COPY = r"""

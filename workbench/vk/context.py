@@ -48,6 +48,22 @@ class Device:
         head = s8
         if features.get("pipeline_executable_properties"):
             head = vk.VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR(pNext=s8, pipelineExecutableInfo=True)
+        # The roofline probes' optional extensions (shader clocks, SM builtins, NV cooperative matrices).
+        chained = []  # every struct of the pNext chain stays referenced until vkCreateDevice
+        for ext, feature, struct, fields in (
+                (devmod.EXT_SHADER_CLOCK, "shader_subgroup_clock", "VkPhysicalDeviceShaderClockFeaturesKHR",
+                 {"shaderSubgroupClock": "shader_subgroup_clock", "shaderDeviceClock": "shader_device_clock"}),
+                (devmod.EXT_SM_BUILTINS, "sm_builtins", "VkPhysicalDeviceShaderSMBuiltinsFeaturesNV",
+                 {"shaderSMBuiltins": "sm_builtins"}),
+                (devmod.EXT_COOPERATIVE_MATRIX_NV, "cooperative_matrix_nv",
+                 "VkPhysicalDeviceCooperativeMatrixFeaturesNV", {"cooperativeMatrix": "cooperative_matrix_nv"})):
+            if features.get(feature) and ext in self.info.extensions:
+                extensions.append(ext)
+                head = getattr(vk, struct)(pNext=head, **{f: features[name] for f, name in fields.items()})
+                chained.append(head)
+        if features.get("vulkan_memory_model"):  # cooperative-matrix shaders use the Vulkan memory model
+            head = vk.VkPhysicalDeviceVulkanMemoryModelFeatures(pNext=head, vulkanMemoryModel=True)
+            chained.append(head)
         core = vk.VkPhysicalDeviceFeatures(shaderInt16=features.get("shader_int16", False),
                                            shaderInt64=features.get("shader_int64", False))
         features2 = vk.VkPhysicalDeviceFeatures2(pNext=head, features=core)

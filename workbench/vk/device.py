@@ -16,6 +16,10 @@ VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel", 0x5143: "Qualcomm",
            0x10005: "Mesa", 0x1010: "Imagination", 0x106B: "Apple"}
 EXT_EXECUTABLE_PROPERTIES = "VK_KHR_pipeline_executable_properties"
 EXT_INTEGER_DOT_PRODUCT = "VK_KHR_shader_integer_dot_product"
+EXT_SHADER_CLOCK = "VK_KHR_shader_clock"
+EXT_SM_BUILTINS = "VK_NV_shader_sm_builtins"
+EXT_COOPERATIVE_MATRIX_NV = "VK_NV_cooperative_matrix"
+EXT_COOPERATIVE_MATRIX_KHR = "VK_KHR_cooperative_matrix"
 
 
 def _version(v: int) -> str:
@@ -143,9 +147,31 @@ def _query_features(physical_device, extensions):
     if EXT_EXECUTABLE_PROPERTIES in extensions:
         stats = vk.VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR(pNext=s8)
         head = stats
+    # Optional extensions the roofline probes use (clock reads, SM count, tensor cores): chained only where present.
+    memory_model = None
+    if "VK_KHR_vulkan_memory_model" in extensions:
+        memory_model = head = vk.VkPhysicalDeviceVulkanMemoryModelFeatures(pNext=head)
+    optional = {}
+    for ext, struct, fields in ((EXT_SHADER_CLOCK, "VkPhysicalDeviceShaderClockFeaturesKHR",
+                                 {"shader_subgroup_clock": "shaderSubgroupClock",
+                                  "shader_device_clock": "shaderDeviceClock"}),
+                                (EXT_SM_BUILTINS, "VkPhysicalDeviceShaderSMBuiltinsFeaturesNV",
+                                 {"sm_builtins": "shaderSMBuiltins"}),
+                                (EXT_COOPERATIVE_MATRIX_NV, "VkPhysicalDeviceCooperativeMatrixFeaturesNV",
+                                 {"cooperative_matrix_nv": "cooperativeMatrix"}),
+                                (EXT_COOPERATIVE_MATRIX_KHR, "VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
+                                 {"cooperative_matrix_khr": "cooperativeMatrix"})):
+        if ext in extensions:
+            head = getattr(vk, struct)(pNext=head)
+            optional.update({name: (head, field) for name, field in fields.items()})
     features2 = vk.VkPhysicalDeviceFeatures2(pNext=head)
     vk.vkGetPhysicalDeviceFeatures2(physical_device, features2)
     core = features2.features
+    extra = {name: bool(getattr(struct, field)) for name, (struct, field) in optional.items()}
+    for name in ("shader_subgroup_clock", "shader_device_clock", "sm_builtins", "cooperative_matrix_nv",
+                 "cooperative_matrix_khr"):
+        extra.setdefault(name, False)
+    extra["vulkan_memory_model"] = bool(memory_model.vulkanMemoryModel) if memory_model is not None else False
     return {
         "integer_dot_product": bool(dot.shaderIntegerDotProduct),
         "storage_buffer_8bit": bool(s8.storageBuffer8BitAccess),
@@ -156,6 +182,7 @@ def _query_features(physical_device, extensions):
         "shader_int16": bool(core.shaderInt16),
         "shader_int64": bool(core.shaderInt64),
         "pipeline_executable_properties": bool(stats.pipelineExecutableInfo) if stats is not None else False,
+        **extra,
     }
 
 
