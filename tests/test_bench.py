@@ -87,3 +87,37 @@ def test_cli_layout(tmp_path, capsys):
     assert "word 22 lane 1, byte address 89" in out and (tmp_path / "l.png").stat().st_size > 1000
     assert cli.main(["layout", "5X5Y", "--sizes", "1,8,2,8", "--element", "0,0,0,0"]) == 2
     assert "unknown layout" in capsys.readouterr().err.lower()
+
+
+def test_stability_verdicts():
+    """A clock ramp (slow first quarter), drift and wide spread are unstable; a flat set is stable."""
+    flat = np.full(40, 100.0) + np.random.default_rng(0).normal(0, 0.5, 40)
+    assert bench.stability(flat)["stable"]
+    ramp = np.concatenate([np.full(10, 400.0), np.full(30, 100.0)])  # the first samples at an idle clock
+    verdict = bench.stability(ramp)
+    assert not verdict["stable"] and verdict["drift_pct"] < -50
+    spread = np.tile([50.0, 100.0, 150.0, 200.0], 10)
+    assert not bench.stability(spread)["stable"] and bench.stability(spread)["spread_pct"] > 10
+
+
+def test_unstable_sets_are_measured_again(device):
+    """sample_recording throws an unstable set away and samples again (up to `attempts`); the row says so."""
+    from workbench.kernels.copy import CopySpec, record_copy
+    spec = CopySpec(4096)
+    with device.buffer(nbytes=spec.nbytes) as src, device.buffer(nbytes=spec.nbytes) as dst, \
+            device.record("stability") as rec:
+        record_copy(rec, device, spec, dst, src)
+        calls = {"n": 0}
+        real = bench.stability
+
+        def fake(samples):  # the first two sets "drift", the third is fine
+            calls["n"] += 1
+            return {**real(samples), "stable": calls["n"] >= 3}
+        bench.stability = fake
+        try:
+            gpu, host = bench.sample_recording(rec, min_samples=3, min_time_s=0.0, attempts=5)
+        finally:
+            bench.stability = real
+    assert gpu.attempts == 3 and calls["n"] == 3
+    row = bench.measurement_row("copy", bench.environment(device), gpu, host_ns=host)
+    assert row["attempts"] == 3 and "drift_pct" in row and "spread_pct" in row and "stable" in row

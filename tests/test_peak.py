@@ -89,3 +89,44 @@ def test_roofline_figure():
     fig = roofline_figure(roofs, compute, movement, device="test")
     texts = [t.get_text() for ax in fig.axes for t in ax.texts]
     assert " 50%" in texts  # the movement kernel's share of the copy roof
+
+
+def test_roofline_check_uses_each_dot_form_roof():
+    roofs = {"copy_GBps": 100.0, "int8_GOPs": 60.0, "int8_sat_GOPs": 25.0, "int8_wrap_GOPs": 60.0,
+             "fp32_GFLOPs": 50.0, "int8_mma_GOPs": 500.0}
+    rows = pd.DataFrame([
+        {"kernel": "q8ta_conv2d_pw", "method": "vulkan q8ta_conv2d_pw", "macs": 10, "GOP/s": 28.0, "saturate": True,
+         "use_dot_ext": True},   # above the saturating roof: the landed H200 case
+        {"kernel": "q8ta_conv2d_pw", "method": "vulkan q8ta_conv2d_pw", "macs": 10, "GOP/s": 50.0,
+         "saturate": False, "use_dot_ext": True},
+        {"kernel": "coopmat gemm", "method": "vulkan coopmat gemm", "macs": 10, "GOP/s": 300.0},
+        {"kernel": "coopmat gemm", "method": "torch._int_mm (cuda)", "macs": 10, "GOP/s": 900.0},  # not bounded
+        {"kernel": "peak", "method": "int8 dot (OpSDot + add)", "macs": 10, "GOP/s": 60.0}])
+    checked = peak.check_under_roofs([rows], roofs)
+    assert checked["roof"].tolist() == ["int8 dot (OpSDotAccSat)", "int8 dot (OpSDot + add)",
+                                        "int8 cooperative matrix"]
+    assert checked["above"].tolist() == [True, False, False]
+
+
+def test_filling_shapes_from_resident_threads(device):
+    from workbench.kernels import conv_pw
+    from workbench.kernels.device_limits import DeviceLimits
+    if device.info.is_cpu:
+        assert conv_pw.filling_shapes(device) == ()
+    # the rule itself, on an H200's limits: the M1·N1 tile launches >= 8 waves of 132 x 2048 threads
+    device.__dict__.setdefault("_device_limits", {})
+    saved = dict(device._device_limits)
+    try:
+        device._device_limits[True] = DeviceLimits(arch="sm_90", sm_count=132, warps_per_sm=64)
+        info = device.info
+        import dataclasses
+        device.info = dataclasses.replace(info, device_type="discrete GPU")
+        shapes = conv_pw.filling_shapes(device)
+    finally:
+        device.info = info
+        device._device_limits.clear()
+        device._device_limits.update(saved)
+    assert [s[1] for s in shapes] == [256, 512]
+    for n, cin, cout, h, w in shapes:
+        threads = (cout // 4) * (w // 4) * n * h
+        assert threads >= 8 * 132 * 2048 and (n - 1) * (cout // 4) * (w // 4) * h < 8 * 132 * 2048

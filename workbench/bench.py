@@ -44,7 +44,11 @@ def git_commit() -> str:
 def environment(device) -> dict:
     """Metadata columns shared by every row measured on `device`."""
     info = device.info
-    return {"device": info.name, "device_type": info.device_type, "driver": info.driver_name,
+    from .kernels.device_limits import nvml_clocks
+    clocks = nvml_clocks(device)  # NVIDIA only; {} elsewhere
+    return {**({"sm_clock_mhz_at_start": clocks["sm_mhz"], "max_sm_clock_mhz": clocks["max_sm_mhz"],
+                "mem_clock_mhz": clocks["mem_mhz"]} if clocks else {}),
+            "device": info.name, "device_type": info.device_type, "driver": info.driver_name,
             "driver_info": info.driver_info, "api_version": info.api_version,
             "workbench_version": __version__, "commit": git_commit(),
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
@@ -60,11 +64,38 @@ def summarize_ns(samples_ns) -> dict:
             "std_us": float(a.std(ddof=1)) if a.size > 1 else 0.0}
 
 
-def sample_recording(rec, *, repeats: int = 1, labels=None, warmup: int = 2, min_samples: int = 10,
-                     max_samples: int = 200, min_time_s: float = 0.2, max_time_s: float = 10.0):
-    """Submit `rec` repeatedly; returns (gpu_ns per kernel run, host_ns per kernel run) arrays."""
-    for _ in range(warmup):
-        rec.submit()
+# A sample set is unstable (and measured again) when its first and last quarters differ by more than DRIFT (a clock
+# ramping up or throttling during the set), or its p10..p90 spread exceeds SPREAD of the median.
+STABILITY_DRIFT = 0.05
+STABILITY_SPREAD = 0.10
+STABILITY_ATTEMPTS = 3
+
+
+class Samples(np.ndarray):
+    """Durations in ns (a numpy array) that remember how many sample sets it took to get a stable one."""
+
+    attempts = 1
+
+    def __array_finalize__(self, obj):
+        self.attempts = getattr(obj, "attempts", 1)
+
+
+def stability(samples_ns) -> dict:
+    """drift_pct (median of the last quarter vs the first, signed), spread_pct ((p90 - p10) / median) and `stable`
+    (both within STABILITY_DRIFT / STABILITY_SPREAD). Fewer than 8 samples: drift is not judged."""
+    a = np.asarray(samples_ns, dtype=np.float64)
+    median = float(np.median(a)) if a.size else float("nan")
+    spread = float((np.percentile(a, 90) - np.percentile(a, 10)) / median) if a.size and median > 0 else 0.0
+    drift = 0.0
+    if a.size >= 8:
+        q = a.size // 4
+        first, last = float(np.median(a[:q])), float(np.median(a[-q:]))
+        drift = (last - first) / first if first > 0 else 0.0
+    return {"drift_pct": 100 * drift, "spread_pct": 100 * spread,
+            "stable": bool(abs(drift) <= STABILITY_DRIFT and spread <= STABILITY_SPREAD)}
+
+
+def _sample_once(rec, repeats, labels, min_samples, max_samples, min_time_s, max_time_s):
     gpu, host = [], []
     start = time.perf_counter()
     while True:
@@ -80,6 +111,35 @@ def sample_recording(rec, *, repeats: int = 1, labels=None, warmup: int = 2, min
         if len(gpu) >= min_samples and sum(gpu) * repeats / 1e9 >= min_time_s:
             break
     return np.array(gpu), np.array(host)
+
+
+def sample_recording(rec, *, repeats: int = 1, labels=None, warmup: int = 2, min_samples: int = 10,
+                     max_samples: int = 200, min_time_s: float = 0.2, max_time_s: float = 10.0,
+                     warmup_s: float | None = None, attempts: int | None = None):
+    """Submit `rec` repeatedly; returns (gpu_ns per kernel run, host_ns per kernel run) arrays.
+
+    Warm-up: `warmup` submits, and on GPUs at least `warmup_s` (default 50 ms) of submits, so an idle GPU's clock
+    has ramped up. A sample set that is not stable (see `stability`) is thrown away and measured again, up to
+    `attempts` sets (default STABILITY_ATTEMPTS on GPUs, 1 on CPU devices, whose shared cores are noisy by
+    nature); the last one is returned (`gpu.attempts` says how many were taken; the row's `stable` column says
+    whether the last was)."""
+    cpu = rec.device.info.is_cpu
+    if warmup_s is None:
+        warmup_s = 0.0 if cpu else 0.05
+    if attempts is None:
+        attempts = 1 if cpu else STABILITY_ATTEMPTS
+    start = time.perf_counter()
+    for i in range(max(warmup, 1) if warmup_s else warmup):
+        rec.submit()
+    while time.perf_counter() - start < warmup_s:
+        rec.submit()
+    for attempt in range(1, max(1, attempts) + 1):
+        gpu, host = _sample_once(rec, repeats, labels, min_samples, max_samples, min_time_s, max_time_s)
+        if stability(gpu)["stable"]:
+            break
+    gpu = gpu.view(Samples)
+    gpu.attempts = attempt
+    return gpu, host
 
 
 def sample_callable(fn, *, sync=None, warmup: int = 2, min_samples: int = 10, max_samples: int = 200,
@@ -125,6 +185,8 @@ def measurement_row(kernel: str, env: dict, gpu_ns, *, host_ns=None, bytes_moved
     seconds = row["median_us"] / 1e6
     row["GB/s"] = bytes_moved / seconds / 1e9 if bytes_moved and seconds > 0 else np.nan
     row["GOP/s"] = 2 * macs / seconds / 1e9 if macs and seconds > 0 else np.nan  # 1 MAC = 2 ops
+    row.update(stability(gpu_ns))
+    row["attempts"] = int(getattr(gpu_ns, "attempts", 1))
     row.update(env)
     return row
 
@@ -184,6 +246,7 @@ SUITES = {
     "conv-pw": "workbench.kernels.conv_pw:bench_suite",
     "peak": "workbench.kernels.peak:bench_suite",
     "quantize-affine": "workbench.kernels.quantize_affine:bench_suite",
+    "coopmat": "workbench.kernels.coopmat:bench_suite",
 }
 
 

@@ -67,6 +67,25 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_roofline_check(args) -> int:
+    """No kernel row above its roof: every compute row of a results folder against the measured probes."""
+    from .kernels.peak import check_results_dir
+    roofs, checked = check_results_dir(args.out)
+    print("\n== roofline check (" + ", ".join(f"{k} {v:,.0f}" for k, v in roofs.items()) + ")")
+    if not len(checked):
+        print("no compute rows to check")
+        return 0
+    worst = checked.sort_values("roof_fraction", ascending=False).head(5)
+    print(_table(worst, [c for c in ["kernel", "method", "shape", "tile", "saturate", "GOP/s", "roof", "roof_GOPs",
+                                     "roof_fraction"] if c in worst.columns]))
+    above = checked[checked["above"]]
+    if len(above):
+        print(f"ROOFLINE CHECK FAILED: {len(above)} of {len(checked)} rows above their roof")
+        return 1
+    print(f"roofline check passed: all {len(checked)} compute rows under their roofs")
+    return 0
+
+
 def cmd_layout(args) -> int:
     from . import layouts
     sizes = [int(v) for v in args.sizes.split(",")]
@@ -101,7 +120,7 @@ def cmd_main(args) -> int:
             print(f"\n== bench {suite}")
             cmd_bench(argparse.Namespace(device=args.device, out=str(out), suite=suite, sizes=None,
                                          quick=args.quick))
-        return 0
+        return cmd_roofline_check(argparse.Namespace(out=str(out)))
     device.close()  # notebooks open their own device in their kernels
     print("\n== notebooks")
     summary = notebook.run_all(out, full=not args.quick, selection=args.notebooks)
@@ -129,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="small sizes (seconds, for a smoke test)")
     p.add_argument("--out", help="results folder (default data/<device>/)")
     p.set_defaults(fn=cmd_bench)
+    p = sub.add_parser("roofline-check", help="check that no kernel row of a results folder beats its roof")
+    p.add_argument("--out", required=True, help="results folder (peak.csv, conv_pw.csv, coopmat.csv)")
+    p.set_defaults(fn=cmd_roofline_check)
     p = sub.add_parser("layout", help="where an element lives in a layout; pictures of the layout")
     p.add_argument("layout", help="4W4C, 4H4W, 4W, 4C, 4C1W, or a float buffer/texture layout")
     p.add_argument("--sizes", required=True, help="N,C,H,W")

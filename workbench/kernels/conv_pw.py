@@ -608,6 +608,24 @@ QUICK_TILES = ((1, 1, 1), (1, 2, 1), (2, 1, 2))
 DEFAULT_QPARAMS = QParams(0.008123, 2, 0.05314, -1)  # ET-VK's op test (etvk.md §3.6)
 
 
+def filling_shapes(device, waves: int = 8, channels=(256, 512), size: int = 128) -> tuple:
+    """Shapes that fill the device, from its own limits: batch chosen so that the smallest tile (M1·N1, one thread
+    per 4 widths x 4 output channels) launches at least `waves` x the resident threads (SMs x warps per SM x 32,
+    `device_limits`); Cin = Cout in `channels`, H = W = `size`. () on CPU devices or where the device does not say
+    how many threads it holds."""
+    from .device_limits import device_limits
+    if device.info.is_cpu:
+        return ()
+    resident = device_limits(device).resident_threads
+    if not resident:
+        return ()
+    shapes = []
+    for c in channels:
+        per_image = (c // 4) * (size // 4) * size
+        shapes.append((-(-waves * resident // per_image), c, c, size, size))
+    return tuple(shapes)
+
+
 def random_problem(shape, seed: int = 0, bias: bool = True):
     """Random int8 input and weights, ET-VK test-style scales U[0.005, 0.015] and a small bias."""
     s = ConvPwShape.coerce(shape)
@@ -674,7 +692,9 @@ def measure(device, bufs: ConvPwBuffers, spec: ConvPwSpec, qparams: QParams = DE
     row.update(model_columns(*spec.tile, local))
     if expected is not None:
         got = bufs.read_output(spec)
-        diff = np.abs(got.astype(np.int64) - np.asarray(expected).astype(np.int64))
+        expected = np.asarray(expected)
+        got = got[:expected.shape[0]]  # a reference of the first images only (large shapes)
+        diff = np.abs(got.astype(np.int64) - expected.astype(np.int64))
         row["max_lsb_diff"] = int(diff.max())
         row["outputs_off_by_one"] = int((diff == 1).sum())
     return row
@@ -682,7 +702,7 @@ def measure(device, bufs: ConvPwBuffers, spec: ConvPwSpec, qparams: QParams = DE
 
 def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_progress: bool = True, *,
           out_layout: str = "4W4C", use_dot_ext: bool | None = None, relu: bool = False,
-          qparams: QParams = DEFAULT_QPARAMS, check: bool = True, min_time_s: float = 0.2,
+          qparams: QParams = DEFAULT_QPARAMS, check: bool | str = True, min_time_s: float = 0.2,
           max_time_s: float = 10.0, min_samples: int = 10, target_us: float = 2000.0,
           max_repeats: int = 200, seed: int = 0, warmup_s: float | None = None,
           adreno_gpu: int | None = 740, saturate: bool = True) -> pd.DataFrame:
@@ -717,7 +737,8 @@ def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_prog
         for shape in shapes:
             q_input, weight, scales, bias = random_problem(shape, seed)
             packed = prepack_weights(weight, scales, bias)
-            expected = reference(q_input, weight, scales, bias, qparams, relu).numpy() if check else None
+            checked = q_input if check != "first" else q_input[:1]
+            expected = reference(checked, weight, scales, bias, qparams, relu).numpy() if check else None
             base = ConvPwSpec(shape, out_layout=out_layout, use_dot_ext=use_dot_ext, relu=relu, saturate=saturate)
             with ConvPwBuffers(device, base, q_input, packed) as bufs:
                 for tile in tiles:
@@ -818,9 +839,17 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     wrap_tiles = [t for t in tiles if t[0] == 1 and t[1] <= 2]
     wrap = sweep(device, wrap_tiles, shapes, writer, show_progress, saturate=False, adreno_gpu=None, **timing)
     df = pd.concat([df, wrap], ignore_index=True)
+    # device-filling shapes (from the device's resident threads), every tile, both dot forms; checked on image 0
+    filling = () if quick else filling_shapes(device)
+    for saturate in (True, False):
+        if filling and (saturate or device.info.features.get("integer_dot_product")):
+            fill = sweep(device, tiles, filling, writer, show_progress, saturate=saturate, adreno_gpu=None,
+                         check="first", **timing)
+            fill["shape_kind"] = "fills the device"
+            df = pd.concat([df, fill], ignore_index=True)
     env = environment(device)
     rows = []
-    for shape in shapes:
+    for shape in tuple(shapes) + tuple(filling):
         for row in torch_rows(device, shape, env, min_time_s=min_time_s):
             rows.append(row)
             if writer is not None:

@@ -213,6 +213,63 @@ def roofs(copy_df: pd.DataFrame, peak_df: pd.DataFrame, mma_df: pd.DataFrame | N
             "int8_mma_GOPs": mma}
 
 
+def row_roof(row: dict, roofs: dict) -> tuple[str, float]:
+    """The compute roof that bounds one kernel row: the cooperative-matrix probe for tensor-core kernels, the
+    OpSDotAccSat probe for kernels that saturate, the OpSDot + add probe for wrapping ones, the best int8 probe
+    for the portable fallback (plain int32 arithmetic), the fp32 probe for float kernels."""
+    kernel, method = str(row.get("kernel", "")), str(row.get("method", ""))
+    if "coopmat" in kernel or "coopmat" in method:
+        return "int8 cooperative matrix", roofs.get("int8_mma_GOPs", math.nan)
+    if row.get("use_dot_ext") is False or row.get("use_dot_ext") == 0:
+        return "int8 dot (best probe)", roofs.get("int8_GOPs", math.nan)
+    if "fp32" in method or "float" in method:
+        return "fp32 fma", roofs.get("fp32_GFLOPs", math.nan)
+    saturate = row.get("saturate")
+    if saturate is True or saturate == 1:
+        return "int8 dot (OpSDotAccSat)", roofs.get("int8_sat_GOPs", math.nan)
+    if saturate is False or saturate == 0:
+        return "int8 dot (OpSDot + add)", roofs.get("int8_wrap_GOPs", math.nan)
+    return "int8 dot (best probe)", roofs.get("int8_GOPs", math.nan)
+
+
+def check_under_roofs(frames, roofs: dict, slack: float = 1.05) -> pd.DataFrame:
+    """Every Vulkan kernel row that computes (macs > 0) with its roof (`row_roof`) and `roof_fraction`; `above`
+    marks rows faster than `slack` x their roof — a roof that is not one. torch rows are not bounded by these
+    roofs (tensor cores, or the CPU itself on lavapipe) and are left out."""
+    df = pd.concat([f for f in frames if f is not None and len(f)], ignore_index=True)
+    if not len(df) or "macs" not in df:
+        return pd.DataFrame(columns=["kernel", "method", "GOP/s", "roof", "roof_GOPs", "roof_fraction", "above"])
+    df = df[(df["macs"].fillna(0) > 0) & df["GOP/s"].notna() & (df["kernel"] != "peak")]
+    df = df[~df["method"].astype(str).str.startswith("torch")].copy()
+    roof = [row_roof(r, roofs) for r in df.to_dict("records")]
+    df["roof"] = [name for name, _ in roof]
+    df["roof_GOPs"] = [value for _, value in roof]
+    df["roof_fraction"] = df["GOP/s"] / df["roof_GOPs"]
+    df["above"] = df["roof_fraction"] > slack
+    return df
+
+
+def check_results_dir(folder) -> tuple[dict, pd.DataFrame]:
+    """The roofline check over a results folder written by `workbench bench …` / `main --benchmarks` (peak.csv with
+    the copy and peak rows, conv_pw.csv, coopmat.csv): (roofs, every compute row against its roof)."""
+    from pathlib import Path
+    folder = Path(folder)
+    load = lambda name: pd.read_csv(folder / f"{name}.csv") if (folder / f"{name}.csv").exists() else None  # noqa
+    peak_all = load("peak")
+    if peak_all is None:
+        raise FileNotFoundError(f"no peak.csv in {folder}: run `workbench bench peak` first")
+    copy_df = peak_all[peak_all["kernel"] == "copy"]
+    if not len(copy_df) and load("copy") is not None:
+        copy_df = load("copy")
+    peak_df = peak_all[peak_all["kernel"] == "peak"]
+    coop = load("coopmat")
+    r = roofs(copy_df, peak_df, coop[coop["kernel"] == "coopmat peak"] if coop is not None and "GOP/s" in coop
+              else None)
+    frames = [load("conv_pw"), coop[coop["kernel"] == "coopmat gemm"] if coop is not None and "GOP/s" in coop
+              else None]
+    return r, check_under_roofs(frames, r)
+
+
 CUDA_UVEC4_COPY = r"""
 extern "C" __global__ void copy_uvec4(uint4* __restrict__ dst, const uint4* __restrict__ src, unsigned n) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -306,6 +363,12 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     copy_df["suite"] = "copy"
     peak_df = bench_peak(device, writer, quick=quick, show_progress=show_progress)
     peak_df["suite"] = "peak"
+    for row in best_probes(peak_df).to_dict("records"):
+        theory = row.get("theoretical_GOPs", math.nan)
+        versus = f" = {100 * row['probe_fraction']:.0f}% of the theoretical {theory:,.0f}" if np.isfinite(theory) \
+            else " (no theoretical rate for this device)"
+        print(f"roof {row['method']}: {row['GOP/s']:,.0f} GOP/s at local size {row['local_size']}, "
+              f"{row['chains']} chains{versus}")
     check_df = instrument_check(device, quick=quick)
     check_df["suite"] = "instrument check"
     check_df["kernel"] = "instrument check"

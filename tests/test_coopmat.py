@@ -1,0 +1,63 @@
+"""Cooperative matrices: shaders compile and validate, host-side logic (sizes, padding, references) and a clean skip
+where the device has none (lavapipe). The GPU path itself runs in `workbench bench coopmat` on NVIDIA."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench.kernels import coopmat
+from workbench.shaders import compile_shader
+
+
+@pytest.mark.parametrize("shader,defines", [("coopmat_peak", {"CHAINS": c}) for c in (1, 2, 4, 8)]
+                         + [("coopmat_gemm", {"RM": rm, "RN": rn}) for rm, rn in ((1, 1), (2, 2), (4, 2), (4, 4))])
+def test_shaders_compile_and_validate(shader, defines):
+    spv = compile_shader(shader, defines=defines, target_env=coopmat.TARGET_ENV)  # spirv-val runs on every result
+    assert spv.code[:4] == b"\x03\x02\x23\x07"
+
+
+def test_int8_sizes_filter():
+    props = pd.DataFrame([
+        {"extension": "NV", "M": 16, "N": 8, "K": 32, "A": "sint8", "B": "sint8", "C": "sint32", "D": "sint32",
+         "scope": 3},
+        {"extension": "NV", "M": 16, "N": 16, "K": 32, "A": "sint8", "B": "sint8", "C": "sint32", "D": "sint32",
+         "scope": 3},
+        {"extension": "NV", "M": 16, "N": 16, "K": 16, "A": "float16", "B": "float16", "C": "float32",
+         "D": "float32", "scope": 3},
+        {"extension": "KHR", "M": 16, "N": 16, "K": 32, "A": "sint8", "B": "sint8", "C": "sint32", "D": "sint32",
+         "scope": 3}])
+    assert coopmat.int8_sizes(props) == [(16, 8, 32), (16, 16, 32)]
+    assert coopmat.int8_sizes(props, "KHR") == [(16, 16, 32)]
+    assert coopmat.int8_sizes(props.iloc[0:0]) == []
+
+
+def test_probe_reference_and_counts():
+    spec = coopmat.CoopmatPeakSpec((16, 16, 32), subgroups=8, iterations=3, chains=2)
+    assert spec.macs() == 8 * 3 * 2 * 16 * 16 * 32
+    a, b = spec.operands()
+    ref = spec.reference(a, b)
+    assert ref.shape == (2, 16, 16)
+    np.testing.assert_array_equal(ref[1], 3 * (a.astype(np.int64) @ b[1].astype(np.int64)))
+    with pytest.raises(ValueError, match="multiple of 4"):
+        coopmat.CoopmatPeakSpec((16, 16, 32), subgroups=6, iterations=1)
+
+
+def test_gemm_padding_and_reference():
+    spec = coopmat.CoopmatGemmSpec((2, 40, 24, 5, 7), (16, 16, 32), rm=2, rn=1)
+    m, n, k = spec.gemm
+    assert (m, n, k) == (96, 32, 64)  # 70 pixels -> 2 x 16-row tiles; Cout 24 -> 16; Cin 40 -> 32
+    assert spec.subgroups() == (96 // 32) * (32 // 16)
+    assert spec.macs() == 2 * 5 * 7 * 40 * 24
+    a, b = coopmat.gemm_operands(spec)
+    assert not a[70:].any() and not a[:, 40:].any() and not b[40:].any() and not b[:, 24:].any()
+    ref = coopmat.gemm_reference(a, b)
+    np.testing.assert_array_equal(ref[:70, :24], a[:70, :40].astype(np.int64) @ b[:40, :24].astype(np.int64))
+    assert not ref[70:].any() and not ref[:, 24:].any()
+
+
+def test_clean_skip_without_cooperative_matrix(device):
+    if device.info.features.get("cooperative_matrix_nv"):
+        pytest.skip("this device has cooperative matrices")
+    reason = coopmat.unsupported_reason(device)
+    assert reason and "cooperative matrix" in reason
+    df = coopmat.bench_suite(device, quick=True, show_progress=False)
+    assert df["status"].tolist() == ["skipped"] and df["reason"].iloc[0] == reason

@@ -1,0 +1,341 @@
+"""Tensor cores through Vulkan: an int8 cooperative-matrix probe (the tensor-core roof) and the pointwise conv as an
+int8 GEMM on cooperative matrices, both checked exactly against the host (numpy / torch).
+
+    sizes = int8_sizes(device)           # [(M, N, K), ...] the driver offers for int8 x int8 -> int32, or []
+    reason = unsupported_reason(device)  # None, or why not ("no cooperative matrix on this device (...)")
+    df = bench_suite(device)             # probe rows (kernel "coopmat peak") + GEMM rows ("coopmat gemm") + torch
+
+Shaders use VK_NV_cooperative_matrix (GL_NV_integer_cooperative_matrix): Debian 12's glslang 11 has no
+GL_KHR_cooperative_matrix and its spirv-tools (2022.4) cannot assemble or validate SPV_KHR_cooperative_matrix, while
+the NV extension compiles and validates here. NVIDIA drivers expose both; where only the KHR one is there, the suite
+skips with that reason. The property lists of both are read (raw vkGetPhysicalDeviceCooperativeMatrixProperties*
+calls with sType set on every element) and reported.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import vulkan as vk
+
+from ..shaders import compile_shader
+
+TARGET_ENV = "vulkan1.3"
+SUBGROUP = 32
+WARPS_PER_GROUP = 4
+SCOPE_SUBGROUP = 3
+SLOTS = 64  # output slots of the probe (every subgroup computes the same answer)
+_COMPONENT = {getattr(vk, f"VK_COMPONENT_TYPE_{n}_NV"): n.lower() for n in
+              ("FLOAT16", "FLOAT32", "FLOAT64", "SINT8", "SINT16", "SINT32", "SINT64", "UINT8", "UINT16", "UINT32",
+               "UINT64")}
+
+
+def _raw_enumerate(device, name: str, struct: str, stype: int) -> list:
+    """Call an instance-level vkGetPhysicalDevice*Properties*(pd, &count, props) enumerator through its raw
+    pointer, with sType set on every element (the binding's own wrapper leaves them zero)."""
+    from vulkan import _vulkan as raw
+    ptr = raw._callApi(vk.lib.vkGetInstanceProcAddr, device.instance.handle, name)
+    if ptr == vk.ffi.NULL:
+        return []
+    fn = vk.ffi.cast("PFN_" + name, ptr)
+    count = vk.ffi.new("uint32_t*")
+    if fn(device.physical_device, count, vk.ffi.NULL) != vk.VK_SUCCESS or count[0] == 0:
+        return []
+    props = vk.ffi.new(f"{struct}[]", count[0])
+    for i in range(count[0]):
+        props[i].sType = stype
+    if fn(device.physical_device, count, props) != vk.VK_SUCCESS:
+        return []
+    return [props[i] for i in range(count[0])]
+
+
+def properties(device) -> pd.DataFrame:
+    """Every (M, N, K, A, B, C, D, scope) the driver lists, from the NV and the KHR extension where present."""
+    rows = []
+    if "VK_NV_cooperative_matrix" in device.info.extensions:
+        for p in _raw_enumerate(device, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV",
+                                "VkCooperativeMatrixPropertiesNV",
+                                vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV):
+            rows.append({"extension": "NV", "M": p.MSize, "N": p.NSize, "K": p.KSize,
+                         "A": _COMPONENT.get(p.AType, p.AType), "B": _COMPONENT.get(p.BType, p.BType),
+                         "C": _COMPONENT.get(p.CType, p.CType), "D": _COMPONENT.get(p.DType, p.DType),
+                         "scope": int(p.scope)})
+    if "VK_KHR_cooperative_matrix" in device.info.extensions:
+        for p in _raw_enumerate(device, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR",
+                                "VkCooperativeMatrixPropertiesKHR",
+                                vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR):
+            rows.append({"extension": "KHR", "M": p.MSize, "N": p.NSize, "K": p.KSize,
+                         "A": _COMPONENT.get(p.AType, p.AType), "B": _COMPONENT.get(p.BType, p.BType),
+                         "C": _COMPONENT.get(p.CType, p.ResultType), "D": _COMPONENT.get(p.ResultType, p.ResultType),
+                         "scope": int(p.scope)})
+    return pd.DataFrame(rows, columns=["extension", "M", "N", "K", "A", "B", "C", "D", "scope"])
+
+
+def int8_sizes(props: pd.DataFrame, extension: str = "NV") -> list[tuple[int, int, int]]:
+    """(M, N, K) of every int8 x int8 -> int32 subgroup-scope entry of `extension`."""
+    if not len(props):
+        return []
+    sel = props[(props["extension"] == extension) & (props["A"] == "sint8") & (props["B"] == "sint8")
+                & (props["C"] == "sint32") & (props["D"] == "sint32") & (props["scope"] == SCOPE_SUBGROUP)]
+    return sorted({(int(r.M), int(r.N), int(r.K)) for r in sel.itertuples()})
+
+
+def unsupported_reason(device, props: pd.DataFrame | None = None) -> str | None:
+    """None where the probe can run; else the sentence the chart and the rows carry."""
+    f = device.info.features
+    if not (f.get("cooperative_matrix_nv") or f.get("cooperative_matrix_khr")):
+        return f"no cooperative matrix on this device ({device.info.name})"
+    if not f.get("cooperative_matrix_nv"):
+        return ("only VK_KHR_cooperative_matrix here; the workbench's shaders need VK_NV_cooperative_matrix "
+                "(Debian 12's glslang lacks GL_KHR_cooperative_matrix)")
+    for feature in ("shader_int8", "storage_buffer_8bit", "vulkan_memory_model"):
+        if not f.get(feature):
+            return f"cooperative matrices need {feature}, which {device.info.name} lacks"
+    props = properties(device) if props is None else props
+    if not int8_sizes(props):
+        return f"{device.info.name} offers no int8 x int8 -> int32 cooperative matrix"
+    return None
+
+
+def _pipeline(device, shader: str, defines: dict, size, local_size):
+    cache = device.__dict__.setdefault("_coopmat_pipelines", {})
+    key = (shader, tuple(sorted(defines.items())), tuple(size), tuple(local_size))
+    if key not in cache or cache[key].handle is None:
+        spirv = compile_shader(shader, defines=defines, target_env=TARGET_ENV)
+        m, n, k = size
+        cache[key] = device.pipeline(spirv, spec_constants={3: m, 4: n, 5: k}, local_size=local_size, name=shader)
+    return cache[key]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The probe
+# ----------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CoopmatPeakSpec:
+    size: tuple[int, int, int]  # (M, N, K) of one multiply-add
+    subgroups: int
+    iterations: int
+    chains: int = 4
+
+    def __post_init__(self):
+        if self.chains not in (1, 2, 4, 8):
+            raise ValueError(f"chains must be 1, 2, 4 or 8, got {self.chains}")
+        if self.subgroups < 1 or self.subgroups % WARPS_PER_GROUP:
+            raise ValueError(f"subgroups must be a positive multiple of {WARPS_PER_GROUP}, got {self.subgroups}")
+
+    def macs(self) -> int:
+        m, n, k = self.size
+        return self.subgroups * self.iterations * self.chains * m * n * k
+
+    def operands(self, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """A (M x K) and the CHAINS B_j (K x N), small values so that iterations x A x sum B_j fits int32."""
+        m, n, k = self.size
+        rng = np.random.default_rng(seed)
+        return (rng.integers(-1, 2, (m, k), dtype=np.int8), rng.integers(-1, 2, (self.chains, k, n), dtype=np.int8))
+
+    def reference(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """What every subgroup stores, (CHAINS, M, N): iterations x A x B_j, wrapped to int32 as accumulators wrap."""
+        exact = self.iterations * np.einsum("mk,jkn->jmn", a.astype(np.int64), b.astype(np.int64))
+        return ((exact + 2**31) % 2**32) - 2**31
+
+
+def run_peak(device, spec: CoopmatPeakSpec, *, samples: bool = False, min_time_s: float = 0.2, seed: int = 0):
+    """One probe dispatch (or a sample set); returns (gpu_ns or (gpu, host), max |result - reference|)."""
+    from .. import bench
+    m, n, k = spec.size
+    a, b = spec.operands(seed)
+    operands = np.concatenate([a.reshape(-1), b.reshape(-1)]).astype(np.int8)
+    operands = np.concatenate([operands, np.zeros((-operands.size) % 16, np.int8)])
+    pipeline = _pipeline(device, "coopmat_peak", {"CHAINS": spec.chains}, spec.size,
+                         (SUBGROUP * WARPS_PER_GROUP, 1, 1))
+    slots = min(spec.subgroups, SLOTS)
+    push = np.array([spec.iterations, slots], np.int32).tobytes()
+    with device.buffer(nbytes=4 * slots * spec.chains * m * n, name="coopmat out") as out, \
+            device.buffer(operands, name="coopmat operands") as ops, device.record("coopmat peak") as rec:
+        rec.dispatch(pipeline, [out, ops], (spec.subgroups * SUBGROUP, 1, 1), push)
+        if samples:
+            timing = bench.sample_recording(rec, min_time_s=min_time_s, min_samples=5, warmup=1)
+        else:
+            rec.submit()
+            timing = rec.gpu_ns
+        got = out.download(np.int32).reshape(slots, spec.chains, m, n)
+    err = int(np.abs(got.astype(np.int64) - spec.reference(a, b)[None]).max())
+    return timing, err
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The pointwise conv as a GEMM
+# ----------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CoopmatGemmSpec:
+    shape: tuple  # conv shape (N, Cin, Cout, H, W)
+    size: tuple[int, int, int]  # cooperative matrix (M, N, K)
+    rm: int = 2
+    rn: int = 2
+
+    @property
+    def gemm(self) -> tuple[int, int, int]:
+        """(M, N, K) of the GEMM, padded to whole tiles: pixels, Cout, Cin."""
+        nb, cin, cout, h, w = self.shape
+        tm, tn, tk = self.size
+        pad = lambda v, q: -(-v // q) * q  # noqa: E731
+        return (pad(nb * h * w, tm * self.rm), pad(cout, max(tn * self.rn, 16)), pad(cin, max(tk, 16)))
+
+    def macs(self) -> int:
+        nb, cin, cout, h, w = self.shape
+        return nb * h * w * cin * cout
+
+    def bytes_moved(self) -> int:
+        m, n, k = self.gemm
+        return m * k + k * n + 4 * m * n
+
+    def subgroups(self) -> int:
+        m, n, _ = self.gemm
+        tm, tn, _ = self.size
+        return (m // (tm * self.rm)) * (n // (tn * self.rn))
+
+
+def gemm_operands(spec: CoopmatGemmSpec, seed: int = 0):
+    """Random int8 activation (pixels x Cin, NHWC order) and weight (Cin x Cout), zero-padded to the GEMM."""
+    nb, cin, cout, h, w = spec.shape
+    m, n, k = spec.gemm
+    rng = np.random.default_rng(seed)
+    a = np.zeros((m, k), np.int8)
+    a[:nb * h * w, :cin] = rng.integers(-128, 128, (nb * h * w, cin), dtype=np.int8)
+    b = np.zeros((k, n), np.int8)
+    b[:cin, :cout] = rng.integers(-128, 128, (cin, cout), dtype=np.int8)
+    return a, b
+
+
+def gemm_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """torch._int_mm's answer (computed in int64 on the host: exact)."""
+    import torch
+    return (torch.from_numpy(a).to(torch.int64) @ torch.from_numpy(b).to(torch.int64)).numpy()
+
+
+def run_gemm(device, spec: CoopmatGemmSpec, a, b, *, samples: bool = False, min_time_s: float = 0.2,
+             target_us: float = 2000.0):
+    """The GEMM on the device; returns (timing, max |C - reference|, repeats)."""
+    from .. import bench
+    m, n, k = spec.gemm
+    pipeline = _pipeline(device, "coopmat_gemm", {"RM": spec.rm, "RN": spec.rn}, spec.size,
+                         (SUBGROUP * WARPS_PER_GROUP, 1, 1))
+    groups = -(-spec.subgroups() // WARPS_PER_GROUP)
+    push = np.array([m, n, k], np.uint32).tobytes()
+    with device.buffer(nbytes=4 * m * n, name="gemm C") as c, device.buffer(a, name="gemm A") as abuf, \
+            device.buffer(b, name="gemm B") as bbuf:
+        with device.record("coopmat gemm probe") as probe:
+            probe.dispatch(pipeline, [c, abuf, bbuf], (groups * SUBGROUP * WARPS_PER_GROUP, 1, 1), push)
+            probe.submit()
+            probe_ns = probe.submit()[0].gpu_ns or 1.0
+        repeats = int(min(200, max(1, target_us * 1e3 // probe_ns))) if samples else 1
+        with device.record("coopmat gemm") as rec:
+            for _ in range(repeats):
+                rec.dispatch(pipeline, [c, abuf, bbuf], (groups * SUBGROUP * WARPS_PER_GROUP, 1, 1), push)
+            if samples:
+                timing = bench.sample_recording(rec, repeats=repeats, min_time_s=min_time_s)
+            else:
+                rec.submit()
+                timing = rec.gpu_ns
+        got = c.download(np.int32).reshape(m, n)
+    err = int(np.abs(got.astype(np.int64) - gemm_reference(a, b)).max())
+    return timing, err, repeats
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The suite
+# ----------------------------------------------------------------------------------------------------------------
+
+def skip_row(device, reason: str) -> dict:
+    from ..bench import environment
+    return {"kernel": "coopmat peak", "method": "cooperative matrix", "status": "skipped", "reason": reason,
+            **environment(device)}
+
+
+def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True, shapes=None,
+                target_ms: float = 10.0) -> pd.DataFrame:
+    """`workbench bench coopmat`: the property lists, the probe for every int8 size x chains (the roof), the GEMM
+    variant of the pointwise conv on device-filling shapes x tiles, torch._int_mm on the same GEMM (CUDA). Every
+    row carries `max_abs_diff` against the exact host result; where the device has no usable cooperative matrix,
+    one row says why (status "skipped")."""
+    from .. import bench
+    from .conv_pw import filling_shapes
+    props = properties(device)
+    reason = unsupported_reason(device, props)
+    rows = []
+
+    def emit(row):
+        rows.append(row)
+        if writer is not None:
+            writer.append(row)
+
+    if reason:
+        emit(skip_row(device, reason))
+        return pd.DataFrame(rows)
+    env = bench.environment(device)
+    from .device_limits import device_limits, theoretical_gops
+    limits = device_limits(device)
+    theory = theoretical_gops(limits, "int8_mma")
+    resident_warps = (limits.sm_count or 132) * (limits.warps_per_sm or 64)
+    subgroups = 4 * resident_warps if not quick else 64
+    subgroups = -(-subgroups // WARPS_PER_GROUP) * WARPS_PER_GROUP
+    for size in int8_sizes(props):
+        for chains in ((4,) if quick else (2, 4, 8)):
+            probe = CoopmatPeakSpec(size, subgroups, 4, chains)
+            run_peak(device, probe)
+            probe_ns, _ = run_peak(device, probe)
+            iterations = int(min(1 << 20, max(4, 4 * target_ms * 1e6 / max(probe_ns or 1.0, 1.0))))
+            spec = CoopmatPeakSpec(size, subgroups, iterations, chains)
+            (gpu, host), err = run_peak(device, spec, samples=True, min_time_s=0.02 if quick else 0.2)
+            row = bench.measurement_row("coopmat peak", env, gpu, host_ns=host, macs=spec.macs(),
+                                        method="int8 cooperative matrix (NV)", coop_size="x".join(map(str, size)),
+                                        chains=chains, subgroups=subgroups, iterations=iterations,
+                                        max_abs_diff=err, status="ok" if err == 0 else "WRONG")
+            row["theoretical_GOPs"] = theory
+            row["probe_fraction"] = row["GOP/s"] / theory if np.isfinite(theory) else math.nan
+            row.update(limits.columns())
+            emit(row)
+    shapes = shapes or (((1, 64, 64, 32, 32),) if quick else filling_shapes(device))
+    tiles = ((1, 1),) if quick else ((1, 1), (2, 2), (2, 4), (4, 2), (4, 4))
+    for shape in shapes:
+        for size in int8_sizes(props):
+            for rm, rn in tiles:
+                spec = CoopmatGemmSpec(tuple(shape), size, rm, rn)
+                a, b = gemm_operands(spec)
+                (gpu, host), err, repeats = run_gemm(device, spec, a, b, samples=True,
+                                                     min_time_s=0.02 if quick else 0.2)
+                nb, cin, cout, h, w = shape
+                emit(bench.measurement_row(
+                    "coopmat gemm", env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(), macs=spec.macs(),
+                    method="vulkan coopmat gemm (pointwise conv, int32 out)", shape=f"{nb}x{cin}x{h}x{w}→{cout}",
+                    coop_size="x".join(map(str, size)), tile=f"RM{rm}·RN{rn}", gemm="x".join(map(str, spec.gemm)),
+                    repeats=repeats, max_abs_diff=err, status="ok" if err == 0 else "WRONG"))
+        emit_torch = _torch_int_mm_row(device, shape, env)
+        if emit_torch:
+            emit(emit_torch)
+    return pd.DataFrame(rows)
+
+
+def _torch_int_mm_row(device, shape, env) -> dict | None:
+    """torch._int_mm on the same GEMM on CUDA (None without CUDA), checked on a sample of rows."""
+    import torch
+    if not (device.info.vendor == "NVIDIA" and torch.cuda.is_available()):
+        return None
+    from ..bench import measurement_row, sample_callable
+    nb, cin, cout, h, w = shape
+    m, k, n = nb * h * w, cin, cout
+    gen = torch.Generator().manual_seed(1)
+    a = torch.randint(-128, 128, (m, k), dtype=torch.int8, generator=gen).cuda()
+    b = torch.randint(-128, 128, (k, n), dtype=torch.int8, generator=gen).cuda()
+    got = torch._int_mm(a, b)
+    rows = slice(0, min(m, 256))
+    err = int((got[rows].cpu().to(torch.int64) - a[rows].cpu().to(torch.int64) @ b.cpu().to(torch.int64))
+              .abs().max())
+    samples = sample_callable(lambda: torch._int_mm(a, b), sync=torch.cuda.synchronize, cuda_events=True)
+    return measurement_row("coopmat gemm", env, samples, bytes_moved=m * k + k * n + 4 * m * n, macs=m * n * k,
+                           method="torch._int_mm (cuda)", shape=f"{nb}x{cin}x{h}x{w}→{cout}", tile="torch",
+                           max_abs_diff=err, status="ok" if err == 0 else "WRONG", timer="cuda events")
