@@ -1,14 +1,22 @@
 #version 450
-// Fused int8x4 pixel shuffle, r = 2, 4W4C → 4W4C, as a 4×4 byte transpose on whole 16-byte blocks.
+// Fused int8x4 pixel shuffle, r = 2, any pair of channels-packed layouts (4W4C, 4C1W, 4C), 16 words per thread.
 //
-// In 4W4C a 16-byte block (one ivec4) holds 4 widths × 4 channels of one channel block cb, words = widths,
-// lanes = channels. For r = 2, output channel c at (2·ih + dy, 2·iw + dx) reads input channel 4c + (2·dy + dx) at
-// (ih, iw): the 4 output channels of output block co come from the 16 input channels of input blocks 4co … 4co+3,
-// and output lane k of the word for offset j = 2·dy + dx is lane j of input block 4co+k's word. So one thread
-// loads the 4 consecutive input blocks (64 contiguous bytes) at (n, ih, width block iw4), transposes bytes in
-// registers and stores 4 output blocks (rows 2·ih and 2·ih+1, output width blocks 2·iw4 and 2·iw4+1): one 16-byte
-// load per 16-byte store, where the per-word kernel (q8ta_pixel_shuffle.glsl) does four 4-byte loads per 4-byte
-// store. Output channel lanes past C_out are written 0; output width blocks past the padded width are not written.
+// For r = 2, output channel c at (2·ih + dy, 2·iw + dx) reads input channel 4c + (2·dy + dx) at (ih, iw): the 4
+// output channels of output channel block co come from the 16 input channels of input blocks 4co … 4co+3, and lane k
+// of the output word for offset j = 2·dy + dx is lane j of input block 4co+k's word. So one thread takes the 4×4
+// words m[k][wi] = (input channel block 4co + k, input width 4·iw4 + wi) at (n, ih) — 64 bytes — transposes bytes
+// in registers and writes the 16 output words of channel block co at rows 2·ih, 2·ih + 1 and widths 8·iw4 … +7.
+// Threads run output channel block fastest, then width block, row, batch: for every layout neighbouring threads
+// touch neighbouring memory (coalesced), and every byte is loaded once and stored once.
+//
+// Layouts are compile-time here (IN_LAYOUT, OUT_LAYOUT: 0 = 4W4C, 1 = 4C1W, 2 = 4C; word index of (n, h, w, cb):
+// 4W4C (((n·H + h)·W4 + w/4)·C4 + cb)·4 + w%4, 4C1W ((n·H + h)·C4 + cb)·W + w, 4C ((n·H + h)·W + w)·C4 + cb),
+// with 16-byte vector accesses where a whole block is contiguous and aligned (VEC_IN / VEC_OUT, chosen by the host:
+// 4W4C always; 4C1W when the width is a multiple of 4; 4C input when C4 is a multiple of 4), 4-byte ones otherwise.
+// Sizes come from the metadata UBOs. Output channel lanes past C_out are written 0; widths past the logical width
+// are not written (4W4C: whole blocks up to the padded width, as the per-word kernel).
+// REQUANT_LUT = 1: the requantize path looks every byte up in a 256-entry table the workgroup builds in shared
+// memory with the same fp32 arithmetic (bit-identical), instead of computing it per byte.
 //
 // Bindings and push constants are those of q8ta_pixel_shuffle.glsl (the host shares one spec).
 
@@ -17,10 +25,34 @@
 #include "indexing.glslh"
 #include "int8x4.glslh"
 
+#ifndef IN_LAYOUT
+#define IN_LAYOUT 0
+#endif
+#ifndef OUT_LAYOUT
+#define OUT_LAYOUT 0
+#endif
+#ifndef VEC_IN
+#define VEC_IN 1
+#endif
+#ifndef VEC_OUT
+#define VEC_OUT 1
+#endif
+#ifndef REQUANT_LUT
+#define REQUANT_LUT 0
+#endif
+
 layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 
-layout(std430, set = 0, binding = 0) writeonly buffer Out { ivec4 out_blocks[]; };
-layout(std430, set = 0, binding = 1) readonly buffer In { ivec4 in_blocks[]; };
+#if VEC_OUT
+layout(std430, set = 0, binding = 0) writeonly buffer Out { ivec4 out_vec[]; };
+#else
+layout(std430, set = 0, binding = 0) writeonly buffer Out { int out_words[]; };
+#endif
+#if VEC_IN
+layout(std430, set = 0, binding = 1) readonly buffer In { ivec4 in_vec[]; };
+#else
+layout(std430, set = 0, binding = 1) readonly buffer In { int in_words[]; };
+#endif
 layout(std140, set = 0, binding = 2) uniform OutMeta { BufferMetadata out_meta; };
 layout(std140, set = 0, binding = 3) uniform InMeta { BufferMetadata in_meta; };
 
@@ -33,63 +65,164 @@ layout(push_constant) uniform Params {
   int passthrough;
 } p;
 
-int requantize(int v) {
-  if (p.passthrough != 0) {
-    return v;
-  }
+int requantize_value(int v) {
   precise float dq = float(v - p.zp_in) * p.scale_in;
   precise float s = dq * p.inv_scale_out;
   return clamp(int(roundEven(s)) + p.zp_out, -128, 127);
 }
 
+#if REQUANT_LUT
+shared int lut[256];
+int requantize(int v) {
+  return lut[v + 128];
+}
+#else
+int requantize(int v) {
+  return requantize_value(v);
+}
+#endif
+
+// The 4 bytes of a word, each requantized, packed again (lane order kept).
+int requantize_word(int w) {
+  return pack4x8(ivec4(requantize(bitfieldExtract(w, 0, 8)), requantize(bitfieldExtract(w, 8, 8)),
+                       requantize(bitfieldExtract(w, 16, 8)), requantize(bitfieldExtract(w, 24, 8))));
+}
+
 void main() {
   const ivec4 in_sizes = meta_sizes(in_meta);    // WHCN
   const ivec4 out_sizes = meta_sizes(out_meta);
+  const int W_in = in_sizes.x;
   const int H_in = in_sizes.y;
   const int C4_in = (in_sizes.z + 3) / 4;
-  const int W4_in = (in_sizes.x + 3) / 4;
+  const int W4_in = (W_in + 3) / 4;
+  const int W_out = out_sizes.x;
   const int H_out = out_sizes.y;
   const int C_out = out_sizes.z;
   const int C4_out = (C_out + 3) / 4;
-  const int W4_out = (out_sizes.x + 3) / 4;
+  const int W4_out = (W_out + 3) / 4;
+
+#if REQUANT_LUT
+  if (p.passthrough == 0) {
+    for (int i = int(gl_LocalInvocationIndex); i < 256; i += int(gl_WorkGroupSize.x)) {
+      lut[i] = requantize_value(i - 128);
+    }
+    barrier();
+  }
+#endif
 
   const int t = int(gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x);
   if (t >= in_sizes.w * H_in * W4_in * C4_out) {
     return;
   }
-  // Output channel block fastest: neighbouring threads load neighbouring 64-byte runs.
   const int co = t % C4_out;
   int rest = t / C4_out;
   const int iw4 = rest % W4_in;
   rest /= W4_in;
   const int ih = rest % H_in;
   const int n = rest / H_in;
+  const int row_in = n * H_in + ih;
 
-  const int in_base = ((n * H_in + ih) * W4_in + iw4) * C4_in;
-  ivec4 blocks[4];
+  // m[k][wi]: input channel block 4co + k, input width 4·iw4 + wi (0 outside the tensor)
+  ivec4 m[4];
+#if IN_LAYOUT == 0
   [[unroll]] for (int k = 0; k < 4; ++k) {
     const int cb = 4 * co + k;
-    blocks[k] = cb < C4_in ? in_blocks[in_base + cb] : ivec4(0);
+    const int block = (row_in * W4_in + iw4) * C4_in + cb;
+#if VEC_IN
+    m[k] = cb < C4_in ? in_vec[block] : ivec4(0);
+#else
+    [[unroll]] for (int wi = 0; wi < 4; ++wi) {
+      m[k][wi] = cb < C4_in ? in_words[4 * block + wi] : 0;
+    }
+#endif
+  }
+#elif IN_LAYOUT == 1
+  [[unroll]] for (int k = 0; k < 4; ++k) {
+    const int cb = 4 * co + k;
+    const int base = (row_in * C4_in + cb) * W_in + 4 * iw4;
+#if VEC_IN  // W_in % 4 == 0: the 4 widths are one aligned block
+    m[k] = cb < C4_in ? in_vec[base / 4] : ivec4(0);
+#else
+    [[unroll]] for (int wi = 0; wi < 4; ++wi) {
+      m[k][wi] = (cb < C4_in && 4 * iw4 + wi < W_in) ? in_words[base + wi] : 0;
+    }
+#endif
+  }
+#else  // 4C: for one width, the 4 channel blocks are contiguous
+  [[unroll]] for (int wi = 0; wi < 4; ++wi) {
+    const int w = 4 * iw4 + wi;
+    const int base = (row_in * W_in + w) * C4_in + 4 * co;
+#if VEC_IN  // C4_in % 4 == 0: one aligned block, all 4 channel blocks exist
+    const ivec4 v = w < W_in ? in_vec[base / 4] : ivec4(0);
+    [[unroll]] for (int k = 0; k < 4; ++k) {
+      m[k][wi] = v[k];
+    }
+#else
+    [[unroll]] for (int k = 0; k < 4; ++k) {
+      m[k][wi] = (w < W_in && 4 * co + k < C4_in) ? in_words[base + k] : 0;
+    }
+#endif
+  }
+#endif
+
+  // Requantize each input byte once (64 per thread), before the transpose: the shuffle only moves bytes.
+  if (p.passthrough == 0) {
+    [[unroll]] for (int k = 0; k < 4; ++k) {
+      [[unroll]] for (int wi = 0; wi < 4; ++wi) {
+        m[k][wi] = requantize_word(m[k][wi]);
+      }
+    }
+  }
+  // Output lanes past C_out hold 0.
+  [[unroll]] for (int k = 0; k < 4; ++k) {
+    if (4 * co + k >= C_out) {
+      m[k] = ivec4(0);
+    }
   }
 
   [[unroll]] for (int dy = 0; dy < 2; ++dy) {
-    const int oh = 2 * ih + dy;
+    const int row_out = n * H_out + 2 * ih + dy;
     [[unroll]] for (int half_block = 0; half_block < 2; ++half_block) {
-      const int ob = 2 * iw4 + half_block;
-      if (ob >= W4_out) {
-        continue;
-      }
+      const int ob = 2 * iw4 + half_block;  // output width block: widths 4·ob … 4·ob + 3
       ivec4 out_block;
-      [[unroll]] for (int q = 0; q < 4; ++q) {        // output width 4·ob + q = 2·(4·iw4 + wi) + dx
+      [[unroll]] for (int q = 0; q < 4; ++q) {  // output width 4·ob + q = 2·(4·iw4 + wi) + dx
         const int wi = 2 * half_block + (q >> 1);
-        const int j = 2 * dy + (q & 1);               // the input lane this output position reads
-        ivec4 lanes;
-        [[unroll]] for (int k = 0; k < 4; ++k) {
-          lanes[k] = 4 * co + k < C_out ? requantize(bitfieldExtract(blocks[k][wi], 8 * j, 8)) : 0;
-        }
-        out_block[q] = pack4x8(lanes);
+        const int shift = 8 * (2 * dy + (q & 1));  // the input lane this output position reads
+        out_block[q] = (((m[0][wi] >> shift) & 0xFF)) | (((m[1][wi] >> shift) & 0xFF) << 8)
+                     | (((m[2][wi] >> shift) & 0xFF) << 16) | (((m[3][wi] >> shift) & 0xFF) << 24);
       }
-      out_blocks[((n * H_out + oh) * W4_out + ob) * C4_out + co] = out_block;
+#if OUT_LAYOUT == 0
+      if (ob < W4_out) {
+        const int block = (row_out * W4_out + ob) * C4_out + co;
+#if VEC_OUT
+        out_vec[block] = out_block;
+#else
+        [[unroll]] for (int q = 0; q < 4; ++q) {
+          out_words[4 * block + q] = out_block[q];
+        }
+#endif
+      }
+#elif OUT_LAYOUT == 1
+      const int base = (row_out * C4_out + co) * W_out + 4 * ob;
+#if VEC_OUT  // W_out % 4 == 0
+      if (4 * ob < W_out) {
+        out_vec[base / 4] = out_block;
+      }
+#else
+      [[unroll]] for (int q = 0; q < 4; ++q) {
+        if (4 * ob + q < W_out) {
+          out_words[base + q] = out_block[q];
+        }
+      }
+#endif
+#else  // 4C: one word per output pixel; neighbouring threads (co) write neighbouring words
+      [[unroll]] for (int q = 0; q < 4; ++q) {
+        const int w = 4 * ob + q;
+        if (w < W_out) {
+          out_words[(row_out * W_out + w) * C4_out + co] = out_block[q];
+        }
+      }
+#endif
     }
   }
 }

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from workbench import layouts as L
@@ -120,12 +120,43 @@ def test_block_kernel_matches_etvk_kernel_and_torch(device, n, c_out, h, w, same
 
 
 def test_block_kernel_only_where_it_applies():
-    with pytest.raises(ValueError, match="needs 4W4C → 4W4C and r = 2, got 4C1W → 4W4C, r = 2"):
-        K.Q8taPixelShuffleSpec((1, 8, 2, 2), 2, "4C1W", "4W4C", block=True)
-    with pytest.raises(ValueError, match="r = 3"):
+    with pytest.raises(ValueError, match="needs r = 2, got r = 3"):
         K.Q8taPixelShuffleSpec((1, 18, 2, 2), 3, "4W4C", "4W4C", block=True)
+    with pytest.raises(ValueError, match="block kernel only"):
+        K.Q8taPixelShuffleSpec((1, 8, 2, 2), 2, lut=True)
     spec = K.Q8taPixelShuffleSpec((2, 20, 3, 5), 2, block=True)
-    assert spec.threads == 2 * 3 * 2 * 2 and spec.variant == "q8ta_pixel_shuffle_block"
+    assert spec.threads == 2 * 3 * 2 * 2 and spec.variant == "q8ta_pixel_shuffle_block_4W4C_4W4C"
+    # 16-byte accesses exactly where a block is contiguous and aligned
+    assert K.Q8taPixelShuffleSpec((1, 64, 2, 8), 2, "4C1W", "4C", block=True).vector_access == (True, False)
+    assert K.Q8taPixelShuffleSpec((1, 64, 2, 7), 2, "4C1W", "4C1W", block=True).vector_access == (False, False)
+    assert K.Q8taPixelShuffleSpec((1, 64, 2, 6), 2, "4C", "4C1W", block=True).vector_access == (True, True)
+    assert K.Q8taPixelShuffleSpec((1, 40, 2, 6), 2, "4C", "4W4C", block=True).vector_access == (False, True)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 2), c_out=st.sampled_from([1, 3, 4, 5, 8]), h=st.integers(1, 3),
+       w=st.sampled_from([1, 2, 3, 4, 5, 8]), seed=st.integers(0, 2**16))
+@example(n=2, c_out=4, h=2, w=4, seed=1)   # every 16-byte access path (C4 and W multiples of 4)
+@example(n=2, c_out=5, h=3, w=5, seed=2)   # every word path (odd width, C_out not a multiple of 4)
+def test_block_kernel_every_layout_pair(device, n, c_out, h, w, seed):
+    """The block kernel for every channels-packed pair (vector and word accesses, awkward widths and channel
+    counts, batch > 1), passthrough, requantize and the requantize table, against torch and ET-VK's kernel."""
+    shape = (n, 4 * c_out, h, w)
+    q = torch.randint(-128, 128, shape, generator=torch.Generator().manual_seed(seed), dtype=torch.int8)
+    expected_same = F.pixel_shuffle(q, 2)
+    for in_layout in K.FUSED_LAYOUTS:
+        for out_layout in K.FUSED_LAYOUTS:
+            kw = dict(in_layout=in_layout, out_layout=out_layout, device=device)
+            got = ops.q8ta_pixel_shuffle(q, 2, *K.SAME_QP, block=True, **kw)
+            assert torch.equal(got, expected_same), (shape, in_layout, out_layout)
+            per_word = ops.q8ta_pixel_shuffle(q, 2, *K.DIFF_QP, block=False, **kw)
+            for lut in (False, True):
+                spec = K.Q8taPixelShuffleSpec(shape, 2, in_layout, out_layout, *K.DIFF_QP, block=True, lut=lut)
+                with K.Q8taPixelShuffleRun(device, spec, q) as run:
+                    run.run()
+                    requant = run.output()
+                assert torch.equal(requant, per_word), (shape, in_layout, out_layout, lut)
+            assert (requant.int() - _torch_q8_reference(q, 2, *K.DIFF_QP).int()).abs().max() <= 1
 
 
 def test_chain_intermediates_and_requant_vs_torch(device):

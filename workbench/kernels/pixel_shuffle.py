@@ -294,7 +294,8 @@ class Q8taPixelShuffleSpec:
     out_zero_point: int = 0
     specialize_r: bool = False       # True: r as specialization constant 5 (variants *_rspec)
     output_order: bool = False       # True: thread t writes output word t (variants *_outorder)
-    block: bool = False              # True: 4×4 byte transpose on whole 16-byte blocks (4W4C → 4W4C, r = 2)
+    block: bool = False              # True: 16 words per thread, 4×4 byte transpose in registers (r = 2)
+    lut: bool = False                # block kernel, requant path: a 256-entry table in shared memory
     out_sizes: tuple = field(init=False)
 
     def __post_init__(self):
@@ -309,10 +310,13 @@ class Q8taPixelShuffleSpec:
         object.__setattr__(self, "out_sizes", output_sizes(self.in_sizes, self.r))
         object.__setattr__(self, "block", bool(self.block))
         if self.block and not block_applies(self.in_layout, self.out_layout, self.r):
-            raise ValueError(f"the block kernel needs 4W4C → 4W4C and r = 2, got {self.in_layout} → "
-                             f"{self.out_layout}, r = {self.r}")
+            raise ValueError(f"the block kernel needs r = 2, got r = {self.r} ({self.in_layout} → "
+                             f"{self.out_layout})")
         if self.block and (self.specialize_r or self.output_order):
             raise ValueError("the block kernel has no _rspec / _outorder variants")
+        object.__setattr__(self, "lut", bool(self.lut))
+        if self.lut and not self.block:
+            raise ValueError("the requantize table (lut=True) exists in the block kernel only")
 
     dispatches = 1
 
@@ -321,13 +325,34 @@ class Q8taPixelShuffleSpec:
         return BLOCK_SHADER if self.block else FUSED_SHADER
 
     @property
+    def vector_access(self) -> tuple[bool, bool]:
+        """Block kernel: (16-byte loads, 16-byte stores) — where a whole 4-word block is contiguous and aligned:
+        4W4C always; 4C1W when the width is a multiple of 4; 4C input when its channel blocks are (C4 % 4 == 0);
+        never for 4C output (one word per output pixel; neighbouring threads write neighbouring words)."""
+        def vec(layout, sizes, is_input):
+            n, c, h, w = sizes
+            if layout == "4W4C":
+                return True
+            if layout == "4C1W":
+                return w % 4 == 0
+            return is_input and math.ceil(c / 4) % 4 == 0
+        return vec(self.in_layout, self.in_sizes, True), vec(self.out_layout, self.out_sizes, False)
+
+    @property
     def defines(self) -> dict:
-        return {} if self.block else {"SPECIALIZE_R": self.specialize_r, "OUTPUT_ORDER": self.output_order}
+        if self.block:
+            vec_in, vec_out = self.vector_access
+            return {"IN_LAYOUT": FUSED_LAYOUTS.index(self.in_layout),
+                    "OUT_LAYOUT": FUSED_LAYOUTS.index(self.out_layout),
+                    "VEC_IN": vec_in, "VEC_OUT": vec_out, "REQUANT_LUT": self.lut}
+        return {"SPECIALIZE_R": self.specialize_r, "OUTPUT_ORDER": self.output_order}
 
     @property
     def variant(self) -> str:
         if self.block:
-            return BLOCK_SHADER
+            vec_in, vec_out = self.vector_access
+            return (f"{BLOCK_SHADER}_{self.in_layout}_{self.out_layout}" + ("_lut" if self.lut else "")
+                    + ("" if vec_in else "_wordin") + ("" if vec_out else "_wordout"))
         return FUSED_SHADER + ("_rspec" if self.specialize_r else "") + ("_outorder" if self.output_order else "")
 
     @property
@@ -408,9 +433,10 @@ class Q8taPixelShuffleSpec:
 
 
 def block_applies(in_layout, out_layout, r) -> bool:
-    """Whether the 16-byte block-transpose kernel covers this case (4W4C → 4W4C, r = 2)."""
+    """Whether the block kernel covers this case: any channels-packed pair (4W4C, 4C1W, 4C), r = 2."""
     try:
-        return L.get_layout(in_layout).name == "4W4C" and L.get_layout(out_layout).name == "4W4C" and r == 2
+        return (L.get_layout(in_layout).name in FUSED_LAYOUTS and L.get_layout(out_layout).name in FUSED_LAYOUTS
+                and r == 2)
     except ValueError:  # unknown layouts get their error from the spec
         return False
 
@@ -762,6 +788,8 @@ LARGE_SHAPES = (((1, 96, 512, 384), 2), ((1, 256, 512, 512), 2))
 QUICK_SHAPES = (((1, 16, 4, 4), 2), ((2, 18, 3, 5), 3))
 #: ET-VK's layout pairs (4W4C / 4C1W) plus 4C → 4C.
 BENCH_LAYOUT_PAIRS = (("4W4C", "4W4C"), ("4W4C", "4C1W"), ("4C1W", "4W4C"), ("4C1W", "4C1W"), ("4C", "4C"))
+#: The block kernel: every channels-packed pair.
+BLOCK_LAYOUT_PAIRS = tuple((a, b) for a in FUSED_LAYOUTS for b in FUSED_LAYOUTS)
 #: ET-VK's test qparams: same_qp (passthrough) and diff_qp (requantize).
 SAME_QP = (0.007112, 0, 0.007112, 0)
 DIFF_QP = (0.007112, 0, 0.013, 5)
@@ -797,14 +825,19 @@ def _bench_cases(quick: bool, cpu_device: bool = False) -> list[_Case]:
             pairs = (("4W4C", "4W4C"), ("4C1W", "4C")) if quick else BENCH_LAYOUT_PAIRS
             for in_l, out_l in pairs:
                 cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *SAME_QP)))
-            cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, "4W4C", "4W4C", *DIFF_QP)))
+                cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *DIFF_QP)))
             for qp in (SAME_QP, DIFF_QP):  # r specialized instead of ET-VK's push constant
                 cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, "4W4C", "4W4C", *qp,
                                                                            specialize_r=True)))
-            if block_applies("4W4C", "4W4C", r):  # whole 16-byte blocks, byte transpose in registers
+            block_pairs = (("4W4C", "4W4C"), ("4C1W", "4C")) if quick else BLOCK_LAYOUT_PAIRS
+            for in_l, out_l in block_pairs:  # 16 words per thread, byte transpose in registers
+                if not block_applies(in_l, out_l, r):
+                    continue
                 for qp in (SAME_QP, DIFF_QP):
-                    cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, "4W4C", "4W4C", *qp,
+                    cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *qp,
                                                                                block=True)))
+                cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *DIFF_QP,
+                                                                           block=True, lut=True)))
             # threads in output-memory order instead of ET-VK's (W_out fastest) order
             cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, "4W4C", "4W4C", *SAME_QP,
                                                                        output_order=True)))
@@ -947,6 +980,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
             info.update(variant=f.variant if case.kind == "fused" else " -> ".join(Q8taChainRun.LABELS),
                         r_specialized=f.specialize_r if case.kind == "fused" else False,
                         block=f.block if case.kind == "fused" else False,
+                        lut=f.lut if case.kind == "fused" else False,
                         output_order=f.output_order if case.kind == "fused" else False,
                         shape=_shape_str(f.in_sizes), out_shape=_shape_str(f.out_sizes), r=f.r, impl=case.kind,
                         qpath=f.path, path=f"{case.kind}-{f.path}", storage="buffer", packed_dim="channels",
