@@ -22,16 +22,27 @@ def bandwidth_points(frames) -> pd.DataFrame:
 
 
 def roofline_figure(roofs: dict, compute: pd.DataFrame, movement: pd.DataFrame, *, label_col: str = "label",
-                    device: str = "", max_bars: int = 14) -> Figure:
+                    device: str = "", max_bars: int = 14, note: str | None = None) -> Figure:
+    """`roofs` from `workbench.kernels.peak.roofs`: one line per int8 dot form (OpSDotAccSat, OpSDot + add), fp32
+    FMA, and the int8 cooperative-matrix (tensor-core) roof where one was measured; `note` (e.g. "no cooperative
+    matrix on this device") is written on the chart where that roof is missing."""
     fig = Figure(figsize=(12, 4.8), layout="constrained")
     ax, bx = fig.subplots(1, 2, width_ratios=[1.25, 1])
     copy_gbps = roofs["copy_GBps"]
-    x = np.logspace(-2, 3, 200)
-    for name, peak, style in (("int8 dot peak", roofs.get("int8_GOPs"), "-"),
-                              ("fp32 FMA peak", roofs.get("fp32_GFLOPs"), "--")):
+    x = np.logspace(-2, 4, 200)
+    lines = [("int8 cooperative matrix", roofs.get("int8_mma_GOPs"), "-", "tab:red"),
+             ("int8 dot OpSDot + add", roofs.get("int8_wrap_GOPs"), "-", "k"),
+             ("int8 dot OpSDotAccSat", roofs.get("int8_sat_GOPs"), "-.", "k"),
+             ("fp32 FMA", roofs.get("fp32_GFLOPs"), "--", "grey")]
+    if not any(v and np.isfinite(v) for _, v, _, _ in lines[1:3]):  # roofs without the per-form split
+        lines[1] = ("int8 dot peak", roofs.get("int8_GOPs"), "-", "k")
+    for name, peak, style, color in lines:
         if peak and np.isfinite(peak):
-            ax.plot(x, np.minimum(peak, x * copy_gbps), style, color="k", lw=1.2,
+            ax.plot(x, np.minimum(peak, x * copy_gbps), style, color=color, lw=1.2,
                     label=f"{name}: {peak:,.0f} GOP/s")
+    if note or not (roofs.get("int8_mma_GOPs") and np.isfinite(roofs.get("int8_mma_GOPs"))):
+        ax.text(0.02, 0.97, note or "no cooperative matrix roof measured", transform=ax.transAxes, fontsize=8,
+                va="top", color="tab:red")
     ax.plot(x, x * copy_gbps, ":", color="grey", lw=1, label=f"copy bandwidth: {copy_gbps:,.0f} GB/s")
     if len(compute):
         for key, group in compute.groupby(label_col):
