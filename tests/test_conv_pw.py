@@ -349,3 +349,11 @@ def test_tile_explorer_sliders_rerun_live(device):
         assert bytes(explorer.image.value).startswith(b"\x89PNG") and len(explorer.figure.axes) == 4
     finally:
         explorer.close()
+
+
+def test_sweep_checks_first_image_of_large_batches(device):
+    """check="first": the reference covers image 0 only, and the row still reports its difference (0 here)."""
+    from workbench.kernels import conv_pw as K
+    df = K.sweep(device, tiles=[(1, 1, 1)], shapes=[(3, 8, 12, 3, 5)], show_progress=False, check="first",
+                 min_time_s=0.0, min_samples=2, target_us=10.0, adreno_gpu=None)
+    assert df["max_lsb_diff"].tolist() == [0]

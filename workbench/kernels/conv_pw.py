@@ -510,15 +510,18 @@ class ConvPwBuffers(DeviceResources):
         rec.dispatch(pipeline, self.resources(pipeline), spec.global_size(), push, label=label or spec.variant)
         return pipeline
 
-    def read_output(self, spec: ConvPwSpec) -> np.ndarray:
-        """int8 NCHW (or int32 NCHW accumulators for the debug build), logical elements only."""
+    def read_output(self, spec: ConvPwSpec, images: int | None = None) -> np.ndarray:
+        """int8 NCHW (or int32 NCHW accumulators for the debug build), logical elements only; `images`: the first
+        images only (the batch is outermost in every output layout)."""
         self.check(spec)
         s = self.shape
         if spec.accumulators:
             acc = self.out.download(np.int32, (s.batch, s.height, s.width, s.out_channels))
-            return np.ascontiguousarray(acc.transpose(0, 3, 1, 2))
+            return np.ascontiguousarray(acc.transpose(0, 3, 1, 2))[:images]
         words = self.out.download(np.int32)
-        return L.get_layout(spec.out_layout).unpack(words, s.output_sizes)
+        sizes = s.output_sizes if images is None else (min(images, s.batch),) + s.output_sizes[1:]
+        layout = L.get_layout(spec.out_layout)
+        return layout.unpack(words[:layout.num_words(sizes)], sizes)
 
     def run(self, spec: ConvPwSpec, qparams: QParams, pipeline=None) -> np.ndarray:
         """One dispatch, waited for; returns read_output(spec)."""
@@ -691,9 +694,8 @@ def measure(device, bufs: ConvPwBuffers, spec: ConvPwSpec, qparams: QParams = DE
     row.update(statistics_columns(device, pipeline, local))
     row.update(model_columns(*spec.tile, local))
     if expected is not None:
-        got = bufs.read_output(spec)
         expected = np.asarray(expected)
-        got = got[:expected.shape[0]]  # a reference of the first images only (large shapes)
+        got = bufs.read_output(spec, images=expected.shape[0])  # a reference of the first images only (large shapes)
         diff = np.abs(got.astype(np.int64) - expected.astype(np.int64))
         row["max_lsb_diff"] = int(diff.max())
         row["outputs_off_by_one"] = int((diff == 1).sum())
