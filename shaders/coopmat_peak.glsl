@@ -24,7 +24,8 @@ layout(constant_id = 4) const uint TN = 16;
 layout(constant_id = 5) const uint TK = 32;
 
 layout(set = 0, binding = 0) writeonly buffer Out { int32_t d[]; };
-// A (TM x TK, row-major) then CHAINS matrices B_j (TK x TN, row-major), int8
+// A (TM x TK, row-major) then CHAINS matrices B_j (TK x TN, column-major: rows of TK bytes, so the stride is at
+// least 16 bytes for every size the driver lists), int8
 layout(set = 0, binding = 1) readonly buffer Operands { int8_t operands[]; };
 layout(push_constant) uniform Params { int iterations; uint slots; } p;
 
@@ -35,7 +36,7 @@ void main() {
   icoopmatNV<8, gl_ScopeSubgroup, TK, TN> b[CHAINS];
   icoopmatNV<32, gl_ScopeSubgroup, TM, TN> acc[CHAINS];
   [[unroll]] for (uint j = 0; j < CHAINS; ++j) {
-    coopMatLoadNV(b[j], operands, TM * TK + j * TK * TN, TN, false);
+    coopMatLoadNV(b[j], operands, TM * TK + j * TK * TN, TK, true);
     acc[j] = icoopmatNV<32, gl_ScopeSubgroup, TM, TN>(0);
   }
   for (int i = 0; i < p.iterations; ++i) {

@@ -61,3 +61,39 @@ def test_clean_skip_without_cooperative_matrix(device):
     assert reason and "cooperative matrix" in reason
     df = coopmat.bench_suite(device, quick=True, show_progress=False)
     assert df["status"].tolist() == ["skipped"] and df["reason"].iloc[0] == reason
+
+
+def test_shader_addressing_on_the_host():
+    """The offsets and strides the shaders pass to coopMatLoadNV, replayed on the host: the probe's buffer holds A
+    and every B_j where the shader loads them, and the GEMM's tile walk (RM x RN tiles per subgroup, K steps of TK,
+    16-byte units) covers C exactly once and equals the reference."""
+    tm, tn, tk = 16, 8, 32
+    spec = coopmat.CoopmatPeakSpec((tm, tn, tk), subgroups=4, iterations=2, chains=4)
+    a, b = spec.operands(seed=3)
+    buf = coopmat.probe_operand_buffer(a, b)
+    np.testing.assert_array_equal(coopmat.load_tile(buf, 0, tk, tm, tk, False), a)
+    for j in range(4):  # as the shader: offset TM·TK + j·TK·TN, stride TK, column-major
+        np.testing.assert_array_equal(coopmat.load_tile(buf, tm * tk + j * tk * tn, tk, tk, tn, True), b[j])
+
+    g = coopmat.CoopmatGemmSpec((2, 40, 24, 5, 7), (16, 16, 32), rm=2, rn=1)
+    A, B = coopmat.gemm_operands(g, seed=4)
+    m, n, k = g.gemm
+    tm, tn, tk = g.size
+    a_flat, b_flat = A.reshape(-1), B.reshape(-1)
+    c = np.full((m, n), -1, np.int64)
+    tiles_n = n // (tn * g.rn)
+    for sg in range(g.subgroups()):
+        row0, col0 = (sg // tiles_n) * tm * g.rm, (sg % tiles_n) * tn * g.rn
+        acc = np.zeros((g.rm, g.rn, tm, tn), np.int64)
+        for kk in range(0, k, tk):
+            for i in range(g.rm):
+                off_a = ((row0 + i * tm) * k + kk) // 16 * 16  # the shader's uvec4 offset, in bytes
+                ta = coopmat.load_tile(a_flat, off_a, k // 16 * 16, tm, tk, False).astype(np.int64)
+                for jj in range(g.rn):
+                    off_b = (kk * n + col0 + jj * tn) // 16 * 16
+                    tb = coopmat.load_tile(b_flat, off_b, n // 16 * 16, tk, tn, False).astype(np.int64)
+                    acc[i, jj] += ta @ tb
+        for i in range(g.rm):
+            for jj in range(g.rn):
+                c[row0 + i * tm:row0 + (i + 1) * tm, col0 + jj * tn:col0 + (jj + 1) * tn] = acc[i, jj]
+    np.testing.assert_array_equal(c, coopmat.gemm_reference(A, B))

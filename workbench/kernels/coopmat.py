@@ -142,13 +142,25 @@ class CoopmatPeakSpec:
         return ((exact + 2**31) % 2**32) - 2**31
 
 
+def probe_operand_buffer(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The probe's operand bytes: A (M x K) row-major, then each B_j column-major ((N, K) row-major), padded to 16."""
+    flat = np.concatenate([a.reshape(-1), np.ascontiguousarray(b.transpose(0, 2, 1)).reshape(-1)]).astype(np.int8)
+    return np.concatenate([flat, np.zeros((-flat.size) % 16, np.int8)])
+
+
+def load_tile(buffer: np.ndarray, offset: int, stride: int, rows: int, cols: int, col_major: bool) -> np.ndarray:
+    """coopMatLoadNV's addressing on the host (element units): (i, j) at offset + i·stride + j, or + j·stride + i
+    column-major. The tests check the shaders' offsets and strides with it."""
+    i, j = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+    return buffer[offset + (j * stride + i if col_major else i * stride + j)]
+
+
 def run_peak(device, spec: CoopmatPeakSpec, *, samples: bool = False, min_time_s: float = 0.2, seed: int = 0):
     """One probe dispatch (or a sample set); returns (gpu_ns or (gpu, host), max |result - reference|)."""
     from .. import bench
     m, n, k = spec.size
     a, b = spec.operands(seed)
-    operands = np.concatenate([a.reshape(-1), b.reshape(-1)]).astype(np.int8)
-    operands = np.concatenate([operands, np.zeros((-operands.size) % 16, np.int8)])
+    operands = probe_operand_buffer(a, b)
     pipeline = _pipeline(device, "coopmat_peak", {"CHAINS": spec.chains}, spec.size,
                          (SUBGROUP * WARPS_PER_GROUP, 1, 1))
     slots = min(spec.subgroups, SLOTS)
@@ -301,8 +313,9 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
             emit(row)
     shapes = shapes or (((1, 64, 64, 32, 32),) if quick else filling_shapes(device))
     tiles = ((1, 1),) if quick else ((1, 1), (2, 2), (2, 4), (4, 2), (4, 4))
+    gemm_sizes = [s for s in int8_sizes(props) if s[1] % 16 == 0]  # B tiles start on 16-byte columns
     for shape in shapes:
-        for size in int8_sizes(props):
+        for size in gemm_sizes:
             for rm, rn in tiles:
                 spec = CoopmatGemmSpec(tuple(shape), size, rm, rn)
                 a, b = gemm_operands(spec)
