@@ -18,6 +18,9 @@
 // REQUANT_LUT = 1: the requantize path looks every byte up in a 256-entry table the workgroup builds in shared
 // memory with the same fp32 arithmetic (bit-identical), instead of computing it per byte.
 //
+// SWIZZLE = 1: the 4×4 byte transposes in two mask-and-shift stages (8-bit, then 16-bit swaps: ~5 operations per
+// output word) instead of gathering every byte on its own.
+//
 // Bindings and push constants are those of q8ta_pixel_shuffle.glsl (the host shares one spec).
 
 #extension GL_EXT_control_flow_attributes : require
@@ -39,6 +42,9 @@
 #endif
 #ifndef REQUANT_LUT
 #define REQUANT_LUT 0
+#endif
+#ifndef SWIZZLE
+#define SWIZZLE 0
 #endif
 
 layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
@@ -180,6 +186,20 @@ void main() {
     }
   }
 
+#if SWIZZLE
+  // tr[wi][j] byte k = m[k][wi] byte j: four 4×4 byte transposes, each in two stages
+  ivec4 tr[4];
+  [[unroll]] for (int wi = 0; wi < 4; ++wi) {
+    const int x0 = m[0][wi], x1 = m[1][wi], x2 = m[2][wi], x3 = m[3][wi];
+    const int a0 = (x0 & 0x00FF00FF) | ((x1 << 8) & int(0xFF00FF00));         // x0b0 x1b0 x0b2 x1b2
+    const int a1 = ((x0 >> 8) & 0x00FF00FF) | (x1 & int(0xFF00FF00));         // x0b1 x1b1 x0b3 x1b3
+    const int a2 = (x2 & 0x00FF00FF) | ((x3 << 8) & int(0xFF00FF00));
+    const int a3 = ((x2 >> 8) & 0x00FF00FF) | (x3 & int(0xFF00FF00));
+    tr[wi] = ivec4((a0 & 0xFFFF) | (a2 << 16), (a1 & 0xFFFF) | (a3 << 16),
+                  ((a0 >> 16) & 0xFFFF) | (a2 & int(0xFFFF0000)), ((a1 >> 16) & 0xFFFF) | (a3 & int(0xFFFF0000)));
+  }
+#endif
+
   [[unroll]] for (int dy = 0; dy < 2; ++dy) {
     const int row_out = n * H_out + 2 * ih + dy;
     [[unroll]] for (int half_block = 0; half_block < 2; ++half_block) {
@@ -187,9 +207,14 @@ void main() {
       ivec4 out_block;
       [[unroll]] for (int q = 0; q < 4; ++q) {  // output width 4·ob + q = 2·(4·iw4 + wi) + dx
         const int wi = 2 * half_block + (q >> 1);
-        const int shift = 8 * (2 * dy + (q & 1));  // the input lane this output position reads
+        const int j = 2 * dy + (q & 1);  // the input lane this output position reads
+#if SWIZZLE
+        out_block[q] = tr[wi][j];
+#else
+        const int shift = 8 * j;
         out_block[q] = (((m[0][wi] >> shift) & 0xFF)) | (((m[1][wi] >> shift) & 0xFF) << 8)
                      | (((m[2][wi] >> shift) & 0xFF) << 16) | (((m[3][wi] >> shift) & 0xFF) << 24);
+#endif
       }
 #if OUT_LAYOUT == 0
       if (ob < W4_out) {

@@ -130,3 +130,18 @@ def test_filling_shapes_from_resident_threads(device):
     for n, cin, cout, h, w in shapes:
         threads = (cout // 4) * (w // 4) * n * h
         assert threads >= 8 * 132 * 2048 and (n - 1) * (cout // 4) * (w // 4) * h < 8 * 132 * 2048
+
+
+def test_device_limits_shader_and_clock(device):
+    """The limits shader compiles with every option (SM builtins are NVIDIA-only: compiled and validated here, run
+    there); where the device has a subgroup clock the measured clock is a positive number."""
+    from workbench.kernels import device_limits as dl
+    from workbench.shaders import compile_shader
+    for sm in (0, 1):
+        for clock in (0, 1):
+            compile_shader(dl.SHADER, defines={"SM_BUILTINS": sm, "CLOCK": clock})
+    found = dl.probe_shader_limits(device, groups=2, iterations=1000)
+    if device.info.features.get("shader_subgroup_clock"):
+        assert found["measured_clock_mhz"] > 0
+    limits = dl.device_limits(device)
+    assert limits.columns()["limits_resident_threads"] == limits.resident_threads

@@ -124,6 +124,8 @@ def test_block_kernel_only_where_it_applies():
         K.Q8taPixelShuffleSpec((1, 18, 2, 2), 3, "4W4C", "4W4C", block=True)
     with pytest.raises(ValueError, match="block kernel only"):
         K.Q8taPixelShuffleSpec((1, 8, 2, 2), 2, lut=True)
+    with pytest.raises(ValueError, match="block kernel only"):
+        K.Q8taPixelShuffleSpec((1, 8, 2, 2), 2, swizzle=True)
     spec = K.Q8taPixelShuffleSpec((2, 20, 3, 5), 2, block=True)
     assert spec.threads == 2 * 3 * 2 * 2 and spec.variant == "q8ta_pixel_shuffle_block_4W4C_4W4C"
     # 16-byte accesses exactly where a block is contiguous and aligned
@@ -149,13 +151,17 @@ def test_block_kernel_every_layout_pair(device, n, c_out, h, w, seed):
             kw = dict(in_layout=in_layout, out_layout=out_layout, device=device)
             got = ops.q8ta_pixel_shuffle(q, 2, *K.SAME_QP, block=True, **kw)
             assert torch.equal(got, expected_same), (shape, in_layout, out_layout)
+            spec = K.Q8taPixelShuffleSpec(shape, 2, in_layout, out_layout, *K.SAME_QP, block=True, swizzle=True)
+            with K.Q8taPixelShuffleRun(device, spec, q) as run:
+                run.run()
+                assert torch.equal(run.output(), expected_same), (shape, in_layout, out_layout, "swizzle")
             per_word = ops.q8ta_pixel_shuffle(q, 2, *K.DIFF_QP, block=False, **kw)
-            for lut in (False, True):
-                spec = K.Q8taPixelShuffleSpec(shape, 2, in_layout, out_layout, *K.DIFF_QP, block=True, lut=lut)
+            for kw in ({"lut": False}, {"lut": True}, {"swizzle": True, "local_x": 256}):
+                spec = K.Q8taPixelShuffleSpec(shape, 2, in_layout, out_layout, *K.DIFF_QP, block=True, **kw)
                 with K.Q8taPixelShuffleRun(device, spec, q) as run:
                     run.run()
                     requant = run.output()
-                assert torch.equal(requant, per_word), (shape, in_layout, out_layout, lut)
+                assert torch.equal(requant, per_word), (shape, in_layout, out_layout, kw)
             assert (requant.int() - _torch_q8_reference(q, 2, *K.DIFF_QP).int()).abs().max() <= 1
 
 

@@ -296,6 +296,8 @@ class Q8taPixelShuffleSpec:
     output_order: bool = False       # True: thread t writes output word t (variants *_outorder)
     block: bool = False              # True: 16 words per thread, 4×4 byte transpose in registers (r = 2)
     lut: bool = False                # block kernel, requant path: a 256-entry table in shared memory
+    swizzle: bool = False            # block kernel: two-stage 4x4 byte transpose (masks and shifts per pair)
+    local_x: int = LOCAL_SIZE[0]     # block kernel: local size (ET-VK's 64 elsewhere)
     out_sizes: tuple = field(init=False)
 
     def __post_init__(self):
@@ -315,8 +317,11 @@ class Q8taPixelShuffleSpec:
         if self.block and (self.specialize_r or self.output_order):
             raise ValueError("the block kernel has no _rspec / _outorder variants")
         object.__setattr__(self, "lut", bool(self.lut))
-        if self.lut and not self.block:
-            raise ValueError("the requantize table (lut=True) exists in the block kernel only")
+        object.__setattr__(self, "swizzle", bool(self.swizzle))
+        if (self.lut or self.swizzle or self.local_x != LOCAL_SIZE[0]) and not self.block:
+            raise ValueError("lut, swizzle and local_x are options of the block kernel only")
+        if self.local_x not in (32, 64, 128, 256, 512):
+            raise ValueError(f"local_x must be a power of two from 32 to 512, got {self.local_x}")
 
     dispatches = 1
 
@@ -344,7 +349,7 @@ class Q8taPixelShuffleSpec:
             vec_in, vec_out = self.vector_access
             return {"IN_LAYOUT": FUSED_LAYOUTS.index(self.in_layout),
                     "OUT_LAYOUT": FUSED_LAYOUTS.index(self.out_layout),
-                    "VEC_IN": vec_in, "VEC_OUT": vec_out, "REQUANT_LUT": self.lut}
+                    "VEC_IN": vec_in, "VEC_OUT": vec_out, "REQUANT_LUT": self.lut, "SWIZZLE": self.swizzle}
         return {"SPECIALIZE_R": self.specialize_r, "OUTPUT_ORDER": self.output_order}
 
     @property
@@ -352,7 +357,8 @@ class Q8taPixelShuffleSpec:
         if self.block:
             vec_in, vec_out = self.vector_access
             return (f"{BLOCK_SHADER}_{self.in_layout}_{self.out_layout}" + ("_lut" if self.lut else "")
-                    + ("" if vec_in else "_wordin") + ("" if vec_out else "_wordout"))
+                    + ("_swizzle" if self.swizzle else "") + ("" if vec_in else "_wordin")
+                    + ("" if vec_out else "_wordout") + (f"_l{self.local_x}" if self.local_x != 64 else ""))
         return FUSED_SHADER + ("_rspec" if self.specialize_r else "") + ("_outorder" if self.output_order else "")
 
     @property
@@ -400,12 +406,14 @@ class Q8taPixelShuffleSpec:
         n, c, h, w = self.out_sizes
         return n * math.ceil(c / 4) * h * w
 
-    local_size = LOCAL_SIZE
+    @property
+    def local_size(self) -> tuple[int, int, int]:
+        return (self.local_x, 1, 1)
 
     def global_size(self, device=None) -> tuple[int, int, int]:
         if device is None:
-            return (math.ceil(self.threads / LOCAL_SIZE[0]) * LOCAL_SIZE[0], 1, 1)
-        return linear_global_size(device, self.threads, LOCAL_SIZE[0])
+            return (math.ceil(self.threads / self.local_x) * self.local_x, 1, 1)
+        return linear_global_size(device, self.threads, self.local_x)
 
     def bytes_read(self) -> int:
         return 4 * _touched_words(L.get_layout(self.in_layout), self.in_sizes)
@@ -838,6 +846,11 @@ def _bench_cases(quick: bool, cpu_device: bool = False) -> list[_Case]:
                                                                                block=True)))
                 cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *DIFF_QP,
                                                                            block=True, lut=True)))
+                if not quick and in_l == out_l:  # the transpose as two mask-and-shift stages; local size 256
+                    for qp in (SAME_QP, DIFF_QP):
+                        for kw in ({"swizzle": True}, {"local_x": 256}, {"swizzle": True, "local_x": 256}):
+                            cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *qp,
+                                                                                       block=True, **kw)))
             # threads in output-memory order instead of ET-VK's (W_out fastest) order
             cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, "4W4C", "4W4C", *SAME_QP,
                                                                        output_order=True)))
@@ -981,12 +994,13 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
                         r_specialized=f.specialize_r if case.kind == "fused" else False,
                         block=f.block if case.kind == "fused" else False,
                         lut=f.lut if case.kind == "fused" else False,
+                        swizzle=f.swizzle if case.kind == "fused" else False,
                         output_order=f.output_order if case.kind == "fused" else False,
                         shape=_shape_str(f.in_sizes), out_shape=_shape_str(f.out_sizes), r=f.r, impl=case.kind,
                         qpath=f.path, path=f"{case.kind}-{f.path}", storage="buffer", packed_dim="channels",
                         dtype="int8", in_layout=f.in_layout, out_layout=f.out_layout,
                         global_size=str(spec.global_size(device)) if case.kind == "fused" else "",
-                        local_size=str(LOCAL_SIZE))
+                        local_size=str(spec.local_size if case.kind == "fused" else LOCAL_SIZE))
             torch_key = "quantized chain" if f.path == "requant" else "int8"
         row = bench.measurement_row(kernel, env, gpu, host_ns=host, bytes_moved=bytes_moved, macs=0, **info)
         copies.annotate(row, bytes_moved)
