@@ -629,6 +629,32 @@ def filling_shapes(device, waves: int = 8, channels=(256, 512), size: int = 128)
     return tuple(shapes)
 
 
+def filling_sweep(device, writer=None, *, show_progress: bool = True, shapes=None, tiles=SUITE_TILES,
+                  torch: bool = True, **timing) -> pd.DataFrame:
+    """Every tile on the device-filling shapes (`filling_shapes`), with both dot forms (OpSDotAccSat and OpSDot +
+    add), outputs checked on image 0 (`max_lsb_diff`), `shape_kind` = "fills the device"; torch on the same GEMMs
+    when `torch`. Empty where the device does not say how many threads it holds (CPU devices)."""
+    shapes = filling_shapes(device) if shapes is None else shapes
+    frames = []
+    for saturate in (True, False):
+        if shapes and (saturate or device.info.features.get("integer_dot_product")):
+            frames.append(sweep(device, tiles, shapes, writer, show_progress, saturate=saturate, adreno_gpu=None,
+                                check="first", **timing))
+    if torch and shapes:
+        from ..bench import environment
+        env = environment(device)
+        rows = [r for shape in shapes for r in torch_rows(device, shape, env)]
+        for r in rows:
+            if writer is not None:
+                writer.append(r)
+        frames.append(pd.DataFrame(rows))
+    if not frames:
+        return pd.DataFrame()
+    df = pd.concat(frames, ignore_index=True)
+    df["shape_kind"] = "fills the device"
+    return df
+
+
 def random_problem(shape, seed: int = 0, bias: bool = True):
     """Random int8 input and weights, ET-VK test-style scales U[0.005, 0.015] and a small bias."""
     s = ConvPwShape.coerce(shape)
@@ -841,14 +867,10 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     wrap_tiles = [t for t in tiles if t[0] == 1 and t[1] <= 2]
     wrap = sweep(device, wrap_tiles, shapes, writer, show_progress, saturate=False, adreno_gpu=None, **timing)
     df = pd.concat([df, wrap], ignore_index=True)
-    # device-filling shapes (from the device's resident threads), every tile, both dot forms; checked on image 0
     filling = () if quick else filling_shapes(device)
-    for saturate in (True, False):
-        if filling and (saturate or device.info.features.get("integer_dot_product")):
-            fill = sweep(device, tiles, filling, writer, show_progress, saturate=saturate, adreno_gpu=None,
-                         check="first", **timing)
-            fill["shape_kind"] = "fills the device"
-            df = pd.concat([df, fill], ignore_index=True)
+    if filling:
+        df = pd.concat([df, filling_sweep(device, writer, show_progress=show_progress, shapes=filling,
+                                          torch=False, **timing)], ignore_index=True)
     env = environment(device)
     rows = []
     for shape in tuple(shapes) + tuple(filling):
