@@ -745,7 +745,8 @@ def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_prog
     rule-model columns for sm_90 and Adreno 740 (`model_columns`), `max_lsb_diff` / `outputs_off_by_one` against
     the reference (when `check`), and the device metadata (device, driver, API version, commit, date).
     `warmup_s` (default 1 s on GPUs, 0 on CPU devices): the device is kept busy that long before the first
-    measurement, so the first tile is not timed at an idle clock.
+    tile of every shape (the host's reference and packing leave it idle between shapes: the landed H200 run
+    recorded 5108 µs for a first tile whose neighbour took 1229 µs), so no first tile is timed at an idle clock.
     `adreno_gpu` (default 740): every tile also compiled by Mesa's Turnip for that Adreno on the no-op DRM shim
     (`workbench.adreno`), giving `a740_registers` (vec4), `a740_waves`, `a740_occupancy` and `a740_spills` next to
     the live device's columns; NaN with `a740_note` where `workbench adreno setup` has not run. None skips it."""
@@ -757,6 +758,7 @@ def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_prog
     env = environment(device)
     if warmup_s is None:  # on an H200 the first tiles of a sweep measured 2-4x slow without this
         warmup_s = 0.0 if device.info.is_cpu else 1.0
+    shape_warmup_s = warmup_s
     adreno_cols = _adreno_columns(tiles, adreno_gpu)
     rows = []
     bar = progress(range(len(tiles) * len(shapes)), "conv_pw sweep", total=len(tiles) * len(shapes),
@@ -768,6 +770,7 @@ def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_prog
             checked = q_input if check != "first" else q_input[:1]
             expected = reference(checked, weight, scales, bias, qparams, relu).numpy() if check else None
             base = ConvPwSpec(shape, out_layout=out_layout, use_dot_ext=use_dot_ext, relu=relu, saturate=saturate)
+            warmup_s = shape_warmup_s  # the host work above left the device idle
             with ConvPwBuffers(device, base, q_input, packed) as bufs:
                 for tile in tiles:
                     if hasattr(bar, "set_postfix_str"):
@@ -775,7 +778,7 @@ def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_prog
                     row = measure(device, bufs, base.with_tile(*tile), qparams, env=env, expected=expected,
                                   min_time_s=min_time_s, max_time_s=max_time_s, min_samples=min_samples,
                                   target_us=target_us, max_repeats=max_repeats, warmup_s=warmup_s)
-                    warmup_s = 0.0  # once per sweep
+                    warmup_s = 0.0  # once per shape
                     row.update(adreno_cols.get(tile_label(*tile), {}))
                     rows.append(row)
                     if writer is not None:
