@@ -97,3 +97,15 @@ def test_shader_addressing_on_the_host():
             for jj in range(g.rn):
                 c[row0 + i * tm:row0 + (i + 1) * tm, col0 + jj * tn:col0 + (jj + 1) * tn] = acc[i, jj]
     np.testing.assert_array_equal(c, coopmat.gemm_reference(A, B))
+
+
+def test_raw_enumerator(device):
+    """The raw two-call enumerator the property queries use (count, then the array), on one lavapipe has:
+    VK_EXT_calibrated_timestamps' time domains (0 = the device's own clock)."""
+    import vulkan as vk
+    if "VK_EXT_calibrated_timestamps" not in device.info.extensions:
+        pytest.skip("no VK_EXT_calibrated_timestamps")
+    domains = coopmat._raw_enumerate(device, "vkGetPhysicalDeviceCalibrateableTimeDomainsEXT", "VkTimeDomainEXT",
+                                     None)
+    assert 0 in [int(d) for d in domains]
+    assert coopmat.properties(device).columns.tolist()[:4] == ["extension", "M", "N", "K"]

@@ -32,7 +32,7 @@ _COMPONENT = {getattr(vk, f"VK_COMPONENT_TYPE_{n}_NV"): n.lower() for n in
                "UINT64")}
 
 
-def _raw_enumerate(device, name: str, struct: str, stype: int) -> list:
+def _raw_enumerate(device, name: str, struct: str, stype: int | None) -> list:
     """Call an instance-level vkGetPhysicalDevice*Properties*(pd, &count, props) enumerator through its raw
     pointer, with sType set on every element (the binding's own wrapper leaves them zero)."""
     from vulkan import _vulkan as raw
@@ -44,7 +44,7 @@ def _raw_enumerate(device, name: str, struct: str, stype: int) -> list:
     if fn(device.physical_device, count, vk.ffi.NULL) != vk.VK_SUCCESS or count[0] == 0:
         return []
     props = vk.ffi.new(f"{struct}[]", count[0])
-    for i in range(count[0]):
+    for i in range(count[0] if stype is not None else 0):
         props[i].sType = stype
     if fn(device.physical_device, count, props) != vk.VK_SUCCESS:
         return []
@@ -68,7 +68,7 @@ def properties(device) -> pd.DataFrame:
                                 vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR):
             rows.append({"extension": "KHR", "M": p.MSize, "N": p.NSize, "K": p.KSize,
                          "A": _COMPONENT.get(p.AType, p.AType), "B": _COMPONENT.get(p.BType, p.BType),
-                         "C": _COMPONENT.get(p.CType, p.ResultType), "D": _COMPONENT.get(p.ResultType, p.ResultType),
+                         "C": _COMPONENT.get(p.CType, p.CType), "D": _COMPONENT.get(p.ResultType, p.ResultType),
                          "scope": int(p.scope)})
     return pd.DataFrame(rows, columns=["extension", "M", "N", "K", "A", "B", "C", "D", "scope"])
 
@@ -295,10 +295,21 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     resident_warps = (limits.sm_count or 132) * (limits.warps_per_sm or 64)
     subgroups = 4 * resident_warps if not quick else 64
     subgroups = -(-subgroups // WARPS_PER_GROUP) * WARPS_PER_GROUP
+    from ..vk import VulkanError
+    refused = (VulkanError, vk.VkError, ValueError)  # driver errors, and local sizes past its limits
+
+    def failed(kernel, error, **cols):  # a driver that refuses one variant: say so, carry on with the others
+        emit({"kernel": kernel, "method": "int8 cooperative matrix (NV)", "status": f"failed: {error}", **cols,
+              **env})
+
     for size in int8_sizes(props):
         for chains in ((4,) if quick else (2, 4, 8)):
             probe = CoopmatPeakSpec(size, subgroups, 4, chains)
-            run_peak(device, probe)
+            try:
+                run_peak(device, probe)
+            except refused as exc:
+                failed("coopmat peak", exc, coop_size="x".join(map(str, size)), chains=chains)
+                continue
             probe_ns, _ = run_peak(device, probe)
             iterations = int(min(1 << 20, max(4, 4 * target_ms * 1e6 / max(probe_ns or 1.0, 1.0))))
             spec = CoopmatPeakSpec(size, subgroups, iterations, chains)
@@ -319,8 +330,12 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
             for rm, rn in tiles:
                 spec = CoopmatGemmSpec(tuple(shape), size, rm, rn)
                 a, b = gemm_operands(spec)
-                (gpu, host), err, repeats = run_gemm(device, spec, a, b, samples=True,
-                                                     min_time_s=0.02 if quick else 0.2)
+                try:
+                    (gpu, host), err, repeats = run_gemm(device, spec, a, b, samples=True,
+                                                         min_time_s=0.02 if quick else 0.2)
+                except refused as exc:
+                    failed("coopmat gemm", exc, coop_size="x".join(map(str, size)), tile=f"RM{rm}·RN{rn}")
+                    continue
                 nb, cin, cout, h, w = shape
                 emit(bench.measurement_row(
                     "coopmat gemm", env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(), macs=spec.macs(),
@@ -330,7 +345,21 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
         emit_torch = _torch_int_mm_row(device, shape, env)
         if emit_torch:
             emit(emit_torch)
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    wrong = df[df["status"] != "ok"]  # WRONG results and variants the driver refused
+    print(f"cooperative matrix correctness: {len(df) - len(wrong)} of {len(df)} results exact against the host "
+          f"(torch int64 matmul){'' if not len(wrong) else ' — WRONG: ' + ', '.join(wrong['method'].astype(str))}")
+    probes = df[(df["kernel"] == "coopmat peak") & df["GOP/s"].notna()] if "GOP/s" in df else df.iloc[0:0]
+    if len(probes):
+        best = probes.loc[probes["GOP/s"].idxmax()]
+        print(f"int8 cooperative-matrix roof: {best['GOP/s']:,.0f} GOP/s ({best['coop_size']}, {best['chains']} "
+              f"chains; theoretical {best['theoretical_GOPs']:,.0f})")
+        gemm = df[(df["kernel"] == "coopmat gemm") & df["method"].str.startswith("vulkan") & df["GOP/s"].notna()]
+        for shape, group in gemm.groupby("shape"):
+            top = group.loc[group["GOP/s"].idxmax()]
+            print(f"coopmat GEMM {shape}: best {top['GOP/s']:,.0f} GOP/s ({top['coop_size']}, {top['tile']}) = "
+                  f"{top['GOP/s'] / best['GOP/s']:.0%} of the probe")
+    return df
 
 
 def _torch_int_mm_row(device, shape, env) -> dict | None:
