@@ -21,7 +21,7 @@ from .device_limits import device_limits, theoretical_gops
 
 KINDS = {"int8_dot": ("peak_int8_dot", 4), "fp32_fma": ("peak_fp32_fma", 1)}  # shader, MACs per instruction
 LOCAL_SIZES = (64, 128, 256, 512, 1024)
-CHAIN_COUNTS = (4, 8, 16)
+CHAIN_COUNTS = (4, 8, 16, 32)
 DEFAULT_OPERAND = 0x02FF03FE
 
 
