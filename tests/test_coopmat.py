@@ -9,7 +9,8 @@ from workbench.shaders import compile_shader
 
 
 @pytest.mark.parametrize("shader,defines", [("coopmat_peak", {"CHAINS": c}) for c in (1, 2, 4, 8)]
-                         + [("coopmat_gemm", {"RM": rm, "RN": rn}) for rm, rn in ((1, 1), (2, 2), (4, 2), (4, 4))])
+                         + [("coopmat_gemm", {"RM": rm, "RN": rn, "SHMEM": sh}) for rm, rn in ((1, 1), (2, 2), (4, 2),
+                                                                                             (4, 4)) for sh in (0, 1)])
 def test_shaders_compile_and_validate(shader, defines):
     spv = compile_shader(shader, defines=defines, target_env=coopmat.TARGET_ENV)  # spirv-val runs on every result
     assert spv.code[:4] == b"\x03\x02\x23\x07"
@@ -109,3 +110,62 @@ def test_raw_enumerator(device):
                                      None)
     assert 0 in [int(d) for d in domains]
     assert coopmat.properties(device).columns.tolist()[:4] == ["extension", "M", "N", "K"]
+
+
+def test_shared_memory_gemm_walk_on_the_host():
+    """SHMEM = 1: workgroup w owns the (2·RM·TM) x (2·RN·TN) block (w / blocks_n, w % blocks_n), its subgroup s the
+    RM x RN tiles at (s / 2, s % 2) inside; the staged blocks are read back as the shader's coopMatLoadNV reads
+    them. Every C element is written once and equals the reference."""
+    g = coopmat.CoopmatGemmSpec((1, 40, 40, 3, 11), (16, 16, 32), rm=1, rn=2, shmem=True)
+    A, B = coopmat.gemm_operands(g, seed=5)
+    m, n, k = g.gemm
+    tm, tn, tk = g.size
+    bm, bn = 2 * g.rm * tm, 2 * g.rn * tn
+    assert m % bm == 0 and n % bn == 0 and g.subgroups() == 4 * (m // bm) * (n // bn)
+    c = np.zeros((m, n), np.int64)
+    written = np.zeros((m, n), np.int64)
+    for wg in range(g.subgroups() // 4):
+        r0, c0 = (wg // (n // bn)) * bm, (wg % (n // bn)) * bn
+        for sg in range(4):
+            row0, col0 = r0 + (sg // 2) * g.rm * tm, c0 + (sg % 2) * g.rn * tn
+            acc = np.zeros((g.rm, g.rn, tm, tn), np.int64)
+            for kk in range(0, k, tk):
+                sa = A[r0:r0 + bm, kk:kk + tk].reshape(-1)   # staged as the shader stages them
+                sb = B[kk:kk + tk, c0:c0 + bn].reshape(-1)
+                for i in range(g.rm):
+                    ta = coopmat.load_tile(sa, (row0 - r0 + i * tm) * tk, tk, tm, tk, False).astype(np.int64)
+                    for j in range(g.rn):
+                        tb = coopmat.load_tile(sb, col0 - c0 + j * tn, bn, tk, tn, False).astype(np.int64)
+                        acc[i, j] += ta @ tb
+            for i in range(g.rm):
+                for j in range(g.rn):
+                    c[row0 + i * tm:row0 + (i + 1) * tm, col0 + j * tn:col0 + (j + 1) * tn] = acc[i, j]
+                    written[row0 + i * tm:row0 + (i + 1) * tm, col0 + j * tn:col0 + (j + 1) * tn] += 1
+    assert (written == 1).all()
+    np.testing.assert_array_equal(c, coopmat.gemm_reference(A, B))
+
+
+def test_suite_control_flow_with_host_stand_ins(device, monkeypatch, capsys):
+    """The supported path of bench_suite (probe sizes x chains, GEMM tiles x shapes, refused variants, summary)
+    with the device calls replaced by stand-ins: no cooperative matrix here to run them on."""
+    import vulkan as vk
+    props = pd.DataFrame([{"extension": "NV", "M": 16, "N": n, "K": 32, "A": "sint8", "B": "sint8", "C": "sint32",
+                           "D": "sint32", "scope": 3} for n in (8, 16)])
+    monkeypatch.setattr(coopmat, "properties", lambda dev: props)
+    monkeypatch.setattr(coopmat, "unsupported_reason", lambda dev, p=None: None)
+    timing = lambda: (np.full(6, 1e5), np.full(6, 1.1e5))  # noqa: E731
+
+    def fake_peak(dev, spec, samples=False, **kw):
+        if spec.chains == 8:
+            raise vk.VkErrorUnknown("refused")
+        return (timing() if samples else 1e4), 0
+
+    monkeypatch.setattr(coopmat, "run_peak", fake_peak)
+    monkeypatch.setattr(coopmat, "run_gemm", lambda dev, spec, a, b, samples=False, **kw: (timing(), 0, 3))
+    df = coopmat.bench_suite(device, show_progress=False, shapes=[(1, 32, 32, 4, 8)])
+    probes = df[df["kernel"] == "coopmat peak"]
+    assert len(probes) == 2 * 3 and (probes["status"].str.startswith("failed")).sum() == 2
+    gemm = df[df["kernel"] == "coopmat gemm"]
+    assert len(gemm) == 10 and set(gemm["coop_size"]) == {"16x16x32"}  # N = 8 tiles are not 16-byte aligned
+    out = capsys.readouterr().out
+    assert "14 of 16 results exact" in out and "of the probe" in out

@@ -188,14 +188,21 @@ class CoopmatGemmSpec:
     size: tuple[int, int, int]  # cooperative matrix (M, N, K)
     rm: int = 2
     rn: int = 2
+    shmem: bool = False  # stage the workgroup's A and B blocks in shared memory (4 subgroups as 2 x 2)
 
     @property
     def gemm(self) -> tuple[int, int, int]:
-        """(M, N, K) of the GEMM, padded to whole tiles: pixels, Cout, Cin."""
+        """(M, N, K) of the GEMM, padded to whole tiles (whole 2 x 2 subgroup blocks with `shmem`): pixels, Cout,
+        Cin."""
         nb, cin, cout, h, w = self.shape
         tm, tn, tk = self.size
+        f = 2 if self.shmem else 1
         pad = lambda v, q: -(-v // q) * q  # noqa: E731
-        return (pad(nb * h * w, tm * self.rm), pad(cout, max(tn * self.rn, 16)), pad(cin, max(tk, 16)))
+        return (pad(nb * h * w, f * tm * self.rm), pad(cout, max(f * tn * self.rn, 16)), pad(cin, max(tk, 16)))
+
+    @property
+    def label(self) -> str:
+        return f"RM{self.rm}·RN{self.rn}" + (" shared" if self.shmem else "")
 
     def macs(self) -> int:
         nb, cin, cout, h, w = self.shape
@@ -211,15 +218,19 @@ class CoopmatGemmSpec:
         return (m // (tm * self.rm)) * (n // (tn * self.rn))
 
 
-def gemm_operands(spec: CoopmatGemmSpec, seed: int = 0):
-    """Random int8 activation (pixels x Cin, NHWC order) and weight (Cin x Cout), zero-padded to the GEMM."""
+def gemm_operands(spec: CoopmatGemmSpec, seed: int = 0, base=None):
+    """Random int8 activation (pixels x Cin, NHWC order) and weight (Cin x Cout), zero-padded to the GEMM; `base`:
+    the unpadded pair to pad instead (one random problem for every tile of a shape)."""
     nb, cin, cout, h, w = spec.shape
     m, n, k = spec.gemm
-    rng = np.random.default_rng(seed)
+    if base is None:
+        rng = np.random.default_rng(seed)
+        base = (rng.integers(-128, 128, (nb * h * w, cin), dtype=np.int8),
+                rng.integers(-128, 128, (cin, cout), dtype=np.int8))
     a = np.zeros((m, k), np.int8)
-    a[:nb * h * w, :cin] = rng.integers(-128, 128, (nb * h * w, cin), dtype=np.int8)
+    a[:nb * h * w, :cin] = base[0]
     b = np.zeros((k, n), np.int8)
-    b[:cin, :cout] = rng.integers(-128, 128, (cin, cout), dtype=np.int8)
+    b[:cin, :cout] = base[1]
     return a, b
 
 
@@ -230,12 +241,13 @@ def gemm_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def run_gemm(device, spec: CoopmatGemmSpec, a, b, *, samples: bool = False, min_time_s: float = 0.2,
-             target_us: float = 2000.0):
-    """The GEMM on the device; returns (timing, max |C - reference|, repeats)."""
+             target_us: float = 2000.0, expected: np.ndarray | None = None):
+    """The GEMM on the device; returns (timing, max |C - reference|, repeats). `expected`: the unpadded product
+    (pixels x Cout), computed once per shape; the padding of C must hold 0."""
     from .. import bench
     m, n, k = spec.gemm
-    pipeline = _pipeline(device, "coopmat_gemm", {"RM": spec.rm, "RN": spec.rn}, spec.size,
-                         (SUBGROUP * WARPS_PER_GROUP, 1, 1))
+    pipeline = _pipeline(device, "coopmat_gemm", {"RM": spec.rm, "RN": spec.rn, "SHMEM": int(spec.shmem)},
+                         spec.size, (SUBGROUP * WARPS_PER_GROUP, 1, 1))
     groups = -(-spec.subgroups() // WARPS_PER_GROUP)
     push = np.array([m, n, k], np.uint32).tobytes()
     with device.buffer(nbytes=4 * m * n, name="gemm C") as c, device.buffer(a, name="gemm A") as abuf, \
@@ -254,8 +266,12 @@ def run_gemm(device, spec: CoopmatGemmSpec, a, b, *, samples: bool = False, min_
                 rec.submit()
                 timing = rec.gpu_ns
         got = c.download(np.int32).reshape(m, n)
-    err = int(np.abs(got.astype(np.int64) - gemm_reference(a, b)).max())
-    return timing, err, repeats
+    if expected is None:
+        return timing, int(np.abs(got.astype(np.int64) - gemm_reference(a, b)).max()), repeats
+    rows, cols = expected.shape
+    err = int(np.abs(got[:rows, :cols].astype(np.int64) - expected).max())
+    padding = max(int(np.abs(got[rows:]).max(initial=0)), int(np.abs(got[:, cols:]).max(initial=0)))
+    return timing, max(err, padding), repeats
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -323,24 +339,29 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
             row.update(limits.columns())
             emit(row)
     shapes = shapes or (((1, 64, 64, 32, 32),) if quick else filling_shapes(device))
-    tiles = ((1, 1),) if quick else ((1, 1), (2, 2), (2, 4), (4, 2), (4, 4))
+    tiles = [(1, 1, False)] if quick else [(rm, rn, shmem) for shmem in (False, True)
+                                           for rm, rn in ((1, 1), (2, 2), (2, 4), (4, 2), (4, 4))]
     gemm_sizes = [s for s in int8_sizes(props) if s[1] % 16 == 0]  # B tiles start on 16-byte columns
     for shape in shapes:
+        nb, cin, cout, h, w = shape
+        rng = np.random.default_rng(0)
+        base = (rng.integers(-128, 128, (nb * h * w, cin), dtype=np.int8),
+                rng.integers(-128, 128, (cin, cout), dtype=np.int8))
+        expected = gemm_reference(*base)  # once per shape, exact (int64)
         for size in gemm_sizes:
-            for rm, rn in tiles:
-                spec = CoopmatGemmSpec(tuple(shape), size, rm, rn)
-                a, b = gemm_operands(spec)
+            for rm, rn, shmem in tiles:
+                spec = CoopmatGemmSpec(tuple(shape), size, rm, rn, shmem)
+                a, b = gemm_operands(spec, base=base)
                 try:
-                    (gpu, host), err, repeats = run_gemm(device, spec, a, b, samples=True,
+                    (gpu, host), err, repeats = run_gemm(device, spec, a, b, samples=True, expected=expected,
                                                          min_time_s=0.02 if quick else 0.2)
                 except refused as exc:
-                    failed("coopmat gemm", exc, coop_size="x".join(map(str, size)), tile=f"RM{rm}·RN{rn}")
+                    failed("coopmat gemm", exc, coop_size="x".join(map(str, size)), tile=spec.label)
                     continue
-                nb, cin, cout, h, w = shape
                 emit(bench.measurement_row(
                     "coopmat gemm", env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(), macs=spec.macs(),
                     method="vulkan coopmat gemm (pointwise conv, int32 out)", shape=f"{nb}x{cin}x{h}x{w}→{cout}",
-                    coop_size="x".join(map(str, size)), tile=f"RM{rm}·RN{rn}", gemm="x".join(map(str, spec.gemm)),
+                    coop_size="x".join(map(str, size)), tile=spec.label, gemm="x".join(map(str, spec.gemm)),
                     repeats=repeats, max_abs_diff=err, status="ok" if err == 0 else "WRONG"))
         emit_torch = _torch_int_mm_row(device, shape, env)
         if emit_torch:
