@@ -127,7 +127,7 @@ def test_block_kernel_only_where_it_applies():
     with pytest.raises(ValueError, match="block kernel only"):
         K.Q8taPixelShuffleSpec((1, 8, 2, 2), 2, swizzle=True)
     spec = K.Q8taPixelShuffleSpec((2, 20, 3, 5), 2, block=True)
-    assert spec.threads == 2 * 3 * 2 * 2 and spec.variant == "q8ta_pixel_shuffle_block_4W4C_4W4C"
+    assert spec.threads == 2 * 3 * 2 * 2 and spec.variant == "q8ta_pixel_shuffle_block"
     # 16-byte accesses exactly where a block is contiguous and aligned
     assert K.Q8taPixelShuffleSpec((1, 64, 2, 8), 2, "4C1W", "4C", block=True).vector_access == (True, False)
     assert K.Q8taPixelShuffleSpec((1, 64, 2, 7), 2, "4C1W", "4C1W", block=True).vector_access == (False, False)

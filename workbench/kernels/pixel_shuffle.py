@@ -356,7 +356,9 @@ class Q8taPixelShuffleSpec:
     def variant(self) -> str:
         if self.block:
             vec_in, vec_out = self.vector_access
-            return (f"{BLOCK_SHADER}_{self.in_layout}_{self.out_layout}" + ("_lut" if self.lut else "")
+            pair = "" if (self.in_layout, self.out_layout) == ("4W4C", "4W4C") else \
+                f"_{self.in_layout}_{self.out_layout}"  # 4W4C → 4W4C keeps the landed kernel's name
+            return (f"{BLOCK_SHADER}{pair}" + ("_lut" if self.lut else "")
                     + ("_swizzle" if self.swizzle else "") + ("" if vec_in else "_wordin")
                     + ("" if vec_out else "_wordout") + (f"_l{self.local_x}" if self.local_x != 64 else ""))
         return FUSED_SHADER + ("_rspec" if self.specialize_r else "") + ("_outorder" if self.output_order else "")
