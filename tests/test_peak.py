@@ -145,3 +145,41 @@ def test_device_limits_shader_and_clock(device):
         assert found["measured_clock_mhz"] > 0
     limits = dl.device_limits(device)
     assert limits.columns()["limits_resident_threads"] == limits.resident_threads
+
+
+def test_goals_report(tmp_path):
+    """workbench.report.goals on a hand-made results folder: conv best tile per form against its own roof, the
+    cooperative-matrix probe and GEMM, pixel shuffle at the largest shape against the copy."""
+    from workbench import report
+    pd.DataFrame([
+        {"kernel": "copy", "method": "shader uvec4", "timer": "vulkan timestamps", "size_mib": 256, "GB/s": 4000.0},
+        {"kernel": "peak", "method": "int8 dot (OpSDotAccSat)", "kind": "int8_dot", "GOP/s": 40e3, "best": True,
+         "local_size": 256, "chains": 16, "probe_fraction": 0.3, "theoretical_GOPs": 133e3},
+        {"kernel": "peak", "method": "int8 dot (OpSDot + add)", "kind": "int8_dot", "GOP/s": 120e3, "best": True,
+         "local_size": 256, "chains": 16, "probe_fraction": 0.9, "theoretical_GOPs": 133e3},
+        {"kernel": "peak", "method": "fp32 fma", "kind": "fp32_fma", "GOP/s": 60e3, "best": True, "local_size": 256,
+         "chains": 8, "probe_fraction": 0.9, "theoretical_GOPs": 67e3}]).to_csv(tmp_path / "peak.csv", index=False)
+    pd.DataFrame([
+        {"kernel": "q8ta_conv2d_pw", "method": "vulkan q8ta_conv2d_pw", "macs": 1, "GOP/s": 36e3, "saturate": True,
+         "use_dot_ext": True, "tile": "M1·N2·K4", "shape": "9x256x128x128→256", "shape_kind": "fills the device"},
+        {"kernel": "q8ta_conv2d_pw", "method": "vulkan q8ta_conv2d_pw", "macs": 1, "GOP/s": 84e3, "saturate": False,
+         "use_dot_ext": True, "tile": "M1·N2·K4", "shape": "9x256x128x128→256", "shape_kind": "fills the device"},
+    ]).to_csv(tmp_path / "conv_pw.csv", index=False)
+    pd.DataFrame([
+        {"kernel": "coopmat peak", "method": "int8 cooperative matrix (NV)", "GOP/s": 900e3, "status": "ok",
+         "macs": 1},
+        {"kernel": "coopmat gemm", "method": "vulkan coopmat gemm", "GOP/s": 500e3, "status": "ok", "macs": 1,
+         "shape": "s", "tile": "RM4·RN4 shared"}]).to_csv(tmp_path / "coopmat.csv", index=False)
+    pd.DataFrame([
+        {"impl": "fused", "shape": "1x256x512x512", "in_layout": "4C", "out_layout": "4C", "qpath": "passthrough",
+         "variant": "v", "copy_fraction": 0.9},
+        {"impl": "fused", "shape": "1x16x4x4", "in_layout": "4C", "out_layout": "4C", "qpath": "passthrough",
+         "variant": "v", "copy_fraction": 0.1}]).to_csv(tmp_path / "pixel_shuffle.csv", index=False)
+    table = report.goals(tmp_path).set_index("what")
+    conv = table[table.index.str.startswith("conv best")]
+    assert conv["measured"].round(2).tolist() == [0.9, 0.7] and conv["met"].tolist() == [True, False]
+    assert not table.loc["int8 cooperative-matrix probe", "met"]  # 900 < 1,000 TOP/s
+    gemm = table[table.index.str.startswith("coopmat GEMM")]
+    assert gemm["measured"].round(3).tolist() == [round(500 / 900, 3)] and bool(gemm["met"].iloc[0])
+    shuffle = table[table.index.str.startswith("pixel shuffle")]
+    assert len(shuffle) == 1 and shuffle["met"].tolist() == [True]  # the largest shape only

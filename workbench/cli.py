@@ -70,16 +70,25 @@ def cmd_bench(args) -> int:
 
 
 def cmd_roofline_check(args) -> int:
-    """No kernel row above its roof: every compute row of a results folder against the measured probes."""
+    """No kernel row above its roof: every compute row of a results folder against the measured probes; then the
+    folder's figures against the goals (`workbench.report`)."""
+    import pandas as pd
+
     from .kernels.peak import check_results_dir
     roofs, checked = check_results_dir(args.out)
     print("\n== roofline check (" + ", ".join(f"{k} {v:,.0f}" for k, v in roofs.items()) + ")")
     if not len(checked):
         print("no compute rows to check")
-        return 0
+        checked = checked.assign(above=pd.Series(dtype=bool))
     worst = checked.sort_values("roof_fraction", ascending=False).head(5)
-    print(_table(worst, [c for c in ["kernel", "method", "shape", "tile", "saturate", "GOP/s", "roof", "roof_GOPs",
+    if len(worst):
+        print(_table(worst, [c for c in ["kernel", "method", "shape", "tile", "saturate", "GOP/s", "roof", "roof_GOPs",
                                      "roof_fraction"] if c in worst.columns]))
+    from .report import goals
+    table = goals(args.out, roofs)
+    if len(table):
+        print("\n== goals")
+        print(_table(table))
     above = checked[checked["above"]]
     if len(above):
         print(f"ROOFLINE CHECK FAILED: {len(above)} of {len(checked)} rows above their roof")

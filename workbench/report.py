@@ -1,0 +1,83 @@
+"""The figures a results folder holds against the goals set for them: each probe against the device's theoretical
+rate, the best conv tile of each dot form against its roof, the cooperative-matrix probe and GEMM, and the pixel
+shuffle kernels against the copy at the same traffic. `workbench roofline-check` prints it.
+
+    goals(folder) -> DataFrame: what, measured, unit, target (NaN: no target), met (None: no target)
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+GOALS = {"conv_of_roof": 0.80, "mma_probe_GOPs": 1000e3, "mma_gemm_of_probe": 0.50,
+         "shuffle_passthrough_of_copy": 0.85, "shuffle_requant_of_copy": 0.80}
+
+
+def _load(folder: Path, name: str):
+    path = folder / f"{name}.csv"
+    return pd.read_csv(path) if path.exists() else None
+
+
+def goals(folder, roofs: dict | None = None) -> pd.DataFrame:
+    from .kernels.peak import check_results_dir
+    folder = Path(folder)
+    if roofs is None:
+        roofs, _ = check_results_dir(folder)
+    rows = []
+
+    def add(what, measured, unit, target=math.nan):
+        met = None if not math.isfinite(target) else bool(measured >= target)
+        rows.append({"what": what, "measured": measured, "unit": unit, "target": target, "met": met})
+
+    peak = _load(folder, "peak")
+    if peak is not None and "best" in peak:
+        for r in peak[(peak["kernel"] == "peak") & (peak["best"] == True)].to_dict("records"):  # noqa: E712
+            add(f"probe {r['method']} (local {r['local_size']}, {r['chains']} chains)", r["GOP/s"], "GOP/s")
+            if math.isfinite(r.get("probe_fraction", math.nan)):
+                add(f"probe {r['method']} / theoretical {r['theoretical_GOPs']:,.0f} GOP/s", r["probe_fraction"],
+                    "fraction")
+    conv = _load(folder, "conv_pw")
+    if conv is not None and "GOP/s" in conv:
+        vk_rows = conv[conv["method"].astype(str).str.startswith("vulkan") & conv["GOP/s"].notna()]
+        filling = vk_rows[vk_rows.get("shape_kind", pd.Series(index=vk_rows.index, dtype=object))
+                          == "fills the device"] if "shape_kind" in vk_rows else vk_rows.iloc[0:0]
+        for saturate, roof_key, form in ((True, "int8_sat_GOPs", "OpSDotAccSat"),
+                                         (False, "int8_wrap_GOPs", "OpSDot + add")):
+            sel = filling[filling["saturate"].astype(str) == str(saturate)]
+            if len(sel) and math.isfinite(roofs.get(roof_key, math.nan)):
+                best = sel.loc[sel["GOP/s"].idxmax()]
+                add(f"conv best tile {best['tile']} {best['shape']} ({form}) / its roof", best["GOP/s"] /
+                    roofs[roof_key], "fraction", GOALS["conv_of_roof"])
+        torch_rows = conv[conv["method"].astype(str).str.startswith("torch._int_mm") & conv["GOP/s"].notna()]
+        for r in torch_rows.to_dict("records"):
+            add(f"torch._int_mm {r['shape']}", r["GOP/s"], "GOP/s")
+    coop = _load(folder, "coopmat")
+    if coop is not None:
+        if (coop["status"] == "skipped").any():
+            add(f"cooperative matrix: {coop['reason'].iloc[0]}", math.nan, "")
+        elif "GOP/s" in coop:
+            probes = coop[(coop["kernel"] == "coopmat peak") & coop["GOP/s"].notna()]
+            gemm = coop[(coop["kernel"] == "coopmat gemm") & coop["method"].astype(str).str.startswith("vulkan")
+                        & coop["GOP/s"].notna()]
+            if len(probes):
+                probe = probes["GOP/s"].max()
+                add("int8 cooperative-matrix probe", probe, "GOP/s", GOALS["mma_probe_GOPs"])
+                for shape, group in gemm.groupby("shape"):
+                    best = group.loc[group["GOP/s"].idxmax()]
+                    add(f"coopmat GEMM {shape} best {best['tile']} / probe", best["GOP/s"] / probe, "fraction",
+                        GOALS["mma_gemm_of_probe"])
+            add("cooperative-matrix results exact", float((coop["status"] == "ok").mean()), "fraction", 1.0)
+    shuffle = _load(folder, "pixel_shuffle")
+    if shuffle is not None and "copy_fraction" in shuffle:
+        fused = shuffle[(shuffle["impl"] == "fused") & shuffle["copy_fraction"].notna()]
+        if len(fused):
+            sizes = fused["shape"].map(lambda s: math.prod(int(v) for v in str(s).split("x")))
+            big = fused[sizes == sizes.max()]
+            for (in_l, out_l, qpath), group in big.groupby(["in_layout", "out_layout", "qpath"]):
+                best = group.loc[group["copy_fraction"].idxmax()]
+                target = GOALS["shuffle_passthrough_of_copy" if qpath == "passthrough" else "shuffle_requant_of_copy"]
+                add(f"pixel shuffle {best['shape']} {in_l}→{out_l} {qpath}, best {best['variant']} / copy",
+                    best["copy_fraction"], "fraction", target)
+    return pd.DataFrame(rows, columns=["what", "measured", "unit", "target", "met"])
