@@ -16,7 +16,9 @@
 // Sizes come from the metadata UBOs. Output channel lanes past C_out are written 0; widths past the logical width
 // are not written (4W4C: whole blocks up to the padded width, as the per-word kernel).
 // REQUANT_LUT = 1: the requantize path looks every byte up in a 256-entry table the workgroup builds in shared
-// memory with the same fp32 arithmetic (bit-identical), instead of computing it per byte.
+// memory with the same fp32 arithmetic (bit-identical), instead of computing it per byte. REQUANT_LUT = 2: the
+// table 32 times over, interleaved so that lane L of a subgroup always reads bank L (no bank conflicts for random
+// bytes): 32 KB of shared memory, built by 256 requantizations and 32 conflict-free stores per entry.
 //
 // SWIZZLE = 1: the 4×4 byte transposes in two mask-and-shift stages (8-bit, then 16-bit swaps: ~5 operations per
 // output word) instead of gathering every byte on its own.
@@ -77,11 +79,13 @@ int requantize_value(int v) {
   return clamp(int(roundEven(s)) + p.zp_out, -128, 127);
 }
 
-#if REQUANT_LUT
+#if REQUANT_LUT == 1
 shared int lut[256];
 int requantize(int v) {
   return lut[v + 128];
 }
+#elif REQUANT_LUT == 2
+shared int lut[256 * 32];  // entry u (the byte's bits), copy c at u·32 + c; holds the result's byte (& 0xFF)
 #else
 int requantize(int v) {
   return requantize_value(v);
@@ -89,10 +93,20 @@ int requantize(int v) {
 #endif
 
 // The 4 bytes of a word, each requantized, packed again (lane order kept).
+#if REQUANT_LUT == 2
+int requantize_word(int w) {
+  const uint lane = gl_LocalInvocationIndex & 31u;
+  const uint u = uint(w);
+  return int(uint(lut[(bitfieldExtract(u, 0, 8) << 5) | lane]) | (uint(lut[(bitfieldExtract(u, 8, 8) << 5) | lane]) << 8)
+             | (uint(lut[(bitfieldExtract(u, 16, 8) << 5) | lane]) << 16)
+             | (uint(lut[(bitfieldExtract(u, 24, 8) << 5) | lane]) << 24));
+}
+#else
 int requantize_word(int w) {
   return pack4x8(ivec4(requantize(bitfieldExtract(w, 0, 8)), requantize(bitfieldExtract(w, 8, 8)),
                        requantize(bitfieldExtract(w, 16, 8)), requantize(bitfieldExtract(w, 24, 8))));
 }
+#endif
 
 void main() {
   const ivec4 in_sizes = meta_sizes(in_meta);    // WHCN
@@ -107,10 +121,20 @@ void main() {
   const int C4_out = (C_out + 3) / 4;
   const int W4_out = (W_out + 3) / 4;
 
-#if REQUANT_LUT
+#if REQUANT_LUT == 1
   if (p.passthrough == 0) {
     for (int i = int(gl_LocalInvocationIndex); i < 256; i += int(gl_WorkGroupSize.x)) {
       lut[i] = requantize_value(i - 128);
+    }
+    barrier();
+  }
+#elif REQUANT_LUT == 2
+  if (p.passthrough == 0) {
+    for (uint u = gl_LocalInvocationIndex; u < 256u; u += gl_WorkGroupSize.x) {
+      const int value = requantize_value(bitfieldExtract(int(u), 0, 8)) & 0xFF;  // the byte u as int8
+      [[unroll]] for (uint c = 0; c < 32u; ++c) {
+        lut[u * 32u + ((c + u) & 31u)] = value;  // staggered: the lanes of one store hit 32 different banks
+      }
     }
     barrier();
   }

@@ -156,7 +156,7 @@ def test_block_kernel_every_layout_pair(device, n, c_out, h, w, seed):
                 run.run()
                 assert torch.equal(run.output(), expected_same), (shape, in_layout, out_layout, "swizzle")
             per_word = ops.q8ta_pixel_shuffle(q, 2, *K.DIFF_QP, block=False, **kw)
-            for kw in ({"lut": False}, {"lut": True}, {"swizzle": True, "local_x": 256}):
+            for kw in ({"lut": 0}, {"lut": 1}, {"lut": 2}, {"lut": 2, "swizzle": True, "local_x": 256}):
                 spec = K.Q8taPixelShuffleSpec(shape, 2, in_layout, out_layout, *K.DIFF_QP, block=True, **kw)
                 with K.Q8taPixelShuffleRun(device, spec, q) as run:
                     run.run()

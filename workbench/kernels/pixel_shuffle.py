@@ -295,7 +295,8 @@ class Q8taPixelShuffleSpec:
     specialize_r: bool = False       # True: r as specialization constant 5 (variants *_rspec)
     output_order: bool = False       # True: thread t writes output word t (variants *_outorder)
     block: bool = False              # True: 16 words per thread, 4×4 byte transpose in registers (r = 2)
-    lut: bool = False                # block kernel, requant path: a 256-entry table in shared memory
+    lut: int = 0                     # block kernel, requant path: 1 a 256-entry table in shared memory, 2 the
+                                     # same 32× interleaved (no bank conflicts; 32 KB)
     swizzle: bool = False            # block kernel: two-stage 4x4 byte transpose (masks and shifts per pair)
     local_x: int = LOCAL_SIZE[0]     # block kernel: local size (ET-VK's 64 elsewhere)
     out_sizes: tuple = field(init=False)
@@ -316,7 +317,9 @@ class Q8taPixelShuffleSpec:
                              f"{self.out_layout})")
         if self.block and (self.specialize_r or self.output_order):
             raise ValueError("the block kernel has no _rspec / _outorder variants")
-        object.__setattr__(self, "lut", bool(self.lut))
+        if self.lut not in (0, 1, 2, False, True):
+            raise ValueError(f"lut must be 0 (none), 1 (table) or 2 (bank-interleaved table), got {self.lut!r}")
+        object.__setattr__(self, "lut", int(self.lut))
         object.__setattr__(self, "swizzle", bool(self.swizzle))
         if (self.lut or self.swizzle or self.local_x != LOCAL_SIZE[0]) and not self.block:
             raise ValueError("lut, swizzle and local_x are options of the block kernel only")
@@ -349,7 +352,7 @@ class Q8taPixelShuffleSpec:
             vec_in, vec_out = self.vector_access
             return {"IN_LAYOUT": FUSED_LAYOUTS.index(self.in_layout),
                     "OUT_LAYOUT": FUSED_LAYOUTS.index(self.out_layout),
-                    "VEC_IN": vec_in, "VEC_OUT": vec_out, "REQUANT_LUT": self.lut, "SWIZZLE": self.swizzle}
+                    "VEC_IN": vec_in, "VEC_OUT": vec_out, "REQUANT_LUT": int(self.lut), "SWIZZLE": self.swizzle}
         return {"SPECIALIZE_R": self.specialize_r, "OUTPUT_ORDER": self.output_order}
 
     @property
@@ -358,7 +361,7 @@ class Q8taPixelShuffleSpec:
             vec_in, vec_out = self.vector_access
             pair = "" if (self.in_layout, self.out_layout) == ("4W4C", "4W4C") else \
                 f"_{self.in_layout}_{self.out_layout}"  # 4W4C → 4W4C keeps the landed kernel's name
-            return (f"{BLOCK_SHADER}{pair}" + ("_lut" if self.lut else "")
+            return (f"{BLOCK_SHADER}{pair}" + {0: "", 1: "_lut", 2: "_lut32"}[self.lut]
                     + ("_swizzle" if self.swizzle else "") + ("" if vec_in else "_wordin")
                     + ("" if vec_out else "_wordout") + (f"_l{self.local_x}" if self.local_x != 64 else ""))
         return FUSED_SHADER + ("_rspec" if self.specialize_r else "") + ("_outorder" if self.output_order else "")
@@ -848,6 +851,8 @@ def _bench_cases(quick: bool, cpu_device: bool = False) -> list[_Case]:
                                                                                block=True)))
                 cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *DIFF_QP,
                                                                            block=True, lut=True)))
+                cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *DIFF_QP,
+                                                                           block=True, lut=2, local_x=256)))
                 if not quick and in_l == out_l:  # the transpose as two mask-and-shift stages; local size 256
                     for qp in (SAME_QP, DIFF_QP):
                         for kw in ({"swizzle": True}, {"local_x": 256}, {"swizzle": True, "local_x": 256}):
