@@ -849,10 +849,11 @@ def _bench_cases(quick: bool, cpu_device: bool = False) -> list[_Case]:
                 for qp in (SAME_QP, DIFF_QP):
                     cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *qp,
                                                                                block=True)))
-                cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *DIFF_QP,
-                                                                           block=True, lut=True)))
-                cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *DIFF_QP,
-                                                                           block=True, lut=2, local_x=256)))
+                if not cpu_device:  # shared-memory tables: built per workgroup, far too slow on a CPU device
+                    cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *DIFF_QP,
+                                                                               block=True, lut=True)))
+                    cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *DIFF_QP,
+                                                                               block=True, lut=2, local_x=256)))
                 if not quick and in_l == out_l:  # the transpose as two mask-and-shift stages; local size 256
                     for qp in (SAME_QP, DIFF_QP):
                         for kw in ({"swizzle": True}, {"local_x": 256}, {"swizzle": True, "local_x": 256}):
