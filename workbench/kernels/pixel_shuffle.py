@@ -1001,7 +1001,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
             info.update(variant=f.variant if case.kind == "fused" else " -> ".join(Q8taChainRun.LABELS),
                         r_specialized=f.specialize_r if case.kind == "fused" else False,
                         block=f.block if case.kind == "fused" else False,
-                        lut=f.lut if case.kind == "fused" else False,
+                        lut=int(f.lut) if case.kind == "fused" else 0,
                         swizzle=f.swizzle if case.kind == "fused" else False,
                         output_order=f.output_order if case.kind == "fused" else False,
                         shape=_shape_str(f.in_sizes), out_shape=_shape_str(f.out_sizes), r=f.r, impl=case.kind,
