@@ -144,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_main)
     from . import adreno
     adreno.add_cli_parser(sub)
+    from .etvk import cli as etvk_cli
+    etvk_cli.add_cli_parser(sub)
     return parser
 
 
@@ -152,9 +154,10 @@ def main(argv=None) -> int:
     try:
         return args.fn(args)
     except Exception as exc:  # a clear one-line error, not a traceback, for expected failures
+        from .etvk import UnknownKernelError
         from .shaders import ShaderCompileError
         from .vk import VulkanError
-        if isinstance(exc, (VulkanError, ShaderCompileError, ValueError)):
+        if isinstance(exc, (VulkanError, ShaderCompileError, ValueError, UnknownKernelError)):
             print(f"workbench: error: {exc}", file=sys.stderr)
             return 2
         raise
