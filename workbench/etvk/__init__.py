@@ -1,6 +1,6 @@
 """ET-VK's own kernels in the workbench: templates from an ExecuTorch checkout, expanded by ET-VK's codegen,
 dispatched with ET-VK's conventions, checked against torch, with statistics and revision diffs."""
-from .source import (CheckoutError, Codegen, ShaderSource, TemplateCompileError, UnknownKernelError,
+from .codegen import (CheckoutError, Codegen, ShaderSource, TemplateCompileError, UnknownKernelError,
                      checkout_path, dialect_source, source)
 
 from .dispatch import KERNELS, Dispatch

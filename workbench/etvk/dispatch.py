@@ -18,10 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import layouts as L
-from .source import Codegen
-
-BUFFER_META = L.BUFFER_METADATA_NBYTES if hasattr(L, "BUFFER_METADATA_NBYTES") else 112
-
+from .codegen import Codegen
 
 @dataclass
 class Resource:
@@ -142,10 +139,7 @@ def _float_layout(name: str, storage: str) -> L.Layout:
 
 
 def _sizes(shape) -> tuple:
-    sizes = L.normalize_sizes(shape)
-    if min(sizes) < 1:
-        raise ValueError(f"sizes must be positive, got {tuple(shape)}")
-    return sizes
+    return L.normalize_sizes(shape)  # 4 positive ints, NCHW, or a ValueError saying what it got
 
 
 def _random_int8(sizes, seed) -> torch.Tensor:

@@ -15,7 +15,7 @@ import torch
 from .. import bench
 from ..vk.spirv import reflect
 from .dispatch import KERNELS, Dispatch
-from .source import Codegen, UnknownKernelError, source
+from .codegen import Codegen, UnknownKernelError, source
 
 ADRENO_GPUS = (740, 750, 730)
 # Statistic names of the two kinds of driver in one vocabulary (NVIDIA's and Turnip's own names stay as well).
@@ -90,6 +90,7 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
     _require_features(device, d, spirv)
     capture = statistics and bool(device.info.features.get("pipeline_executable_properties"))
     row = {"kernel": d.kernel, "variant": d.variant, **d.params, "source": gen.source.label,
+           "source_commit": gen.source.commit,
            "generator": gen.source.generator_origin, "dot_product_shim": bool(spirv.defines.get("SHIM_APPLIED")),
            "global_size": "x".join(map(str, d.global_size)), "local_size": "x".join(map(str, d.local_size))}
     made = []
@@ -201,7 +202,7 @@ def diff(device, executorch, rev_a: str, rev_b: str, kernels, *, gpus=ADRENO_GPU
                 raise AssertionError(f"{d.variant} at {rev} does not match torch: {timed}")
             for _, s in stats.iterrows():
                 rows.append({"kernel": name, "variant": d.variant, "compiler": s["compiler"],
-                             **{k: s.get(k) for k in DIFF_COLUMNS[:-1]}, **d.params})
+                             **{k: s.get(k) for k in DIFF_COLUMNS[:-1]}, "error": s.get("error"), **d.params})
             rows.append({"kernel": name, "variant": d.variant, "compiler": "live device (timed)",
                          "median_us": timed.get("median_us"), "correct": timed.get("correct"),
                          "device": device.info.name if device is not None else None, **d.params})
@@ -218,7 +219,7 @@ def diff(device, executorch, rev_a: str, rev_b: str, kernels, *, gpus=ADRENO_GPU
             out[ca], out[cb] = merged[ca], merged[cb]
             va, vb = pd.to_numeric(merged[ca], errors="coerce"), pd.to_numeric(merged[cb], errors="coerce")
             out[f"{col} B/A"] = vb / va
-    for col in ("variant A", "variant B", "tile_n4 A", "tile_n4 B", "shape A"):
+    for col in ("variant A", "variant B", "tile_n4 A", "tile_n4 B", "shape A", "error A", "error B"):
         if col in merged:
             out[col] = merged[col]
     out = out.dropna(axis=1, how="all")

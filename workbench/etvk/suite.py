@@ -7,7 +7,7 @@ import pandas as pd
 
 from .. import bench
 from .run import execute, make
-from .source import Codegen, source
+from .codegen import Codegen, source
 
 PR_19396 = "1ee58ed3b7"  # "Halve accumulator to lift Adreno occupancy" (TILE_N4 2 → 1)
 

@@ -106,7 +106,7 @@ class ShaderSource:
 
     glsl_dir: Path
     generator: Path
-    label: str  # "working tree", a commit, or a folder name: what rows say the kernel came from
+    label: str  # "working tree", the revision as given, or a folder name: what rows say the kernel came from
     commit: str | None = None
     checkout: Path | None = None
     generator_origin: str = "wheel"  # "checkout": the revision's own gen_vulkan_spv.py; "wheel": the installed one
@@ -147,7 +147,7 @@ def source(executorch=None, rev: str | None = None) -> ShaderSource:
     target = cache_root() / commit
     if not (target / ".complete").is_file():
         _archive(root, commit, target)
-    return _with_generator(target / GLSL_DIR, target / GENERATOR, commit[:10], commit, root)
+    return _with_generator(target / GLSL_DIR, target / GENERATOR, rev, commit, root)
 
 
 def _with_generator(glsl_dir: Path, own: Path, label: str, commit, root) -> ShaderSource:
