@@ -8,6 +8,8 @@ two revisions — each as tidy DataFrame rows.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import torch
@@ -119,8 +121,18 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
     return row
 
 
-def run(device, gen: Codegen, kernel: str, *, measure: bool = True, statistics: bool = False, **options) -> dict:
-    return execute(device, gen, make(gen, kernel, **options), measure=measure, statistics=statistics)
+def run(device, gen: Codegen, kernel: str, *, measure: bool = True, statistics: bool = False, local_size=None,
+        **options) -> dict:
+    """make + execute. `local_size` overrides ET-VK's pick (to study what the pick is worth); rows say so."""
+    d = make(gen, kernel, **options)
+    if local_size is not None:
+        d = with_local_size(d, local_size)
+    return execute(device, gen, d, measure=measure, statistics=statistics)
+
+
+def with_local_size(d: Dispatch, local_size) -> Dispatch:
+    local = tuple(int(v) for v in (tuple(local_size) + (1, 1))[:3])
+    return dataclasses.replace(d, local_size=local, params={**d.params, "local_size_override": True})
 
 
 def _driver_columns(stats: dict) -> dict:
