@@ -162,8 +162,8 @@ def stats_rows(device, gen: Codegen, variants, *, gpus=ADRENO_GPUS, dispatches: 
             with device.pipeline(spirv, spec_constants=spec, local_size=local, capture_statistics=True,
                                  name=variant) as pipe:
                 stats = pipe.statistics()
-            rows.append({**base, "compiler": f"{device.info.driver_name} ({device.info.name})", **_unified(stats),
-                         **stats})
+            rows.append({**base, "compiler": f"{device.info.driver_name} ({device.info.name})",
+                         **_unified(stats, device.info, local), **stats})
         if gpus:
             for gpu, result in zip(gpus, _turnip(adreno, spirv, variant, spec, local, gpus)):
                 rows.append({**base, "compiler": f"Turnip ir3 a{gpu}", **_unified(result), **result})
@@ -181,19 +181,30 @@ def _turnip(adreno, spirv, variant, spec, local, gpus) -> list[dict]:
     return out
 
 
-def _unified(stats: dict) -> dict:
-    """The few columns every compiler has, under one name each (the raw statistics stay beside them)."""
-    regs = next((stats[k] for k in REGISTERS if k in stats), None)
+def _unified(stats: dict, device_info=None, local_size=(64, 1, 1)) -> dict:
+    """The few columns every compiler has, under one name each (the raw statistics stay beside them): registers,
+    instructions, spills, and waves (Turnip's "Max Waves Per Core") or occupancy (the workbench's rule model for
+    the live device, from its driver's register count)."""
+    from .. import occupancy as occ
+    if "error" in stats:
+        return {"registers": None, "instructions": None, "spills": None, "waves": None, "occupancy": None}
+    figures = occ.registers_from_statistics(stats)
     instructions = next((stats[k] for k in INSTRUCTIONS if k in stats), None)
-    spills = next((v for k, v in stats.items() if "spill" in k.lower()), None)
-    waves = stats.get("Max Waves Per Core")
-    return {"registers": regs, "instructions": instructions, "spills": spills, "waves": waves}
+    out = {"registers": figures["registers"], "instructions": instructions, "spills": figures["spills"],
+           "waves": stats.get("Max Waves Per Core"), "occupancy": None}
+    if device_info is not None and figures["registers"] is not None:
+        try:
+            o = occ.occupancy_for_device(device_info, figures, local_size, subgroup_size=None)
+            out.update(occupancy=o.occupancy, occupancy_limiter=o.limiter, waves=o.waves_or_warps_active)
+        except ValueError as error:
+            out["occupancy_limiter"] = f"n/a ({error})"
+    return out
 
 
 # --------------------------------------------------------------------------------------------------
 # Two revisions side by side (the seed PRs' workflow)
 
-DIFF_COLUMNS = ("registers", "waves", "spills", "instructions", "median_us")
+DIFF_COLUMNS = ("registers", "waves", "occupancy", "spills", "instructions", "median_us")
 
 
 def diff(device, executorch, rev_a: str, rev_b: str, kernels, *, gpus=ADRENO_GPUS, measure: bool = True,
