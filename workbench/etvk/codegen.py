@@ -128,7 +128,13 @@ def checkout_path(executorch=None) -> Path:
 
 
 def wheel_generator() -> Path:
-    """gen_vulkan_spv.py of the installed ``executorch`` wheel."""
+    """gen_vulkan_spv.py of the installed ``executorch`` wheel (or the file ``$WORKBENCH_ETVK_GENERATOR`` names, for
+    a machine that has the generator but not the wheel)."""
+    override = os.environ.get("WORKBENCH_ETVK_GENERATOR")
+    if override:
+        if not Path(override).is_file():
+            raise CheckoutError(f"WORKBENCH_ETVK_GENERATOR names {override}, which does not exist")
+        return Path(override)
     spec = importlib.util.find_spec("executorch")
     for root in (spec.submodule_search_locations or []) if spec else []:
         path = Path(root) / GENERATOR
