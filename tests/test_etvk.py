@@ -10,6 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from workbench import etvk, vk
@@ -269,6 +270,7 @@ def test_diff_across_pr_19396(device):
     df = etvk.diff(device, CHECKOUT, f"{PR_19396}^", PR_19396, [("q8ta_conv2d_pw", {"shape": (1, 32, 8, 8)})],
                    gpus=(740,), measure=True)
     a740 = df[df["compiler"] == "Turnip ir3 a740"].iloc[0]
+    assert pd.isna(a740.get("error A")) and pd.isna(a740.get("error B")), a740
     assert a740["tile_n4 A"] == 2 and a740["tile_n4 B"] == 1
     assert a740["registers B"] < a740["registers A"] and a740["waves B"] > a740["waves A"]
     timed = df[df["compiler"] == "live device (timed)"].iloc[0]

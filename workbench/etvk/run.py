@@ -176,8 +176,8 @@ def _turnip(adreno, spirv, variant, spec, local, gpus) -> list[dict]:
         try:
             out.append(adreno.stats_many([spirv], gpu, errors="keep", spec_constants=spec, local_size=local,
                                          name=variant)[0])
-        except adreno.AdrenoNotSetUpError as error:
-            out.append({"error": str(error)})
+        except adreno.AdrenoError as error:  # not set up, or its worker cannot start here: a row-level error
+            out.append({"error": str(error).splitlines()[0]})
     return out
 
 
