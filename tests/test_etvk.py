@@ -143,6 +143,16 @@ def test_shim_refuses_functions_it_does_not_cover():
     assert applied and "#line 3" in shimmed  # line numbers after the block stay those of the generated file
 
 
+def test_local_size_picker_is_etvks():
+    from workbench.etvk.dispatch import create_local_wg_size
+    assert create_local_wg_size((18, 32, 6)) == (4, 8, 2)  # the worked example in ET-VK's notes
+    assert create_local_wg_size((18, 6, 32)) == (2, 8, 4)  # a 3-cycle sort: local[order[i]], as the C++ indexes
+    assert create_local_wg_size((1000, 1, 1)) == (64, 1, 1)
+    assert create_local_wg_size((12, 8, 1)) == (16, 4, 1)
+    assert create_local_wg_size((7, 12, 1)) == (2, 32, 1)  # swapped, as the C++ does
+    assert create_local_wg_size((7, 5, 1)) == (32, 2, 1)
+
+
 # --- revisions, through a git repository made here ----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def fake_checkout(tmp_path_factory):

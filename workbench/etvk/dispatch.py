@@ -55,18 +55,25 @@ class Dispatch:
 # ET-VK's work-group pickers (Common.cpp, ComputeGraph.cpp)
 
 def create_local_wg_size(global_size) -> tuple:
-    """``ComputeGraph::create_local_wg_size``, literally: axes sorted by size, local size by the 2nd and 3rd."""
-    g = [int(v) for v in global_size]
-    order = sorted(range(3), key=lambda a: -g[a])  # stable: equal sizes keep axis order, as std::sort on pairs
-    d0, d1, d2 = (g[a] for a in order)
-    if d2 == 1:
-        local = (64, 1, 1) if d1 == 1 else ((16, 4, 1) if d1 % 4 == 0 else (32, 2, 1))
-    else:
-        local = (8, min(max(d1, 1), 4), min(max(d2, 1), 2))
-    out = [1, 1, 1]
-    for rank, axis in enumerate(order):
-        out[axis] = local[rank]
-    return tuple(out)
+    """``ComputeGraph::create_local_wg_size``, literally: the same three compare-and-swaps (ties keep axis order),
+    the local size from the 2nd and 3rd largest extents, and the same final indexing — which is
+    ``local[order[i]]``, not "the largest axis gets local[0]" (they differ when the sort is a 3-cycle)."""
+    desc = [(axis, int(v)) for axis, v in enumerate(global_size)]
+    if desc[0][1] < desc[1][1]:
+        desc[0], desc[1] = desc[1], desc[0]
+    if desc[1][1] < desc[2][1]:
+        desc[1], desc[2] = desc[2], desc[1]
+    if desc[0][1] < desc[1][1]:
+        desc[0], desc[1] = desc[1], desc[0]
+    local = [8, max(1, min(4, desc[1][1])), max(1, min(2, desc[2][1]))]
+    if desc[2][1] == 1:
+        if desc[1][1] == 1:
+            local[0], local[1] = 64, 1
+        elif desc[1][1] % 4 == 0:
+            local[0], local[1] = 16, 4
+        else:
+            local[0], local[1] = 32, 2
+    return tuple(local[desc[i][0]] for i in range(3))
 
 
 def pick_hw_square_wg_size(global_size) -> tuple:
