@@ -1,0 +1,210 @@
+"""Dask distributed under the sweeps: a local cluster of one worker per Vulkan device, or an existing one.
+
+- Each worker process serves one device (WORKBENCH_DEVICE in its environment) and runs one item at a time
+  (1 thread; GPU timings must not overlap on a device).
+- A worker plugin probes the device in every worker, also in workers that join or are restarted later, and
+  advertises it as Dask resources ("vulkan:<device key>"); an item asks for its device's resource, so the
+  scheduler sends it to a worker with that device, and runs it elsewhere when its worker dies (the nanny starts a
+  new one, the scheduler reschedules what was lost; after `distributed.scheduler.allowed-failures` deaths an item
+  becomes an error row).
+- The gatherer keeps one result per item key and appends rows to the writer as items finish; Ctrl-C cancels what
+  is left, keeps the rows already written, and shuts the local cluster down.
+Everything listens on 127.0.0.1 unless given a scheduler address.
+"""
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import pandas as pd
+from distributed import WorkerPlugin
+
+from .items import WorkItem, error_rows, execute_item, probe_device
+
+RESOURCE_PREFIX = "vulkan:"
+PLUGIN_NAME = "workbench-vulkan-device"
+_probe: dict | None = None  # in a worker process: what DevicePlugin found
+
+
+def resource_name(device_key: str) -> str:
+    return RESOURCE_PREFIX + device_key
+
+
+class DevicePlugin(WorkerPlugin):
+    """Probes the worker's Vulkan device and advertises both of its keys as resources."""
+
+    name = PLUGIN_NAME
+
+    async def setup(self, worker):
+        global _probe
+        _probe = probe_device(worker.address)
+        if _probe["error"] is None:
+            await worker.set_resources(**{resource_name(_probe["key"]): 1, resource_name(_probe["physical_key"]): 1})
+
+
+def worker_probe() -> dict | None:
+    """Run on a worker (client.run): its probe."""
+    return _probe
+
+
+def _run_item(sweep, item: WorkItem) -> list[dict]:
+    from distributed import get_worker
+    return execute_item(sweep, item, get_worker().address)
+
+
+def local_workers(selectors=None) -> list[str]:
+    """Device selectors of the local cluster: one worker per entry; default one per local Vulkan device."""
+    if selectors:
+        return [str(s).strip() for s in selectors if str(s).strip() != ""]
+    from .. import vk
+    return [str(d.index) for d in vk.list_devices()]
+
+
+def start_local_cluster(selectors=None, *, silence_logs: int = logging.ERROR):
+    """A cluster on this machine, all on 127.0.0.1: a scheduler and one nanny-supervised worker process per
+    selector (WORKBENCH_DEVICE=<selector> in its environment, 1 thread). Returns (cluster, selectors)."""
+    from distributed import Nanny, Scheduler, SpecCluster
+    selectors = local_workers(selectors)
+    if not selectors:
+        raise ValueError("no Vulkan device found for a local cluster (vk.list_devices() is empty)")
+    scratch = tempfile.mkdtemp(prefix="workbench-dask-")
+    workers = {f"vk{i}-dev{sel}": {"cls": Nanny, "options": {
+        "nthreads": 1, "host": "127.0.0.1", "env": {"WORKBENCH_DEVICE": sel}, "dashboard": False,
+        "memory_limit": 0, "local_directory": scratch, "silence_logs": silence_logs}}
+        for i, sel in enumerate(selectors)}
+    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "port": 0, "dashboard": False,
+                                               "dashboard_address": None}}
+    cluster = SpecCluster(workers=workers, scheduler=scheduler, silence_logs=silence_logs, name="workbench")
+    return cluster, selectors
+
+
+@dataclass
+class SweepResult:
+    frame: pd.DataFrame             # one row per measurement, every device, deduplicated by item
+    devices: pd.DataFrame           # one row per worker: its device, how many items and errors
+    items: int
+    wall_s: float                   # submitting the first item → the last result
+    startup_s: float                # cluster start (or connect) + device probes
+    scheduler: str
+    duplicates_dropped: int = 0
+    paths: dict = field(default_factory=dict)
+
+
+def run_sweep(sweep, *, scheduler: str | None = None, workers=None, each_device: bool = False, devices=None,
+              writer=None, on_result=None, show_progress: bool = True, connect_timeout: float = 30.0) -> SweepResult:
+    """Run `sweep` (workbench.fanout.items) on every device of the cluster → one tidy DataFrame.
+
+    scheduler: None starts a local cluster (`workers`: device selectors, one worker each; default one per local
+    device) and shuts it down at the end; "tcp://host:port" joins an existing cluster (its workers serve the
+    devices WORKBENCH_DEVICE picked for them). each_device: identical devices each run every item (comparison)
+    instead of sharing the items (throughput). devices: keep only device keys containing one of these strings;
+    one that matches no worker gives error rows. writer: a bench.ResultsWriter, fed as items finish.
+    on_result(item, rows): called after each item (tests use it to kill a worker mid-sweep)."""
+    from distributed import Client, as_completed
+    t0 = time.perf_counter()
+    cluster = None
+    if scheduler is None:
+        cluster, selectors = start_local_cluster(workers)
+        client = Client(cluster, timeout=connect_timeout)
+        client.wait_for_workers(len(selectors), timeout=connect_timeout)
+    else:
+        client = Client(scheduler, timeout=connect_timeout)
+    futures: dict = {}
+    try:
+        client.register_plugin(DevicePlugin(), name=PLUGIN_NAME)
+        probes = {addr: p for addr, p in client.run(worker_probe).items() if p is not None}
+        startup_s = time.perf_counter() - t0
+        plan_items, unrunnable = _plan(sweep, probes, each_device, devices)
+        for row in unrunnable:
+            if writer is not None:
+                writer.append(row)
+        rows_by_item: dict[str, list[dict]] = {}
+        order: list[str] = []
+        token = uuid.uuid4().hex[:8]
+        start = time.perf_counter()
+        for i, item in enumerate(plan_items):
+            fut = client.submit(_run_item, sweep, item, key=f"workbench-{token}-{i:05d}", pure=False,
+                                resources={resource_name(item.device): 1})
+            futures[fut] = item
+            order.append(item.key)
+        duplicates = 0
+        bar = None
+        if show_progress:
+            from tqdm.auto import tqdm
+            bar = tqdm(total=len(plan_items), desc=f"{sweep.name} on {len(probes)} workers")
+        try:
+            for fut in as_completed(list(futures)):
+                item = futures[fut]
+                if item.key in rows_by_item:  # the same item reported twice: keep the first
+                    duplicates += 1
+                    continue
+                try:
+                    rows = fut.result()
+                except Exception as error:  # e.g. KilledWorker: the item killed its workers too often
+                    rows = error_rows(sweep, [item], item.device, f"{type(error).__name__}: {error}")
+                rows_by_item[item.key] = rows
+                if writer is not None:
+                    for row in rows:
+                        writer.append(row)
+                if bar is not None:
+                    bar.update(1)
+                if on_result is not None:
+                    on_result(item, rows)
+        finally:
+            if bar is not None:
+                bar.close()
+        wall_s = time.perf_counter() - start
+        frame = pd.DataFrame(unrunnable + [row for key in order for row in rows_by_item.get(key, [])])
+        probes.update({a: p for a, p in client.run(worker_probe).items() if p is not None})  # restarted workers
+        return SweepResult(frame, _device_table(probes, frame), len(plan_items), wall_s, startup_s,
+                           client.scheduler.address, duplicates)
+    except KeyboardInterrupt:
+        client.cancel([f for f in futures if not f.done()])
+        raise
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _plan(sweep, probes: dict, each_device: bool, wanted) -> tuple[list[WorkItem], list[dict]]:
+    """Items for every device key the workers serve (filtered by `wanted`), and error rows for devices that
+    cannot run: a worker whose device is missing, a wanted device no worker has."""
+    key_field = "physical_key" if each_device else "key"
+    keys = sorted({p[key_field] for p in probes.values() if p["error"] is None})
+    errors = []
+    params = sweep.items()
+    if wanted:
+        wanted = [str(w) for w in wanted]
+        for w in wanted:
+            if not any(w.lower() in k.lower() for k in keys):
+                items = [WorkItem(sweep.name, w, p) for p in params]
+                have = "; ".join(keys) or "none"
+                errors.extend(error_rows(sweep, items, w, f"DeviceNotFoundError: no worker has a Vulkan device "
+                                                         f"matching {w!r}; workers have: {have}"))
+        keys = [k for k in keys if any(w.lower() in k.lower() for w in wanted)]
+    for addr, p in sorted(probes.items()):
+        if p["error"] is not None:
+            label = f"WORKBENCH_DEVICE={p['selector']} on {p['host']}"
+            items = [WorkItem(sweep.name, label, q) for q in params]
+            errors.extend(error_rows(sweep, items, label, p["error"], worker=addr))
+    return [WorkItem(sweep.name, key, p) for key in keys for p in params], errors
+
+
+def _device_table(probes: dict, frame: pd.DataFrame) -> pd.DataFrame:
+    """Which workers and devices took part, with their item and error counts."""
+    rows = []
+    ran = set(frame["worker"].dropna()) if "worker" in frame else set()
+    for addr, p in sorted(probes.items()):
+        if addr not in ran and p["error"] is None and len(frame):
+            continue  # a worker that joined after the sweep and ran nothing
+        mine = frame[frame["worker"] == addr] if "worker" in frame else frame.iloc[:0]
+        errors = int(mine["error"].notna().sum()) if "error" in mine else 0
+        rows.append({"worker": addr, "host": p["host"], "pid": p["pid"], "selector": p["selector"],
+                     "device": p["device"] or f"(missing: {p['error']})", "index": p["index"],
+                     "driver": p["driver"], "items": int(mine["item"].nunique()) if len(mine) else 0,
+                     "rows": len(mine), "errors": errors})
+    return pd.DataFrame(rows)
