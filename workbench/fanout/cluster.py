@@ -76,7 +76,7 @@ def start_local_cluster(selectors=None, *, silence_logs: int = logging.ERROR):
         "memory_limit": 0, "local_directory": scratch, "silence_logs": silence_logs}}
         for i, sel in enumerate(selectors)}
     scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "port": 0, "dashboard": False,
-                                               "dashboard_address": None}}
+                                               "dashboard_address": "127.0.0.1:0"}}
     cluster = SpecCluster(workers=workers, scheduler=scheduler, silence_logs=silence_logs, name="workbench")
     return cluster, selectors
 

@@ -137,7 +137,12 @@ class PixelShuffleSweep:
         from ..kernels import pixel_shuffle
         df = pixel_shuffle.bench_suite(device, None, quick=self.quick, show_progress=False,
                                        shapes=[(params["shape"], params["r"])])
-        return df.to_dict("records")
+        shape = self.describe(params)["shape"]
+        rows = df.to_dict("records")
+        for row in rows:  # the copy rows: measured at this shape's traffic
+            if not isinstance(row.get("shape"), str):
+                row["shape"] = shape
+        return rows
 
 
 SWEEPS = {"conv-pw": ConvTileSweep, "pixel-shuffle": PixelShuffleSweep}
