@@ -189,3 +189,27 @@ def test_plan_routes_items_by_device_key():
     assert len(shared) == len(SWEEP.items()) and {i.device for i in shared} == {"GPU X"}
     assert len(each) == 2 * len(SWEEP.items()) and {i.device for i in each} == {"GPU X @ h#0", "GPU X @ h#1"}
     assert len({i.key for i in each}) == len(each)
+
+
+def test_join_serves_local_devices_to_an_existing_cluster(tmp_path):
+    """`workbench join ADDRESS` adds this machine's devices to a cluster that has none; a sweep then runs there."""
+    from distributed import Scheduler, SpecCluster
+    bare = SpecCluster(workers={}, scheduler={"cls": Scheduler, "options": {
+        "host": "127.0.0.1", "port": 0, "dashboard": False, "dashboard_address": "127.0.0.1:0"}})
+    env = {**os.environ, "PYTHONPATH": str(REPO), "WORKBENCH_VALIDATION": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "join", bare.scheduler_address, "--workers", "0",
+                             "--host", "127.0.0.1"], cwd=tmp_path, env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        from distributed import Client
+        with Client(bare.scheduler_address) as client:
+            client.wait_for_workers(1, timeout=60)
+        one = fanout.ConvTileSweep(SHAPES[:1], TILES[:1], timing=TIMING)
+        result = fanout.run_sweep(one, scheduler=bare.scheduler_address, show_progress=False)
+        assert len(result.frame) == 1 and result.frame["max_lsb_diff"].iloc[0] == 0
+        assert result.devices["selector"].tolist() == ["0"]
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.communicate(timeout=60)
+        bare.close()
+    assert proc.returncode == 130

@@ -157,6 +157,20 @@ def cmd_sweep(args) -> int:
     return 1 if errors else 0
 
 
+def cmd_join(args) -> int:
+    """Serve this machine's Vulkan devices to an existing Dask cluster until Ctrl-C."""
+    from .fanout.cluster import join_cluster, local_workers
+    selectors = local_workers(args.workers.split(",") if args.workers else None)
+    print(f"joining {args.scheduler} with {len(selectors)} workers (devices {', '.join(selectors)}); Ctrl-C leaves")
+    try:
+        join_cluster(args.scheduler, selectors, host=args.host,
+                     on_started=lambda addresses: print("workers:", " ".join(map(str, addresses)), flush=True))
+    except KeyboardInterrupt:
+        print("left the cluster", file=sys.stderr)
+        return 130
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="workbench", description=__doc__)
     parser.add_argument("--device", default=None,
@@ -184,6 +198,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--large", action="store_true", help="pixel-shuffle: the 64 MiB shape even on CPU devices")
     p.add_argument("--out", help="results folder (default data/fanout/)")
     p.set_defaults(fn=cmd_sweep)
+    p = sub.add_parser("join", help="serve this machine's Vulkan devices to an existing Dask cluster")
+    p.add_argument("scheduler", help="the scheduler's address, tcp://host:port (e.g. from `dask scheduler`)")
+    p.add_argument("--workers", help="one worker per entry, each on the device this index or name picks "
+                                     "(default: one per local Vulkan device)")
+    p.add_argument("--host", help="interface the workers listen on (default: Dask's choice)")
+    p.set_defaults(fn=cmd_join)
     p = sub.add_parser("layout", help="where an element lives in a layout; pictures of the layout")
     p.add_argument("layout", help="4W4C, 4H4W, 4W, 4C, 4C1W, or a float buffer/texture layout")
     p.add_argument("--sizes", required=True, help="N,C,H,W")

@@ -208,3 +208,29 @@ def _device_table(probes: dict, frame: pd.DataFrame) -> pd.DataFrame:
                      "driver": p["driver"], "items": int(mine["item"].nunique()) if len(mine) else 0,
                      "rows": len(mine), "errors": errors})
     return pd.DataFrame(rows)
+
+
+def join_cluster(address: str, selectors=None, *, host: str | None = None, on_started=None) -> None:
+    """Serve this machine's Vulkan devices to the cluster at `address`: one nanny-supervised worker per selector
+    (default one per local device), 1 thread each, until interrupted. `host`: the interface to listen on (default:
+    Dask's choice; 127.0.0.1 keeps a same-machine cluster off the network)."""
+    import asyncio
+    import socket
+
+    from distributed import Nanny
+    selectors = local_workers(selectors)
+    scratch = tempfile.mkdtemp(prefix="workbench-dask-")
+
+    async def serve():
+        nannies = [Nanny(address, nthreads=1, host=host, env={"WORKBENCH_DEVICE": sel}, dashboard=False,
+                         memory_limit=0, local_directory=scratch, name=f"{socket.gethostname()}-vk{i}-dev{sel}")
+                   for i, sel in enumerate(selectors)]
+        await asyncio.gather(*nannies)
+        if on_started is not None:
+            on_started([n.worker_address for n in nannies])
+        try:
+            await asyncio.gather(*(n.finished() for n in nannies))
+        finally:
+            await asyncio.gather(*(n.close() for n in nannies), return_exceptions=True)
+
+    asyncio.run(serve())
