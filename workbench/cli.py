@@ -119,7 +119,7 @@ def cmd_sweep(args) -> int:
     """A sweep on every Vulkan device of a Dask cluster (workbench.fanout): local by default, or --scheduler."""
     from . import bench, fanout
     from .fanout.cluster import local_workers
-    from .fanout.exports import export_result
+    from .fanout.exports import cost, export_result
     options = {}
     if args.sweep == "pixel-shuffle":  # the 64 MiB shape costs minutes on a CPU device: only where a GPU is
         from . import vk
@@ -149,8 +149,10 @@ def cmd_sweep(args) -> int:
                          "GOP/s", "max_lsb_diff", "error"] if c in frame.columns]
     print(f"\n== {len(frame)} rows")
     print(_table(frame, shown))
-    print(f"\nstart-up {result.startup_s:.1f} s, sweep {result.wall_s:.1f} s for {result.items} items "
-          f"({result.duplicates_dropped} duplicate results dropped)")
+    spent = cost(result)
+    print(f"\nstart-up {result.startup_s:.1f} s, sweep {result.wall_s:.1f} s for {result.items} items on "
+          f"{spent['workers']} workers ({spent['busy_s']:.1f} s inside items, overhead "
+          f"{spent['overhead_per_item_ms']:.0f} ms per item; {result.duplicates_dropped} duplicate results dropped)")
     print(f"wrote {paths['all']} (+ .parquet, .json), one folder per device under {out}"
           + (f", chart {paths['chart']}" if "chart" in paths else ""))
     errors = int(frame["error"].notna().sum()) if "error" in frame else 0

@@ -84,3 +84,14 @@ def export_result(result, folder, name: str) -> dict:
             paths["chart"] = stem.with_suffix(".png")
     result.paths.update(paths)
     return paths
+
+
+def cost(result) -> dict:
+    """What fanning out cost: start-up, wall time, the time workers spent inside items, and the rest per item
+    (sending items, pickling rows, scheduling): (wall × workers − Σ item_seconds) / items."""
+    frame = result.frame
+    ran = frame[frame["worker"].notna()] if "worker" in frame else frame.iloc[:0]
+    workers = max(1, ran["worker"].nunique()) if len(ran) else 1
+    busy = float(ran.groupby("item")["item_seconds"].first().sum()) if len(ran) else 0.0
+    return {"items": result.items, "workers": workers, "startup_s": result.startup_s, "wall_s": result.wall_s,
+            "busy_s": busy, "overhead_per_item_ms": 1e3 * (result.wall_s * workers - busy) / max(1, result.items)}

@@ -178,7 +178,9 @@ def execute_item(sweep, item: WorkItem, worker: str | None = None) -> list[dict]
         if item.device not in keys.values():
             raise vk.DeviceNotFoundError(f"item for device {item.device!r} reached a worker whose device is "
                                          f"{device.info.name!r} ({keys['physical_key']})")
-        _pin_cuda(device.info)
+        cuda = _pin_cuda(device.info)
+        if cuda is not None:  # NVIDIA: the CUDA device torch's rows ran on (the same GPU, matched by UUID)
+            where["cuda_device"] = cuda
         idle = _last_item_end is None or time.perf_counter() - _last_item_end > IDLE_WARMUP_S
         warmup_s = IDLE_WARMUP_S if idle and not device.info.is_cpu else 0.0
         rows = sweep.run(device, params, warmup_s)
