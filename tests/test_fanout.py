@@ -131,9 +131,11 @@ def test_interrupt_keeps_finished_rows(scheduler, tmp_path):
     def interrupt(item, rows):
         raise KeyboardInterrupt
 
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt) as interrupted:
         fanout.run_sweep(SWEEP, scheduler=scheduler, writer=writer, on_result=interrupt, show_progress=False)
     writer.close()
+    partial = interrupted.value.partial  # the rows so far, for callers without a writer (notebooks)
+    assert len(partial.frame) == 1 and partial.items == len(SWEEP.items())
     kept = pd.read_csv(writer.csv_path)
     assert len(kept) == 1 and kept["max_lsb_diff"].iloc[0] == 0
     assert (tmp_path / "interrupted.parquet").exists()
@@ -191,9 +193,10 @@ def test_plan_routes_items_by_device_key():
     assert len({i.key for i in each}) == len(each)
 
 
-def test_join_serves_local_devices_to_an_existing_cluster(tmp_path):
-    """`workbench join ADDRESS` adds this machine's devices to a cluster that has none; a sweep then runs there."""
-    from distributed import Scheduler, SpecCluster
+def test_join_serves_local_devices_to_an_existing_cluster_and_a_host_that_leaves_gives_error_rows(tmp_path):
+    """`workbench join ADDRESS` adds this machine's devices to a cluster that has none; a sweep then runs there.
+    When that host leaves for good mid-sweep (nanny and worker killed), its unfinished items become error rows."""
+    from distributed import Client, Scheduler, SpecCluster
     bare = SpecCluster(workers={}, scheduler={"cls": Scheduler, "options": {
         "host": "127.0.0.1", "port": 0, "dashboard": False, "dashboard_address": "127.0.0.1:0"}})
     env = {**os.environ, "PYTHONPATH": str(REPO), "WORKBENCH_VALIDATION": "0"}
@@ -201,15 +204,24 @@ def test_join_serves_local_devices_to_an_existing_cluster(tmp_path):
                              "--host", "127.0.0.1"], cwd=tmp_path, env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        from distributed import Client
         with Client(bare.scheduler_address) as client:
             client.wait_for_workers(1, timeout=60)
         one = fanout.ConvTileSweep(SHAPES[:1], TILES[:1], timing=TIMING)
         result = fanout.run_sweep(one, scheduler=bare.scheduler_address, show_progress=False)
         assert len(result.frame) == 1 and result.frame["max_lsb_diff"].iloc[0] == 0
         assert result.devices["selector"].tolist() == ["0"]
+
+        def host_leaves(item, rows):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        left = fanout.run_sweep(SWEEP, scheduler=bare.scheduler_address, on_result=host_leaves,
+                                orphan_timeout_s=2.0, show_progress=False).frame
+        assert len(left) == len(SWEEP.items()) and left["item"].is_unique
+        lost = left[left["error"].notna()]
+        assert len(lost) >= 1 and lost["error"].str.contains("DeviceLostError: no worker has served device").all()
+        assert (left[left["error"].isna()]["max_lsb_diff"] == 0).all()
     finally:
-        os.killpg(proc.pid, signal.SIGINT)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=60)
         bare.close()
-    assert proc.returncode == 130

@@ -94,7 +94,8 @@ class SweepResult:
 
 
 def run_sweep(sweep, *, scheduler: str | None = None, workers=None, each_device: bool = False, devices=None,
-              writer=None, on_result=None, show_progress: bool = True, connect_timeout: float = 30.0) -> SweepResult:
+              writer=None, on_result=None, show_progress: bool = True, connect_timeout: float = 30.0,
+              orphan_timeout_s: float = 60.0) -> SweepResult:
     """Run `sweep` (workbench.fanout.items) on every device of the cluster → one tidy DataFrame.
 
     scheduler: None starts a local cluster (`workers`: device selectors, one worker each; default one per local
@@ -102,8 +103,10 @@ def run_sweep(sweep, *, scheduler: str | None = None, workers=None, each_device:
     devices WORKBENCH_DEVICE picked for them). each_device: identical devices each run every item (comparison)
     instead of sharing the items (throughput). devices: keep only device keys containing one of these strings;
     one that matches no worker gives error rows. writer: a bench.ResultsWriter, fed as items finish.
-    on_result(item, rows): called after each item (tests use it to kill a worker mid-sweep)."""
-    from distributed import Client, as_completed
+    on_result(item, rows): called after each item (tests use it to kill a worker mid-sweep).
+    orphan_timeout_s: items whose device no worker has served for that long become error rows (a host that left).
+    Ctrl-C (KeyboardInterrupt) cancels what is left and is raised again with `.partial`, the SweepResult so far."""
+    from distributed import Client
     t0 = time.perf_counter()
     cluster = None
     if scheduler is None:
@@ -112,62 +115,131 @@ def run_sweep(sweep, *, scheduler: str | None = None, workers=None, each_device:
         client.wait_for_workers(len(selectors), timeout=connect_timeout)
     else:
         client = Client(scheduler, timeout=connect_timeout)
-    futures: dict = {}
+    gather = None
     try:
         client.register_plugin(DevicePlugin(), name=PLUGIN_NAME)
         probes = {addr: p for addr, p in client.run(worker_probe).items() if p is not None}
         startup_s = time.perf_counter() - t0
         plan_items, unrunnable = _plan(sweep, probes, each_device, devices)
-        for row in unrunnable:
-            if writer is not None:
-                writer.append(row)
-        rows_by_item: dict[str, list[dict]] = {}
-        order: list[str] = []
-        token = uuid.uuid4().hex[:8]
-        start = time.perf_counter()
-        for i, item in enumerate(plan_items):
-            fut = client.submit(_run_item, sweep, item, key=f"workbench-{token}-{i:05d}", pure=False,
-                                resources={resource_name(item.device): 1})
-            futures[fut] = item
-            order.append(item.key)
-        duplicates = 0
-        bar = None
-        if show_progress:
-            from tqdm.auto import tqdm
-            bar = tqdm(total=len(plan_items), desc=f"{sweep.name} on {len(probes)} workers")
-        try:
-            for fut in as_completed(list(futures)):
-                item = futures[fut]
-                if item.key in rows_by_item:  # the same item reported twice: keep the first
-                    duplicates += 1
-                    continue
-                try:
-                    rows = fut.result()
-                except Exception as error:  # e.g. KilledWorker: the item killed its workers too often
-                    rows = error_rows(sweep, [item], item.device, f"{type(error).__name__}: {error}")
-                rows_by_item[item.key] = rows
-                if writer is not None:
-                    for row in rows:
-                        writer.append(row)
-                if bar is not None:
-                    bar.update(1)
-                if on_result is not None:
-                    on_result(item, rows)
-        finally:
-            if bar is not None:
-                bar.close()
-        wall_s = time.perf_counter() - start
-        frame = pd.DataFrame(unrunnable + [row for key in order for row in rows_by_item.get(key, [])])
+        gather = _Gatherer(client, sweep, plan_items, unrunnable, writer, on_result, orphan_timeout_s)
+        gather.run(f"{sweep.name} on {len(probes)} workers" if show_progress else None)
         probes.update({a: p for a, p in client.run(worker_probe).items() if p is not None})  # restarted workers
-        return SweepResult(frame, _device_table(probes, frame), len(plan_items), wall_s, startup_s,
-                           client.scheduler.address, duplicates)
-    except KeyboardInterrupt:
-        client.cancel([f for f in futures if not f.done()])
+        return gather.result(probes, startup_s, client.scheduler.address)
+    except KeyboardInterrupt as interrupt:
+        if gather is not None:
+            gather.cancel()
+            interrupt.partial = gather.result(probes, startup_s, client.scheduler.address)
         raise
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+class _Gatherer:
+    """Submits the items, collects results as they finish (one per item key), feeds the writer, and gives up on
+    items whose device no worker serves any more."""
+
+    POLL_S = 0.02
+
+    def __init__(self, client, sweep, items, unrunnable, writer, on_result, orphan_timeout_s):
+        self.client, self.sweep, self.items = client, sweep, items
+        self.writer, self.on_result, self.orphan_timeout_s = writer, on_result, orphan_timeout_s
+        self.unrunnable = unrunnable
+        self.rows: dict[str, list[dict]] = {}
+        self.duplicates = 0
+        self.futures: dict = {}
+        self.wall_s = 0.0
+        for row in unrunnable:
+            self._write(row)
+
+    def _write(self, row):
+        if self.writer is not None:
+            self.writer.append(row)
+
+    def run(self, progress_label: str | None):
+        from distributed import as_completed
+        token = uuid.uuid4().hex[:8]
+        start = time.perf_counter()
+        for i, item in enumerate(self.items):
+            fut = self.client.submit(_run_item, self.sweep, item, key=f"workbench-{token}-{i:05d}", pure=False,
+                                     resources={resource_name(item.device): 1})
+            self.futures[fut] = item
+        bar = None
+        if progress_label:
+            from tqdm.auto import tqdm
+            bar = tqdm(total=len(self.items), desc=progress_label)
+        pending = as_completed(list(self.futures))
+        served_at: dict[str, float] = {}
+        next_check = time.monotonic() + 1.0
+        try:
+            while not pending.is_empty():
+                done = pending.next_batch(block=False)
+                for fut in done:
+                    if self._collect(fut) and bar is not None:
+                        bar.update(1)
+                if not done:
+                    if time.monotonic() >= next_check:
+                        next_check = time.monotonic() + 1.0
+                        given_up = self._abandon_orphans(served_at)
+                        if given_up and bar is not None:
+                            bar.update(given_up)
+                    time.sleep(self.POLL_S)
+        finally:
+            self.wall_s = time.perf_counter() - start
+            if bar is not None:
+                bar.close()
+
+    def _collect(self, fut) -> bool:
+        item = self.futures[fut]
+        if item.key in self.rows:  # reported twice (or given up on before): keep the first
+            self.duplicates += fut.status != "cancelled"
+            return False
+        try:
+            rows = fut.result()
+        except Exception as error:  # e.g. KilledWorker: the item killed its workers too often
+            rows = error_rows(self.sweep, [item], item.device, f"{type(error).__name__}: {error}")
+        self._finish(item, rows)
+        return True
+
+    def _finish(self, item, rows):
+        self.rows[item.key] = rows
+        for row in rows:
+            self._write(row)
+        if self.on_result is not None:
+            self.on_result(item, rows)
+
+    def _abandon_orphans(self, served_at: dict) -> int:
+        """Error rows for unfinished items whose device no worker has served for orphan_timeout_s."""
+        now = time.monotonic()
+        resources = set()
+        for w in self.client.scheduler_info()["workers"].values():
+            resources.update(w.get("resources") or {})
+        given_up = 0
+        open_items = [(f, i) for f, i in self.futures.items() if i.key not in self.rows and not f.done()]
+        for key in {i.device for _, i in open_items}:
+            if resource_name(key) in resources:
+                served_at[key] = now
+                continue
+            if now - served_at.setdefault(key, now) < self.orphan_timeout_s:
+                continue
+            lost = [(f, i) for f, i in open_items if i.device == key]
+            self.client.cancel([f for f, _ in lost])
+            for _, item in lost:
+                self._finish(item, error_rows(self.sweep, [item], key, f"DeviceLostError: no worker has served "
+                                              f"device {key!r} for {self.orphan_timeout_s:.0f} s (its workers "
+                                              "left the cluster)"))
+            given_up += len(lost)
+        return given_up
+
+    def cancel(self):
+        self.client.cancel([f for f in self.futures if not f.done()])
+
+    def result(self, probes, startup_s, scheduler) -> SweepResult:
+        order = [item.key for item in self.items]
+        frame = pd.DataFrame(self.unrunnable + [row for key in order for row in self.rows.get(key, [])])
+        return SweepResult(frame, _device_table(probes, frame), len(self.items), self.wall_s, startup_s, scheduler,
+                           self.duplicates)
 
 
 def _plan(sweep, probes: dict, each_device: bool, wanted) -> tuple[list[WorkItem], list[dict]]:
