@@ -120,11 +120,9 @@ def cmd_sweep(args) -> int:
     from . import bench, fanout
     from .fanout.cluster import local_workers
     from .fanout.exports import cost, export_result
-    options = {}
-    if args.sweep == "pixel-shuffle":  # the 64 MiB shape costs minutes on a CPU device: only where a GPU is
-        from . import vk
-        options["cpu_device"] = not args.large and all(d.is_cpu for d in vk.list_devices())
-    sweep = fanout.make_sweep(args.sweep, quick=args.quick, **options)
+    from . import vk
+    cpu_only = args.scheduler is None and all(d.is_cpu for d in vk.list_devices())  # lavapipe: smaller grids
+    sweep = fanout.make_sweep(args.sweep, quick=args.quick, cpu_device=cpu_only and not args.large)
     out = Path(args.out) if args.out else bench.REPO / "data" / "fanout"
     name = args.sweep.replace("-", "_")
     workers = args.workers.split(",") if args.workers else None
@@ -197,7 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--each-device", action="store_true",
                    help="identical devices each run every item (compare them) instead of sharing the items")
     p.add_argument("--devices", help="only devices whose name contains one of these (comma-separated)")
-    p.add_argument("--large", action="store_true", help="pixel-shuffle: the 64 MiB shape even on CPU devices")
+    p.add_argument("--large", action="store_true",
+                   help="the whole grid even when every local device is a CPU (default there: a smaller grid)")
     p.add_argument("--out", help="results folder (default data/fanout/)")
     p.set_defaults(fn=cmd_sweep)
     p = sub.add_parser("join", help="serve this machine's Vulkan devices to an existing Dask cluster")

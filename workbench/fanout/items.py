@@ -71,12 +71,15 @@ class ConvTileSweep:
     correctness_columns = ("max_lsb_diff", "outputs_off_by_one")
 
     @classmethod
-    def suite(cls, quick: bool = False) -> "ConvTileSweep":
+    def suite(cls, quick: bool = False, cpu_device: bool = False) -> "ConvTileSweep":
+        """conv_pw's suite grid; `quick`: its test grid; `cpu_device` (every device a CPU): every tile on the
+        first suite shape only (the whole grid takes tens of minutes on lavapipe)."""
         from ..kernels import conv_pw
         if quick:
             return cls(tuple(conv_pw.QUICK_SHAPES), tuple(conv_pw.QUICK_TILES),
                        timing=(("min_time_s", 0.01), ("min_samples", 3), ("target_us", 200.0)))
-        return cls(tuple(conv_pw.SUITE_SHAPES), tuple(conv_pw.SUITE_TILES))
+        shapes = conv_pw.SUITE_SHAPES[:1] if cpu_device else conv_pw.SUITE_SHAPES
+        return cls(tuple(shapes), tuple(conv_pw.SUITE_TILES))
 
     def items(self) -> list[tuple]:
         return [(("shape", tuple(s)), ("tile", tuple(t))) for s in self.shapes for t in self.tiles]
@@ -122,9 +125,14 @@ class PixelShuffleSweep:
     correctness_columns = ()
 
     @classmethod
-    def suite(cls, quick: bool = False, cpu_device: bool = True) -> "PixelShuffleSweep":
+    def suite(cls, quick: bool = False, cpu_device: bool = False) -> "PixelShuffleSweep":
+        """bench_suite's shapes; `cpu_device` (every device a CPU): ET-VK's PERF shapes only (the large ones take
+        minutes per kernel on lavapipe)."""
         from ..kernels import pixel_shuffle
-        return cls(tuple(pixel_shuffle.suite_shapes(quick, cpu_device)), quick)
+        shapes = pixel_shuffle.suite_shapes(quick, cpu_device)
+        if cpu_device and not quick:
+            shapes = [s for s in shapes if s in pixel_shuffle.PERF_SHAPES]
+        return cls(tuple(shapes), quick)
 
     def items(self) -> list[tuple]:
         return [(("shape", tuple(s)), ("r", int(r))) for s, r in self.shapes]
