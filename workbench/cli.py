@@ -127,12 +127,18 @@ def cmd_sweep(args) -> int:
     name = args.sweep.replace("-", "_")
     workers = args.workers.split(",") if args.workers else None
     devices = args.devices.split(",") if args.devices else None
-    where = args.scheduler or f"a local cluster ({len(local_workers(workers))} workers)"
+    where = "this process (no cluster)" if args.here else (
+        args.scheduler or f"a local cluster ({len(local_workers(workers))} workers)")
     print(f"== {args.sweep}: {len(sweep.items())} items per device on {where}")
     writer = bench.ResultsWriter(out / f"{name}_devices", {"sweep": args.sweep, "scheduler": args.scheduler})
     try:
-        result = fanout.run_sweep(sweep, scheduler=args.scheduler, workers=workers, each_device=args.each_device,
-                                  devices=devices, writer=writer)
+        if args.here:
+            if args.device is not None:
+                vk.set_device(args.device)
+            result = fanout.run_here(sweep, writer, show_progress=True)
+        else:
+            result = fanout.run_sweep(sweep, scheduler=args.scheduler, workers=workers,
+                                      each_device=args.each_device, devices=devices, writer=writer)
     except KeyboardInterrupt:
         writer.close()
         print(f"\ninterrupted: {len(writer.rows)} finished rows kept in {writer.csv_path} (+ .parquet, .json)",
@@ -149,8 +155,9 @@ def cmd_sweep(args) -> int:
     print(_table(frame, shown))
     spent = cost(result)
     print(f"\nstart-up {result.startup_s:.1f} s, sweep {result.wall_s:.1f} s for {result.items} items on "
-          f"{spent['workers']} workers ({spent['busy_s']:.1f} s inside items, overhead "
-          f"{spent['overhead_per_item_ms']:.0f} ms per item; {result.duplicates_dropped} duplicate results dropped)")
+          f"{spent['workers']} workers ({spent['busy_s']:.1f} s inside items, efficiency {spent['efficiency']:.0%}, "
+          f"overhead {spent['overhead_per_item_ms']:.1f} ms per item between items; "
+          f"{result.duplicates_dropped} duplicate results dropped)")
     print(f"wrote {paths['all']} (+ .parquet, .json), one folder per device under {out}"
           + (f", chart {paths['chart']}" if "chart" in paths else ""))
     errors = int(frame["error"].notna().sum()) if "error" in frame else 0
@@ -195,6 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--each-device", action="store_true",
                    help="identical devices each run every item (compare them) instead of sharing the items")
     p.add_argument("--devices", help="only devices whose name contains one of these (comma-separated)")
+    p.add_argument("--here", action="store_true",
+                   help="run the items in this process on the current device, no cluster (the baseline)")
     p.add_argument("--large", action="store_true",
                    help="the whole grid even when every local device is a CPU (default there: a smaller grid)")
     p.add_argument("--out", help="results folder (default data/fanout/)")

@@ -10,6 +10,8 @@
 items.py holds the work items and sweeps (no Dask); cluster.py the cluster, routing, retries and gathering;
 exports.py the per-device exports. Dask is imported only when a cluster is used.
 """
+import os
+
 from .items import ConvTileSweep, PixelShuffleSweep, WorkItem, execute_item, make_sweep, probe_device
 
 __all__ = ["ConvTileSweep", "PixelShuffleSweep", "WorkItem", "execute_item", "make_sweep", "probe_device",
@@ -26,17 +28,34 @@ def start_local_cluster(*args, **kwargs):
     return start(*args, **kwargs)
 
 
-def run_here(sweep) -> "pd.DataFrame":  # noqa: F821
-    """Every item of `sweep` in this process, on the current device: the single-process sweep, same rows."""
+def run_here(sweep, writer=None, show_progress: bool = False):
+    """Every item of `sweep` in this process, on the current device, one after the other: the single-process
+    baseline (same items, same rows as on a cluster). Returns a cluster.SweepResult (scheduler "in-process")."""
+    import socket
+    import time
+
     import pandas as pd
 
     from .. import vk
+    from ..bench import progress
+    from .cluster import SweepResult
     from .items import device_keys
-    key = device_keys(vk.get_device().info)["key"]
+    start = time.perf_counter()
+    info = vk.get_device().info
+    key = device_keys(info)["key"]
     rows = []
-    for params in sweep.items():
-        rows.extend(execute_item(sweep, WorkItem(sweep.name, key, params)))
-    return pd.DataFrame(rows)
+    for params in progress(sweep.items(), sweep.name, enabled=show_progress):
+        for row in execute_item(sweep, WorkItem(sweep.name, key, params)):
+            rows.append(row)
+            if writer is not None:
+                writer.append(row)
+    frame = pd.DataFrame(rows)
+    errors = int(frame["error"].notna().sum()) if "error" in frame else 0
+    devices = pd.DataFrame([{"worker": "local", "host": socket.gethostname(), "pid": os.getpid(),
+                             "selector": os.environ.get("WORKBENCH_DEVICE"), "device": info.name, "index": info.index,
+                             "driver": info.driver_name, "items": len(sweep.items()), "rows": len(frame),
+                             "errors": errors}])
+    return SweepResult(frame, devices, len(sweep.items()), time.perf_counter() - start, 0.0, "in-process")
 
 
 def export(result, folder, name: str) -> dict:

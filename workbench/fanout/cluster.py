@@ -14,7 +14,6 @@ Everything listens on 127.0.0.1 unless given a scheduler address.
 from __future__ import annotations
 
 import logging
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -70,10 +69,9 @@ def start_local_cluster(selectors=None, *, silence_logs: int = logging.ERROR):
     selectors = local_workers(selectors)
     if not selectors:
         raise ValueError("no Vulkan device found for a local cluster (vk.list_devices() is empty)")
-    scratch = tempfile.mkdtemp(prefix="workbench-dask-")
     workers = {f"vk{i}-dev{sel}": {"cls": Nanny, "options": {
         "nthreads": 1, "host": "127.0.0.1", "env": {"WORKBENCH_DEVICE": sel}, "dashboard": False,
-        "memory_limit": 0, "local_directory": scratch, "silence_logs": silence_logs}}
+        "memory_limit": 0, "silence_logs": silence_logs}}
         for i, sel in enumerate(selectors)}
     scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "port": 0, "dashboard": False,
                                                "dashboard_address": "127.0.0.1:0"}}
@@ -291,11 +289,10 @@ def join_cluster(address: str, selectors=None, *, host: str | None = None, on_st
 
     from distributed import Nanny
     selectors = local_workers(selectors)
-    scratch = tempfile.mkdtemp(prefix="workbench-dask-")
 
     async def serve():
         nannies = [Nanny(address, nthreads=1, host=host, env={"WORKBENCH_DEVICE": sel}, dashboard=False,
-                         memory_limit=0, local_directory=scratch, name=f"{socket.gethostname()}-vk{i}-dev{sel}")
+                         memory_limit=0, name=f"{socket.gethostname()}-vk{i}-dev{sel}")
                    for i, sel in enumerate(selectors)]
         await asyncio.gather(*nannies)
         if on_started is not None:

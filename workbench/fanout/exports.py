@@ -87,11 +87,21 @@ def export_result(result, folder, name: str) -> dict:
 
 
 def cost(result) -> dict:
-    """What fanning out cost: start-up, wall time, the time workers spent inside items, and the rest per item
-    (sending items, pickling rows, scheduling): (wall × workers − Σ item_seconds) / items."""
+    """What fanning out cost. `overhead_per_item_ms`: the median gap on a worker between the end of one item and
+    the start of its next (reporting, scheduling, sending the item; the workers' own cost per item);
+    `efficiency`: time inside items / (wall time × workers) — below 1 also where workers idle at the end because
+    items differ in size."""
+    import numpy as np
     frame = result.frame
-    ran = frame[frame["worker"].notna()] if "worker" in frame else frame.iloc[:0]
-    workers = max(1, ran["worker"].nunique()) if len(ran) else 1
-    busy = float(ran.groupby("item")["item_seconds"].first().sum()) if len(ran) else 0.0
+    ran = frame[frame["worker"].notna() & frame["item_seconds"].notna()] if "worker" in frame else frame.iloc[:0]
+    per_item = ran.groupby("item").first() if len(ran) else ran
+    workers = max(1, per_item["worker"].nunique()) if len(per_item) else 1
+    busy = float(per_item["item_seconds"].sum()) if len(per_item) else 0.0
+    gaps = []
+    if "item_started" in per_item:
+        for _, mine in per_item.sort_values("item_started").groupby(["worker", "pid"]):
+            ends = (mine["item_started"] + mine["item_seconds"]).to_numpy()[:-1]
+            gaps.extend(mine["item_started"].to_numpy()[1:] - ends)
     return {"items": result.items, "workers": workers, "startup_s": result.startup_s, "wall_s": result.wall_s,
-            "busy_s": busy, "overhead_per_item_ms": 1e3 * (result.wall_s * workers - busy) / max(1, result.items)}
+            "busy_s": busy, "efficiency": busy / (result.wall_s * workers) if result.wall_s else np.nan,
+            "overhead_per_item_ms": 1e3 * float(np.median(gaps)) if gaps else np.nan}
