@@ -53,12 +53,13 @@ def test_split_sweep_equals_the_single_process_sweep(scheduler, device):
     assert result.items == len(SHAPES) * len(TILES) and split["item"].is_unique
     assert split["worker"].nunique() == 2, "the items were not split across the 2 workers"
     assert set(result.devices["worker"]) == set(split["worker"])
-    key = ["shape", "tile"]
+    key = list(SWEEP.key_columns)
     assert sorted(map(tuple, split[key].values)) == sorted(map(tuple, single[key].values))
     assert set(single.columns) <= set(split.columns)
     merged = single.merge(split, on=key, suffixes=("_single", "_split"))
-    for column in ("max_lsb_diff", "outputs_off_by_one", "variant", "global_size", "local_size", "bytes", "macs",
-                   "device", "driver", "use_dot_ext"):
+    assert len(merged) == len(single)
+    for column in SWEEP.correctness_columns + ("variant", "global_size", "local_size", "bytes", "macs", "device",
+                                               "driver", "use_dot_ext"):
         assert (merged[f"{column}_single"] == merged[f"{column}_split"]).all(), column
     assert (split["max_lsb_diff"] == 0).all()
     assert (split["median_us"] > 0).all()

@@ -198,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", help="join an existing Dask cluster at this address (tcp://host:port); default: "
                                        "start a local one on 127.0.0.1")
     p.add_argument("--workers", help="local cluster: one worker per entry, each on the device this index or name "
-                                     "picks (e.g. 0,1 or 0,0); default: one per local Vulkan device")
+                                     "picks (e.g. 0,1 or 0,0); default: one per local GPU, else per CPU device")
     p.add_argument("--each-device", action="store_true",
                    help="identical devices each run every item (compare them) instead of sharing the items")
     p.add_argument("--devices", help="only devices whose name contains one of these (comma-separated)")
@@ -211,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("join", help="serve this machine's Vulkan devices to an existing Dask cluster")
     p.add_argument("scheduler", help="the scheduler's address, tcp://host:port (e.g. from `dask scheduler`)")
     p.add_argument("--workers", help="one worker per entry, each on the device this index or name picks "
-                                     "(default: one per local Vulkan device)")
+                                     "(default: one per local GPU, else per CPU device)")
     p.add_argument("--host", help="interface the workers listen on (default: Dask's choice)")
     p.set_defaults(fn=cmd_join)
     p = sub.add_parser("layout", help="where an element lives in a layout; pictures of the layout")

@@ -55,11 +55,15 @@ def _run_item(sweep, item: WorkItem) -> list[dict]:
 
 
 def local_workers(selectors=None) -> list[str]:
-    """Device selectors of the local cluster: one worker per entry; default one per local Vulkan device."""
+    """Device selectors of the local cluster: one worker per entry. Default: one per local GPU, or one per CPU
+    device where there is no GPU (lavapipe beside GPUs would compete with their workers for the host's cores;
+    name it in `selectors` to include it)."""
     if selectors:
         return [str(s).strip() for s in selectors if str(s).strip() != ""]
     from .. import vk
-    return [str(d.index) for d in vk.list_devices()]
+    devices = vk.list_devices()
+    gpus = [d for d in devices if not d.is_cpu]
+    return [str(d.index) for d in (gpus or devices)]
 
 
 def start_local_cluster(selectors=None, *, silence_logs: int = logging.ERROR):
@@ -97,7 +101,7 @@ def run_sweep(sweep, *, scheduler: str | None = None, workers=None, each_device:
     """Run `sweep` (workbench.fanout.items) on every device of the cluster → one tidy DataFrame.
 
     scheduler: None starts a local cluster (`workers`: device selectors, one worker each; default one per local
-    device) and shuts it down at the end; "tcp://host:port" joins an existing cluster (its workers serve the
+    GPU, else per CPU device) and shuts it down at the end; "tcp://host:port" joins an existing cluster (its workers serve the
     devices WORKBENCH_DEVICE picked for them). each_device: identical devices each run every item (comparison)
     instead of sharing the items (throughput). devices: keep only device keys containing one of these strings;
     one that matches no worker gives error rows. writer: a bench.ResultsWriter, fed as items finish.
@@ -282,7 +286,7 @@ def _device_table(probes: dict, frame: pd.DataFrame) -> pd.DataFrame:
 
 def join_cluster(address: str, selectors=None, *, host: str | None = None, on_started=None) -> None:
     """Serve this machine's Vulkan devices to the cluster at `address`: one nanny-supervised worker per selector
-    (default one per local device), 1 thread each, until interrupted. `host`: the interface to listen on (default:
+    (default one per local GPU, else per CPU device), 1 thread each, until interrupted. `host`: the interface to listen on (default:
     Dask's choice; 127.0.0.1 keeps a same-machine cluster off the network)."""
     import asyncio
     import socket
