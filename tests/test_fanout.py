@@ -11,12 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-pytest.importorskip("distributed")
-
-from workbench import fanout  # noqa: E402
-from workbench.bench import REPO, ResultsWriter  # noqa: E402
-from workbench.fanout import cluster as fc  # noqa: E402
-from workbench.kernels import conv_pw  # noqa: E402
+from workbench import fanout
+from workbench.bench import REPO, ResultsWriter
+from workbench.fanout import cluster as fc
+from workbench.kernels import conv_pw
 
 SHAPES = ((1, 16, 12, 6, 10), (2, 20, 9, 5, 7))  # awkward channels and widths, batch 2
 TILES = ((1, 1, 1), (1, 2, 1), (2, 1, 2), (4, 2, 4))
