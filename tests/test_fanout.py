@@ -224,3 +224,13 @@ def test_join_serves_local_devices_to_an_existing_cluster_and_a_host_that_leaves
             os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=60)
         bare.close()
+
+
+def test_an_exception_inside_an_item_is_an_error_row_and_the_sweep_goes_on(device):
+    bad = fanout.ConvTileSweep(SHAPES[:1], ((1, 1, 1), (3, 1, 1)), timing=TIMING)
+    frame = fanout.run_here(bad).frame
+    assert len(frame) == 2 and frame["item"].is_unique
+    ok, failed = frame[frame["error"].isna()], frame[frame["error"].notna()]
+    assert len(ok) == 1 and ok["max_lsb_diff"].iloc[0] == 0
+    assert failed["error"].iloc[0].startswith("ValueError: tile_m=3 is out of range")
+    assert failed["tile"].iloc[0] == "M3·N1·K1" and failed["device"].iloc[0] == device.info.name
