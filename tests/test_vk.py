@@ -123,6 +123,50 @@ def test_image_round_trip(device, fmt, dtype):
             img.upload(data[:1])
 
 
+IMAGE_CASES = [("rgba32f", np.float32, ""), ("rgba32i", np.int32, "i"), ("rgba16f", np.float16, ""),
+               ("rgba8i", np.int8, "i")]
+
+
+def _texels(shape, dtype, seed):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind == "i":
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, size=shape, endpoint=True).astype(dtype)
+    return (rng.standard_normal(shape) * 100).astype(dtype)
+
+
+@pytest.mark.parametrize("extent", [(5, 3), (1, 1), (7, 2, 3)], ids=["2d", "2d-1x1", "3d"])
+@pytest.mark.parametrize("fmt,dtype,prefix", IMAGE_CASES, ids=[c[0] for c in IMAGE_CASES])
+def test_sampled_image_round_trip(device, fmt, dtype, prefix, extent):
+    """Upload → texelFetch through a combined image sampler → imageStore → download, for every format ET-VK declares."""
+    dims = len(extent)
+    data = _texels(tuple(reversed(extent)) + (4,), dtype, seed=dims)
+    spirv = compile_glsl((HERE / "sampled_copy.glsl").read_text(), name=f"sampled_copy_{fmt}_{dims}d",
+                         defines={"DIMS": dims, "FORMAT": fmt, "IMAGE_T": f"{prefix}image{dims}D",
+                                  "SAMPLER_T": f"{prefix}sampler{dims}D"})
+    with device.image(extent, fmt) as src, device.image(extent, fmt) as dst, device.pipeline(spirv) as p:
+        assert [(b.kind, b.dims) for b in p.bindings] == [("storage_image", dims), ("combined_image_sampler", dims)]
+        src.upload(data)
+        np.testing.assert_array_equal(src.download(), data)
+        device.run(p, [dst, src], extent)
+        np.testing.assert_array_equal(dst.download(), data)
+
+
+def test_sampled_image_binding_errors(device):
+    spirv = compile_glsl((HERE / "sampled_copy.glsl").read_text(), name="sampled_copy_2d",
+                         defines={"DIMS": 2, "FORMAT": "rgba32f", "IMAGE_T": "image2D", "SAMPLER_T": "sampler2D"})
+    with device.pipeline(spirv) as p, device.image((4, 4)) as img2, device.image((4, 4, 1)) as img3, \
+            device.buffer(nbytes=64) as buf:
+        with pytest.raises(vk.BindingError, match=r"binding 1 \(in_texture\) needs a 2-D image, got the 3-D"):
+            device.run(p, [img2, img3], (4, 4))
+        with pytest.raises(vk.BindingError, match=r"binding 1 \(in_texture\) needs a 2-D combined_image_sampler"):
+            device.run(p, [img2, buf], (4, 4))
+    with pytest.raises(ValueError, match="2 or 3 positive ints"):
+        device.image((4,))
+    with pytest.raises(ValueError, match="maxImageDimension2D"):
+        device.image((device.info.max_image_dimension_2d + 1, 1))
+
+
 def test_image_dispatch(device):
     data = np.random.default_rng(1).standard_normal((2, 6, 9, 4)).astype(np.float32)
     spirv = shader_under_test("image_scale")

@@ -819,9 +819,9 @@ class _Case:
     what: str = ""       # torch cases: which torch op
 
 
-def _bench_cases(quick: bool, cpu_device: bool = False) -> list[_Case]:
+def _bench_cases(quick: bool, cpu_device: bool = False, only=None) -> list[_Case]:
     """Per shape: torch first, then the chain, then the fused kernel, then the float kernels, so that every row's
-    ratios (vs torch, vs chain) can be filled in when it is measured."""
+    ratios (vs torch, vs chain) can be filled in when it is measured. `only`: (shape, r) pairs to keep."""
     cases = []
     # On a CPU device (lavapipe) a 64 MiB shape costs minutes per kernel and there is no GPU cache to escape from:
     # the 18 MiB shape is large enough there.
@@ -829,6 +829,8 @@ def _bench_cases(quick: bool, cpu_device: bool = False) -> list[_Case]:
     shape_sets = [("quick", QUICK_SHAPES)] if quick else [("PERF", PERF_SHAPES), ("large", large)]
     for set_name, shapes in shape_sets:
         for shape, r in shapes:
+            if only is not None and (tuple(shape), r) not in {(tuple(s), int(k)) for s, k in only}:
+                continue
             for what in TORCH_OPS:
                 if not (quick and what == "float16"):
                     cases.append(_Case("torch", set_name, shape=shape, r=r, what=what))
@@ -906,7 +908,13 @@ def _torch_timer(device, shape, r, what):
     return where, fn, sync, on_cuda, nbytes
 
 
-def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True):
+def suite_shapes(quick: bool, cpu_device: bool = False) -> list[tuple]:
+    """The (input NCHW, r) pairs bench_suite measures (its `shapes` argument picks among them)."""
+    return [(tuple(c.shape), c.r) for c in _bench_cases(quick, cpu_device) if c.kind == "torch"
+            and c.what == "int8"]
+
+
+def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True, shapes=None):
     """Pixel shuffle benchmarks on ``device`` → a tidy DataFrame (one row per measurement; rows also go to
     ``writer`` as they are measured).
 
@@ -922,7 +930,8 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     * ``copy`` — :func:`workbench.bench.bench_copy` at the traffic of every kernel (a copy of half the bytes moved).
 
     Shapes: ET-VK's PERF shapes (RefineNet decoder outputs) and an 18 MiB int8 shape (``quick``: two tiny shapes,
-    r = 2 and r = 3, few samples).
+    r = 2 and r = 3, few samples); ``shapes`` (a list of (input NCHW, r) from ``suite_shapes``) keeps only those
+    (the distributed sweep runs one shape per work item).
 
     Columns beyond :func:`workbench.bench.measurement_row`'s: ``variant`` (shader variant), ``r_specialized``,
     ``output_order``,
@@ -939,7 +948,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     from .. import bench
 
     env = bench.environment(device)
-    cases = _bench_cases(quick, cpu_device=device.info.is_cpu)
+    cases = _bench_cases(quick, cpu_device=device.info.is_cpu, only=shapes)
     if quick:
         sample_kw = dict(min_time_s=0.005, min_samples=3, max_samples=5, warmup=1)
     else:

@@ -21,6 +21,7 @@ class Device:
         self.info = devmod.select_device(selector, devices)
         self.physical_device = self.instance.physical_devices[self.info.index]
         self._live: dict[int, object] = {}
+        self._samplers: dict[int, object] = {}
         self._lock = threading.Lock()
 
         families = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical_device)
@@ -123,7 +124,23 @@ class Device:
         return Buffer(self, array.nbytes, uniform=True, name=name).upload(array)
 
     def image(self, extent, fmt: str = "rgba32f", name: str = "") -> Image:
+        """A 2-D ((x, y)) or 3-D ((x, y, z)) image, bindable as a storage image and as a sampled image."""
         return Image(self, extent, fmt, name=name)
+
+    def sampler(self, dims: int):
+        """The device's one nearest-filter, clamp-to-edge sampler for `dims`-D images (made once).
+
+        2-D images get unnormalised coordinates, like ET-VK's texel reads; Vulkan allows those only for 1-D and
+        2-D views, so 3-D images get normalised ones. texelFetch ignores the sampler's coordinates either way."""
+        if dims not in self._samplers:
+            clamp = vk.VK_SAMPLER_ADDRESS_MODE_CLAMP_TO_EDGE
+            info = vk.VkSamplerCreateInfo(magFilter=vk.VK_FILTER_NEAREST, minFilter=vk.VK_FILTER_NEAREST,
+                                          mipmapMode=vk.VK_SAMPLER_MIPMAP_MODE_NEAREST, addressModeU=clamp,
+                                          addressModeV=clamp, addressModeW=clamp, maxLod=0.0,
+                                          borderColor=vk.VK_BORDER_COLOR_INT_TRANSPARENT_BLACK,
+                                          unnormalizedCoordinates=vk.VK_TRUE if dims == 2 else vk.VK_FALSE)
+            self._samplers[dims] = vk.vkCreateSampler(self.handle, info, None)
+        return self._samplers[dims]
 
     def pipeline(self, spirv, *, spec_constants=None, local_size=None, capture_statistics=False,
                  name: str = "kernel") -> Pipeline:
@@ -199,7 +216,7 @@ class Device:
             self._image_barrier(cmd, image, vk.VK_IMAGE_LAYOUT_UNDEFINED, vk.VK_IMAGE_LAYOUT_GENERAL)
             subresource = vk.VkImageSubresourceRange(aspectMask=vk.VK_IMAGE_ASPECT_COLOR_BIT, baseMipLevel=0,
                                                      levelCount=1, baseArrayLayer=0, layerCount=1)
-            if image.format == "rgba32i":
+            if image.dtype.kind == "i":
                 color = vk.VkClearColorValue(int32=[0, 0, 0, 0])
             else:
                 color = vk.VkClearColorValue(float32=[0.0, 0.0, 0.0, 0.0])
@@ -211,10 +228,10 @@ class Device:
         def record(cmd):
             layers = vk.VkImageSubresourceLayers(aspectMask=vk.VK_IMAGE_ASPECT_COLOR_BIT, mipLevel=0,
                                                  baseArrayLayer=0, layerCount=1)
+            x, y, z = image.extent + (1,) * (3 - len(image.extent))
             region = vk.VkBufferImageCopy(bufferOffset=0, bufferRowLength=0, bufferImageHeight=0,
                                           imageSubresource=layers, imageOffset=vk.VkOffset3D(x=0, y=0, z=0),
-                                          imageExtent=vk.VkExtent3D(width=image.extent[0], height=image.extent[1],
-                                                                    depth=image.extent[2]))
+                                          imageExtent=vk.VkExtent3D(width=x, height=y, depth=z))
             transfer_layout = (vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL if to_image
                                else vk.VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL)
             self._image_barrier(cmd, image, vk.VK_IMAGE_LAYOUT_GENERAL, transfer_layout)
@@ -232,6 +249,9 @@ class Device:
         vk.vkDeviceWaitIdle(self.handle)
         for obj in list(self._live.values()):
             obj.close()
+        for sampler in self._samplers.values():
+            vk.vkDestroySampler(self.handle, sampler, None)
+        self._samplers.clear()
         vk.vkDestroyCommandPool(self.handle, self.command_pool, None)
         vk.vkDestroyDevice(self.handle, None)
         self.handle = None

@@ -121,6 +121,7 @@ class DeviceInfo:
     max_storage_buffer_range: int
     max_push_constants_bytes: int
     max_image_dimension_3d: int
+    max_image_dimension_2d: int
     features: dict = field(default_factory=dict)
     extensions: tuple = ()
 
@@ -211,6 +212,7 @@ def _describe(index: int, physical_device) -> DeviceInfo:
         max_storage_buffer_range=limits.maxStorageBufferRange,
         max_push_constants_bytes=limits.maxPushConstantsSize,
         max_image_dimension_3d=limits.maxImageDimension3D,
+        max_image_dimension_2d=limits.maxImageDimension2D,
         features=_query_features(physical_device, extensions), extensions=extensions)
 
 

@@ -1,4 +1,4 @@
-"""Buffers and 3-D storage images, with upload/download from numpy arrays and torch CPU tensors.
+"""Buffers and 2-D / 3-D images (storage and sampled), with upload/download from numpy arrays and torch CPU tensors.
 
 Memory is device-local. Where that memory is also host-visible (CPU devices, integrated GPUs) it is mapped and
 written directly; otherwise uploads and downloads go through a temporary host-visible staging buffer.
@@ -135,37 +135,54 @@ class Buffer:
         self.close()
 
 
-IMAGE_FORMATS = {  # name → (VkFormat, numpy dtype of one component)
+IMAGE_FORMATS = {  # name → (VkFormat, numpy dtype of one component); the formats ET-VK's shaders declare
     "rgba32f": (vk.VK_FORMAT_R32G32B32A32_SFLOAT, np.float32),
     "rgba32i": (vk.VK_FORMAT_R32G32B32A32_SINT, np.int32),
     "rgba16f": (vk.VK_FORMAT_R16G16B16A16_SFLOAT, np.float16),
+    "rgba8i": (vk.VK_FORMAT_R8G8B8A8_SINT, np.int8),
 }
+FORMAT_STORAGE = vk.VK_FORMAT_FEATURE_STORAGE_IMAGE_BIT
+FORMAT_SAMPLED = vk.VK_FORMAT_FEATURE_SAMPLED_IMAGE_BIT
 
 
 class Image:
-    """A 3-D storage image of RGBA texels; numpy data is shaped (z, y, x, 4), texel order."""
+    """A 2-D or 3-D image of RGBA texels, in the GENERAL layout for its whole life.
+
+    The extent is (x, y) for a 2-D image or (x, y, z) for a 3-D one; numpy data is shaped (y, x, 4) or (z, y, x, 4),
+    texel order. One image can be bound as a storage image (imageLoad/imageStore) and as a sampled image
+    (texelFetch through a combined image sampler): the pipeline's reflected binding decides, as in ET-VK, where a
+    tensor written as an image by one kernel is read through a sampler by the next.
+    """
 
     def __init__(self, device, extent, fmt: str = "rgba32f", name: str = ""):
         extent = tuple(int(e) for e in extent)
-        if len(extent) != 3 or min(extent) < 1:
-            raise ValueError(f"an image extent is 3 positive ints (x, y, z), got {extent}")
-        limit = device.info.max_image_dimension_3d
+        if len(extent) not in (2, 3) or min(extent) < 1:
+            raise ValueError(f"an image extent is 2 or 3 positive ints ((x, y) or (x, y, z)), got {extent}")
+        self.dims = len(extent)
+        limit = device.info.max_image_dimension_3d if self.dims == 3 else device.info.max_image_dimension_2d
         if max(extent) > limit:
-            raise ValueError(f"image extent {extent} exceeds the device's maxImageDimension3D {limit}")
+            raise ValueError(f"image extent {extent} exceeds the device's maxImageDimension{self.dims}D {limit}")
         if fmt not in IMAGE_FORMATS:
             raise ValueError(f"unknown image format {fmt!r}; expected one of {sorted(IMAGE_FORMATS)}")
         self.device, self.extent, self.format, self.name = device, extent, fmt, name
         vk_format, self.dtype = IMAGE_FORMATS[fmt]
         self.dtype = np.dtype(self.dtype)
-        self.shape = (extent[2], extent[1], extent[0], 4)
+        self.shape = tuple(reversed(extent)) + (4,)
         self.nbytes = int(np.prod(self.shape)) * self.dtype.itemsize
+        support = vk.vkGetPhysicalDeviceFormatProperties(device.physical_device, vk_format).optimalTilingFeatures
+        self.storage = bool(support & FORMAT_STORAGE)
+        self.sampled = bool(support & FORMAT_SAMPLED)
+        if not (self.storage or self.sampled):
+            raise ValueError(f"{device.info.name} supports {fmt} images neither as storage nor as sampled images")
         handle = device.handle
+        extent3 = extent + (1,) * (3 - self.dims)
         create_info = vk.VkImageCreateInfo(
-            imageType=vk.VK_IMAGE_TYPE_3D, format=vk_format,
-            extent=vk.VkExtent3D(width=extent[0], height=extent[1], depth=extent[2]),
+            imageType=vk.VK_IMAGE_TYPE_3D if self.dims == 3 else vk.VK_IMAGE_TYPE_2D, format=vk_format,
+            extent=vk.VkExtent3D(width=extent3[0], height=extent3[1], depth=extent3[2]),
             mipLevels=1, arrayLayers=1, samples=vk.VK_SAMPLE_COUNT_1_BIT, tiling=vk.VK_IMAGE_TILING_OPTIMAL,
-            usage=vk.VK_IMAGE_USAGE_STORAGE_BIT | vk.VK_IMAGE_USAGE_TRANSFER_SRC_BIT
-            | vk.VK_IMAGE_USAGE_TRANSFER_DST_BIT,
+            usage=(vk.VK_IMAGE_USAGE_STORAGE_BIT if self.storage else 0)
+            | (vk.VK_IMAGE_USAGE_SAMPLED_BIT if self.sampled else 0)
+            | vk.VK_IMAGE_USAGE_TRANSFER_SRC_BIT | vk.VK_IMAGE_USAGE_TRANSFER_DST_BIT,
             sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE, initialLayout=vk.VK_IMAGE_LAYOUT_UNDEFINED)
         self.handle = vk.vkCreateImage(handle, create_info, None)
         requirements = vk.vkGetImageMemoryRequirements(handle, self.handle)
@@ -175,8 +192,9 @@ class Image:
         vk.vkBindImageMemory(handle, self.handle, self.memory, 0)
         subresource = vk.VkImageSubresourceRange(aspectMask=vk.VK_IMAGE_ASPECT_COLOR_BIT, baseMipLevel=0,
                                                  levelCount=1, baseArrayLayer=0, layerCount=1)
-        view_info = vk.VkImageViewCreateInfo(image=self.handle, viewType=vk.VK_IMAGE_VIEW_TYPE_3D, format=vk_format,
-                                             subresourceRange=subresource)
+        view_info = vk.VkImageViewCreateInfo(image=self.handle, format=vk_format, subresourceRange=subresource,
+                                             viewType=vk.VK_IMAGE_VIEW_TYPE_3D if self.dims == 3
+                                             else vk.VK_IMAGE_VIEW_TYPE_2D)
         self.view = vk.vkCreateImageView(handle, view_info, None)
         device.init_image(self)  # to GENERAL layout, zero-filled
         device._track(self)
@@ -187,7 +205,8 @@ class Image:
     def upload(self, data) -> "Image":
         array = as_numpy(data)
         if array.shape != self.shape or array.dtype != self.dtype:
-            raise ValueError(f"image {self.name or ''} expects an array of shape {self.shape} (z, y, x, 4) and dtype "
+            raise ValueError(f"image {self.name or ''} expects an array of shape {self.shape} "
+                             f"({'z, ' if self.dims == 3 else ''}y, x, 4) and dtype "
                              f"{self.dtype}, got shape {array.shape} and dtype {array.dtype}")
         with Buffer(self.device, self.nbytes, host_visible=True, name="staging") as staging:
             staging.upload(array)

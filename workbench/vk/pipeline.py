@@ -12,7 +12,10 @@ DESCRIPTOR_TYPES = {
     sp.STORAGE_BUFFER: vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
     sp.UNIFORM_BUFFER: vk.VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER,
     sp.STORAGE_IMAGE: vk.VK_DESCRIPTOR_TYPE_STORAGE_IMAGE,
+    sp.SAMPLED_IMAGE: vk.VK_DESCRIPTOR_TYPE_SAMPLED_IMAGE,
+    sp.COMBINED_IMAGE_SAMPLER: vk.VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER,
 }
+IMAGE_KINDS = (sp.STORAGE_IMAGE, sp.SAMPLED_IMAGE, sp.COMBINED_IMAGE_SAMPLER)
 SPEC_FORMATS = {"int": "<i", "uint": "<I", "float": "<f", "bool": "<I"}
 DEFAULT_LOCAL_SIZE = (64, 1, 1)
 CAPTURE_STATISTICS = 0x00000040  # VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR
@@ -52,8 +55,11 @@ class Pipeline:
                                f"{sorted({b.set for b in self.bindings})}")
         for b in self.bindings:
             if b.kind not in DESCRIPTOR_TYPES:
-                raise BindingError(f"{name}: binding {b.binding} ({b.name}) is a {b.kind}; the runtime binds storage "
-                                   "buffers, uniform buffers and storage images")
+                raise BindingError(f"{name}: binding {b.binding} ({b.name}) is a {b.kind}; the runtime binds "
+                                   f"{', '.join(DESCRIPTOR_TYPES)}")
+            if b.kind in IMAGE_KINDS and b.dims not in (2, 3):
+                raise BindingError(f"{name}: binding {b.binding} ({b.name}) is a {b.kind} of an unsupported "
+                                   "dimensionality; the runtime binds 2-D and 3-D images")
         if capture_statistics and not device.info.features.get("pipeline_executable_properties"):
             raise MissingFeatureError(
                 f"pipeline statistics need VK_KHR_pipeline_executable_properties, which {device.info.name} "
@@ -158,9 +164,18 @@ class Pipeline:
         for b, r in zip(self.bindings, resources):
             ok = ((b.kind == sp.STORAGE_BUFFER and isinstance(r, Buffer) and not r.uniform)
                   or (b.kind == sp.UNIFORM_BUFFER and isinstance(r, Buffer) and r.uniform)
-                  or (b.kind == sp.STORAGE_IMAGE and isinstance(r, Image)))
+                  or (b.kind in IMAGE_KINDS and isinstance(r, Image)))
             if not ok:
-                raise BindingError(f"{self.name}: binding {b.binding} ({b.name}) needs a {b.kind}, got {r!r}")
+                what = f"{b.dims}-D {b.kind}" if b.kind in IMAGE_KINDS else b.kind
+                raise BindingError(f"{self.name}: binding {b.binding} ({b.name}) needs a {what}, got {r!r}")
+            if b.kind in IMAGE_KINDS:
+                if r.dims != b.dims:
+                    raise BindingError(f"{self.name}: binding {b.binding} ({b.name}) needs a {b.dims}-D image, got "
+                                       f"the {r.dims}-D {r!r}")
+                usable = r.storage if b.kind == sp.STORAGE_IMAGE else r.sampled
+                if not usable:
+                    raise BindingError(f"{self.name}: binding {b.binding} ({b.name}) needs a {b.kind}, but "
+                                       f"{self.device.info.name} does not support {r.format} images as one")
             if r.handle is None:
                 raise BindingError(f"{self.name}: binding {b.binding} ({b.name}) was given a closed resource {r!r}")
             if r.device is not self.device:

@@ -18,6 +18,7 @@ import vulkan as vk
 from .errors import FenceTimeoutError
 from .memory import Buffer, Image
 from .pipeline import DESCRIPTOR_TYPES, Pipeline
+from .spirv import COMBINED_IMAGE_SAMPLER
 
 ALL_ACCESS = (vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT
               | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
@@ -240,7 +241,8 @@ def _write_descriptors(device_handle, descriptor_set, command: _Command):
     keep = []  # the info structs must outlive vkUpdateDescriptorSets
     for b, r in zip(command.pipeline.bindings, command.resources):
         if isinstance(r, Image):
-            info = vk.VkDescriptorImageInfo(imageView=r.view, imageLayout=vk.VK_IMAGE_LAYOUT_GENERAL)
+            sampler = r.device.sampler(r.dims) if b.kind == COMBINED_IMAGE_SAMPLER else None
+            info = vk.VkDescriptorImageInfo(sampler=sampler, imageView=r.view, imageLayout=vk.VK_IMAGE_LAYOUT_GENERAL)
             keep.append(info)
             writes.append(vk.VkWriteDescriptorSet(dstSet=descriptor_set, dstBinding=b.binding, descriptorCount=1,
                                                   descriptorType=DESCRIPTOR_TYPES[b.kind], pImageInfo=[info]))

@@ -25,17 +25,18 @@ SC_UNIFORM_CONSTANT, SC_UNIFORM, SC_PUSH_CONSTANT, SC_STORAGE_BUFFER = 0, 2, 9, 
 EXEC_LOCAL_SIZE, EXEC_LOCAL_SIZE_ID = 17, 38
 BUILTIN_WORKGROUP_SIZE = 25
 
-STORAGE_BUFFER, UNIFORM_BUFFER, STORAGE_IMAGE, SAMPLED_IMAGE = (
-    "storage_buffer", "uniform_buffer", "storage_image", "sampled_image")
+STORAGE_BUFFER, UNIFORM_BUFFER, STORAGE_IMAGE, SAMPLED_IMAGE, COMBINED_IMAGE_SAMPLER = (
+    "storage_buffer", "uniform_buffer", "storage_image", "sampled_image", "combined_image_sampler")
+IMAGE_DIMS = {0: 1, 1: 2, 2: 3}  # SPIR-V Dim operand (1D, 2D, 3D) → number of dimensions
 
 
 @dataclass(frozen=True)
 class Binding:
     set: int
     binding: int
-    kind: str  # one of STORAGE_BUFFER, UNIFORM_BUFFER, STORAGE_IMAGE, SAMPLED_IMAGE
+    kind: str  # one of STORAGE_BUFFER, UNIFORM_BUFFER, STORAGE_IMAGE, SAMPLED_IMAGE, COMBINED_IMAGE_SAMPLER
     name: str
-
+    dims: int | None = None  # images: 1, 2 or 3 (None for buffers, and for image kinds beyond 1-D/2-D/3-D)
 
 @dataclass
 class Reflection:
@@ -100,9 +101,9 @@ def reflect(code: bytes) -> Reflection:
         elif opcode == OP_TYPE_MATRIX:
             types[ops[0]] = ("matrix", ops[1], ops[2])
         elif opcode == OP_TYPE_IMAGE:
-            types[ops[0]] = ("image", ops[6])  # ops[6] = Sampled: 2 means storage image
+            types[ops[0]] = ("image", ops[6], ops[2])  # Sampled (2 means storage image), Dim
         elif opcode == OP_TYPE_SAMPLED_IMAGE:
-            types[ops[0]] = ("sampled_image",)
+            types[ops[0]] = ("sampled_image", ops[1])
         elif opcode == OP_TYPE_ARRAY:
             types[ops[0]] = ("array", ops[1], ops[2])
         elif opcode == OP_TYPE_RUNTIME_ARRAY:
@@ -150,17 +151,20 @@ def reflect(code: bytes) -> Reflection:
             continue
         if DEC_BINDING not in dec:
             continue
+        dims = None
         if storage_class == SC_STORAGE_BUFFER:
             kind = STORAGE_BUFFER
         elif storage_class == SC_UNIFORM:
             kind = STORAGE_BUFFER if DEC_BUFFER_BLOCK in decorations.get(pointee, {}) else UNIFORM_BUFFER
         elif storage_class == SC_UNIFORM_CONSTANT and types[pointee][0] == "image":
             kind = STORAGE_IMAGE if types[pointee][1] == 2 else SAMPLED_IMAGE
+            dims = IMAGE_DIMS.get(types[pointee][2])
         elif storage_class == SC_UNIFORM_CONSTANT and types[pointee][0] == "sampled_image":
-            kind = SAMPLED_IMAGE
+            kind = COMBINED_IMAGE_SAMPLER
+            dims = IMAGE_DIMS.get(types[types[pointee][1]][2])
         else:
             raise ValueError(f"unsupported descriptor kind for variable {name!r} (storage class {storage_class})")
-        refl.bindings.append(Binding(dec.get(DEC_DESCRIPTOR_SET, [0])[0], dec[DEC_BINDING][0], kind, name))
+        refl.bindings.append(Binding(dec.get(DEC_DESCRIPTOR_SET, [0])[0], dec[DEC_BINDING][0], kind, name, dims))
     refl.bindings.sort(key=lambda b: (b.set, b.binding))
 
     for result_id, spec_id in spec_ids.items():

@@ -1,0 +1,185 @@
+"""`workbench etvk list | stats | run | diff | bench` — ET-VK's own kernels from a checkout."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+EPILOG = ("The checkout: --executorch PATH or $WORKBENCH_EXECUTORCH (a clone of pytorch/executorch; only "
+          "backends/vulkan is read, and --rev reads a revision with git archive, leaving the working tree alone).")
+
+
+def _shape(text: str) -> tuple:
+    try:
+        values = tuple(int(v) for v in text.replace("x", ",").split(","))
+    except ValueError:
+        raise ValueError(f"--shape takes N,C,H,W integers (e.g. 1,64,32,32), got {text!r}") from None
+    if len(values) != 4:
+        raise ValueError(f"--shape takes 4 sizes N,C,H,W, got {len(values)}: {text!r}")
+    return values
+
+
+def _print(df, csv: str | None) -> None:
+    import pandas as pd
+    with pd.option_context("display.max_columns", None, "display.width", 220, "display.max_colwidth", 40):
+        print(df.to_string(index=False))
+    if csv:
+        Path(csv).parent.mkdir(parents=True, exist_ok=True)
+        df.to_csv(csv, index=False)
+        print(f"wrote {csv}")
+
+
+def _device(args):
+    from .. import vk
+    return vk.get_device() if args.device is None else vk.set_device(args.device)
+
+
+def cmd_list(args) -> int:
+    import pandas as pd
+
+    from . import Codegen, source
+    from .dispatch import KERNELS
+    gen = Codegen(source(args.executorch, rev=args.rev))
+    rows = [{"variant": name, "template": path.name, "runs_here_as": next((k for k in KERNELS if name.startswith(k)), "")}
+            for name, path in gen.variants().items()
+            if not args.match or any(m in name for m in args.match)]
+    print(f"{len(rows)} shader variants in {gen.source.glsl_dir} ({gen.source.label}; generator: "
+          f"{gen.source.generator_origin}'s gen_vulkan_spv.py)")
+    _print(pd.DataFrame(rows), args.csv)
+    return 0
+
+
+def _options(args) -> dict:
+    opts = {}
+    if args.shape:
+        opts["shape"] = _shape(args.shape)
+    for key in ("out_channels", "in_layout", "out_layout", "storage", "layout", "r"):
+        value = getattr(args, key, None)
+        if value is not None:
+            opts[key] = value
+    for flag in ("fallback", "requantize", "relu"):
+        if getattr(args, flag, False):
+            opts[flag] = True
+    return opts
+
+
+def cmd_run(args) -> int:
+    import pandas as pd
+
+    from . import Codegen, run, source
+    device = _device(args)
+    gen = Codegen(source(args.executorch, rev=args.rev))
+    rows = [run(device, gen, name, statistics=True, **_options(args)) for name in args.kernels]
+    df = pd.DataFrame(rows)
+    columns = [c for c in ("kernel", "variant", "shape", "correct", "max_abs_diff", "median_us", "p10_us", "p90_us",
+                           "GB/s", "GOP/s", "registers", "global_size", "local_size", "device") if c in df]
+    _print(df[columns], None)
+    if args.csv:
+        df.to_csv(args.csv, index=False)
+        print(f"wrote {args.csv}")
+    return 0 if df["correct"].all() else 1
+
+
+def cmd_stats(args) -> int:
+    from . import Codegen, make, source, stats_rows
+    from .dispatch import KERNELS
+    device = _device(args)
+    gen = Codegen(source(args.executorch, rev=args.rev))
+    variants, dispatches = [], {}
+    for name in args.names:  # an op name (its default variant and dispatch) or a variant name
+        if name in KERNELS:
+            d = make(gen, name, **_options(args))
+            variants.append(d.variant)
+            dispatches[d.variant] = d
+        else:
+            gen.expand(name)  # an unknown name fails here, naming the close ones
+            variants.append(name)
+    gpus = tuple(int(g) for g in args.adreno.split(",")) if args.adreno else ()
+    df = stats_rows(device, gen, variants, gpus=gpus, dispatches=dispatches)
+    _print(df, args.csv)
+    return 0
+
+
+def cmd_diff(args) -> int:
+    from . import diff
+    if len(args.rev) != 2:
+        raise ValueError(f"diff takes exactly two --rev (A and B), got {len(args.rev)}")
+    device = _device(args)
+    gpus = tuple(int(g) for g in args.adreno.split(",")) if args.adreno else ()
+    kernels = [(name, _options(args)) for name in args.kernels]
+    df = diff(device, args.executorch, args.rev[0], args.rev[1], kernels, gpus=gpus, measure=not args.no_time)
+    _print(df, args.csv)
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from .. import bench
+    from .suite import bench_suite
+    device = _device(args)
+    out = Path(args.out) if args.out else bench.default_results_dir(device)
+    with bench.ResultsWriter(out / "etvk", bench.environment(device)) as writer:
+        df = bench_suite(device, writer, executorch=args.executorch, quick=args.quick)
+    columns = [c for c in ("impl", "kernel", "variant", "source", "shape", "path", "median_us", "GB/s", "GOP/s",
+                           "copy_fraction", "registers", "etvk_over_this") if c in df]
+    _print(df[columns], None)
+    print(f"wrote {out / 'etvk'}.csv/.parquet/.json")
+    return 0
+
+
+def add_cli_parser(sub) -> None:
+    from .run import ADRENO_GPUS, kernel_names
+    etvk = sub.add_parser("etvk", help="ET-VK's own kernels from an ExecuTorch checkout", epilog=EPILOG)
+    verbs = etvk.add_subparsers(dest="verb", required=True)
+
+    def common(p, rev=True):
+        p.add_argument("--executorch", help="ExecuTorch checkout (default: $WORKBENCH_EXECUTORCH)")
+        if rev:
+            p.add_argument("--rev", help="a git revision of the checkout (default: its working tree)")
+        p.add_argument("--csv", help="also write the table to this CSV file")
+
+    def kernel_options(p):
+        p.add_argument("--shape", help="input N,C,H,W")
+        p.add_argument("--out-channels", type=int, help="q8ta_conv2d_pw: output channels (default: input channels)")
+        p.add_argument("--in-layout", help="int8 / float input layout (4W4C, 4C1W, 4C, WIDTH_PACKED, …)")
+        p.add_argument("--out-layout", help="output layout")
+        p.add_argument("--layout", help="pixel_shuffle: the float layout (CHANNELS_PACKED, WIDTH_PACKED, …)")
+        p.add_argument("--storage", choices=["buffer", "texture3d"], help="float tensors' storage")
+        p.add_argument("--r", type=int, help="pixel_shuffle: upscale factor")
+        p.add_argument("--fallback", action="store_true", help="q8ta_conv2d_pw: the variant without dot products")
+        p.add_argument("--requantize", action="store_true", help="q8ta_pixel_shuffle: different output qparams")
+        p.add_argument("--relu", action="store_true", help="q8ta_conv2d_pw: fused ReLU")
+
+    p = verbs.add_parser("list", help="the shader variants of a checkout")
+    common(p)
+    p.add_argument("match", nargs="*", help="only variants containing one of these")
+    p.set_defaults(fn=cmd_list)
+    p = verbs.add_parser("stats", help="driver statistics (live device) and Turnip's for Adreno GPUs")
+    common(p)
+    kernel_options(p)
+    p.add_argument("names", nargs="+", help=f"kernels ({', '.join(kernel_names())}) or shader variant names")
+    p.add_argument("--adreno", default=",".join(map(str, ADRENO_GPUS)),
+                   help="Adreno GPUs for Turnip's statistics (comma-separated; '' for none)")
+    p.set_defaults(fn=cmd_stats)
+    p = verbs.add_parser("run", help="run on the current device against torch, timed, as tidy rows")
+    common(p)
+    kernel_options(p)
+    p.add_argument("kernels", nargs="+", choices=kernel_names(), metavar="KERNEL",
+                   help=f"one or more of {', '.join(kernel_names())}")
+    p.set_defaults(fn=cmd_run)
+    p = verbs.add_parser("diff", help="registers, waves, spills, instructions and GPU time at two revisions")
+    common(p, rev=False)
+    kernel_options(p)
+    p.add_argument("--rev", action="append", default=[], help="revision A, then revision B (give it twice)")
+    p.add_argument("kernels", nargs="+", choices=kernel_names(), metavar="KERNEL")
+    p.add_argument("--adreno", default=",".join(map(str, ADRENO_GPUS)), help="Adreno GPUs (comma-separated)")
+    p.add_argument("--no-time", action="store_true", help="statistics only, no timed runs")
+    p.set_defaults(fn=cmd_diff)
+    p = verbs.add_parser("bench", help="ET-VK's kernels beside the workbench's and the copy roofline")
+    p.add_argument("--executorch", help="ExecuTorch checkout (default: $WORKBENCH_EXECUTORCH)")
+    p.add_argument("--out", help="results folder (default data/<device>/)")
+    p.add_argument("--quick", action="store_true", help="tiny shapes, few samples")
+    p.set_defaults(fn=cmd_bench)
+
+
+def main(argv=None) -> int:  # pragma: no cover - the workbench CLI dispatches here
+    from ..cli import main as workbench_main
+    return workbench_main(["etvk", *(argv or sys.argv[1:])])

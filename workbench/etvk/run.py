@@ -1,0 +1,249 @@
+"""Run ET-VK's kernels on a Vulkan device, check them against torch, time them, read their statistics, and compare
+two revisions — each as tidy DataFrame rows.
+
+    gen = Codegen(source("/path/to/executorch"))
+    row = run(device, gen, "q8ta_conv2d_pw", shape=(1, 64, 32, 32))       # checked, timed
+    stats_table(device, gen, ["q8ta_conv2d_pw_float"], gpus=(740, 750, 730))
+    diff(device, "/path/to/executorch", "1ee58ed3b7^", "1ee58ed3b7", ["q8ta_conv2d_pw"])
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .. import bench
+from ..vk.spirv import reflect
+from .dispatch import KERNELS, Dispatch
+from .codegen import Codegen, UnknownKernelError, source
+
+ADRENO_GPUS = (740, 750, 730)
+# Statistic names of the two kinds of driver in one vocabulary (NVIDIA's and Turnip's own names stay as well).
+REGISTERS = ("Register Count", "Registers used", "VGPRs", "Registers")
+INSTRUCTIONS = ("Instruction Count", "Instructions", "Binary Size")
+
+
+def kernel_names() -> list[str]:
+    return sorted(KERNELS)
+
+
+def make(gen: Codegen, kernel: str, **options) -> Dispatch:
+    if kernel not in KERNELS:
+        raise UnknownKernelError(f"no ET-VK kernel {kernel!r} in the workbench; known: {', '.join(kernel_names())}")
+    return KERNELS[kernel](gen, **options)
+
+
+def declared(spirv, spec_constants: dict) -> dict:
+    """The specialization constants the compiled shader still declares: ET-VK's C++ passes its whole list and
+    Vulkan ignores ids a module lacks; the workbench's Pipeline refuses them, and glslc -O removes unused ones."""
+    ids = reflect(bytes(spirv.code)).spec_constants
+    return {k: v for k, v in spec_constants.items() if k in ids}
+
+
+def _require_features(device, d: Dispatch, spirv) -> None:
+    if spirv.defines.get("SHIM_APPLIED") or "OpSDot" in d.variant:
+        device.require("integer_dot_product")
+    if "_fallback" not in d.variant and d.kernel == "q8ta_conv2d_pw":
+        device.require("integer_dot_product")
+    if d.variant.endswith("_half"):
+        device.require("storage_buffer_16bit")
+
+
+def _allocate(device, d: Dispatch) -> list:
+    made = []
+    for r in d.resources:
+        if r.kind == "ubo":
+            made.append(device.uniform(np.frombuffer(r.data, np.uint8), name=r.name))
+        elif r.kind == "buffer":
+            made.append(device.buffer(r.data, name=r.name) if r.data is not None
+                        else device.buffer(nbytes=r.nbytes, name=r.name))
+        else:
+            img = device.image(r.extent, r.fmt, name=r.name)
+            if r.data is not None:
+                img.upload(np.ascontiguousarray(r.data).reshape(img.shape).astype(img.dtype))
+            made.append(img)
+    return made
+
+
+def _read(resource) -> np.ndarray:
+    return resource.download() if hasattr(resource, "extent") else resource.download(np.uint8)
+
+
+def check(d: Dispatch, got: torch.Tensor) -> dict:
+    """Correctness columns: shape, largest difference, fraction of elements that differ, pass/fail."""
+    want = d.expected
+    if tuple(got.shape) != tuple(want.shape):
+        return {"max_abs_diff": np.inf, "mismatch": 1.0, "correct": False}
+    diff = (got.to(torch.float64) - want.to(torch.float64)).abs()
+    worst = float(diff.max()) if diff.numel() else 0.0
+    mismatch = float((diff > 0).double().mean()) if diff.numel() else 0.0
+    ok = worst <= d.atol and mismatch <= max(d.max_mismatch, 0.0 if d.atol == 0 else 1.0)
+    if d.max_mismatch == 0.0 and d.atol < 1:  # float kernels: tolerance only
+        ok = worst <= d.atol
+    return {"max_abs_diff": worst, "mismatch": mismatch, "correct": bool(ok)}
+
+
+def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statistics: bool = False,
+            min_time_s: float = 0.2, max_time_s: float = 5.0) -> dict:
+    """Compile, bind, dispatch once, check against torch; then time (re-submitting one recording) when asked."""
+    spirv = gen.compile(d.variant)
+    _require_features(device, d, spirv)
+    capture = statistics and bool(device.info.features.get("pipeline_executable_properties"))
+    row = {"kernel": d.kernel, "variant": d.variant, **d.params, "source": gen.source.label,
+           "source_commit": gen.source.commit,
+           "generator": gen.source.generator_origin, "dot_product_shim": bool(spirv.defines.get("SHIM_APPLIED")),
+           "global_size": "x".join(map(str, d.global_size)), "local_size": "x".join(map(str, d.local_size))}
+    made = []
+    try:
+        made = _allocate(device, d)
+        with device.pipeline(spirv, spec_constants=declared(spirv, d.spec_constants), local_size=d.local_size,
+                             capture_statistics=capture, name=d.variant) as pipe, \
+                device.record(label=d.variant) as rec:
+            rec.dispatch(pipe, made, d.global_size, d.push_constants, label=d.variant)
+            rec.submit()
+            got = d.decode(_read(made[d.output]))
+            row.update(check(d, got))
+            if capture:
+                row.update(_driver_columns(pipe.statistics()))
+            if measure:
+                gpu, host = bench.sample_recording(rec, min_time_s=min_time_s, max_time_s=max_time_s)
+                timed = bench.measurement_row(d.kernel, bench.environment(device), gpu, host_ns=host,
+                                              bytes_moved=d.bytes_moved, macs=d.macs)
+                timed.pop("kernel")
+                row.update(timed)
+            else:
+                row.update(bench.environment(device))
+    finally:
+        for r in made:
+            r.close()
+    return row
+
+
+def run(device, gen: Codegen, kernel: str, *, measure: bool = True, statistics: bool = False, local_size=None,
+        **options) -> dict:
+    """make + execute. `local_size` overrides ET-VK's pick (to study what the pick is worth); rows say so."""
+    d = make(gen, kernel, **options)
+    if local_size is not None:
+        d = with_local_size(d, local_size)
+    return execute(device, gen, d, measure=measure, statistics=statistics)
+
+
+def with_local_size(d: Dispatch, local_size) -> Dispatch:
+    local = tuple(int(v) for v in (tuple(local_size) + (1, 1))[:3])
+    return dataclasses.replace(d, local_size=local, params={**d.params, "local_size_override": True})
+
+
+def _driver_columns(stats: dict) -> dict:
+    out = {f"driver: {k}": v for k, v in stats.items()}
+    regs = next((stats[k] for k in REGISTERS if k in stats), None)
+    if regs is not None:
+        out["registers"] = regs
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Statistics without running: the live driver (where it reports them) and Turnip's Adreno compiler
+
+def stats_rows(device, gen: Codegen, variants, *, gpus=ADRENO_GPUS, dispatches: dict | None = None) -> pd.DataFrame:
+    """One row per (variant, compiler): every statistic the live device's driver reports (NVIDIA, RADV, …; lavapipe
+    reports none) and every one Turnip reports for each Adreno in `gpus` (Mesa's ir3 compiler on the no-op DRM
+    shim — not Qualcomm's compiler, whose figures the ET-VK PRs quote)."""
+    from .. import adreno
+    rows = []
+    for variant in variants:
+        spirv = gen.compile(variant)
+        d = (dispatches or {}).get(variant)
+        spec = declared(spirv, d.spec_constants) if d else {}
+        local = d.local_size if d else (64, 1, 1)
+        base = {"variant": variant, "source": gen.source.label, "spirv_bytes": len(spirv.code)}
+        if device is not None and device.info.features.get("pipeline_executable_properties"):
+            with device.pipeline(spirv, spec_constants=spec, local_size=local, capture_statistics=True,
+                                 name=variant) as pipe:
+                stats = pipe.statistics()
+            rows.append({**base, "compiler": f"{device.info.driver_name} ({device.info.name})",
+                         **_unified(stats, device.info, local), **stats})
+        if gpus:
+            for gpu, result in zip(gpus, _turnip(adreno, spirv, variant, spec, local, gpus)):
+                rows.append({**base, "compiler": f"Turnip ir3 a{gpu}", **_unified(result), **result})
+    return pd.DataFrame(rows)
+
+
+def _turnip(adreno, spirv, variant, spec, local, gpus) -> list[dict]:
+    out = []
+    for gpu in gpus:
+        try:
+            out.append(adreno.stats_many([spirv], gpu, errors="keep", spec_constants=spec, local_size=local,
+                                         name=variant)[0])
+        except adreno.AdrenoError as error:  # not set up, or its worker cannot start here: a row-level error
+            out.append({"error": str(error).splitlines()[0]})
+    return out
+
+
+def _unified(stats: dict, device_info=None, local_size=(64, 1, 1)) -> dict:
+    """The few columns every compiler has, under one name each (the raw statistics stay beside them): registers,
+    instructions, spills, and waves (Turnip's "Max Waves Per Core") or occupancy (the workbench's rule model for
+    the live device, from its driver's register count)."""
+    from .. import occupancy as occ
+    if "error" in stats:
+        return {"registers": None, "instructions": None, "spills": None, "waves": None, "occupancy": None}
+    figures = occ.registers_from_statistics(stats)
+    instructions = next((stats[k] for k in INSTRUCTIONS if k in stats), None)
+    out = {"registers": figures["registers"], "instructions": instructions, "spills": figures["spills"],
+           "waves": stats.get("Max Waves Per Core"), "occupancy": None}
+    if device_info is not None and figures["registers"] is not None:
+        try:
+            o = occ.occupancy_for_device(device_info, figures, local_size, subgroup_size=None)
+            out.update(occupancy=o.occupancy, occupancy_limiter=o.limiter, waves=o.waves_or_warps_active)
+        except ValueError as error:
+            out["occupancy_limiter"] = f"n/a ({error})"
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Two revisions side by side (the seed PRs' workflow)
+
+DIFF_COLUMNS = ("registers", "waves", "occupancy", "spills", "instructions", "median_us")
+
+
+def diff(device, executorch, rev_a: str, rev_b: str, kernels, *, gpus=ADRENO_GPUS, measure: bool = True,
+         options: dict | None = None) -> pd.DataFrame:
+    """One tidy DataFrame: for each kernel and compiler, registers, waves, spills, instruction count and GPU time at
+    revision A, at B, and B / A. `kernels` are ET-VK op names (`q8ta_conv2d_pw`) with their default shapes, or
+    (name, options) pairs."""
+    per_rev = {}
+    for rev in (rev_a, rev_b):
+        gen = Codegen(source(executorch, rev=rev))
+        rows = []
+        for item in kernels:
+            name, opts = (item, dict(options or {})) if isinstance(item, str) else (item[0], dict(item[1]))
+            d = make(gen, name, **opts)
+            stats = stats_rows(device, gen, [d.variant], gpus=gpus, dispatches={d.variant: d})
+            timed = execute(device, gen, d, measure=measure) if device is not None else {}
+            if not timed.get("correct", True):
+                raise AssertionError(f"{d.variant} at {rev} does not match torch: {timed}")
+            for _, s in stats.iterrows():
+                rows.append({"kernel": name, "variant": d.variant, "compiler": s["compiler"],
+                             **{k: s.get(k) for k in DIFF_COLUMNS[:-1]}, "error": s.get("error"), **d.params})
+            rows.append({"kernel": name, "variant": d.variant, "compiler": "live device (timed)",
+                         "median_us": timed.get("median_us"), "correct": timed.get("correct"),
+                         "device": device.info.name if device is not None else None, **d.params})
+        per_rev[rev] = pd.DataFrame(rows)
+    a, b = per_rev[rev_a], per_rev[rev_b]
+    keys = ["kernel", "compiler"]
+    merged = a.merge(b, on=keys, how="outer", suffixes=(" A", " B"))
+    out = merged[keys].copy()
+    out.insert(0, "rev A", rev_a)
+    out.insert(1, "rev B", rev_b)
+    for col in DIFF_COLUMNS:
+        ca, cb = f"{col} A", f"{col} B"
+        if ca in merged:
+            out[ca], out[cb] = merged[ca], merged[cb]
+            va, vb = pd.to_numeric(merged[ca], errors="coerce"), pd.to_numeric(merged[cb], errors="coerce")
+            out[f"{col} B/A"] = vb / va
+    for col in ("variant A", "variant B", "tile_n4 A", "tile_n4 B", "shape A", "error A", "error B"):
+        if col in merged:
+            out[col] = merged[col]
+    out = out.dropna(axis=1, how="all")
+    return out

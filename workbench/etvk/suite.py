@@ -1,0 +1,99 @@
+"""The ET-VK suite: ET-VK's real kernels (from a checkout) beside the workbench's own kernels and the copy at the
+same traffic, on one device in one run — the rows behind the README's "ET-VK's own kernels" figures."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import bench
+from .run import execute, make, with_local_size
+from .codegen import Codegen, source
+
+PR_19396 = "1ee58ed3b7"  # "Halve accumulator to lift Adreno occupancy" (TILE_N4 2 → 1)
+LOCAL_SIZE_STUDY = (1, 4, 16, 64, 256, 1024)
+
+
+def cases(quick: bool, gpu: bool) -> list[tuple[str, dict]]:
+    if quick:
+        ps, conv = [(1, 16, 6, 10)], [(1, 32, 8, 8)]
+    elif gpu:
+        ps, conv = [(1, 64, 128, 128), (1, 256, 512, 512)], [(1, 128, 64, 64), (1, 512, 128, 128)]
+    else:
+        ps, conv = [(1, 64, 64, 64)], [(1, 64, 32, 32), (1, 128, 32, 32)]
+    out = []
+    for shape in ps:
+        out += [("q8ta_pixel_shuffle", dict(shape=shape)), ("q8ta_pixel_shuffle", dict(shape=shape, requantize=True)),
+                ("q8ta_pixel_shuffle", dict(shape=shape, in_layout="4C1W", out_layout="4C1W")),
+                ("q8ta_pixel_shuffle", dict(shape=shape, in_layout="4W4C", out_layout="4C1W")),
+                ("pixel_shuffle", dict(shape=shape, storage="buffer", layout="CHANNELS_PACKED")),
+                ("pixel_shuffle", dict(shape=shape, storage="texture3d", layout="CHANNELS_PACKED"))]
+    for shape in conv:
+        out += [("q8ta_conv2d_pw", dict(shape=shape)), ("q8ta_conv2d_pw", dict(shape=shape, fallback=True))]
+    small = ps[0]
+    out += [("q8ta_quantize", dict(shape=small)), ("q8ta_dequantize", dict(shape=small)),
+            ("q8ta_clone", dict(shape=small, in_layout="4W4C", out_layout="4C1W"))]
+    return out
+
+
+def _workbench_pixel_shuffle(device, shape, requantize: bool, in_layout: str, out_layout: str,
+                             sample_kw) -> list[dict]:
+    """The workbench's own fused kernels at the same shape and layouts: per-word, and the 16-byte block kernel
+    where it applies (4W4C → 4W4C)."""
+    from ..kernels import pixel_shuffle as ps
+    rows = []
+    qparams = dict(in_scale=0.05, in_zero_point=2, out_scale=0.07 if requantize else 0.05,
+                   out_zero_point=-3 if requantize else 2)
+    for block in (False, True) if ps.block_applies(in_layout, out_layout, 2) else (False,):
+        spec = ps.Q8taPixelShuffleSpec(tuple(shape), 2, in_layout, out_layout, block=block, **qparams)
+        with ps.Q8taPixelShuffleRun(device, spec) as runner, device.record(spec.variant) as rec:
+            runner.record(rec)
+            gpu, host = bench.sample_recording(rec, **sample_kw)
+        row = bench.measurement_row("q8ta_pixel_shuffle", bench.environment(device), gpu, host_ns=host,
+                                    bytes_moved=spec.bytes_moved())
+        row.update(impl="workbench", variant=spec.variant, shape="x".join(map(str, shape)),
+                   path="requant" if requantize else "passthrough", in_layout=in_layout, out_layout=out_layout)
+        rows.append(row)
+    return rows
+
+
+def bench_suite(device, writer=None, *, executorch=None, quick: bool = False, show_progress: bool = True,
+                revisions=(f"{PR_19396}^", PR_19396)) -> pd.DataFrame:
+    """ET-VK's kernels at its working tree, the conv at both sides of PR #19396, the workbench's pixel shuffle
+    kernels at the same shapes, and the copy at each kernel's traffic (`copy_GBps`, `copy_fraction`)."""
+    gpu = not device.info.is_cpu
+    sample_kw = dict(min_time_s=0.005, min_samples=3, max_samples=5, warmup=1) if quick else dict(min_time_s=0.2)
+    gen = Codegen(source(executorch))
+    plan = [(gen, k, o) for k, o in cases(quick, gpu)]
+    for rev in revisions:  # the seed PR's accumulator change, on the conv shapes
+        rgen = Codegen(source(executorch, rev=rev))
+        plan += [(rgen, k, o) for k, o in cases(quick, gpu) if k == "q8ta_conv2d_pw" and not o.get("fallback")]
+    dispatches = [(g, make(g, k, **o)) for g, k, o in plan]
+    # what ET-VK's fixed local size of 64 is worth for the pixel shuffle at the largest shape
+    largest = max((d for _, d in dispatches if d.variant == "q8ta_pixel_shuffle"), key=lambda d: d.bytes_moved)
+    dispatches += [(gen, with_local_size(largest, (x, 1, 1))) for x in LOCAL_SIZE_STUDY if x != 64]
+    copies = bench.CopyAtTraffic(device, [d.bytes_moved for _, d in dispatches], quick=quick,
+                                 show_progress=show_progress)
+    rows = []
+
+    def emit(row):
+        rows.append(row)
+        if writer is not None:
+            writer.append(row)
+
+    for g, d in bench.progress(dispatches, "ET-VK kernels", enabled=show_progress):
+        row = execute(device, g, d, measure=True, statistics=True,
+                      min_time_s=sample_kw.get("min_time_s", 0.2), max_time_s=5.0)
+        row["impl"] = "ET-VK"
+        if not row["correct"]:
+            raise AssertionError(f"ET-VK's {d.variant} ({g.source.label}) does not match torch: "
+                                 f"max |diff| {row['max_abs_diff']}, mismatch {row['mismatch']:.3%}")
+        copies.annotate(row, d.bytes_moved)
+        emit(row)
+        if d.kernel == "q8ta_pixel_shuffle" and g is gen and not d.params.get("local_size_override"):
+            for wb in _workbench_pixel_shuffle(device, tuple(int(v) for v in row["shape"].split("x")),
+                                               row["path"] == "requant", row["in_layout"], row["out_layout"],
+                                               sample_kw):
+                copies.annotate(wb, wb["bytes"])
+                wb["etvk_over_this"] = row["median_us"] / wb["median_us"]
+                emit(wb)
+    return pd.DataFrame(rows)
