@@ -20,6 +20,11 @@
 // table 32 times over, interleaved so that lane L of a subgroup always reads bank L (no bank conflicts for random
 // bytes): 32 KB of shared memory, built by 256 requantizations and 32 conflict-free stores per entry.
 //
+// PIXEL_TILE = 1 (4C output with C4_out % 4 == 0): 16-byte stores into 4C too — one thread per input pixel and 4
+// output channel blocks 4g … 4g+3: it takes the 16 input channel blocks 16g … 16g+15 at (n, ih, iw) and writes the
+// 4 output pixels (2·ih + dy, 2·iw + dx) as one 16-byte block each (output word for pixel j = 2·dy + dx and channel
+// block 4g + e = the 4×4 byte transpose of input blocks 16g + 4e … +3, row j).
+//
 // SWIZZLE = 1: the 4×4 byte transposes in two mask-and-shift stages (8-bit, then 16-bit swaps: ~5 operations per
 // output word) instead of gathering every byte on its own.
 //
@@ -47,6 +52,9 @@
 #endif
 #ifndef SWIZZLE
 #define SWIZZLE 0
+#endif
+#ifndef PIXEL_TILE
+#define PIXEL_TILE 0
 #endif
 
 layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
@@ -91,6 +99,16 @@ int requantize(int v) {
   return requantize_value(v);
 }
 #endif
+
+// y[j] byte k = x[k] byte j: a 4×4 byte transpose in two stages (8-bit, then 16-bit swaps).
+ivec4 transpose4x4(ivec4 x) {
+  const int a0 = (x[0] & 0x00FF00FF) | ((x[1] << 8) & int(0xFF00FF00));   // x0b0 x1b0 x0b2 x1b2
+  const int a1 = ((x[0] >> 8) & 0x00FF00FF) | (x[1] & int(0xFF00FF00));   // x0b1 x1b1 x0b3 x1b3
+  const int a2 = (x[2] & 0x00FF00FF) | ((x[3] << 8) & int(0xFF00FF00));
+  const int a3 = ((x[2] >> 8) & 0x00FF00FF) | (x[3] & int(0xFF00FF00));
+  return ivec4((a0 & 0xFFFF) | (a2 << 16), (a1 & 0xFFFF) | (a3 << 16),
+               ((a0 >> 16) & 0xFFFF) | (a2 & int(0xFFFF0000)), ((a1 >> 16) & 0xFFFF) | (a3 & int(0xFFFF0000)));
+}
 
 // The 4 bytes of a word, each requantized, packed again (lane order kept).
 #if REQUANT_LUT == 2
@@ -141,6 +159,52 @@ void main() {
 #endif
 
   const int t = int(gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x);
+#if PIXEL_TILE
+  const int G = C4_out / 4;
+  if (t >= in_sizes.w * H_in * W_in * G) {
+    return;
+  }
+  const int g = t % G;  // output channel blocks 4g … 4g+3, fastest: neighbouring threads, neighbouring 16 bytes
+  int rest_p = t / G;
+  const int iw = rest_p % W_in;
+  rest_p /= W_in;
+  const int ih_p = rest_p % H_in;
+  const int n_p = rest_p / H_in;
+  const int row = n_p * H_in + ih_p;
+  ivec4 xs[4];  // xs[e][k]: input channel block 16g + 4e + k at (n, ih, iw)
+  [[unroll]] for (int e = 0; e < 4; ++e) {
+    [[unroll]] for (int k = 0; k < 4; ++k) {
+      const int cb = 16 * g + 4 * e + k;
+#if IN_LAYOUT == 0
+      const int idx = ((row * W4_in + iw / 4) * C4_in + cb) * 4 + iw % 4;
+#elif IN_LAYOUT == 1
+      const int idx = (row * C4_in + cb) * W_in + iw;
+#else
+      const int idx = (row * W_in + iw) * C4_in + cb;
+#endif
+#if VEC_IN
+      xs[e][k] = cb < C4_in ? in_vec[idx / 4][idx % 4] : 0;
+#else
+      xs[e][k] = cb < C4_in ? in_words[idx] : 0;
+#endif
+    }
+  }
+  [[unroll]] for (int e = 0; e < 4; ++e) {
+    [[unroll]] for (int k = 0; k < 4; ++k) {
+      if (p.passthrough == 0) {
+        xs[e][k] = requantize_word(xs[e][k]);
+      }
+      if (4 * (4 * g + e) + k >= C_out) {  // output channel lanes past C_out hold 0
+        xs[e][k] = 0;
+      }
+    }
+    xs[e] = transpose4x4(xs[e]);  // xs[e][j]: output word of pixel j, channel block 4g + e
+  }
+  [[unroll]] for (int j = 0; j < 4; ++j) {
+    const int opix = (n_p * H_out + 2 * ih_p + (j >> 1)) * W_out + 2 * iw + (j & 1);
+    out_vec[opix * G + g] = ivec4(xs[0][j], xs[1][j], xs[2][j], xs[3][j]);
+  }
+#else  // the 4-width x 16-channel tile
   if (t >= in_sizes.w * H_in * W4_in * C4_out) {
     return;
   }
@@ -214,13 +278,7 @@ void main() {
   // tr[wi][j] byte k = m[k][wi] byte j: four 4×4 byte transposes, each in two stages
   ivec4 tr[4];
   [[unroll]] for (int wi = 0; wi < 4; ++wi) {
-    const int x0 = m[0][wi], x1 = m[1][wi], x2 = m[2][wi], x3 = m[3][wi];
-    const int a0 = (x0 & 0x00FF00FF) | ((x1 << 8) & int(0xFF00FF00));         // x0b0 x1b0 x0b2 x1b2
-    const int a1 = ((x0 >> 8) & 0x00FF00FF) | (x1 & int(0xFF00FF00));         // x0b1 x1b1 x0b3 x1b3
-    const int a2 = (x2 & 0x00FF00FF) | ((x3 << 8) & int(0xFF00FF00));
-    const int a3 = ((x2 >> 8) & 0x00FF00FF) | (x3 & int(0xFF00FF00));
-    tr[wi] = ivec4((a0 & 0xFFFF) | (a2 << 16), (a1 & 0xFFFF) | (a3 << 16),
-                  ((a0 >> 16) & 0xFFFF) | (a2 & int(0xFFFF0000)), ((a1 >> 16) & 0xFFFF) | (a3 & int(0xFFFF0000)));
+    tr[wi] = transpose4x4(ivec4(m[0][wi], m[1][wi], m[2][wi], m[3][wi]));
   }
 #endif
 
@@ -274,4 +332,5 @@ void main() {
 #endif
     }
   }
+#endif  // PIXEL_TILE
 }

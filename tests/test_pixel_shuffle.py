@@ -129,10 +129,15 @@ def test_block_kernel_only_where_it_applies():
     spec = K.Q8taPixelShuffleSpec((2, 20, 3, 5), 2, block=True)
     assert spec.threads == 2 * 3 * 2 * 2 and spec.variant == "q8ta_pixel_shuffle_block"
     # 16-byte accesses exactly where a block is contiguous and aligned
-    assert K.Q8taPixelShuffleSpec((1, 64, 2, 8), 2, "4C1W", "4C", block=True).vector_access == (True, False)
+    assert K.Q8taPixelShuffleSpec((1, 48, 2, 8), 2, "4C1W", "4C", block=True).vector_access == (True, False)
     assert K.Q8taPixelShuffleSpec((1, 64, 2, 7), 2, "4C1W", "4C1W", block=True).vector_access == (False, False)
     assert K.Q8taPixelShuffleSpec((1, 64, 2, 6), 2, "4C", "4C1W", block=True).vector_access == (True, True)
     assert K.Q8taPixelShuffleSpec((1, 40, 2, 6), 2, "4C", "4W4C", block=True).vector_access == (False, True)
+    pixel = K.Q8taPixelShuffleSpec((2, 64, 3, 5), 2, "4W4C", "4C", block=True)  # C_out = 16: 4C in 16-byte blocks
+    assert pixel.pixel_tile and pixel.vector_access == (True, True) and pixel.threads == 2 * 3 * 5 * 1
+    assert not K.Q8taPixelShuffleSpec((1, 64, 2, 8), 2, "4C1W", "4C", block=True, pixel_tile=False).pixel_tile
+    with pytest.raises(ValueError, match="pixel_tile needs"):
+        K.Q8taPixelShuffleSpec((1, 40, 2, 6), 2, "4C", "4C", block=True, pixel_tile=True)  # C4_out = 3
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -140,6 +145,8 @@ def test_block_kernel_only_where_it_applies():
        w=st.sampled_from([1, 2, 3, 4, 5, 8]), seed=st.integers(0, 2**16))
 @example(n=2, c_out=4, h=2, w=4, seed=1)   # every 16-byte access path (C4 and W multiples of 4)
 @example(n=2, c_out=5, h=3, w=5, seed=2)   # every word path (odd width, C_out not a multiple of 4)
+@example(n=2, c_out=13, h=2, w=3, seed=3)  # 4C output in 16-byte pixel tiles, lanes past C_out = 13 zero
+@example(n=1, c_out=16, h=1, w=4, seed=4)  # pixel tiles with 16-byte 4C loads
 def test_block_kernel_every_layout_pair(device, n, c_out, h, w, seed):
     """The block kernel for every channels-packed pair (vector and word accesses, awkward widths and channel
     counts, batch > 1), passthrough, requantize and the requantize table, against torch and ET-VK's kernel."""
@@ -151,6 +158,11 @@ def test_block_kernel_every_layout_pair(device, n, c_out, h, w, seed):
             kw = dict(in_layout=in_layout, out_layout=out_layout, device=device)
             got = ops.q8ta_pixel_shuffle(q, 2, *K.SAME_QP, block=True, **kw)
             assert torch.equal(got, expected_same), (shape, in_layout, out_layout)
+            if K.Q8taPixelShuffleSpec(shape, 2, in_layout, out_layout, block=True).pixel_tile:  # and the other tile
+                spec = K.Q8taPixelShuffleSpec(shape, 2, in_layout, out_layout, block=True, pixel_tile=False)
+                with K.Q8taPixelShuffleRun(device, spec, q) as run:
+                    run.run()
+                    assert torch.equal(run.output(), expected_same), (shape, in_layout, out_layout, "4-width")
             spec = K.Q8taPixelShuffleSpec(shape, 2, in_layout, out_layout, *K.SAME_QP, block=True, swizzle=True)
             with K.Q8taPixelShuffleRun(device, spec, q) as run:
                 run.run()

@@ -299,6 +299,8 @@ class Q8taPixelShuffleSpec:
                                      # same 32× interleaved (no bank conflicts; 32 KB)
     swizzle: bool = False            # block kernel: two-stage 4x4 byte transpose (masks and shifts per pair)
     local_x: int = LOCAL_SIZE[0]     # block kernel: local size (ET-VK's 64 elsewhere)
+    pixel_tile: bool | None = None   # block kernel, 4C output: one thread per input pixel x 4 output channel blocks
+                                     # (16-byte stores); None: wherever C4_out % 4 == 0
     out_sizes: tuple = field(init=False)
 
     def __post_init__(self):
@@ -323,6 +325,12 @@ class Q8taPixelShuffleSpec:
         object.__setattr__(self, "swizzle", bool(self.swizzle))
         if (self.lut or self.swizzle or self.local_x != LOCAL_SIZE[0]) and not self.block:
             raise ValueError("lut, swizzle and local_x are options of the block kernel only")
+        aligned_4c = self.out_layout == "4C" and math.ceil(self.out_sizes[1] / 4) % 4 == 0
+        if self.pixel_tile is None:
+            object.__setattr__(self, "pixel_tile", bool(self.block and aligned_4c))
+        elif self.pixel_tile and not (self.block and aligned_4c):
+            raise ValueError(f"pixel_tile needs the block kernel, 4C output and C_out blocks in fours (C4_out % 4 "
+                             f"== 0); got {self.in_layout} → {self.out_layout}, C_out = {self.out_sizes[1]}")
         if self.local_x not in (32, 64, 128, 256, 512):
             raise ValueError(f"local_x must be a power of two from 32 to 512, got {self.local_x}")
 
@@ -335,15 +343,16 @@ class Q8taPixelShuffleSpec:
     @property
     def vector_access(self) -> tuple[bool, bool]:
         """Block kernel: (16-byte loads, 16-byte stores) — where a whole 4-word block is contiguous and aligned:
-        4W4C always; 4C1W when the width is a multiple of 4; 4C input when its channel blocks are (C4 % 4 == 0);
-        never for 4C output (one word per output pixel; neighbouring threads write neighbouring words)."""
+        4W4C always; 4C1W when the width is a multiple of 4; 4C when its channel blocks come in fours (C4 % 4 == 0;
+        output: with `pixel_tile`, else one word per output pixel, neighbouring threads writing neighbouring
+        words)."""
         def vec(layout, sizes, is_input):
             n, c, h, w = sizes
             if layout == "4W4C":
                 return True
             if layout == "4C1W":
                 return w % 4 == 0
-            return is_input and math.ceil(c / 4) % 4 == 0
+            return (is_input or self.pixel_tile) and math.ceil(c / 4) % 4 == 0
         return vec(self.in_layout, self.in_sizes, True), vec(self.out_layout, self.out_sizes, False)
 
     @property
@@ -352,7 +361,8 @@ class Q8taPixelShuffleSpec:
             vec_in, vec_out = self.vector_access
             return {"IN_LAYOUT": FUSED_LAYOUTS.index(self.in_layout),
                     "OUT_LAYOUT": FUSED_LAYOUTS.index(self.out_layout),
-                    "VEC_IN": vec_in, "VEC_OUT": vec_out, "REQUANT_LUT": int(self.lut), "SWIZZLE": self.swizzle}
+                    "VEC_IN": vec_in, "VEC_OUT": vec_out, "REQUANT_LUT": int(self.lut), "SWIZZLE": self.swizzle,
+                    "PIXEL_TILE": self.pixel_tile}
         return {"SPECIALIZE_R": self.specialize_r, "OUTPUT_ORDER": self.output_order}
 
     @property
@@ -362,7 +372,8 @@ class Q8taPixelShuffleSpec:
             pair = "" if (self.in_layout, self.out_layout) == ("4W4C", "4W4C") else \
                 f"_{self.in_layout}_{self.out_layout}"  # 4W4C → 4W4C keeps the landed kernel's name
             return (f"{BLOCK_SHADER}{pair}" + {0: "", 1: "_lut", 2: "_lut32"}[self.lut]
-                    + ("_swizzle" if self.swizzle else "") + ("" if vec_in else "_wordin")
+                    + ("_swizzle" if self.swizzle else "") + ("_pixel" if self.pixel_tile else "")
+                    + ("" if vec_in else "_wordin")
                     + ("" if vec_out else "_wordout") + (f"_l{self.local_x}" if self.local_x != 64 else ""))
         return FUSED_SHADER + ("_rspec" if self.specialize_r else "") + ("_outorder" if self.output_order else "")
 
@@ -401,6 +412,9 @@ class Q8taPixelShuffleSpec:
         layout, padding included (``output_order``; padding threads return at once)."""
         if self.output_order:
             return L.get_layout(self.out_layout).num_words(self.out_sizes)
+        if self.block and self.pixel_tile:  # one per (n, ih, iw, 4 output channel blocks)
+            n, _, h, w = self.in_sizes
+            return n * h * w * math.ceil(self.out_sizes[1] / 4) // 4
         if self.block:  # one per (n, ih, input width block, output channel block)
             n, _, h, w = self.in_sizes
             return n * h * math.ceil(w / 4) * math.ceil(self.out_sizes[1] / 4)
@@ -849,8 +863,11 @@ def _bench_cases(quick: bool, cpu_device: bool = False, only=None) -> list[_Case
                 if not block_applies(in_l, out_l, r):
                     continue
                 for qp in (SAME_QP, DIFF_QP):
-                    cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *qp,
-                                                                               block=True)))
+                    spec = Q8taPixelShuffleSpec(shape, r, in_l, out_l, *qp, block=True)
+                    cases.append(_Case("fused", set_name, spec))
+                    if spec.pixel_tile:  # the 4-width tile with word stores, to compare
+                        cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *qp,
+                                                                                   block=True, pixel_tile=False)))
                 if not cpu_device:  # shared-memory tables: built per workgroup, far too slow on a CPU device
                     cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *DIFF_QP,
                                                                                block=True, lut=True)))
@@ -1012,6 +1029,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
                         block=f.block if case.kind == "fused" else False,
                         lut=int(f.lut) if case.kind == "fused" else 0,
                         swizzle=f.swizzle if case.kind == "fused" else False,
+                        pixel_tile=bool(f.pixel_tile) if case.kind == "fused" else False,
                         output_order=f.output_order if case.kind == "fused" else False,
                         shape=_shape_str(f.in_sizes), out_shape=_shape_str(f.out_sizes), r=f.r, impl=case.kind,
                         qpath=f.path, path=f"{case.kind}-{f.path}", storage="buffer", packed_dim="channels",
