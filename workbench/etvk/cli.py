@@ -118,8 +118,9 @@ def cmd_bench(args) -> int:
     out = Path(args.out) if args.out else bench.default_results_dir(device)
     with bench.ResultsWriter(out / "etvk", bench.environment(device)) as writer:
         df = bench_suite(device, writer, executorch=args.executorch, quick=args.quick)
-    columns = [c for c in ("impl", "kernel", "variant", "source", "shape", "path", "median_us", "GB/s", "GOP/s",
-                           "copy_fraction", "registers", "etvk_over_this") if c in df]
+    columns = [c for c in ("impl", "kernel", "variant", "source", "shape", "in_layout", "out_layout", "path",
+                           "local_size", "median_us", "GB/s", "GOP/s", "copy_fraction", "registers", "etvk_over_this")
+               if c in df]
     _print(df[columns], None)
     print(f"wrote {out / 'etvk'}.csv/.parquet/.json")
     return 0
