@@ -14,7 +14,9 @@ How it works
     Turnip (src/freedreno/vulkan) is Mesa's Vulkan driver for Adreno a6xx/a7xx; its compiler (ir3) reports
     "Registers used", "Max Waves Per Core" & co. through VK_KHR_pipeline_executable_properties. The no-op DRM
     shim (src/freedreno/drm-shim, LD_PRELOADed) fakes an msm render node for the chip named by FD_GPU_ID, so the
-    driver loads on any Linux machine and compiles pipelines exactly as on the phone (nothing is ever executed).
+    driver loads on any Linux machine and compiles pipelines as Turnip would on the phone (nothing is ever
+    executed). The compiler is Mesa's ir3, not Qualcomm's (the proprietary driver's, whose offline compiler gave
+    PR #19396's "28 registers, 37 %"): the two allocate registers differently, so figures can differ.
     Debian 12's Mesa (22.3.6) has no a7xx and no shim, so :func:`setup` builds Mesa 25.0.7 from Debian 13's
     source package -- only the two libraries -- and caches it outside the repository.
 
