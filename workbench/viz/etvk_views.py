@@ -251,8 +251,12 @@ def plot_side_by_side(table: pd.DataFrame, *, title: str = "ET-VK's own kernel b
     if len(times) and times.max() / max(times.min(), 1e-9) > 20:
         ax.set_yscale("log")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1, frameon=False)
     return fig
+
+
+TITLES = {"median_us": "GPU time (µs)", "registers": "registers\n(NVIDIA: 32-bit, Adreno: vec4)",
+          "waves": "waves (of 16 per SP)", "instructions": "instructions"}
 
 
 def plot_diff(diff: pd.DataFrame, *, metrics=("registers", "waves", "instructions", "median_us")):
@@ -270,7 +274,7 @@ def plot_diff(diff: pd.DataFrame, *, metrics=("registers", "waves", "instruction
             bars = ax.bar(xs + (j - 0.5) * 0.38, ys, 0.38, label=rev, color=color)
             ax.bar_label(bars, labels=[_number(y) for y in ys], fontsize=7)
         ax.set_xticks(xs, [n.replace(" (", "\n(") for n in names], fontsize=7)
-        ax.set_title("GPU time (µs)" if metric == "median_us" else metric, fontsize=9)
+        ax.set_title(TITLES.get(metric, metric), fontsize=9)
         if i == 0:
             ax.legend(fontsize=7, title="revision", title_fontsize=7)
     fig.suptitle(f"ET-VK {', '.join(dict.fromkeys(diff['kernel']))}: {rev_a} → {rev_b}", fontsize=10)
