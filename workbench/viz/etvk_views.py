@@ -174,7 +174,7 @@ def conv_side_by_side(device, executorch, sweep: pd.DataFrame, shape, *, tiles=(
     gen = etvk.Codegen(etvk.source(executorch))
     d = etvk.make(gen, "q8ta_conv2d_pw", **_conv_options(shape))
     label = K.ConvPwShape.coerce(shape).label
-    rows = [{"shape": label, "tile": f"M{d.params['tile_m4']}·N{d.params['tile_n4']}·K1",
+    rows = [{"shape": label, "tile": f"M{d.params['tile_m4']}·N{d.params['tile_n4']}",
              **_etvk_row(device, gen, d, gpus=gpus, quick=quick)}]
     ours = sweep[sweep["shape"] == label]
     for tile in tiles:
