@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from workbench import adreno
+from workbench.kernels import conv_pw
 from workbench.shaders import compile_glsl, compile_shader
 
 TEST_SHADERS = Path(__file__).parent / "shaders"
@@ -216,6 +217,16 @@ def test_cli_arguments():
     assert adreno.cli_main(args) == 1  # not set up there
 
 
+def test_kernel_commands_join_the_adreno_cli():
+    parser = argparse.ArgumentParser(prog="workbench")
+    conv_pw.add_adreno_cli(adreno.add_cli_parser(parser.add_subparsers(dest="command", required=True)))
+    args = parser.parse_args(["adreno", "conv", "--tiles", "1,1,1;1,2,1", "--dir", "/tmp/nowhere-adreno"])
+    assert (args.adreno_command, args.tiles, args.fn) == ("conv", "1,1,1;1,2,1", conv_pw._adreno_cli_main)
+    assert args.fn(args) == 1  # not set up there: a one-line error, not a traceback
+    args = parser.parse_args(["adreno", "status", "--dir", "/tmp/nowhere-adreno"])
+    assert args.fn is adreno.cli_main
+
+
 # ------------------------------------------------------------------------------------------------ build needed
 
 @pytest.fixture(scope="module")
@@ -268,7 +279,7 @@ def test_occupancy_model_matches_turnip(adreno_build, local_size):
 
 
 def test_conv_tile_n4_two_costs_registers_and_waves(adreno_build):
-    df = adreno.conv_pw_tile_n4_check()
+    df = conv_pw.conv_pw_tile_n4_check()
     one, two = df.iloc[0], df.iloc[1]
     assert two["Registers used"] > one["Registers used"], df.attrs["summary"]
     assert two["Max Waves Per Core"] <= one["Max Waves Per Core"], df.attrs["summary"]
@@ -277,12 +288,12 @@ def test_conv_tile_n4_two_costs_registers_and_waves(adreno_build):
 
 def test_a_driver_crash_is_blamed_on_its_shader_and_the_rest_go_on(adreno_build):
     # Mesa 25.0.7's ir3 segfaults on the a750 for the conv's OpSDotAccSat path (ir3_get_src_shared <- read_phi_src)
-    conv_dot = adreno._conv_job((1, 1, 1), use_dot_ext=True, shape=adreno.CONV_PW_DEFAULT_SHAPE, local_size=None)
+    conv_dot = conv_pw.adreno_job((1, 1, 1), use_dot_ext=True)
     spirv = trivial_spirv()
     results = adreno.stats_many([spirv, conv_dot, {"shader": spirv, "name": "after"}], gpu=750, errors="keep")
     assert "Max Waves Per Core" in results[0] and "Max Waves Per Core" in results[2]
     assert "SIGSEGV" in results[1]["error"]
-    table = adreno.conv_pw_adreno_table([(1, 1, 1)], gpu=750)
+    table = conv_pw.conv_pw_adreno_table([(1, 1, 1)], gpu=750)
     assert "SIGSEGV" in table["error"].iloc[0]
-    fallback = adreno.conv_pw_adreno_table([(1, 1, 1)], gpu=750, use_dot_ext=False)
+    fallback = conv_pw.conv_pw_adreno_table([(1, 1, 1)], gpu=750, use_dot_ext=False)
     assert "error" not in fallback.columns and fallback["Registers used"].iloc[0] > 0

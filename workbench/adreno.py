@@ -5,14 +5,18 @@
     adreno.stats(spirv)                              # every statistic Turnip reports, for an Adreno 740
     adreno.stats("q8ta_conv2d_pw", defines={...}, spec_constants={...}, local_size=(8, 8, 1), gpu=660)
     adreno.stats_rows({"a": spv_a, "b": spv_b}, gpu=(740, 660))   # DataFrame, one row per shader and GPU
-    adreno.conv_pw_adreno_table([(1, 1, 1), (1, 2, 1)])           # the conv tile story, from the real compiler
     adreno.check_occupancy_model(range(4, 49, 4))                 # occupancy.adreno_occupancy vs Turnip
+
+This module collects statistics and knows no kernel: per-kernel tables built on it live beside their kernels
+(``kernels.conv_pw.conv_pw_adreno_table``); ``tests/test_import_structure.py`` keeps it that way.
 
 How it works
     Turnip (src/freedreno/vulkan) is Mesa's Vulkan driver for Adreno a6xx/a7xx; its compiler (ir3) reports
     "Registers used", "Max Waves Per Core" & co. through VK_KHR_pipeline_executable_properties. The no-op DRM
     shim (src/freedreno/drm-shim, LD_PRELOADed) fakes an msm render node for the chip named by FD_GPU_ID, so the
-    driver loads on any Linux machine and compiles pipelines exactly as on the phone (nothing is ever executed).
+    driver loads on any Linux machine and compiles pipelines as Turnip would on the phone (nothing is ever
+    executed). The compiler is Mesa's ir3, not Qualcomm's (the proprietary driver's, whose offline compiler gave
+    PR #19396's "28 registers, 37 %"): the two allocate registers differently, so figures can differ.
     Debian 12's Mesa (22.3.6) has no a7xx and no shim, so :func:`setup` builds Mesa 25.0.7 from Debian 13's
     source package -- only the two libraries -- and caches it outside the repository.
 
@@ -55,8 +59,8 @@ __all__ = [
     "MESA_VERSION", "SUPPORTED_GPUS", "DEFAULT_GPU", "APT_PACKAGES", "PIP_PACKAGES", "MESON_OPTIONS",
     "AdrenoError", "AdrenoNotSetUpError", "AdrenoSetupError", "AdrenoCompileError",
     "cache_root", "is_set_up", "build_files", "shim_env", "check_gpu", "setup", "status",
-    "stats", "stats_many", "stats_rows", "live_vec4_shader", "check_occupancy_model",
-    "conv_pw_adreno_table", "conv_pw_tile_n4_check", "add_cli_parser", "cli_main",
+    "stats", "stats_many", "stats_rows", "model_columns", "live_vec4_shader", "check_occupancy_model",
+    "add_cli_parser", "cli_main",
 ]
 
 MESA_VERSION = "25.0.7"
@@ -815,7 +819,9 @@ def stats(shader_or_spirv, gpu=DEFAULT_GPU, subgroup_size=None, local_size=None,
     return stats_many([shader_or_spirv], gpu, root=root, timeout=timeout, **common)[0]
 
 
-def _model_columns(statistics: dict, local_size, gpu: int) -> dict:
+def model_columns(statistics: dict, local_size, gpu: int) -> dict:
+    """What `occupancy.adreno_occupancy` predicts from Turnip's reported registers: "model waves", "model subgroup
+    size" (empty where Turnip reported no registers)."""
     from . import occupancy as occ
     regs, half = statistics.get("Registers used"), statistics.get("Half-registers used") or 0
     if regs is None:
@@ -850,13 +856,13 @@ def stats_rows(shaders, gpu=DEFAULT_GPU, *, root=None, timeout: float | None = N
                 if "Max Waves Per Core" in statistics:
                     row["occupancy"] = statistics["Max Waves Per Core"] / MAX_WAVES
                 if model:
-                    row.update(_model_columns(statistics, row["local_size"], gpu_id))
+                    row.update(model_columns(statistics, row["local_size"], gpu_id))
             rows.append(row)
     return pd.DataFrame(rows)
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The tile story: the occupancy model and the conv tiles checked against the real compiler
+# The occupancy model checked against Turnip's ir3 (Mesa's Adreno compiler, not Qualcomm's)
 # ----------------------------------------------------------------------------------------------------------------
 
 def live_vec4_shader(n: int) -> str:
@@ -922,85 +928,14 @@ def check_occupancy_model(register_counts=range(4, 49, 4), gpu=DEFAULT_GPU, loca
     return pd.DataFrame(rows)
 
 
-CONV_PW_DEFAULT_SHAPE = (1, 96, 96, 64, 64)  # (N, Cin, Cout, H, W): ET-VK's local size rule gives (8, 8, 1)
-
-
-def _conv_job(tile, *, use_dot_ext: bool, shape, local_size):
-    from .kernels import conv_pw as cp
-    from .shaders import compile_shader
-    from .vk.spirv import reflect
-    tile_m, tile_n4, tile_k4 = cp.check_tile(*tile)
-    spec = cp.ConvPwSpec(shape, tile_m=tile_m, tile_n4=tile_n4, tile_k4=tile_k4, use_dot_ext=use_dot_ext)
-    spirv = compile_shader(cp.SHADER, spec.defines())
-    declared = set(reflect(spirv.code).spec_constants)
-    spec_constants = {k: v for k, v in spec.spec_constants().items() if k in declared}
-    local = tuple(local_size) if local_size is not None else spec.resolved_local_size()
-    return {"shader": spirv, "name": spec.variant, "spec_constants": spec_constants, "local_size": local}
-
-
-def conv_pw_adreno_table(tiles=None, gpu=DEFAULT_GPU, *, use_dot_ext: bool = True, shape=CONV_PW_DEFAULT_SHAPE,
-                         local_size=None, root=None, errors: str = "keep"):
-    """The pointwise int8 conv (q8ta_conv2d_pw) compiled by Turnip for every tile (TILE_M, TILE_N4, TILE_K4).
-
-    `tiles`: (tile_m, tile_n4, tile_k4) triples, default every one of kernels.conv_pw.ALL_TILES. The
-    specialization constants and local size come from `ConvPwSpec(shape, tile)` (ET-VK's rule: (8, 8, 1) for the
-    default shape, so 64 invocations → ir3 keeps wave64); `local_size` overrides. One child process for all.
-    Columns: tile, TILE_M, TILE_N4, TILE_K4, accumulators (int32 per thread), Registers used, Half-registers
-    used, Max Waves Per Core, occupancy (= waves / 16), Instruction Count, STP Count, LDP Count, spills
-    (STP + LDP), Subgroup Size, model waves (occupancy.adreno_occupancy from the reported registers), variant,
-    gpu, local_size; plus "error" where Turnip failed on a tile (`errors="keep"`, the default here: the other
-    tiles still get their row; "raise" raises AdrenoCompileError instead). Known: Mesa 25.0.7 segfaults in ir3
-    (ir3_get_src_shared ← read_phi_src) on the a750 for the OpSDotAccSat path; `use_dot_ext=False` compiles.
-    """
-    import pandas as pd
-    from .kernels import conv_pw as cp
-    gpu_id = check_gpu(gpu)
-    tiles = [tuple(t) for t in (cp.ALL_TILES if tiles is None else tiles)]
-    jobs = [_conv_job(t, use_dot_ext=use_dot_ext, shape=shape, local_size=local_size) for t in tiles]
-    results = stats_many(jobs, gpu_id, root=root, errors=errors)
-    rows = []
-    for tile, job, s in zip(tiles, jobs, results):
-        model = _model_columns(s, job["local_size"], gpu_id)
-        waves = s.get("Max Waves Per Core")
-        rows.append({
-            "tile": cp.tile_label(*tile), "TILE_M": tile[0], "TILE_N4": tile[1], "TILE_K4": tile[2],
-            "accumulators": 16 * tile[0] * tile[1],
-            "Registers used": s.get("Registers used"), "Half-registers used": s.get("Half-registers used"),
-            "Max Waves Per Core": waves, "occupancy": None if waves is None else waves / MAX_WAVES,
-            "Instruction Count": s.get("Instruction Count"), "STP Count": s.get("STP Count"),
-            "LDP Count": s.get("LDP Count"),
-            "spills": int(s.get("STP Count") or 0) + int(s.get("LDP Count") or 0),
-            "Subgroup Size": s.get("Subgroup Size"), "model waves": model.get("model waves"),
-            "variant": job["name"], "gpu": gpu_id, "local_size": tuple(job["local_size"]),
-        })
-        if "error" in s:
-            rows[-1]["error"] = s["error"]
-    return pd.DataFrame(rows)
-
-
-def conv_pw_tile_n4_check(gpu=DEFAULT_GPU, *, tile_m: int = 1, tile_k4: int = 1, root=None, **kw):
-    """The seed claim checked with the real compiler: TILE_N4 = 1 vs 2 (TILE_M = 1, TILE_K4 = 1 by default).
-
-    Returns the two rows of `conv_pw_adreno_table`; `df.attrs["summary"]` says in one sentence what Turnip
-    reports (registers, waves, occupancy for each), to be quoted rather than assumed.
-    """
-    kw.setdefault("errors", "raise")
-    df = conv_pw_adreno_table([(tile_m, 1, tile_k4), (tile_m, 2, tile_k4)], gpu, root=root, **kw)
-    one, two = df.iloc[0], df.iloc[1]
-    df.attrs["summary"] = (
-        f"a{check_gpu(gpu)}, q8ta_conv2d_pw M{tile_m}·K{tile_k4}, local size {one['local_size']}: "
-        f"TILE_N4=1 → {one['Registers used']} vec4 registers, {one['Max Waves Per Core']} waves "
-        f"({one['occupancy']:.1%}); TILE_N4=2 → {two['Registers used']} registers, {two['Max Waves Per Core']} "
-        f"waves ({two['occupancy']:.1%}); spills {one['spills']} / {two['spills']}.")
-    return df
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # Command line (the lead wires these into workbench.cli)
 # ----------------------------------------------------------------------------------------------------------------
 
-def add_cli_parser(subparsers) -> None:
-    """Add `adreno {setup,status,stats,check,conv}` to the `workbench` command's subparsers."""
+def add_cli_parser(subparsers):
+    """Add `adreno {setup,status,stats,check}` to the `workbench` command's subparsers; returns the `adreno`
+    subparsers, where kernel modules add their own commands (`kernels.conv_pw.add_adreno_cli`: `adreno conv`), so
+    that statistics collection never imports a kernel spec."""
     p = subparsers.add_parser("adreno", help="Adreno statistics without a phone (Turnip on the freedreno drm-shim)")
     sub = p.add_subparsers(dest="adreno_command", required=True)
     s = sub.add_parser("setup", help=f"fetch and build Mesa {MESA_VERSION} Turnip + drm-shim once (~5 min), cached")
@@ -1028,11 +963,8 @@ def add_cli_parser(subparsers) -> None:
     s.add_argument("--gpu", default=str(DEFAULT_GPU))
     s.add_argument("--local-size", default="64")
     s.add_argument("--dir", default=None)
-    s = sub.add_parser("conv", help="q8ta_conv2d_pw tiles compiled by Turnip: registers, waves, spills")
-    s.add_argument("--tiles", default=None, help="M,N4,K4 triples separated by ';' (default: all 27)")
-    s.add_argument("--gpu", default=str(DEFAULT_GPU))
-    s.add_argument("--dir", default=None)
     p.set_defaults(fn=cli_main)
+    return sub
 
 
 def _number(text: str):
@@ -1079,10 +1011,6 @@ def cli_main(args) -> int:
                 df = check_occupancy_model(counts, args.gpu, local, root=args.dir)
                 show(df)
                 return 0 if df["agree"].all() else 1
-            elif command == "conv":
-                tiles = None if not args.tiles else [tuple(int(v) for v in t.split(",")) for t in
-                                                     args.tiles.split(";")]
-                show(conv_pw_adreno_table(tiles, args.gpu, root=args.dir))
     except AdrenoError as exc:
         print(f"workbench adreno: error: {exc}", file=sys.stderr)
         return 1

@@ -43,11 +43,13 @@ from __future__ import annotations
 import itertools
 import math
 import struct
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from .. import adreno
 from .. import layouts as L
 from .. import occupancy as occ
 from ..quant import inverse_scale
@@ -67,6 +69,7 @@ __all__ = ["ConvPwShape", "ConvPwSpec", "PackedWeights", "ConvPwBuffers", "QPara
            "unpack_weights", "check_weight", "check_tile", "variant_name", "pick_local_size",
            "reference_accumulators", "reference_requantize", "reference", "tile_label", "tile_columns", "sweep",
            "measure", "random_problem", "bench_suite", "statistics_columns", "model_columns", "torch_rows",
+           "conv_pw_adreno_table", "conv_pw_tile_n4_check", "add_adreno_cli", "ADRENO_DEFAULT_SHAPE",
            "ALL_TILES", "TILE_VALUES", "OUTPUT_LAYOUTS", "SUITE_SHAPES", "QUICK_SHAPES", "QUICK_TILES",
            "DEFAULT_QPARAMS"]
 
@@ -795,16 +798,118 @@ def _adreno_columns(tiles, gpu) -> dict:
     """tile label → Turnip's figures for that tile on Adreno `gpu` (see sweep)."""
     if gpu is None:
         return {}
-    from .. import adreno
     prefix = f"a{gpu}_"
     if not adreno.is_set_up():
         empty = {prefix + k: np.nan for k in ("registers", "waves", "occupancy", "spills")}
         empty[prefix + "note"] = "run `workbench adreno setup` for Turnip's statistics"
         return {tile_label(*t): empty for t in tiles}
-    table = adreno.conv_pw_adreno_table([tuple(t) for t in tiles], gpu=gpu)
+    table = conv_pw_adreno_table([tuple(t) for t in tiles], gpu=gpu)
     return {r["tile"]: {prefix + "registers": r["Registers used"], prefix + "waves": r["Max Waves Per Core"],
                         prefix + "occupancy": r["occupancy"], prefix + "spills": r["spills"]}
             for r in table.to_dict("records")}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The tile story in Turnip's statistics (Mesa's ir3 compiler for Adreno on the no-op DRM shim; `workbench.adreno`
+# collects the statistics and knows no kernel, this part knows the kernel)
+# ----------------------------------------------------------------------------------------------------------------
+
+ADRENO_DEFAULT_SHAPE = (1, 96, 96, 64, 64)  # (N, Cin, Cout, H, W): ET-VK's local size rule gives (8, 8, 1)
+
+
+def adreno_job(tile, *, use_dot_ext: bool, shape=ADRENO_DEFAULT_SHAPE, local_size=None) -> dict:
+    """One tile as an `adreno.stats_many` job: the compiled variant, the spec constants it declares, the local size
+    (ET-VK's rule for `shape` unless given)."""
+    from ..shaders import compile_shader
+    from ..vk.spirv import reflect
+    tile_m, tile_n4, tile_k4 = check_tile(*tile)
+    spec = ConvPwSpec(shape, tile_m=tile_m, tile_n4=tile_n4, tile_k4=tile_k4, use_dot_ext=use_dot_ext)
+    spirv = compile_shader(SHADER, spec.defines())
+    declared = set(reflect(spirv.code).spec_constants)
+    spec_constants = {k: v for k, v in spec.spec_constants().items() if k in declared}
+    local = tuple(local_size) if local_size is not None else spec.resolved_local_size()
+    return {"shader": spirv, "name": spec.variant, "spec_constants": spec_constants, "local_size": local}
+
+
+def conv_pw_adreno_table(tiles=None, gpu=adreno.DEFAULT_GPU, *, use_dot_ext: bool = True,
+                         shape=ADRENO_DEFAULT_SHAPE, local_size=None, root=None, errors: str = "keep"):
+    """This kernel (the workbench's q8ta_conv2d_pw) compiled by Turnip for every tile (TILE_M, TILE_N4, TILE_K4).
+
+    `tiles`: (tile_m, tile_n4, tile_k4) triples, default every one of ALL_TILES. The specialization constants and
+    local size come from `ConvPwSpec(shape, tile)` (ET-VK's rule: (8, 8, 1) for the default shape, so 64
+    invocations → ir3 keeps wave64); `local_size` overrides. One child process for all.
+    Columns: tile, TILE_M, TILE_N4, TILE_K4, accumulators (int32 per thread), Registers used, Half-registers
+    used, Max Waves Per Core, occupancy (= waves / 16), Instruction Count, STP Count, LDP Count, spills
+    (STP + LDP), Subgroup Size, model waves (occupancy.adreno_occupancy from the reported registers), variant,
+    gpu, local_size; plus "error" where Turnip failed on a tile (`errors="keep"`, the default here: the other
+    tiles still get their row; "raise" raises AdrenoCompileError instead). Known: Mesa 25.0.7 segfaults in ir3
+    (ir3_get_src_shared ← read_phi_src) on the a750 for the OpSDotAccSat path; `use_dot_ext=False` compiles.
+    These are Mesa's ir3 figures, not those of Qualcomm's compiler (which the ET-VK PRs quote).
+    """
+    gpu_id = adreno.check_gpu(gpu)
+    tiles = [tuple(t) for t in (ALL_TILES if tiles is None else tiles)]
+    jobs = [adreno_job(t, use_dot_ext=use_dot_ext, shape=shape, local_size=local_size) for t in tiles]
+    results = adreno.stats_many(jobs, gpu_id, root=root, errors=errors)
+    rows = []
+    for tile, job, s in zip(tiles, jobs, results):
+        model = adreno.model_columns(s, job["local_size"], gpu_id)
+        waves = s.get("Max Waves Per Core")
+        rows.append({
+            "tile": tile_label(*tile), "TILE_M": tile[0], "TILE_N4": tile[1], "TILE_K4": tile[2],
+            "accumulators": 16 * tile[0] * tile[1],
+            "Registers used": s.get("Registers used"), "Half-registers used": s.get("Half-registers used"),
+            "Max Waves Per Core": waves, "occupancy": None if waves is None else waves / adreno.MAX_WAVES,
+            "Instruction Count": s.get("Instruction Count"), "STP Count": s.get("STP Count"),
+            "LDP Count": s.get("LDP Count"),
+            "spills": int(s.get("STP Count") or 0) + int(s.get("LDP Count") or 0),
+            "Subgroup Size": s.get("Subgroup Size"), "model waves": model.get("model waves"),
+            "variant": job["name"], "gpu": gpu_id, "local_size": tuple(job["local_size"]),
+        })
+        if "error" in s:
+            rows[-1]["error"] = s["error"]
+    return pd.DataFrame(rows)
+
+
+def conv_pw_tile_n4_check(gpu=adreno.DEFAULT_GPU, *, tile_m: int = 1, tile_k4: int = 1, root=None, **kw):
+    """The seed claim (PR #19396: TILE_N4 2 → 1) checked with Turnip's ir3: TILE_N4 = 1 vs 2 (TILE_M = 1,
+    TILE_K4 = 1 by default).
+
+    Returns the two rows of `conv_pw_adreno_table`; `df.attrs["summary"]` says in one sentence what Turnip
+    reports (registers, waves, occupancy for each), to be quoted rather than assumed. The PR's "28 registers,
+    37 %" came from Qualcomm's offline compiler, a different compiler: the two need not agree.
+    """
+    kw.setdefault("errors", "raise")
+    df = conv_pw_adreno_table([(tile_m, 1, tile_k4), (tile_m, 2, tile_k4)], gpu, root=root, **kw)
+    one, two = df.iloc[0], df.iloc[1]
+    df.attrs["summary"] = (
+        f"a{adreno.check_gpu(gpu)} (Turnip ir3), q8ta_conv2d_pw M{tile_m}·K{tile_k4}, local size "
+        f"{one['local_size']}: TILE_N4=1 → {one['Registers used']} vec4 registers, {one['Max Waves Per Core']} "
+        f"waves ({one['occupancy']:.1%}); TILE_N4=2 → {two['Registers used']} registers, "
+        f"{two['Max Waves Per Core']} waves ({two['occupancy']:.1%}); spills {one['spills']} / {two['spills']}.")
+    return df
+
+
+def add_adreno_cli(adreno_subparsers) -> None:
+    """`workbench adreno conv`: this kernel's tiles compiled by Turnip. `adreno_subparsers` is what
+    `adreno.add_cli_parser` returns."""
+    s = adreno_subparsers.add_parser("conv", help="q8ta_conv2d_pw tiles compiled by Turnip (Mesa's ir3): "
+                                                  "registers, waves, spills")
+    s.add_argument("--tiles", default=None, help="M,N4,K4 triples separated by ';' (default: all 27)")
+    s.add_argument("--gpu", default=str(adreno.DEFAULT_GPU))
+    s.add_argument("--dir", default=None)
+    s.set_defaults(fn=_adreno_cli_main)
+
+
+def _adreno_cli_main(args) -> int:
+    tiles = None if not args.tiles else [tuple(int(v) for v in t.split(",")) for t in args.tiles.split(";")]
+    try:
+        table = conv_pw_adreno_table(tiles, args.gpu, root=args.dir)
+    except adreno.AdrenoError as exc:
+        print(f"workbench adreno conv: error: {exc}", file=sys.stderr)
+        return 1
+    with pd.option_context("display.max_columns", None, "display.width", 220):
+        print(table.to_string(index=False))
+    return 0
 
 
 def torch_rows(device, shape, env=None, *, min_time_s: float = 0.2, seed: int = 0) -> list[dict]:

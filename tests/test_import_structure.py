@@ -1,0 +1,89 @@
+"""The import structure: statistics collection (workbench.adreno) knows no kernel, and no module takes part in an
+import cycle with it. Imports inside functions count: a function-level import is still a dependency."""
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "workbench"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def imports_of(name: str, path: Path, known) -> set[str]:
+    """Every workbench module `path` imports, at module level or inside functions."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            # `from pkg import sub` imports the submodule pkg.sub where one exists, else names from pkg
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:  # `import workbench.vk.spirv as s` → workbench.vk.spirv
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: imports_of(name, path, known) for name, path in known.items()}
+
+
+def reachable(g, start) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in g.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_the_graph_sees_function_level_imports():
+    g = graph()
+    # conv_pw imports adreno; etvk.run imports adreno inside a function
+    assert "workbench.adreno" in g["workbench.kernels.conv_pw"]
+    assert "workbench.adreno" in g["workbench.etvk.run"]
+    assert "workbench.vk.spirv" in g["workbench.kernels.conv_pw"]
+
+
+@pytest.mark.parametrize("stats_module", ["workbench.adreno", "workbench.adreno_worker"])
+def test_statistics_collection_knows_no_kernel(stats_module):
+    needs = reachable(graph(), stats_module)
+    kernel_side = sorted(m for m in needs if m.startswith(("workbench.kernels", "workbench.etvk", "workbench.viz",
+                                                            "workbench.ops")))
+    assert not kernel_side, f"{stats_module} imports (directly or not) {kernel_side}"
+
+
+def test_no_import_cycle_through_adreno_or_conv_pw():
+    g = graph()
+    for name in ("workbench.adreno", "workbench.kernels.conv_pw"):
+        cycle = [m for m in g[name] if name in reachable(g, m) or m == name]
+        assert not cycle, f"{name} is in an import cycle through {cycle}"
+
+
+def test_importing_adreno_loads_no_kernel_module():
+    code = ("import sys, workbench.adreno as a; "
+            "print(sorted(m for m in sys.modules if m.startswith(('workbench.kernels', 'workbench.etvk'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=PACKAGE.parent)
+    assert out.stdout.strip() == "[]", out.stdout
