@@ -261,7 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run the benchmark suites through the CLI instead of the notebooks (no Jupyter needed)")
     p.set_defaults(fn=cmd_main)
     from . import adreno
-    adreno.add_cli_parser(sub)
+    from .kernels import conv_pw
+    conv_pw.add_adreno_cli(adreno.add_cli_parser(sub))
     from .etvk import cli as etvk_cli
     etvk_cli.add_cli_parser(sub)
     return parser
