@@ -165,7 +165,7 @@ def test_suite_control_flow_with_host_stand_ins(device, monkeypatch, capsys):
     df = coopmat.bench_suite(device, show_progress=False, shapes=[(1, 32, 32, 4, 8)])
     probes = df[df["kernel"] == "coopmat peak"]
     assert len(probes) == 2 * 3 and (probes["status"].str.startswith("failed")).sum() == 2
-    gemm = df[df["kernel"] == "coopmat gemm"]
+    gemm = df[(df["kernel"] == "coopmat gemm") & ~df["method"].str.startswith("torch")]  # torch rows on CUDA hosts
     assert len(gemm) == 10 and set(gemm["coop_size"]) == {"16x16x32"}  # N = 8 tiles are not 16-byte aligned
     out = capsys.readouterr().out
     assert "14 of 16 results exact" in out and "of the probe" in out

@@ -27,9 +27,10 @@ SUBGROUP = 32
 WARPS_PER_GROUP = 4
 SCOPE_SUBGROUP = 3
 SLOTS = 64  # output slots of the probe (every subgroup computes the same answer)
-_COMPONENT = {getattr(vk, f"VK_COMPONENT_TYPE_{n}_NV"): n.lower() for n in
-              ("FLOAT16", "FLOAT32", "FLOAT64", "SINT8", "SINT16", "SINT32", "SINT64", "UINT8", "UINT16", "UINT32",
-               "UINT64")}
+# VkComponentTypeNV / VkComponentTypeKHR share these values (0..10). The `vulkan` binding (1.3.275.1) leaves the
+# *_NV names None, so they are spelled out here rather than read from it.
+_COMPONENT = dict(enumerate(("float16", "float32", "float64", "sint8", "sint16", "sint32", "sint64", "uint8",
+                             "uint16", "uint32", "uint64")))
 
 
 def _raw_enumerate(device, name: str, struct: str, stype: int | None) -> list:
