@@ -10,7 +10,8 @@ from .run import execute, make, with_local_size
 from .codegen import Codegen, source
 
 PR_19396 = "1ee58ed3b7"  # "Halve accumulator to lift Adreno occupancy" (TILE_N4 2 → 1)
-LOCAL_SIZE_STUDY = (1, 4, 16, 64, 256, 1024)
+# ET-VK picks 64×1×1; a 2-D 8×8 group on this 1-D grid leaves 56 of every 64 threads idle
+LOCAL_SIZE_STUDY = ((1, 1, 1), (4, 1, 1), (8, 1, 1), (16, 1, 1), (256, 1, 1), (1024, 1, 1), (8, 8, 1))
 
 
 def cases(quick: bool, gpu: bool) -> list[tuple[str, dict]]:
@@ -70,7 +71,7 @@ def bench_suite(device, writer=None, *, executorch=None, quick: bool = False, sh
     dispatches = [(g, make(g, k, **o)) for g, k, o in plan]
     # what ET-VK's fixed local size of 64 is worth for the pixel shuffle at the largest shape
     largest = max((d for _, d in dispatches if d.variant == "q8ta_pixel_shuffle"), key=lambda d: d.bytes_moved)
-    dispatches += [(gen, with_local_size(largest, (x, 1, 1))) for x in LOCAL_SIZE_STUDY if x != 64]
+    dispatches += [(gen, with_local_size(largest, local)) for local in LOCAL_SIZE_STUDY]
     copies = bench.CopyAtTraffic(device, [d.bytes_moved for _, d in dispatches], quick=quick,
                                  show_progress=show_progress)
     rows = []
