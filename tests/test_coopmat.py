@@ -169,3 +169,14 @@ def test_suite_control_flow_with_host_stand_ins(device, monkeypatch, capsys):
     assert len(gemm) == 10 and set(gemm["coop_size"]) == {"16x16x32"}  # N = 8 tiles are not 16-byte aligned
     out = capsys.readouterr().out
     assert "14 of 16 results exact" in out and "of the probe" in out
+
+
+def test_reflection_skips_cooperative_matrix_locals():
+    """Function-local cooperative-matrix variables are no part of the interface; reflection must not trip on their
+    type (it did on the H200, the first device to build these pipelines)."""
+    from workbench.shaders import compile_shader
+    from workbench.vk.spirv import reflect
+    peak = reflect(compile_shader("coopmat_peak", defines={"CHAINS": 2}, target_env=coopmat.TARGET_ENV).code)
+    assert [b.kind for b in peak.bindings] == ["storage_buffer", "storage_buffer"]
+    gemm = reflect(compile_shader("coopmat_gemm", target_env=coopmat.TARGET_ENV).code)
+    assert [b.kind for b in gemm.bindings] == ["storage_buffer"] * 3

@@ -141,6 +141,8 @@ def reflect(code: bytes) -> Reflection:
 
     refl = Reflection()
     for ptr_type, var_id, storage_class in variables:
+        if storage_class not in (SC_UNIFORM_CONSTANT, SC_UNIFORM, SC_PUSH_CONSTANT, SC_STORAGE_BUFFER):
+            continue  # function-local, private, workgroup and built-in variables are no part of the interface
         pointee = types[ptr_type][2]
         while types[pointee][0] in ("array", "runtime_array"):
             pointee = types[pointee][1]
