@@ -300,6 +300,21 @@ def peak_copy_gbps(df: pd.DataFrame) -> float:
     return float(vulkan_rows[vulkan_rows["size_mib"] == largest]["GB/s"].max())
 
 
+def pipeline_churn_rows(device, env: dict, cycles: int = 100) -> list[dict]:
+    """RSS growth per 100 create/close cycles of the copy pipeline: workbench.vk (re-uses closed pipelines) next
+    to the bare `vulkan` binding (what the driver itself keeps per compiled pipeline)."""
+    from .churn import measure
+    rows = []
+    for mode, what in (("workbench", "pipeline churn: same pipeline through workbench.vk"),
+                       ("bare", "pipeline churn: same pipeline through the bare vulkan binding")):
+        start = time.perf_counter_ns()
+        m = measure(mode, cycles, warmup=10, device=device)
+        rows.append({"what": what, "dispatches": 0, "cycles": cycles,
+                     "host_median_us": (time.perf_counter_ns() - start) / cycles / 1e3, "gpu_median_us": np.nan,
+                     "rss_kib_per_100_pipelines": m["rss_growth_kib"] * 100 / cycles, **env})
+    return rows
+
+
 def bench_dispatch_overhead(device, dispatches: int = 200) -> pd.DataFrame:
     """Host cost of the runtime: one tiny dispatch submitted and waited for (dev.run), and the per-dispatch
     share of a recording of many tiny dispatches."""
@@ -340,6 +355,7 @@ def bench_dispatch_overhead(device, dispatches: int = 200) -> pd.DataFrame:
                      "gpu_median_us": rec.gpu_ns / dispatches / 1e3, **env})
         rows.append({"what": "recording: per dispatch, collecting commands only", "dispatches": dispatches,
                      "host_median_us": (t1 - t0) / dispatches / 1e3, "gpu_median_us": np.nan, **env})
+        rows.extend(pipeline_churn_rows(device, env))
     finally:
         src.close()
         dst.close()

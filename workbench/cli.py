@@ -48,7 +48,7 @@ def cmd_bench(args) -> int:
     out = _results_dir(args, device)
     if args.suite == "overhead":
         df = bench.bench_dispatch_overhead(device)
-        print(_table(df, ["what", "dispatches", "host_median_us", "gpu_median_us"]))
+        print(_table(df, ["what", "dispatches", "host_median_us", "gpu_median_us", "rss_kib_per_100_pipelines"]))
         return 0
     if args.suite == "copy" and args.sizes:
         sizes = [float(s) for s in args.sizes.split(",")]

@@ -2,14 +2,18 @@
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 
 import vulkan as vk
 
 from . import device as devmod
 from .errors import FenceTimeoutError, MissingFeatureError
 from .memory import Buffer, Image
-from .pipeline import Pipeline
+from .pipeline import Pipeline, destroy_pipeline_objects
 from .recording import Recording, fence_timeout_s
+
+
+PARKED_PIPELINES = 64  # closed pipelines a device keeps for re-use (lavapipe leaks ~100 KiB per compile)
 
 
 class Device:
@@ -22,6 +26,8 @@ class Device:
         self.physical_device = self.instance.physical_devices[self.info.index]
         self._live: dict[int, object] = {}
         self._lock = threading.Lock()
+        # Closed pipelines kept for re-use, newest last (see Pipeline.__init__): key -> Vulkan objects.
+        self._parked: OrderedDict[tuple, list] = OrderedDict()
 
         families = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical_device)
         # Prefer a compute queue with timestamps: the measurements depend on them.
@@ -75,6 +81,29 @@ class Device:
     def _untrack(self, obj):
         with self._lock:
             self._live.pop(id(obj), None)
+
+    def _park_pipeline(self, key, objects) -> None:
+        with self._lock:
+            self._parked.setdefault(key, []).append(objects)
+            self._parked.move_to_end(key)
+            evicted = []
+            while sum(len(v) for v in self._parked.values()) > PARKED_PIPELINES:
+                _, stack = next(iter(self._parked.items()))
+                evicted.append(stack.pop(0))
+                if not stack:
+                    self._parked.popitem(last=False)
+        for objects in evicted:
+            destroy_pipeline_objects(self.handle, objects)
+
+    def _unpark_pipeline(self, key):
+        with self._lock:
+            stack = self._parked.get(key)
+            if not stack:
+                return None
+            objects = stack.pop()
+            if not stack:
+                del self._parked[key]
+            return objects
 
     def live_objects(self) -> int:
         """Objects made by this device and not yet closed (buffers, images, pipelines, recordings)."""
@@ -216,6 +245,10 @@ class Device:
         vk.vkDeviceWaitIdle(self.handle)
         for obj in list(self._live.values()):
             obj.close()
+        for stack in self._parked.values():
+            for objects in stack:
+                destroy_pipeline_objects(self.handle, objects)
+        self._parked.clear()
         vk.vkDestroyCommandPool(self.handle, self.command_pool, None)
         vk.vkDestroyDevice(self.handle, None)
         self.handle = None
