@@ -7,7 +7,7 @@ from collections import OrderedDict
 import vulkan as vk
 
 from . import device as devmod
-from .errors import FenceTimeoutError, MissingFeatureError
+from .errors import ClosedError, FenceTimeoutError, MissingFeatureError
 from .memory import Buffer, Image
 from .pipeline import Pipeline, destroy_pipeline_objects
 from .recording import Recording, fence_timeout_s
@@ -109,6 +109,11 @@ class Device:
         """Objects made by this device and not yet closed (buffers, images, pipelines, recordings)."""
         return len(self._live)
 
+    def check_open(self, what: str = "use") -> None:
+        if self.handle is None:
+            raise ClosedError(f"cannot {what}: device {self.info.name!r} is closed (make a new one, or "
+                              "vk.get_device() for the current one)")
+
     @property
     def validation_messages(self) -> list[str]:
         return self.instance.messages
@@ -122,6 +127,7 @@ class Device:
     # --- factories -------------------------------------------------------------------------------------------
     def buffer(self, data=None, *, nbytes: int | None = None, name: str = "") -> Buffer:
         """A storage buffer holding `data` (numpy / torch CPU / bytes), or a zero-filled one of `nbytes`."""
+        self.check_open("create a buffer")
         if (data is None) == (nbytes is None):
             raise ValueError("give either data or nbytes")
         if data is None:
@@ -131,19 +137,23 @@ class Device:
         return Buffer(self, max(array.nbytes, 1), name=name).upload(array)
 
     def uniform(self, data, name: str = "") -> Buffer:
+        self.check_open("create a uniform buffer")
         from .memory import as_numpy
         array = as_numpy(data)
         return Buffer(self, array.nbytes, uniform=True, name=name).upload(array)
 
     def image(self, extent, fmt: str = "rgba32f", name: str = "") -> Image:
+        self.check_open("create an image")
         return Image(self, extent, fmt, name=name)
 
     def pipeline(self, spirv, *, spec_constants=None, local_size=None, capture_statistics=False,
                  name: str = "kernel") -> Pipeline:
+        self.check_open("create a pipeline")
         return Pipeline(self, spirv, spec_constants=spec_constants, local_size=local_size,
                         capture_statistics=capture_statistics, name=name)
 
     def record(self, label: str = "", timestamps: bool = True) -> Recording:
+        self.check_open("record")
         rec = Recording(self, label, timestamps)
         self._track(rec)
         return rec

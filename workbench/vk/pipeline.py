@@ -6,7 +6,7 @@ import struct
 import vulkan as vk
 
 from . import spirv as sp
-from .errors import BindingError, MissingFeatureError
+from .errors import BindingError, ClosedError, MissingFeatureError
 
 DESCRIPTOR_TYPES = {
     sp.STORAGE_BUFFER: vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
@@ -139,6 +139,8 @@ class Pipeline:
         """Every statistic the driver reports for this pipeline's executables, name → value.
 
         With several executables (rare for compute) names get the executable's name as a prefix."""
+        if self.handle is None:
+            raise ClosedError(f"{self.name}: cannot read statistics of a closed pipeline")
         if not self.capture_statistics:
             raise RuntimeError(f"{self.name}: create the pipeline with capture_statistics=True to read statistics")
         executables = _enumerate(self.device, "vkGetPipelineExecutablePropertiesKHR",
@@ -160,6 +162,8 @@ class Pipeline:
 
     def check_resources(self, resources) -> None:
         from .memory import Buffer, Image
+        if self.handle is None:
+            raise ClosedError(f"{self.name}: the pipeline is closed; create it again to dispatch it")
         if len(resources) != len(self.bindings):
             expected = ", ".join(f"{b.binding}:{b.name} ({b.kind})" for b in self.bindings)
             raise BindingError(f"{self.name}: expected {len(self.bindings)} resources [{expected}], "
