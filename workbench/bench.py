@@ -12,11 +12,14 @@ bytes, MACs, GB/s, GOP/s, workbench version and commit, date.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
 import json
 import os
+import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -130,42 +133,91 @@ def measurement_row(kernel: str, env: dict, gpu_ns, *, host_ns=None, bytes_moved
 
 
 class ResultsWriter:
-    """Writes rows as they come (CSV, flushed per row) so an interrupted run keeps what it finished; `close()`
-    adds the Parquet file and a JSON of metadata beside it."""
+    """Writes rows as they come so an interrupted run keeps what it finished.
+
+    Each row is appended to the CSV, flushed and fsynced (SIGKILL loses at most the row in flight); the Parquet file
+    and the JSON of metadata are rewritten beside it after every row through a temporary file and a rename, so the
+    three always agree and are never half-written. Files of an earlier run with the same stem are removed first."""
 
     def __init__(self, path_stem, metadata: dict | None = None):
         self.stem = Path(path_stem)
         self.stem.parent.mkdir(parents=True, exist_ok=True)
         self.csv_path = self.stem.with_suffix(".csv")
+        self.parquet_path = self.stem.with_suffix(".parquet")
+        self.json_path = self.stem.with_suffix(".json")
         self.metadata = dict(metadata or {})
         self.rows: list[dict] = []
-        if self.csv_path.exists():
-            self.csv_path.unlink()
+        self._columns: list[str] = []
+        for path in (self.csv_path, self.parquet_path, self.json_path):
+            path.unlink(missing_ok=True)
+        OPEN_WRITERS.append(self)
 
     def append(self, row: dict) -> None:
+        with _sigint_deferred():  # a Ctrl-C lands after the row is on disk, not half-way through it
+            self._append(row)
+
+    def _append(self, row: dict) -> None:
         self.rows.append(row)
-        # Rewrite the whole CSV: columns may grow as rows arrive; tables here are small.
-        tmp = self.csv_path.with_suffix(".csv.tmp")
-        pd.DataFrame(self.rows).to_csv(tmp, index=False)
-        os.replace(tmp, self.csv_path)
+        new_columns = [c for c in row if c not in self._columns]
+        if new_columns and self._columns:  # columns grew: rewrite the whole CSV atomically
+            self._columns += new_columns
+            _atomic_write(self.csv_path, lambda p: pd.DataFrame(self.rows, columns=self._columns).to_csv(p, index=False))
+        else:
+            header = not self._columns
+            self._columns += new_columns
+            with open(self.csv_path, "a") as out:
+                pd.DataFrame([row], columns=self._columns).to_csv(out, index=False, header=header)
+                out.flush()
+                os.fsync(out.fileno())
+        self._write_companions()
 
     def frame(self) -> pd.DataFrame:
-        return pd.DataFrame(self.rows)
+        return pd.DataFrame(self.rows, columns=self._columns or None)
 
-    def close(self) -> pd.DataFrame:
+    def _write_companions(self) -> pd.DataFrame:
         df = self.frame()
         if len(df):
-            df.to_parquet(self.stem.with_suffix(".parquet"), index=False)
+            _atomic_write(self.parquet_path, lambda p: df.to_parquet(p, index=False))
         meta = {**self.metadata, "rows": len(df), "columns": list(df.columns),
                 "written": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-        self.stem.with_suffix(".json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+        _atomic_write(self.json_path, lambda p: p.write_text(json.dumps(meta, indent=2, default=str) + "\n"))
         return df
+
+    def close(self) -> pd.DataFrame:
+        if self in OPEN_WRITERS:
+            OPEN_WRITERS.remove(self)
+        return self._write_companions()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
+
+
+OPEN_WRITERS: list[ResultsWriter] = []  # writers of this process not closed yet (the CLI reports them on Ctrl-C)
+
+
+@contextlib.contextmanager
+def _sigint_deferred():
+    can_block = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+    if can_block:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        if can_block:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _atomic_write(path: Path, write) -> None:
+    """write(temp_path), then rename over `path`: readers see the old file or the new one, never half of one."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(temp)
+        os.replace(temp, path)
+    finally:
+        temp.unlink(missing_ok=True)
 
 
 def progress(iterable, desc: str, total: int | None = None, enabled: bool = True):

@@ -37,9 +37,32 @@ def cmd_devices(args) -> int:
     return 0
 
 
+_RESULTS_DIRS: list[Path] = []  # where this command writes (reported on Ctrl-C)
+
+
 def _results_dir(args, device) -> Path:
     from .bench import default_results_dir
-    return Path(args.out) if args.out else default_results_dir(device)
+    out = Path(args.out) if args.out else default_results_dir(device)
+    _RESULTS_DIRS.append(out)
+    return out
+
+
+def _interrupted(since: float) -> int:
+    """One line on Ctrl-C: how many finished rows the CSVs written by this command hold, and where."""
+    import pandas as pd
+    rows, files = 0, []
+    for folder in dict.fromkeys(_RESULTS_DIRS):
+        for csv in sorted(folder.glob("*.csv")) if folder.is_dir() else ():
+            if csv.stat().st_mtime >= since:
+                try:
+                    rows += len(pd.read_csv(csv))
+                except (pd.errors.EmptyDataError, OSError):
+                    continue
+                files.append(csv.name)
+    where = ", ".join(str(f) for f in dict.fromkeys(_RESULTS_DIRS)) or "no results folder"
+    print(f"interrupted: {rows} rows kept in {where}" + (f" ({', '.join(files)})" if files else ""),
+          file=sys.stderr)
+    return 130
 
 
 def cmd_bench(args) -> int:
@@ -148,9 +171,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    import time
     args = build_parser().parse_args(argv)
+    since = time.time() - 1  # file mtimes have coarse resolution on some filesystems
+    _RESULTS_DIRS.clear()
     try:
         return args.fn(args)
+    except KeyboardInterrupt:
+        return _interrupted(since)
     except Exception as exc:  # a clear one-line error, not a traceback, for expected failures
         from .shaders import ShaderCompileError
         from .vk import VulkanError
