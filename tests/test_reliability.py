@@ -151,3 +151,28 @@ def test_two_processes_benchmark_the_same_device(tmp_path):
         assert (df["GB/s"] > 0).all() and df["correct"].dropna().astype(bool).all()
         keys.append(sorted(zip(df["layout"], df["direction"], df["kernel"])))
     assert keys[0] == keys[1] and len(keys[0]) >= 10  # the same rows on both sides
+
+
+# --- metadata ----------------------------------------------------------------------------------------------------
+def test_commit_without_git_comes_from_env_or_stamp(tmp_path, monkeypatch):
+    from workbench import bench
+    copy = tmp_path / "copy"  # a tree without .git, as copied to the GPU host
+    copy.mkdir()
+    monkeypatch.delenv("WORKBENCH_COMMIT", raising=False)
+    assert bench.git_commit.__wrapped__(copy) == "unknown"
+    (copy / ".workbench-commit").write_text("abc123def456\n")
+    assert bench.git_commit.__wrapped__(copy) == "abc123def456"
+    monkeypatch.setenv("WORKBENCH_COMMIT", "feedbeef0001")
+    assert bench.git_commit.__wrapped__(copy) == "feedbeef0001"
+    assert bench.git_commit() not in ("unknown", "feedbeef0001")  # the checkout itself still asks git
+
+
+def test_results_folders_follow_one_rule():
+    from workbench.bench import REPO as repo, results_folder_name
+    assert results_folder_name("llvmpipe (LLVM 15.0.6, 256 bits)") == "llvmpipe"
+    assert results_folder_name("NVIDIA H200") == "NVIDIA_H200"
+    assert results_folder_name("Adreno (TM) 740") == "Adreno_740"
+    committed = [p for p in (repo / "data").iterdir() if p.is_dir()]
+    for folder in committed:  # each committed folder is named after the device its rows were measured on
+        devices = {json.loads(j.read_text()).get("device") for j in folder.glob("*.json")} - {None}
+        assert devices and {results_folder_name(d) for d in devices} == {folder.name}, (folder, devices)

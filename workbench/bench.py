@@ -31,13 +31,23 @@ from . import __version__
 REPO = Path(__file__).resolve().parents[1]
 
 
-@functools.lru_cache(maxsize=1)
-def git_commit() -> str:
+COMMIT_STAMP = REPO / ".workbench-commit"  # written by whoever copies the tree without .git (see DEVELOPERS.md)
+
+
+@functools.lru_cache(maxsize=4)
+def git_commit(repo: Path = REPO) -> str:
+    """The commit of the code that runs: git when there is a .git; else $WORKBENCH_COMMIT, else the stamp file."""
+    if not (repo / ".git").exists():
+        stamped = os.environ.get("WORKBENCH_COMMIT", "").strip()
+        stamp = repo / COMMIT_STAMP.name
+        if not stamped and stamp.is_file():
+            stamped = stamp.read_text().strip()
+        return stamped or "unknown"
     try:
-        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+        out = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short=12", "HEAD"], capture_output=True,
                              text=True, timeout=10)
         commit = out.stdout.strip() or "unknown"
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=10).stdout.strip()
         return commit + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
@@ -247,9 +257,17 @@ def suite(name: str):
     return getattr(importlib.import_module(module), function)
 
 
+def results_folder_name(device_name: str) -> str:
+    """The one naming rule for results folders: the device's name without its parenthesised details, every run of
+    other characters than letters, digits, '.' and '-' made one '_' ("llvmpipe (LLVM 15.0.6, 256 bits)" →
+    "llvmpipe", "NVIDIA H200" → "NVIDIA_H200")."""
+    import re
+    name = re.sub(r"\([^)]*\)", " ", device_name)
+    return re.sub(r"[^A-Za-z0-9.-]+", "_", name).strip("_") or "device"
+
+
 def default_results_dir(device) -> Path:
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in device.info.name).strip("_")
-    return REPO / "data" / safe
+    return REPO / "data" / results_folder_name(device.info.name)
 
 
 # --- the copy roofline -------------------------------------------------------------------------------------------
