@@ -110,13 +110,20 @@ def execute(path, *, parameters: dict | None = None, extra_cells=(), timeout: in
     inject_parameters(notebook, parameters or {})
     for source in extra_cells:
         notebook.cells.append(nbformat.v4.new_code_cell(source))
-    client = NotebookClient(notebook, timeout=timeout, kernel_name=kernel_name,
-                            resources={"metadata": {"path": str(path.parent)}})
-    try:
-        client.execute()
-    except Exception as exc:  # keep what ran (outputs up to the failing cell) for the caller to save
-        exc.notebook = notebook
-        raise
+    import tempfile
+
+    from jupyter_client.manager import KernelManager
+    with tempfile.TemporaryDirectory(prefix="workbench-kernel-") as sockets:
+        # IPC sockets (local files) instead of TCP: nothing leaves the machine, and ipykernel has no reason to
+        # warn "Kernel is running over TCP without encryption" on every run
+        km = KernelManager(kernel_name=kernel_name, transport="ipc", ip=str(Path(sockets) / "kernel"))
+        client = NotebookClient(notebook, timeout=timeout, kernel_name=kernel_name, km=km,
+                                resources={"metadata": {"path": str(path.parent)}})
+        try:
+            client.execute()
+        except Exception as exc:  # keep what ran (outputs up to the failing cell) for the caller to save
+            exc.notebook = notebook
+            raise
     return notebook
 
 
