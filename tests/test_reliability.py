@@ -176,3 +176,72 @@ def test_results_folders_follow_one_rule():
     for folder in committed:  # each committed folder is named after the device its rows were measured on
         devices = {json.loads(j.read_text()).get("device") for j in folder.glob("*.json")} - {None}
         assert devices and {results_folder_name(d) for d in devices} == {folder.name}, (folder, devices)
+
+
+# --- clear errors for closed objects and non-CPU tensors ---------------------------------------------------------
+def test_closed_objects_say_so(device):
+    spv = compile_shader("copy")
+    p = device.pipeline(spv, local_size=(64, 1, 1))
+    a, b = device.buffer(nbytes=1024), device.buffer(nbytes=1024)
+    with device.record("once") as rec:
+        rec.dispatch(p, [a, b], (64, 1, 1), np.uint32([64]))
+    with pytest.raises(vk.ClosedError, match="with-block ended"):
+        rec.submit()
+    with device.record("kept") as rec2:
+        rec2.dispatch(p, [a, b], (64, 1, 1), np.uint32([64]))
+        rec2.submit()
+        b.close()
+        with pytest.raises(vk.ClosedError, match="closed since it was recorded"):
+            rec2.submit()
+    with pytest.raises(vk.ClosedError, match="is closed"):
+        b.download()
+    with pytest.raises(vk.ClosedError, match="is closed"):
+        b.upload(np.zeros(4, np.uint8))
+    p.close()
+    with pytest.raises(vk.ClosedError, match="pipeline is closed"):
+        device.run(p, [a, a], (64, 1, 1), np.uint32([64]))
+    a.close()
+    with vk.Device() as other:
+        img = other.image((2, 2, 2))
+    with pytest.raises(vk.ClosedError):
+        img.download()
+    for make in (lambda: other.buffer(nbytes=4), lambda: other.record(), lambda: other.pipeline(spv)):
+        with pytest.raises(vk.ClosedError, match="device .* is closed"):
+            make()
+
+
+@pytest.mark.parametrize("where", ["meta"] + (["cuda"] if __import__("torch").cuda.is_available() else []))
+def test_ops_refuse_tensors_off_the_cpu(where):
+    import torch
+
+    from workbench import ops
+    x = torch.zeros(1, 4, 2, 2, device=where)
+    with pytest.raises(TypeError, match=f"x must be a CPU tensor .* on {where}"):
+        ops.pixel_shuffle(x, 2)
+    with pytest.raises(TypeError, match=f"q must be a CPU tensor .* on {where}"):
+        ops.q8ta_pixel_shuffle(x.to(torch.int8), 2, 0.1, 0, 0.1, 0)
+    with pytest.raises(TypeError, match=f"x must be a CPU tensor .* on {where}"):
+        ops.quantize_affine(x, [1, 1, 1, 2], torch.ones(1), None)
+    with pytest.raises(TypeError, match="scale must be a CPU tensor"):
+        ops.quantize_affine(torch.zeros(1, 4, 2, 2), [1, 1, 1, 2], torch.ones(1, device=where), None)
+
+
+# --- quiet runs --------------------------------------------------------------------------------------------------
+QUIET = """
+import logging, warnings, torch
+import workbench
+torch.quantize_per_tensor(torch.randn(3), 0.1, 0, torch.qint8)
+import torchao
+warnings.warn("a real warning")
+logging.getLogger("torchao").warning("a real torchao warning")
+"""
+
+
+def test_known_noise_is_silent_and_real_warnings_show():
+    done = subprocess.run([sys.executable, "-W", "default", "-c", QUIET], cwd=REPO, env=_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    err = done.stderr
+    assert "a real warning" in err and "a real torchao warning" in err
+    for noise in ("quantize_per_tensor", "Failed to load", "KernelPreference", "without encryption"):
+        assert noise not in err, err
