@@ -245,3 +245,129 @@ def test_known_noise_is_silent_and_real_warnings_show():
     assert "a real warning" in err and "a real torchao warning" in err
     for noise in ("quantize_per_tensor", "Failed to load", "KernelPreference", "without encryption"):
         assert noise not in err, err
+
+
+# --- bad input: one clear error per kind, across the ops, the runtime and the CLI -------------------------------
+def _int8(*shape):
+    import torch
+    return __import__("torch").zeros(shape, dtype=torch.int8)
+
+
+def _f32(*shape):
+    return __import__("torch").zeros(shape)
+
+
+def _ones(n):
+    return __import__("torch").ones(n)
+
+
+OPS_BAD = {  # kind: (call, exception, words the message must hold)
+    "ps not a tensor": (lambda o: o.pixel_shuffle([1, 2], 2), TypeError, "expects a torch tensor, got list"),
+    "ps 1-D": (lambda o: o.pixel_shuffle(_f32(4), 2), ValueError, "3-D (C, H, W) or 4-D"),
+    "ps empty": (lambda o: o.pixel_shuffle(_f32(0, 4, 2, 2), 2), ValueError, "empty tensor"),
+    "ps int8": (lambda o: o.pixel_shuffle(_int8(1, 4, 2, 2), 2), TypeError, "use q8ta_pixel_shuffle"),
+    "ps r = 0": (lambda o: o.pixel_shuffle(_f32(1, 4, 2, 2), 0), ValueError, "int >= 1, got 0"),
+    "ps channels": (lambda o: o.pixel_shuffle(_f32(1, 3, 2, 2), 2), ValueError, "divisible by r² = 4"),
+    "ps storage": (lambda o: o.pixel_shuffle(_f32(1, 4, 2, 2), 2, storage="disk"), ValueError, "'disk'"),
+    "ps layout": (lambda o: o.pixel_shuffle(_f32(1, 4, 2, 2), 2, layout="depth"), ValueError, "'depth'"),
+    "q8 float input": (lambda o: o.q8ta_pixel_shuffle(_f32(1, 4, 2, 2), 2, .1, 0, .1, 0), TypeError, "int8"),
+    "q8 zero scale": (lambda o: o.q8ta_pixel_shuffle(_int8(1, 4, 2, 2), 2, 0., 0, .1, 0), ValueError,
+                      "finite positive"),
+    "q8 zero point": (lambda o: o.q8ta_pixel_shuffle(_int8(1, 4, 2, 2), 2, .1, 300, .1, 0), ValueError, "300"),
+    "q8 layout": (lambda o: o.q8ta_pixel_shuffle(_int8(1, 4, 2, 2), 2, .1, 0, .1, 0, in_layout="4H4W"),
+                  ValueError, "channels-packed"),
+    "qa 5-D": (lambda o: o.quantize_affine(_f32(1, 1, 1, 1, 2), [1] * 5, _ones(1), None), ValueError, "1 to 4 dims"),
+    "qa block": (lambda o: o.quantize_affine(_f32(2, 6), [1, 4], _ones(2), None), ValueError, "does not divide"),
+    "qa scale count": (lambda o: o.quantize_affine(_f32(2, 4), [1, 4], _ones(3), None), ValueError,
+                       "one entry per block"),
+    "qa qmin > qmax": (lambda o: o.quantize_affine(_f32(2, 4), [1, 4], _ones(2), None, 10, 5), ValueError,
+                       "quant_min must be <= quant_max"),
+    "qa float out": (lambda o: o.quantize_affine(_f32(2, 4), [1, 4], _ones(2), None,
+                                                 output_dtype=__import__("torch").float32), TypeError, "float32"),
+    "qa domain": (lambda o: o.quantize_affine(_f32(2, 4), [1, 4], _ones(2), None, zero_point_domain="FLOAT"),
+                  NotImplementedError, "FLOAT"),
+    "qa nan scale": (lambda o: o.quantize_affine(_f32(2, 4), [1, 4], _ones(2) * float("nan"), None), ValueError,
+                     "finite"),
+    "conv float input": (lambda o: o.q8ta_conv2d_pw(_f32(1, 4, 2, 2), .1, 0, _int8(4, 4), _ones(4), None, .1, 0),
+                         TypeError, "must be int8"),
+    "conv 3-D": (lambda o: o.q8ta_conv2d_pw(_int8(4, 2, 2), .1, 0, _int8(4, 4), _ones(4), None, .1, 0), ValueError,
+                 "4-D NCHW"),
+    "pack layout": (lambda o: o.pack(_int8(1, 4, 2, 2), "5X5Y"), ValueError, "unknown layout '5X5Y'"),
+    "pack float": (lambda o: o.pack(_f32(1, 4, 2, 2), "4W4C"), TypeError, "int8"),
+    "meta tensor": (lambda o: o.pixel_shuffle(_f32(1, 4, 2, 2).to("meta"), 2), TypeError, "on meta"),
+}
+
+
+@pytest.mark.parametrize("kind", list(OPS_BAD))
+def test_ops_bad_input(device, kind):
+    from workbench import ops
+    call, error, words = OPS_BAD[kind]
+    with pytest.raises(error) as caught:
+        call(ops)
+    assert words in str(caught.value), str(caught.value)
+
+
+def _copy_pipeline(d):
+    return d.pipeline(compile_shader("copy"), local_size=(64, 1, 1))
+
+
+RUNTIME_BAD = {
+    "buffer: neither data nor size": (lambda d: d.buffer(), ValueError, "either data or nbytes"),
+    "buffer: 0 bytes": (lambda d: d.buffer(nbytes=0), ValueError, "at least 1 byte"),
+    "buffer: a list": (lambda d: d.buffer([1, 2]), TypeError, "got list"),
+    "image: empty extent": (lambda d: d.image((0, 1, 1)), ValueError, "3 positive ints"),
+    "image: format": (lambda d: d.image((1, 1, 1), "rgb8"), ValueError, "'rgb8'"),
+    "pipeline: undeclared constant": (lambda d: d.pipeline(compile_shader("copy"), spec_constants={9: 1}),
+                                      vk.BindingError, "not declared"),
+    "pipeline: local size": (lambda d: d.pipeline(compile_shader("copy"), local_size=(4096, 1, 1)), ValueError,
+                             "exceeds the device's limits"),
+    "dispatch: too few resources": (lambda d: d.run(_copy_pipeline(d), [d.buffer(nbytes=16)], (1,), np.uint32([1])),
+                                    vk.BindingError, "expected 2 resources"),
+    "dispatch: push constant size": (lambda d: d.run(_copy_pipeline(d), [d.buffer(nbytes=16)] * 2, (1,), b"12"),
+                                     ValueError, "4 B, got 2 B"),
+    "dispatch: zero global size": (lambda d: d.run(_copy_pipeline(d), [d.buffer(nbytes=16)] * 2, (0, 1, 1),
+                                                   np.uint32([1])), ValueError, "global size must be positive"),
+    "dispatch: uniform as storage": (lambda d: d.run(_copy_pipeline(d), [d.uniform(np.zeros(4, np.uint32))] * 2,
+                                                     (1,), np.uint32([1])), vk.BindingError, "needs a storage_buffer"),
+    "download: larger than buffer": (lambda d: d.buffer(nbytes=16).download(np.uint32, (8,)), ValueError,
+                                     "from a buffer of 16 B"),
+    "upload: larger than buffer": (lambda d: d.buffer(nbytes=16).upload(np.zeros(8, np.uint32)), ValueError,
+                                   "does not fit"),
+    "shader: unknown name": (lambda d: compile_shader("no_such_shader"), FileNotFoundError, "no shader"),
+    "feature: unknown": (lambda d: d.require("no_feature"), ValueError, "unknown feature"),
+    "device: no match": (lambda d: vk.Device("no-such-gpu"), vk.DeviceNotFoundError, "no Vulkan device matches"),
+}
+
+
+@pytest.fixture(scope="module")
+def scratch():
+    """A device of its own: what the bad calls leave behind goes with it."""
+    with vk.Device() as d:
+        yield d
+
+
+@pytest.mark.parametrize("kind", list(RUNTIME_BAD))
+def test_runtime_bad_input(scratch, kind):
+    call, error, words = RUNTIME_BAD[kind]
+    with pytest.raises(error) as caught:
+        call(scratch)
+    assert words in str(caught.value), str(caught.value)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["bench", "copy", "--sizes", "big"], "could not convert"),
+    (["layout", "5X5Y", "--sizes", "1,8,2,8", "--element", "0,0,0,0"], "unknown layout"),
+    (["--device", "no-such-gpu", "devices"], "no Vulkan device matches"),
+])
+def test_cli_bad_input(argv, words, capsys):
+    from workbench import cli
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("workbench: error:") and words in err and "Traceback" not in err
+
+
+def test_cli_unknown_suite_is_a_usage_error(capsys):
+    from workbench import cli
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["bench", "no-such-suite"])
+    assert caught.value.code == 2 and "invalid choice" in capsys.readouterr().err
