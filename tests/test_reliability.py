@@ -371,3 +371,23 @@ def test_cli_unknown_suite_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as caught:
         cli.main(["bench", "no-such-suite"])
     assert caught.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_sigint_during_the_notebooks_of_main(tmp_path):
+    """Ctrl-C while `workbench main` runs a notebook: one line, exit 130, no kernel left behind, the copy rows kept."""
+    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "main", "--quick", "--notebooks", "01", "--out",
+                             str(tmp_path)], cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    notebooks = tmp_path / "notebooks"
+    deadline = time.time() + 240
+    while not (notebooks.is_dir() and (tmp_path / "copy.json").exists()):
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()
+        time.sleep(0.1)
+    time.sleep(3)  # inside the notebook's kernel by now
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (out, err[-3000:])
+    lines = [line for line in err.splitlines() if line.startswith("interrupted:")]
+    assert len(lines) == 1 and "copy.csv" in lines[0], err[-3000:]
+    assert "Traceback" not in err and "without encryption" not in err, err[-3000:]
+    _consistent(tmp_path / "copy")
