@@ -3,6 +3,7 @@ import gc
 
 import numpy as np
 import pytest
+import torch
 
 from workbench import vk
 from workbench.churn import measure, rss_kib
@@ -210,10 +211,8 @@ def test_closed_objects_say_so(device):
             make()
 
 
-@pytest.mark.parametrize("where", ["meta"] + (["cuda"] if __import__("torch").cuda.is_available() else []))
+@pytest.mark.parametrize("where", ["meta"] + (["cuda"] if torch.cuda.is_available() else []))
 def test_ops_refuse_tensors_off_the_cpu(where):
-    import torch
-
     from workbench import ops
     x = torch.zeros(1, 4, 2, 2, device=where)
     with pytest.raises(TypeError, match=f"x must be a CPU tensor .* on {where}"):
@@ -249,16 +248,15 @@ def test_known_noise_is_silent_and_real_warnings_show():
 
 # --- bad input: one clear error per kind, across the ops, the runtime and the CLI -------------------------------
 def _int8(*shape):
-    import torch
-    return __import__("torch").zeros(shape, dtype=torch.int8)
+    return torch.zeros(shape, dtype=torch.int8)
 
 
 def _f32(*shape):
-    return __import__("torch").zeros(shape)
+    return torch.zeros(shape)
 
 
 def _ones(n):
-    return __import__("torch").ones(n)
+    return torch.ones(n)
 
 
 OPS_BAD = {  # kind: (call, exception, words the message must hold)
@@ -283,7 +281,7 @@ OPS_BAD = {  # kind: (call, exception, words the message must hold)
     "qa qmin > qmax": (lambda o: o.quantize_affine(_f32(2, 4), [1, 4], _ones(2), None, 10, 5), ValueError,
                        "quant_min must be <= quant_max"),
     "qa float out": (lambda o: o.quantize_affine(_f32(2, 4), [1, 4], _ones(2), None,
-                                                 output_dtype=__import__("torch").float32), TypeError, "float32"),
+                                                 output_dtype=torch.float32), TypeError, "float32"),
     "qa domain": (lambda o: o.quantize_affine(_f32(2, 4), [1, 4], _ones(2), None, zero_point_domain="FLOAT"),
                   NotImplementedError, "FLOAT"),
     "qa nan scale": (lambda o: o.quantize_affine(_f32(2, 4), [1, 4], _ones(2) * float("nan"), None), ValueError,

@@ -171,7 +171,8 @@ class ResultsWriter:
         new_columns = [c for c in row if c not in self._columns]
         if new_columns and self._columns:  # columns grew: rewrite the whole CSV atomically
             self._columns += new_columns
-            _atomic_write(self.csv_path, lambda p: pd.DataFrame(self.rows, columns=self._columns).to_csv(p, index=False))
+            table = pd.DataFrame(self.rows, columns=self._columns)
+            _atomic_write(self.csv_path, lambda p: table.to_csv(p, index=False))
         else:
             header = not self._columns
             self._columns += new_columns
