@@ -72,6 +72,10 @@ def cmd_bench(args) -> int:
     if args.suite == "overhead":
         df = bench.bench_dispatch_overhead(device)
         print(_table(df, ["what", "dispatches", "host_median_us", "gpu_median_us", "rss_kib_per_100_pipelines"]))
+        with bench.ResultsWriter(out / "overhead", bench.environment(device)) as writer:
+            for row in df.to_dict("records"):
+                writer.append(row)
+        print(f"{len(df)} rows in {writer.csv_path} (+ .parquet, .json)")
         return 0
     if args.suite == "copy" and args.sizes:
         sizes = [float(s) for s in args.sizes.split(",")]
