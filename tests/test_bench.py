@@ -63,7 +63,9 @@ def test_bench_copy_rows(device, tmp_path):
 
 def test_dispatch_overhead(device):
     df = bench.bench_dispatch_overhead(device, dispatches=20)
-    assert (df["host_median_us"] > 0).all() and len(df) == 4
+    assert (df["host_median_us"] > 0).all() and len(df) == 6
+    churn = df.set_index("what")["rss_kib_per_100_pipelines"].dropna()
+    assert len(churn) == 2 and (churn >= -1024).all()  # workbench.vk vs the bare binding, per 100 pipelines
 
 
 def test_cli_devices_and_errors(capsys):

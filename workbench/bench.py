@@ -12,11 +12,14 @@ bytes, MACs, GB/s, GOP/s, workbench version and commit, date.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
 import json
 import os
+import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -28,13 +31,23 @@ from . import __version__
 REPO = Path(__file__).resolve().parents[1]
 
 
-@functools.lru_cache(maxsize=1)
-def git_commit() -> str:
+COMMIT_STAMP = REPO / ".workbench-commit"  # written by whoever copies the tree without .git (see DEVELOPERS.md)
+
+
+@functools.lru_cache(maxsize=4)
+def git_commit(repo: Path = REPO) -> str:
+    """The commit of the code that runs: git when there is a .git; else $WORKBENCH_COMMIT, else the stamp file."""
+    if not (repo / ".git").exists():
+        stamped = os.environ.get("WORKBENCH_COMMIT", "").strip()
+        stamp = repo / COMMIT_STAMP.name
+        if not stamped and stamp.is_file():
+            stamped = stamp.read_text().strip()
+        return stamped or "unknown"
     try:
-        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+        out = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short=12", "HEAD"], capture_output=True,
                              text=True, timeout=10)
         commit = out.stdout.strip() or "unknown"
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=10).stdout.strip()
         return commit + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
@@ -192,42 +205,92 @@ def measurement_row(kernel: str, env: dict, gpu_ns, *, host_ns=None, bytes_moved
 
 
 class ResultsWriter:
-    """Writes rows as they come (CSV, flushed per row) so an interrupted run keeps what it finished; `close()`
-    adds the Parquet file and a JSON of metadata beside it."""
+    """Writes rows as they come so an interrupted run keeps what it finished.
+
+    Each row is appended to the CSV, flushed and fsynced (SIGKILL loses at most the row in flight); the Parquet file
+    and the JSON of metadata are rewritten beside it after every row through a temporary file and a rename, so the
+    three always agree and are never half-written. Files of an earlier run with the same stem are removed first."""
 
     def __init__(self, path_stem, metadata: dict | None = None):
         self.stem = Path(path_stem)
         self.stem.parent.mkdir(parents=True, exist_ok=True)
         self.csv_path = self.stem.with_suffix(".csv")
+        self.parquet_path = self.stem.with_suffix(".parquet")
+        self.json_path = self.stem.with_suffix(".json")
         self.metadata = dict(metadata or {})
         self.rows: list[dict] = []
-        if self.csv_path.exists():
-            self.csv_path.unlink()
+        self._columns: list[str] = []
+        for path in (self.csv_path, self.parquet_path, self.json_path):
+            path.unlink(missing_ok=True)
+        OPEN_WRITERS.append(self)
 
     def append(self, row: dict) -> None:
+        with _sigint_deferred():  # a Ctrl-C lands after the row is on disk, not half-way through it
+            self._append(row)
+
+    def _append(self, row: dict) -> None:
         self.rows.append(row)
-        # Rewrite the whole CSV: columns may grow as rows arrive; tables here are small.
-        tmp = self.csv_path.with_suffix(".csv.tmp")
-        pd.DataFrame(self.rows).to_csv(tmp, index=False)
-        os.replace(tmp, self.csv_path)
+        new_columns = [c for c in row if c not in self._columns]
+        if new_columns and self._columns:  # columns grew: rewrite the whole CSV atomically
+            self._columns += new_columns
+            table = pd.DataFrame(self.rows, columns=self._columns)
+            _atomic_write(self.csv_path, lambda p: table.to_csv(p, index=False))
+        else:
+            header = not self._columns
+            self._columns += new_columns
+            with open(self.csv_path, "a") as out:
+                pd.DataFrame([row], columns=self._columns).to_csv(out, index=False, header=header)
+                out.flush()
+                os.fsync(out.fileno())
+        self._write_companions()
 
     def frame(self) -> pd.DataFrame:
-        return pd.DataFrame(self.rows)
+        return pd.DataFrame(self.rows, columns=self._columns or None)
 
-    def close(self) -> pd.DataFrame:
+    def _write_companions(self) -> pd.DataFrame:
         df = self.frame()
         if len(df):
-            df.to_parquet(self.stem.with_suffix(".parquet"), index=False)
+            _atomic_write(self.parquet_path, lambda p: df.to_parquet(p, index=False))
         meta = {**self.metadata, "rows": len(df), "columns": list(df.columns),
                 "written": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-        self.stem.with_suffix(".json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+        _atomic_write(self.json_path, lambda p: p.write_text(json.dumps(meta, indent=2, default=str) + "\n"))
         return df
+
+    def close(self) -> pd.DataFrame:
+        if self in OPEN_WRITERS:
+            OPEN_WRITERS.remove(self)
+        return self._write_companions()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
+
+
+OPEN_WRITERS: list[ResultsWriter] = []  # writers of this process not closed yet (the CLI reports them on Ctrl-C)
+
+
+@contextlib.contextmanager
+def _sigint_deferred():
+    can_block = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+    if can_block:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        if can_block:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _atomic_write(path: Path, write) -> None:
+    """write(temp_path), then rename over `path`: readers see the old file or the new one, never half of one."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(temp)
+        os.replace(temp, path)
+    finally:
+        temp.unlink(missing_ok=True)
 
 
 def progress(iterable, desc: str, total: int | None = None, enabled: bool = True):
@@ -258,9 +321,17 @@ def suite(name: str):
     return getattr(importlib.import_module(module), function)
 
 
+def results_folder_name(device_name: str) -> str:
+    """The one naming rule for results folders: the device's name without its parenthesised details, every run of
+    other characters than letters, digits, '.' and '-' made one '_' ("llvmpipe (LLVM 15.0.6, 256 bits)" →
+    "llvmpipe", "NVIDIA H200" → "NVIDIA_H200")."""
+    import re
+    name = re.sub(r"\([^)]*\)", " ", device_name)
+    return re.sub(r"[^A-Za-z0-9.-]+", "_", name).strip("_") or "device"
+
+
 def default_results_dir(device) -> Path:
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in device.info.name).strip("_")
-    return REPO / "data" / safe
+    return REPO / "data" / results_folder_name(device.info.name)
 
 
 # --- the copy roofline -------------------------------------------------------------------------------------------
@@ -363,6 +434,21 @@ def peak_copy_gbps(df: pd.DataFrame) -> float:
     return float(vulkan_rows[vulkan_rows["size_mib"] == largest]["GB/s"].max())
 
 
+def pipeline_churn_rows(device, env: dict, cycles: int = 100) -> list[dict]:
+    """RSS growth per 100 create/close cycles of the copy pipeline: workbench.vk (re-uses closed pipelines) next
+    to the bare `vulkan` binding (what the driver itself keeps per compiled pipeline)."""
+    from .churn import measure
+    rows = []
+    for mode, what in (("workbench", "pipeline churn: same pipeline through workbench.vk"),
+                       ("bare", "pipeline churn: same pipeline through the bare vulkan binding")):
+        start = time.perf_counter_ns()
+        m = measure(mode, cycles, warmup=10, device=device)
+        rows.append({"what": what, "dispatches": 0, "cycles": cycles,
+                     "host_median_us": (time.perf_counter_ns() - start) / cycles / 1e3, "gpu_median_us": np.nan,
+                     "rss_kib_per_100_pipelines": m["rss_growth_kib"] * 100 / cycles, **env})
+    return rows
+
+
 def bench_dispatch_overhead(device, dispatches: int = 200) -> pd.DataFrame:
     """Host cost of the runtime: one tiny dispatch submitted and waited for (dev.run), and the per-dispatch
     share of a recording of many tiny dispatches."""
@@ -403,6 +489,7 @@ def bench_dispatch_overhead(device, dispatches: int = 200) -> pd.DataFrame:
                      "gpu_median_us": rec.gpu_ns / dispatches / 1e3, **env})
         rows.append({"what": "recording: per dispatch, collecting commands only", "dispatches": dispatches,
                      "host_median_us": (t1 - t0) / dispatches / 1e3, "gpu_median_us": np.nan, **env})
+        rows.extend(pipeline_churn_rows(device, env))
     finally:
         src.close()
         dst.close()

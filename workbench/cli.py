@@ -37,9 +37,32 @@ def cmd_devices(args) -> int:
     return 0
 
 
+_RESULTS_DIRS: list[Path] = []  # where this command writes (reported on Ctrl-C)
+
+
 def _results_dir(args, device) -> Path:
     from .bench import default_results_dir
-    return Path(args.out) if args.out else default_results_dir(device)
+    out = Path(args.out) if args.out else default_results_dir(device)
+    _RESULTS_DIRS.append(out)
+    return out
+
+
+def _interrupted(since: float) -> int:
+    """One line on Ctrl-C: how many finished rows the CSVs written by this command hold, and where."""
+    import pandas as pd
+    rows, files = 0, []
+    for folder in dict.fromkeys(_RESULTS_DIRS):
+        for csv in sorted(folder.glob("*.csv")) if folder.is_dir() else ():
+            if csv.stat().st_mtime >= since:
+                try:
+                    rows += len(pd.read_csv(csv))
+                except (pd.errors.EmptyDataError, OSError):
+                    continue
+                files.append(csv.name)
+    where = ", ".join(str(f) for f in dict.fromkeys(_RESULTS_DIRS)) or "no results folder"
+    print(f"interrupted: {rows} rows kept in {where}" + (f" ({', '.join(files)})" if files else ""),
+          file=sys.stderr)
+    return 130
 
 
 def cmd_bench(args) -> int:
@@ -48,7 +71,11 @@ def cmd_bench(args) -> int:
     out = _results_dir(args, device)
     if args.suite == "overhead":
         df = bench.bench_dispatch_overhead(device)
-        print(_table(df, ["what", "dispatches", "host_median_us", "gpu_median_us"]))
+        print(_table(df, ["what", "dispatches", "host_median_us", "gpu_median_us", "rss_kib_per_100_pipelines"]))
+        with bench.ResultsWriter(out / "overhead", bench.environment(device)) as writer:
+            for row in df.to_dict("records"):
+                writer.append(row)
+        print(f"{len(df)} rows in {writer.csv_path} (+ .parquet, .json)")
         return 0
     if args.suite == "copy" and args.sizes:
         sizes = [float(s) for s in args.sizes.split(",")]
@@ -269,9 +296,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    import time
     args = build_parser().parse_args(argv)
+    since = time.time() - 1  # file mtimes have coarse resolution on some filesystems
+    _RESULTS_DIRS.clear()
     try:
         return args.fn(args)
+    except KeyboardInterrupt:
+        return _interrupted(since)
     except Exception as exc:  # a clear one-line error, not a traceback, for expected failures
         from .etvk import UnknownKernelError
         from .shaders import ShaderCompileError

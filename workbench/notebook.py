@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -49,12 +50,13 @@ def metadata() -> dict:
 
 def export(df, name: str, **extra) -> dict:
     """Write a DataFrame as CSV and Parquet with a JSON of metadata beside it; returns the paths."""
+    from .bench import _atomic_write  # each file whole or not at all (a Ctrl-C or a kill mid-export)
     folder = results_dir()
     stem = folder / name
-    df.to_csv(stem.with_suffix(".csv"), index=False)
-    df.to_parquet(stem.with_suffix(".parquet"), index=False)
     meta = {**metadata(), **extra, "rows": len(df), "columns": [str(c) for c in df.columns]}
-    stem.with_suffix(".json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    _atomic_write(stem.with_suffix(".csv"), lambda p: df.to_csv(p, index=False))
+    _atomic_write(stem.with_suffix(".parquet"), lambda p: df.to_parquet(p, index=False))
+    _atomic_write(stem.with_suffix(".json"), lambda p: p.write_text(json.dumps(meta, indent=2, default=str) + "\n"))
     return {"csv": stem.with_suffix(".csv"), "parquet": stem.with_suffix(".parquet"),
             "json": stem.with_suffix(".json")}
 
@@ -109,20 +111,53 @@ def execute(path, *, parameters: dict | None = None, extra_cells=(), timeout: in
     inject_parameters(notebook, parameters or {})
     for source in extra_cells:
         notebook.cells.append(nbformat.v4.new_code_cell(source))
-    client = NotebookClient(notebook, timeout=timeout, kernel_name=kernel_name,
-                            resources={"metadata": {"path": str(path.parent)}})
-    try:
-        client.execute()
-    except Exception as exc:  # keep what ran (outputs up to the failing cell) for the caller to save
-        exc.notebook = notebook
-        raise
+    import tempfile
+
+    from jupyter_client.manager import KernelManager
+    with tempfile.TemporaryDirectory(prefix="workbench-kernel-") as sockets:
+        # IPC sockets (local files) instead of TCP: nothing leaves the machine, and ipykernel has no reason to
+        # warn "Kernel is running over TCP without encryption" on every run
+        km = KernelManager(kernel_name=kernel_name, transport="ipc", ip=str(Path(sockets) / "kernel"))
+        client = NotebookClient(notebook, timeout=timeout, kernel_name=kernel_name, km=km,
+                                resources={"metadata": {"path": str(path.parent)}})
+        # nbclient runs its own asyncio loop, which turns a Ctrl-C into a cancelled cell and carries on; run it in a
+        # thread so the Ctrl-C reaches us: then end the kernel and stop
+        failure = []
+
+        def work():
+            try:
+                client.execute()
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+                failure.append(exc)
+        worker = threading.Thread(target=work, name=f"notebook {path.name}", daemon=True)
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(0.2)
+        except KeyboardInterrupt as interrupt:
+            _kill_kernel(km)
+            worker.join(30)
+            interrupt.notebook = notebook
+            raise
+        finally:
+            if km.has_kernel:  # nbclient leaves a kernel it did not start running: end it before its sockets go
+                km.shutdown_kernel(now=not worker.is_alive() and bool(failure))
+        if failure:  # keep what ran (outputs up to the failing cell) for the caller to save
+            failure[0].notebook = notebook
+            raise failure[0]
     return notebook
+
+
+def _kill_kernel(km) -> None:
+    process = getattr(getattr(km, "provisioner", None), "process", None)
+    if process is not None and process.poll() is None:
+        process.kill()
 
 
 def run_all(results: Path, *, full: bool = True, selection=None, show_progress: bool = True) -> list[dict]:
     """The main job's notebook part: execute every notebook with its full parameters, save the executed
-    notebooks (with outputs) under results/notebooks/, and return one summary row per notebook."""
-    import nbformat
+    notebooks (with outputs) under results/notebooks/, and return one summary row per notebook. Ctrl-C saves
+    what ran of the current notebook and raises KeyboardInterrupt."""
     results = Path(results)
     (results / "notebooks").mkdir(parents=True, exist_ok=True)
     chosen = [p for p in notebooks() if not selection or any(s in p.name for s in selection)]
@@ -132,19 +167,29 @@ def run_all(results: Path, *, full: bool = True, selection=None, show_progress: 
         from tqdm.auto import tqdm
         iterator = tqdm(chosen, desc="notebooks", unit="nb")
     for path in iterator:
-        if show_progress:
-            iterator.set_postfix_str(path.name)
-        before = {p: p.stat().st_mtime for p in results.glob("*") if p.is_file()}
-        start = time.perf_counter()
-        status = "ok"
-        try:
-            executed = execute(path, parameters={"FULL": full, "RESULTS_DIR": str(results.resolve())})
-        except Exception as exc:  # keep going: one broken notebook must not hide the others' results
-            status = f"failed: {type(exc).__name__}: {str(exc).splitlines()[-1] if str(exc) else ''}"
-            executed = getattr(exc, "notebook", None)
-        if executed is not None:
-            nbformat.write(executed, results / "notebooks" / path.name)
-        written = sorted(p.name for p in results.glob("*") if p.is_file() and before.get(p) != p.stat().st_mtime)
-        summary.append({"notebook": path.name, "status": status, "seconds": round(time.perf_counter() - start, 1),
-                        "files": written})
+        _run_one(path, results, full, summary, iterator if show_progress else None)
     return summary
+
+
+def _run_one(path, results, full, summary, bar):
+    """Execute one notebook, save it executed (whatever ran) and add its summary row."""
+    import nbformat
+    if bar is not None:
+        bar.set_postfix_str(path.name)
+    before = {p: p.stat().st_mtime for p in results.glob("*") if p.is_file()}
+    start = time.perf_counter()
+    status = "ok"
+    try:
+        executed = execute(path, parameters={"FULL": full, "RESULTS_DIR": str(results.resolve())})
+    except Exception as exc:  # keep going: one broken notebook must not hide the others' results
+        status = f"failed: {type(exc).__name__}: {str(exc).splitlines()[-1] if str(exc) else ''}"
+        executed = getattr(exc, "notebook", None)
+    except KeyboardInterrupt as exc:  # save what ran, then stop
+        if getattr(exc, "notebook", None) is not None:
+            nbformat.write(exc.notebook, results / "notebooks" / path.name)
+        raise
+    if executed is not None:
+        nbformat.write(executed, results / "notebooks" / path.name)
+    written = sorted(p.name for p in results.glob("*") if p.is_file() and before.get(p) != p.stat().st_mtime)
+    summary.append({"notebook": path.name, "status": status, "seconds": round(time.perf_counter() - start, 1),
+                    "files": written})

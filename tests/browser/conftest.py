@@ -41,6 +41,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--
 ARTIFACTS = nb.REPO / "test-artifacts" / "browser"
 SERVER_START_S = 90
 TEST_DEADLINE_S = 150
+VALIDATION_LOG = ARTIFACTS / "validation.log"  # what the validation layer said in the lab's kernels
 
 SETTINGS = {  # JUPYTERLAB_SETTINGS_DIR/<extension>/<plugin>.jupyterlab-settings
     "@jupyterlab/notebook-extension/tracker": {"autoStartDefaultKernel": True, "windowingMode": "none"},
@@ -234,6 +235,8 @@ def chromium() -> str:
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory, chromium):  # no server when there is no browser to drive it
     base = tmp_path_factory.mktemp("lab")
+    VALIDATION_LOG.parent.mkdir(parents=True, exist_ok=True)
+    VALIDATION_LOG.unlink(missing_ok=True)
     root = base / "root"
     shutil.copytree(nb.NOTEBOOK_DIR, root, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
     settings = base / "settings"
@@ -246,7 +249,8 @@ def lab(tmp_path_factory, chromium):  # no server when there is no browser to dr
     env.update(JUPYTERLAB_SETTINGS_DIR=str(settings), JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"),
                JUPYTER_CONFIG_DIR=str(base / "config"), JUPYTER_DATA_DIR=str(base / "data"),
                JUPYTER_RUNTIME_DIR=str(base / "runtime"), WORKBENCH_RESULTS_DIR=str(base / "results"),
-               PYTHONUNBUFFERED="1", WORKBENCH_VALIDATION="0")  # test_notebooks.py covers the validation layer
+               PYTHONUNBUFFERED="1", WORKBENCH_VALIDATION="1",  # kernels run with the layer on, as the suite does
+               WORKBENCH_VALIDATION_LOG=str(VALIDATION_LOG))    # …and write what it says where tests read it
     port, token = _free_port(), secrets.token_hex(16)
     log = base / "server.log"
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
@@ -305,11 +309,15 @@ def page(browser, lab):
     context = browser.new_context(viewport={"width": 1400, "height": 1500})
     context.set_default_timeout(60_000)
     page = context.new_page()
+    seen = VALIDATION_LOG.stat().st_size if VALIDATION_LOG.exists() else 0
     try:
         yield page
     finally:
         context.close()
         lab.shutdown_sessions()  # free this test's kernel
+    said = VALIDATION_LOG.read_text(errors="replace")[seen:] if VALIDATION_LOG.exists() else ""
+    if said:
+        pytest.fail("validation layer reported in the lab's kernel:\n" + said[-4000:], pytrace=False)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ return CPU torch tensors in NCHW.
 Ops live in modules named after their family (never after an op, which the submodule would shadow); names are
 resolved on first use so that importing `workbench.ops` stays cheap.
 """
+import functools
 import importlib
 
 _OPS = {
@@ -23,9 +24,26 @@ def __getattr__(name):
     module = _OPS.get(name)
     if module is None:
         raise AttributeError(f"workbench.ops has no op {name!r}; ops: {sorted(_OPS)}")
-    fn = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    fn = _cpu_tensors_only(getattr(importlib.import_module(f"{__name__}.{module}"), name))
     globals()[name] = fn  # later lookups skip __getattr__
     return fn
+
+
+def _cpu_tensors_only(fn):
+    """Ops take CPU tensors: a `meta` or CUDA tensor gets a TypeError naming the argument, before any work."""
+    import inspect
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def op(*args, **kwargs):
+        import torch
+        bound = signature.bind_partial(*args, **kwargs)
+        for arg, value in bound.arguments.items():
+            if isinstance(value, torch.Tensor) and value.device.type != "cpu":
+                raise TypeError(f"{fn.__name__}: {arg} must be a CPU tensor (the op uploads it to the Vulkan "
+                                f"device itself), got a tensor on {value.device}")
+        return fn(*args, **kwargs)
+    return op
 
 
 def __dir__():

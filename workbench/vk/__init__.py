@@ -5,12 +5,12 @@ images), spirv.py (reflection), pipeline.py (compute pipelines, statistics), rec
 """
 from .context import Device, get_device, set_device
 from .device import DeviceInfo, instance, list_devices, select_device
-from .errors import (BindingError, DeviceNotFoundError, FenceTimeoutError, MissingFeatureError, ValidationError,
+from .errors import (BindingError, ClosedError, DeviceNotFoundError, FenceTimeoutError, MissingFeatureError, ValidationError,
                      VulkanError)
 from .memory import Buffer, Image
 from .pipeline import Pipeline
 from .recording import DispatchTiming, Recording
 
 __all__ = ["Device", "get_device", "set_device", "DeviceInfo", "instance", "list_devices", "select_device",
-           "BindingError", "DeviceNotFoundError", "FenceTimeoutError", "MissingFeatureError", "ValidationError",
+           "BindingError", "ClosedError", "DeviceNotFoundError", "FenceTimeoutError", "MissingFeatureError", "ValidationError",
            "VulkanError", "Buffer", "Image", "Pipeline", "DispatchTiming", "Recording"]

@@ -2,14 +2,18 @@
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 
 import vulkan as vk
 
 from . import device as devmod
-from .errors import FenceTimeoutError, MissingFeatureError
+from .errors import ClosedError, FenceTimeoutError, MissingFeatureError
 from .memory import Buffer, Image
-from .pipeline import Pipeline
+from .pipeline import Pipeline, destroy_pipeline_objects
 from .recording import Recording, fence_timeout_s
+
+
+PARKED_PIPELINES = 64  # closed pipelines a device keeps for re-use (lavapipe leaks ~100 KiB per compile)
 
 
 class Device:
@@ -23,6 +27,8 @@ class Device:
         self._live: dict[int, object] = {}
         self._samplers: dict[int, object] = {}
         self._lock = threading.Lock()
+        # Closed pipelines kept for re-use, newest last (see Pipeline.__init__): key -> Vulkan objects.
+        self._parked: OrderedDict[tuple, list] = OrderedDict()
 
         families = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical_device)
         # Prefer a compute queue with timestamps: the measurements depend on them.
@@ -93,9 +99,37 @@ class Device:
         with self._lock:
             self._live.pop(id(obj), None)
 
+    def _park_pipeline(self, key, objects) -> None:
+        with self._lock:
+            self._parked.setdefault(key, []).append(objects)
+            self._parked.move_to_end(key)
+            evicted = []
+            while sum(len(v) for v in self._parked.values()) > PARKED_PIPELINES:
+                _, stack = next(iter(self._parked.items()))
+                evicted.append(stack.pop(0))
+                if not stack:
+                    self._parked.popitem(last=False)
+        for objects in evicted:
+            destroy_pipeline_objects(self.handle, objects)
+
+    def _unpark_pipeline(self, key):
+        with self._lock:
+            stack = self._parked.get(key)
+            if not stack:
+                return None
+            objects = stack.pop()
+            if not stack:
+                del self._parked[key]
+            return objects
+
     def live_objects(self) -> int:
         """Objects made by this device and not yet closed (buffers, images, pipelines, recordings)."""
         return len(self._live)
+
+    def check_open(self, what: str = "use") -> None:
+        if self.handle is None:
+            raise ClosedError(f"cannot {what}: device {self.info.name!r} is closed (make a new one, or "
+                              "vk.get_device() for the current one)")
 
     @property
     def validation_messages(self) -> list[str]:
@@ -110,6 +144,7 @@ class Device:
     # --- factories -------------------------------------------------------------------------------------------
     def buffer(self, data=None, *, nbytes: int | None = None, name: str = "") -> Buffer:
         """A storage buffer holding `data` (numpy / torch CPU / bytes), or a zero-filled one of `nbytes`."""
+        self.check_open("create a buffer")
         if (data is None) == (nbytes is None):
             raise ValueError("give either data or nbytes")
         if data is None:
@@ -119,12 +154,14 @@ class Device:
         return Buffer(self, max(array.nbytes, 1), name=name).upload(array)
 
     def uniform(self, data, name: str = "") -> Buffer:
+        self.check_open("create a uniform buffer")
         from .memory import as_numpy
         array = as_numpy(data)
         return Buffer(self, array.nbytes, uniform=True, name=name).upload(array)
 
     def image(self, extent, fmt: str = "rgba32f", name: str = "") -> Image:
         """A 2-D ((x, y)) or 3-D ((x, y, z)) image, bindable as a storage image and as a sampled image."""
+        self.check_open("create an image")
         return Image(self, extent, fmt, name=name)
 
     def sampler(self, dims: int):
@@ -144,10 +181,12 @@ class Device:
 
     def pipeline(self, spirv, *, spec_constants=None, local_size=None, capture_statistics=False,
                  name: str = "kernel") -> Pipeline:
+        self.check_open("create a pipeline")
         return Pipeline(self, spirv, spec_constants=spec_constants, local_size=local_size,
                         capture_statistics=capture_statistics, name=name)
 
     def record(self, label: str = "", timestamps: bool = True) -> Recording:
+        self.check_open("record")
         rec = Recording(self, label, timestamps)
         self._track(rec)
         return rec
@@ -252,6 +291,10 @@ class Device:
         for sampler in self._samplers.values():
             vk.vkDestroySampler(self.handle, sampler, None)
         self._samplers.clear()
+        for stack in self._parked.values():
+            for objects in stack:
+                destroy_pipeline_objects(self.handle, objects)
+        self._parked.clear()
         vk.vkDestroyCommandPool(self.handle, self.command_pool, None)
         vk.vkDestroyDevice(self.handle, None)
         self.handle = None

@@ -21,5 +21,9 @@ class FenceTimeoutError(VulkanError):
     pass
 
 
+class ClosedError(VulkanError):
+    """A closed object (device, buffer, image, pipeline, recording) was used."""
+
+
 class ValidationError(VulkanError):
     """The Khronos validation layer reported something."""

@@ -33,6 +33,14 @@ def as_numpy(data) -> np.ndarray:
     raise TypeError(f"expected a numpy array, a torch CPU tensor or bytes, got {type(data).__name__}")
 
 
+def check_open(obj, what: str) -> None:
+    """A clear error for a closed buffer or image (or one whose device was closed)."""
+    from .errors import ClosedError
+    if obj.handle is None:
+        raise ClosedError(f"cannot {what} {obj!r}: it is closed")
+    obj.device.check_open(f"{what} {obj!r}")
+
+
 def _memory_type(device, requirements, wanted: int, fallback: int) -> tuple[int, int]:
     props = device.memory_properties
     for flags in (wanted, fallback):
@@ -79,6 +87,7 @@ class Buffer:
         return f"Buffer({self.name or 'unnamed'}, {self.nbytes} B{', uniform' if self.uniform else ''})"
 
     def upload(self, data, offset: int = 0) -> "Buffer":
+        check_open(self, "upload to")
         raw = as_numpy(data).reshape(-1).view(np.uint8)
         if offset < 0 or offset + raw.nbytes > self.nbytes:
             raise ValueError(f"upload of {raw.nbytes} B at offset {offset} does not fit buffer "
@@ -93,6 +102,7 @@ class Buffer:
 
     def download(self, dtype=np.uint8, shape=None) -> np.ndarray:
         """The buffer's content as a new numpy array of `dtype` (and `shape`, whose size must fit exactly)."""
+        check_open(self, "download from")
         dtype = np.dtype(dtype)
         if shape is None:
             if self.nbytes % dtype.itemsize:
@@ -203,6 +213,7 @@ class Image:
         return f"Image({self.name or 'unnamed'}, {self.extent}, {self.format})"
 
     def upload(self, data) -> "Image":
+        check_open(self, "upload to")
         array = as_numpy(data)
         if array.shape != self.shape or array.dtype != self.dtype:
             raise ValueError(f"image {self.name or ''} expects an array of shape {self.shape} "
@@ -214,6 +225,7 @@ class Image:
         return self
 
     def download(self) -> np.ndarray:
+        check_open(self, "download from")
         with Buffer(self.device, self.nbytes, host_visible=True, name="staging") as staging:
             self.device.copy_image(staging, self, to_image=False)
             return staging.download(self.dtype, self.shape)

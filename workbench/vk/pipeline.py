@@ -6,7 +6,7 @@ import struct
 import vulkan as vk
 
 from . import spirv as sp
-from .errors import BindingError, MissingFeatureError
+from .errors import BindingError, ClosedError, MissingFeatureError
 
 DESCRIPTOR_TYPES = {
     sp.STORAGE_BUFFER: vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
@@ -72,6 +72,15 @@ class Pipeline:
             raise BindingError(f"{name}: push constants of {self.push_constant_size} B exceed the device's {limit} B")
 
         handle = device.handle
+        # lavapipe never frees a compiled pipeline's JIT code (~100 KiB each, tools/pipeline_churn.py): re-use a
+        # closed pipeline with the same code and constants instead of compiling it again.
+        self._reuse_key = (bytes(code), tuple(sorted(self.spec_constants.items())), self.local_size,
+                           capture_statistics)
+        parked = device._unpark_pipeline(self._reuse_key)
+        if parked is not None:
+            self.set_layout, self.layout, self.module, self.handle = parked
+            device._track(self)
+            return
         layout_bindings = [vk.VkDescriptorSetLayoutBinding(binding=b.binding, descriptorType=DESCRIPTOR_TYPES[b.kind],
                                                            descriptorCount=1,
                                                            stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
@@ -136,6 +145,8 @@ class Pipeline:
         """Every statistic the driver reports for this pipeline's executables, name → value.
 
         With several executables (rare for compute) names get the executable's name as a prefix."""
+        if self.handle is None:
+            raise ClosedError(f"{self.name}: cannot read statistics of a closed pipeline")
         if not self.capture_statistics:
             raise RuntimeError(f"{self.name}: create the pipeline with capture_statistics=True to read statistics")
         executables = _enumerate(self.device, "vkGetPipelineExecutablePropertiesKHR",
@@ -157,6 +168,8 @@ class Pipeline:
 
     def check_resources(self, resources) -> None:
         from .memory import Buffer, Image
+        if self.handle is None:
+            raise ClosedError(f"{self.name}: the pipeline is closed; create it again to dispatch it")
         if len(resources) != len(self.bindings):
             expected = ", ".join(f"{b.binding}:{b.name} ({b.kind})" for b in self.bindings)
             raise BindingError(f"{self.name}: expected {len(self.bindings)} resources [{expected}], "
@@ -184,13 +197,10 @@ class Pipeline:
     def close(self):
         if self.handle is None:
             return
-        handle = self.device.handle
-        vk.vkDestroyPipeline(handle, self.handle, None)
-        vk.vkDestroyShaderModule(handle, self.module, None)
-        vk.vkDestroyPipelineLayout(handle, self.layout, None)
-        vk.vkDestroyDescriptorSetLayout(handle, self.set_layout, None)
+        objects = (self.set_layout, self.layout, self.module, self.handle)
         self.handle = None
         self.device._untrack(self)
+        self.device._park_pipeline(self._reuse_key, objects)
 
     def __enter__(self):
         return self
@@ -227,3 +237,11 @@ def _statistic_value(stat):
     if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
         return int(stat.value.u64)
     return float(stat.value.f64)
+
+
+def destroy_pipeline_objects(device_handle, objects) -> None:
+    set_layout, layout, module, pipeline = objects
+    vk.vkDestroyPipeline(device_handle, pipeline, None)
+    vk.vkDestroyShaderModule(device_handle, module, None)
+    vk.vkDestroyPipelineLayout(device_handle, layout, None)
+    vk.vkDestroyDescriptorSetLayout(device_handle, set_layout, None)

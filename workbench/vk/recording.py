@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import vulkan as vk
 
-from .errors import FenceTimeoutError
+from .errors import BindingError, ClosedError, FenceTimeoutError
 from .memory import Buffer, Image
 from .pipeline import DESCRIPTOR_TYPES, Pipeline
 from .spirv import COMBINED_IMAGE_SAMPLER
@@ -72,9 +72,17 @@ class Recording:
         self._built = False
         self._pool = self._query_pool = self._cmd = self._fence = None
         self._stuck = False
+        self._closed = False
+
+    def _check_usable(self, what: str) -> None:
+        if self._closed:
+            raise ClosedError(f"recording {self.label!r} is closed (its with-block ended): cannot {what}; "
+                              "keep the submits inside the with-block, or record again")
+        self.device.check_open(what)
 
     # --- collecting commands -------------------------------------------------------------------------------
     def dispatch(self, pipeline: Pipeline, resources, global_size, push_constants=b"", label: str | None = None):
+        self._check_usable("dispatch")
         if self._built:
             raise RuntimeError("this recording was already submitted; make a new one to add commands")
         pipeline.check_resources(list(resources))
@@ -91,6 +99,13 @@ class Recording:
         return self
 
     def copy(self, src: Buffer, dst: Buffer, nbytes: int | None = None, label: str = "copy"):
+        self._check_usable("copy")
+        if self._built:
+            raise RuntimeError("this recording was already submitted; make a new one to add commands")
+        for b in (src, dst):
+            if not isinstance(b, Buffer) or b.handle is None:
+                raise BindingError(f"copy needs two open buffers, got {b!r}"
+                                   + (" (closed)" if isinstance(b, Buffer) else ""))
         nbytes = min(src.nbytes, dst.nbytes) if nbytes is None else int(nbytes)
         if nbytes > src.nbytes or nbytes > dst.nbytes:
             raise ValueError(f"copy of {nbytes} B between buffers of {src.nbytes} B and {dst.nbytes} B")
@@ -159,8 +174,10 @@ class Recording:
 
     def submit(self, timeout_s: float | None = None) -> list[DispatchTiming]:
         """Run the recorded commands once and wait; returns (and keeps in .timings) one timing per command."""
+        self._check_usable("submit")
         if self._stuck:
             raise FenceTimeoutError("this recording timed out earlier; its command buffer may still be running")
+        self._check_resources_open()
         if not self._built:
             self._build()
         dev = self.device
@@ -173,6 +190,14 @@ class Recording:
         self.host_ns = time.perf_counter_ns() - start
         self.timings = self._read_timings()
         return self.timings
+
+    def _check_resources_open(self) -> None:
+        for c in self.commands:
+            used = ((c.pipeline,) if c.pipeline else ()) + tuple(c.resources) + tuple(r for r in (c.src, c.dst) if r)
+            closed = [r for r in used if r.handle is None]
+            if closed:
+                raise ClosedError(f"recording {self.label!r}: {c.label} uses {closed[0]!r}, closed since it was "
+                                  "recorded")
 
     def _mark_stuck(self):
         self._stuck = True
@@ -207,6 +232,9 @@ class Recording:
         return float(sum(t.gpu_ns for t in self.timings))
 
     def close(self):
+        if self._closed or self.device.handle is None:
+            self._closed = True
+            return
         if self._stuck:
             try:
                 vk.vkGetFenceStatus(self.device.handle, self._fence)  # raises VkNotReady while still running
@@ -223,6 +251,7 @@ class Recording:
         if self._pool is not None:
             vk.vkDestroyDescriptorPool(handle, self._pool, None)
         self._fence = self._cmd = self._query_pool = self._pool = None
+        self._closed = True
         self.device._untrack(self)
 
     def __enter__(self):
