@@ -24,7 +24,7 @@ import pandas as pd
 
 from .. import adreno, etvk
 from ..etvk.run import INSTRUCTIONS, REGISTERS
-from ..etvk.source import ENV_VAR
+from ..etvk.codegen import ENV_VAR
 from ..kernels import conv_pw as K
 from ..kernels import pixel_shuffle as ps
 from ..shaders import compile_shader
