@@ -58,9 +58,13 @@ def goals(folder, roofs: dict | None = None) -> pd.DataFrame:
         if (coop["status"] == "skipped").any():
             add(f"cooperative matrix: {coop['reason'].iloc[0]}", math.nan, "")
         elif "GOP/s" in coop:
-            probes = coop[(coop["kernel"] == "coopmat peak") & coop["GOP/s"].notna()]
+            # only results that matched the host count: a wrong result measured nothing
+            probes = coop[(coop["kernel"] == "coopmat peak") & coop["GOP/s"].notna() & (coop["status"] == "ok")]
             gemm = coop[(coop["kernel"] == "coopmat gemm") & coop["method"].astype(str).str.startswith("vulkan")
-                        & coop["GOP/s"].notna()]
+                        & coop["GOP/s"].notna() & (coop["status"] == "ok")]
+            if not len(probes) and (coop["status"] == "WRONG").any():
+                add("int8 cooperative-matrix probe: every result wrong, no roof", math.nan, "GOP/s",
+                    GOALS["mma_probe_GOPs"])
             if len(probes):
                 probe = probes["GOP/s"].max()
                 add("int8 cooperative-matrix probe", probe, "GOP/s", GOALS["mma_probe_GOPs"])

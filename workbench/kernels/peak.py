@@ -207,6 +207,8 @@ def roofs(copy_df: pd.DataFrame, peak_df: pd.DataFrame, mma_df: pd.DataFrame | N
     mma = math.nan
     if mma_df is not None and len(mma_df) and "GOP/s" in mma_df:
         probes = mma_df[mma_df.get("kernel") == "coopmat peak"] if "kernel" in mma_df else mma_df
+        if "status" in probes:  # a probe whose results were wrong measured nothing: it is no roof
+            probes = probes[probes["status"] == "ok"]
         mma = float(probes["GOP/s"].max()) if len(probes) else math.nan
     return {"copy_GBps": peak_copy_gbps(copy_df), "int8_GOPs": best.get("int8_dot", math.nan),
             "int8_sat_GOPs": sat, "int8_wrap_GOPs": wrap, "fp32_GFLOPs": best.get("fp32_fma", math.nan),
