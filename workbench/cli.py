@@ -116,6 +116,10 @@ def cmd_roofline_check(args) -> int:
     if len(table):
         print("\n== goals")
         print(_table(table))
+    if args.png:
+        from .viz.roofline import folder_figure
+        folder_figure(args.out, roofs, device=args.device_name or "").savefig(args.png, dpi=110)
+        print(f"wrote {args.png}")
     above = checked[checked["above"]]
     if len(above):
         print(f"ROOFLINE CHECK FAILED: {len(above)} of {len(checked)} rows above their roof")
@@ -251,6 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_bench)
     p = sub.add_parser("roofline-check", help="check that no kernel row of a results folder beats its roof")
     p.add_argument("--out", required=True, help="results folder (peak.csv, conv_pw.csv, coopmat.csv)")
+    p.add_argument("--png", help="also draw the folder's roofline chart into this PNG file")
+    p.add_argument("--device-name", help="the device's name for the chart's title")
     p.set_defaults(fn=cmd_roofline_check)
     p = sub.add_parser("sweep", help="a sweep on every Vulkan device of a Dask cluster (local by default)")
     p.add_argument("sweep", choices=["conv-pw", "pixel-shuffle"])

@@ -71,7 +71,9 @@ def bench_suite(device, writer=None, *, executorch=None, quick: bool = False, sh
     dispatches = [(g, make(g, k, **o)) for g, k, o in plan]
     # what ET-VK's fixed local size of 64 is worth for the pixel shuffle at the largest shape
     largest = max((d for _, d in dispatches if d.variant == "q8ta_pixel_shuffle"), key=lambda d: d.bytes_moved)
-    dispatches += [(gen, with_local_size(largest, local)) for local in LOCAL_SIZE_STUDY]
+    limit = device.info.max_workgroup_count
+    dispatches += [(gen, with_local_size(largest, local)) for local in LOCAL_SIZE_STUDY
+                   if all(-(-g // l) <= m for g, l, m in zip(largest.global_size, local, limit))]
     copies = bench.CopyAtTraffic(device, [d.bytes_moved for _, d in dispatches], quick=quick,
                                  show_progress=show_progress)
     rows = []

@@ -67,3 +67,39 @@ def roofline_figure(roofs: dict, compute: pd.DataFrame, movement: pd.DataFrame, 
     bx.set_xlabel("GB/s (bytes read + written)")
     bx.set_title("data movement kernels (best of each) vs copy")
     return fig
+
+
+def folder_figure(folder, roofs: dict, device: str = "") -> Figure:
+    """The roofline of a results folder written by the CLI suites (`workbench bench conv-pw | coopmat |
+    pixel-shuffle`, `workbench etvk bench`): the conv tiles per dot form, the cooperative-matrix GEMM where its
+    results were right, torch's GEMMs, and the data-movement kernels against the copy roof."""
+    from pathlib import Path
+    folder = Path(folder)
+    load = lambda name: pd.read_csv(folder / f"{name}.csv") if (folder / f"{name}.csv").exists() else None  # noqa
+    compute, movement = [], []
+    conv = load("conv_pw")
+    if conv is not None:
+        conv = conv.copy()
+        vulkan = conv["method"].astype(str).str.startswith("vulkan")
+        form = np.where(conv.get("saturate", False).astype(str) == "True", "OpSDotAccSat", "OpSDot + add")
+        conv["label"] = np.where(vulkan, "conv pw (" + pd.Series(form, index=conv.index) + ")", conv["method"])
+        compute.append(conv)
+    coop = load("coopmat")
+    if coop is not None and "GOP/s" in coop:
+        ok = coop[(coop["kernel"] == "coopmat gemm") & (coop["status"] == "ok")
+                  & coop["method"].astype(str).str.startswith("vulkan")].copy()
+        ok["label"] = "conv pw (cooperative matrix)"
+        compute.append(ok)
+    for name, impl_col in (("pixel_shuffle", "impl"), ("etvk", "impl")):
+        df = load(name)
+        if df is not None and impl_col in df:
+            df = df[df[impl_col].isin(["fused", "float", "chain", "ET-VK", "workbench"])].copy()
+            df["label"] = df[impl_col].astype(str) + " " + df.get("variant", df["kernel"]).astype(str)
+            movement.append(df)
+    points = compute_points(compute) if compute else pd.DataFrame()
+    bars = bandwidth_points(movement) if movement else pd.DataFrame()
+    coop_note = None
+    if coop is not None and not (roofs.get("int8_mma_GOPs") and np.isfinite(roofs.get("int8_mma_GOPs"))):
+        coop_note = ("cooperative matrix: results wrong on this device, no roof" if (coop["status"] == "WRONG").any()
+                     else str(coop["reason"].iloc[0]) if "reason" in coop else None)
+    return roofline_figure(roofs, points, bars, device=device, note=coop_note)
