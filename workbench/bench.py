@@ -184,6 +184,7 @@ SUITES = {
     "conv-pw": "workbench.kernels.conv_pw:bench_suite",
     "peak": "workbench.kernels.peak:bench_suite",
     "quantize-affine": "workbench.kernels.quantize_affine:bench_suite",
+    "propagation": "workbench.lowering:bench_suite",
 }
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
+import warnings
 from dataclasses import dataclass, field
 
 from ._quiet import import_quietly
@@ -258,4 +259,33 @@ def compare_settings(model, example, name: str | None = None):
     """Lower one quantized model under both identity-op settings; returns ``{setting: Lowered}``."""
     name = name or type(model).__name__
     exported = quantize(model, example, name=name)
-    return {s: lower(model, example, s, name=name, exported=copy.deepcopy(exported)) for s in IDENTITY_SETTINGS}
+    out = {}
+    for s in IDENTITY_SETTINGS:
+        with warnings.catch_warnings():     # torch's own LeafSpec deprecation, raised by deep-copying a program
+            warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+            ep = copy.deepcopy(exported)
+        out[s] = lower(model, example, s, name=name, exported=ep)
+    return out
+
+
+def bench_suite(device=None, writer=None, *, quick: bool = False, show_progress: bool = True):
+    """``workbench bench propagation``: the before/after #19395 counts from the real passes, one row per model ×
+    setting (RefineNet-like at 1×3×256×144, or 1×3×64×32 when ``quick``; the residual-add and the transition model).
+    Lowering runs on the CPU; ``device`` only names where the rows belong."""
+    import pandas as pd
+    import torch
+
+    from . import bench
+    from . import models as M
+    env = bench.environment(device) if device is not None else {}
+    cases = [("refinenet_like", M.RefineNetLike(), M.REFINENET_INPUT if not quick else (1, 3, 64, 32)),
+             ("residual_add", M.ResidualAdd(), (1, 3, 16, 16)),
+             ("float_between", M.FloatBetween(), (1, 3, 16, 8))]
+    rows = []
+    for name, model, shape in bench.progress(cases, "propagation", enabled=show_progress):
+        for setting, low in compare_settings(model, (torch.randn(shape),), name=name).items():
+            row = {**env, **low.counts(), "input": "x".join(map(str, shape))}
+            rows.append(row)
+            if writer is not None:
+                writer.append(row)
+    return pd.DataFrame(rows)

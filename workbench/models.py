@@ -5,7 +5,8 @@
   → conv 1×1, added back) → conv 1×1 (24 → 96) → ``pixel_shuffle(2)`` (the quantized pixel shuffles) → add the
   encoder feature of that resolution; a final conv 1×1 to the classes.  Input 1×3×256×144 (:data:`REFINENET_INPUT`).
 * :class:`ResidualAdd` — conv → ReLU → conv, added to the block input (a quantized add), → conv.
-* :class:`FloatBetween` — conv → ``sigmoid`` → conv: a float-only op between two quantized ops.
+* :class:`FloatBetween` — a float-only ``sigmoid`` between quantized ops, whose two users want different int8
+  layouts: the real pass inserts a transition.
 * :class:`WithUnsupported` — conv → ``cumsum`` → conv: ``cumsum`` is not an ET-VK op, so it stays on the CPU.
 """
 from __future__ import annotations
@@ -77,14 +78,19 @@ class ResidualAdd(nn.Module):
 
 
 class FloatBetween(nn.Module):
-    def __init__(self, ch: int = 16, seed: int = 2):
+    """conv → sigmoid (float) → {linear over W, max-pool 3×3} → add → conv.  The real pass gives ``q8ta_linear`` a
+    4H4W output and ``q8ta_add`` wants 4W4C: one int8 transition (a ``clone``) is inserted between them."""
+
+    def __init__(self, ch: int = 16, width: int = 8, seed: int = 2):
         super().__init__()
         self.a = nn.Conv2d(3, ch, 1)
         self.b = nn.Conv2d(ch, ch, 1)
+        self.linear = nn.Linear(width, width)
         _seeded(self, seed)
 
     def forward(self, x):
-        return self.b(torch.sigmoid(self.a(x)))
+        y = torch.sigmoid(self.a(x))
+        return self.b(self.linear(y) + nn.functional.max_pool2d(y, 3, 1, 1))
 
 
 class WithUnsupported(nn.Module):
