@@ -92,3 +92,16 @@ def test_failures_name_their_stage():
     with pytest.raises(LW.LoweringError, match="'quantize' stage") as e:
         LW.quantize(M.ResidualAdd(), (torch.randn(1, 3, 4, 4),), calibration=[(torch.randn(1, 5, 4, 4),)])
     assert e.value.stage == "quantize"
+
+
+def test_real_graph_int8_ops_run_on_the_device(device, refinenet, transitions_model):
+    """The real graphs' q8ta_pixel_shuffle / q8ta_add / int8 transitions, each at the shape, layouts and qparams the
+    real passes gave it, run with the workbench's kernels in one recording; outputs checked inside (AssertionError)."""
+    from workbench.lowered_run import run_int8_ops
+    df = run_int8_ops(transitions_model, device, repeats=1)
+    ran = df[df["kernel"].notna()]
+    assert set(ran["op"]) == {"clone", "q8ta_add"} and (ran["gpu_us_median"] > 0).all()
+    assert ran[ran["op"] == "clone"]["kernel"].iloc[0].startswith("q8ta_clone 4H4W->4W4C")
+    df = run_int8_ops(refinenet["after"], device, repeats=1)
+    assert (df["op"] == "q8ta_pixel_shuffle").sum() == 4 and df[df["op"] == "q8ta_pixel_shuffle"]["kernel"].notna().all()
+    assert df[df["op"] == "q8ta_conv2d"]["kernel"].isna().all()      # no workbench kernel: listed, not run

@@ -285,6 +285,13 @@ def bench_suite(device=None, writer=None, *, quick: bool = False, show_progress:
     for name, model, shape in bench.progress(cases, "propagation", enabled=show_progress):
         for setting, low in compare_settings(model, (torch.randn(shape),), name=name).items():
             row = {**env, **low.counts(), "input": "x".join(map(str, shape))}
+            if device is not None:   # the int8 data-movement ops of this graph, timed with the workbench's kernels
+                from .lowered_run import run_int8_ops
+                ran = run_int8_ops(low, device, repeats=3 if quick else 20)
+                ran = ran[ran["kernel"].notna()]
+                row["int8_ops_run"] = len(ran)
+                row["int8_ops_gpu_us"] = float(ran["gpu_us_median"].sum())
+                row["transitions_gpu_us"] = float(ran[ran["transition"]]["gpu_us_median"].sum())
             rows.append(row)
             if writer is not None:
                 writer.append(row)
