@@ -46,6 +46,12 @@ class LoweringError(RuntimeError):
 def _et():
     """The ExecuTorch / torchao entry points, imported quietly once."""
     m = import_quietly
+    try:
+        m("executorch.exir")
+        m("torchao.quantization.pt2e.quantize_pt2e")
+    except ImportError as e:
+        raise ImportError(f"workbench.lowering needs executorch==1.5.1 (installed --no-deps) and torchao==0.18.0, "
+                          f"as setup.sh installs them: {e}") from e
     return {
         "partitioner": m("executorch.backends.vulkan.partitioner.vulkan_partitioner"),
         "registry": m("executorch.backends.vulkan.op_registry"),
