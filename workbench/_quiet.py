@@ -2,7 +2,8 @@
 
 On a machine without CUDA, importing torchao prints ``Failed to load …/_C_mxfp8…`` and ``…/_C_cutlass_90a…`` (its
 CUDA-only extensions; nothing here uses them) and torch's pytree warns that registering the ``KernelPreference`` enum
-as a constant is deprecated (torchao's code, not ours).  Only those exact messages are dropped; anything else the
+as a constant is deprecated (torchao's code, not ours); lowering, torch's pytree warns about ``LeafSpec`` inside
+ExecuTorch's program copies.  Only those exact messages are dropped; anything else the
 imports print or warn still reaches the user.
 """
 from __future__ import annotations
@@ -18,6 +19,8 @@ import warnings
 _NOISE = (
     re.compile(r"Failed to load .*torchao/_C_(mxfp8|cutlass_90a)\S*\.so"),
     re.compile(r"KernelPreference'> is an Enum subclass .* register_constant\(\) on Enum subclasses is deprecated"),
+    # torch's pytree, raised inside ExecuTorch's lowering when it copies programs (not actionable here)
+    re.compile(r"isinstance\(treespec, LeafSpec\)` is deprecated"),
 )
 
 
