@@ -1,7 +1,7 @@
 """Run the int8 data-movement ops of a real tagged graph (``workbench.lowering.Lowered``) on the device with the
 workbench's kernels: each ``q8ta_pixel_shuffle``, ``q8ta_add`` and int8 transition (``clone``) at the shape, layouts
 and quantization parameters the real passes gave it, all in ONE recording with per-dispatch GPU timestamps, each
-output checked against its reference (torch's quantized add, the shuffle's reference, the identity for a clone).
+output checked against its reference (torch's quantized add via ``workbench.quant``, the shuffle's reference, the identity for a clone).
 
 Inputs are random int8 (the ops between them — convolutions, pooling, float ops — have no workbench kernel here and
 are listed with ``kernel = None``).  :data:`KERNELS` maps an op name to the function that records it: that is the
@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import layouts as L
+from .quant import quantize_per_tensor
 
 _LAYOUTS = {"PACKED_INT8_4W4C": "4W4C", "PACKED_INT8_4H4W": "4H4W", "PACKED_INT8_4W": "4W", "PACKED_INT8_4C": "4C",
             "PACKED_INT8_4C1W": "4C1W", "PACKED_INT8_CONV2D": "4C1W"}
@@ -68,7 +69,7 @@ def _record_add(run, row, node, args):
     def check():
         da = (a.int() - qa[1]).float() * torch.tensor(qa[0], dtype=torch.float32)
         db = (b.int() - qb[1]).float() * torch.tensor(qb[0], dtype=torch.float32)
-        want = torch.quantize_per_tensor(da + db, qo[0], qo[1], torch.qint8).int_repr()
+        want = quantize_per_tensor(da + db, qo[0], qo[1])    # bit-exact with torch.quantize_per_tensor
         got = L.get_layout(lay).unpack(torch.from_numpy(out.download(np.int32)), shape)
         return torch.equal(got, want)
     run.checks.append(check)
