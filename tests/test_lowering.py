@@ -13,6 +13,7 @@ from workbench import models as M  # noqa: E402
 
 @pytest.fixture(scope="session")
 def refinenet():
+    torch.manual_seed(14)       # calibration data → quantization parameters: the same every run
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         return LW.compare_settings(M.RefineNetLike(), (torch.randn(1, 3, 64, 32),), name="refinenet")
@@ -20,11 +21,13 @@ def refinenet():
 
 @pytest.fixture(scope="session")
 def residual():
+    torch.manual_seed(15)
     return LW.lower(M.ResidualAdd(), (torch.randn(2, 3, 6, 10),))
 
 
 @pytest.fixture(scope="session")
 def transitions_model():
+    torch.manual_seed(16)
     return LW.lower(M.FloatBetween(), (torch.randn(1, 3, 8, 8),))
 
 

@@ -71,7 +71,12 @@ def _record_add(run, row, node, args):
         db = (b.int() - qb[1]).float() * torch.tensor(qb[0], dtype=torch.float32)
         want = quantize_per_tensor(da + db, qo[0], qo[1])    # bit-exact with torch.quantize_per_tensor
         got = L.get_layout(lay).unpack(torch.from_numpy(out.download(np.int32)), shape)
-        return torch.equal(got, want)
+        if not torch.equal(got, want):
+            i = tuple((got != want).nonzero()[0].tolist())
+            print(f"q8ta_add {row['node']} {lay} {shape} qparams {qa} {qb} {qo}: {int((got != want).sum())} differ, "
+                  f"first at {i}: a={int(a[i])} b={int(b[i])} got {int(got[i])} want {int(want[i])}")
+            return False
+        return True
     run.checks.append(check)
     return "q8ta_add", spec.bytes_moved()
 
