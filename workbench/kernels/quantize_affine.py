@@ -56,7 +56,7 @@ DEQUANTIZE_SHADER = "dequantize_affine"
 LOCAL_SIZE = (64, 1, 1)
 STORAGES = ("buffer", "texture")
 OPS = ("quantize", "dequantize")
-SCALE_MIN = 1e-7  # torchao's scale.clamp_min(1e-7) before taking the reciprocal
+SCALE_MIN = 1e-7  # the kernels clamp the scale (ET-VK's shaders did) before the reciprocal; torchao 0.18 does not
 PACKED_DIMS = {"width": "WIDTH_PACKED", "height": "HEIGHT_PACKED", "channels": "CHANNELS_PACKED"}
 
 #: Quantized dtypes: name → (torch dtype, numpy dtype, dtype min, dtype max).
@@ -661,7 +661,7 @@ def quantization_error(x, block_size, quant_min=-128, quant_max=127, output_dtyp
     bs = check_block_size(x.shape, block_size)
     scale, zp = choose_qparams(x, bs, quant_min, quant_max, symmetric, output_dtype)
     q = torchao_quantize_affine(x, bs, scale, zp, quant_min, quant_max, output_dtype)
-    err = detorchao_quantize_affine(q, bs, scale, zp) - x
+    err = torchao_dequantize_affine(q, bs, scale, zp) - x
     pairs, _ = _pairs(x.shape, bs)
     red = tuple(range(1, 2 * x.dim(), 2))
     block_rmse = err.reshape(pairs).pow(2).mean(dim=red).sqrt()
