@@ -89,7 +89,6 @@ def identity_ops(setting: str = "after"):
         for name, target in _identity_targets(et).items():
             old = table[target]
             new = copy.copy(old)
-            new.inputs_storage = copy.deepcopy(old.inputs_storage)
             # the registered value is a TensorRepSetList: re-make it from ANY_STORAGE exactly as the constructor does
             fresh = et["registry"].OpFeatures(inputs_storage=et["utils"].ANY_STORAGE,
                                              inputs_dtypes=old.inputs_dtypes if hasattr(old, "inputs_dtypes") else None)
