@@ -310,6 +310,7 @@ SUITES = {
     "peak": "workbench.kernels.peak:bench_suite",
     "quantize-affine": "workbench.kernels.quantize_affine:bench_suite",
     "coopmat": "workbench.kernels.coopmat:bench_suite",
+    "propagation": "workbench.lowering:bench_suite",
 }
 
 

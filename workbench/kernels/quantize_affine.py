@@ -7,7 +7,7 @@ a zero point ``zp[b]``:
 * quantize:   ``q = clamp(round(x · inv[b]) + zp[b], quant_min, quant_max)`` with ``inv[b] = 1 / max(s[b], 1e-7)``;
 * dequantize: ``x = float(q − zp[b]) · s[b]`` (no scale clamp: torchao clamps only when quantizing).
 
-Exact fp32 operation order (GPU and :func:`quantize_affine_reference` alike):
+Exact fp32 operation order (GPU and torchao's ``quantize_affine`` alike):
 
 1. ``inv = 1.0f / max(scale_f32, 1e-7f)`` — computed **on the host** in fp32 (:func:`inverse_scales`) and uploaded, so
    the GPU's division precision (Vulkan allows 2.5 ULP) never enters;
@@ -56,7 +56,7 @@ DEQUANTIZE_SHADER = "dequantize_affine"
 LOCAL_SIZE = (64, 1, 1)
 STORAGES = ("buffer", "texture")
 OPS = ("quantize", "dequantize")
-SCALE_MIN = 1e-7  # torchao's scale.clamp_min(1e-7) before taking the reciprocal
+SCALE_MIN = 1e-7  # the kernels clamp the scale (ET-VK's shaders did) before the reciprocal; torchao 0.18 does not
 PACKED_DIMS = {"width": "WIDTH_PACKED", "height": "HEIGHT_PACKED", "channels": "CHANNELS_PACKED"}
 
 #: Quantized dtypes: name → (torch dtype, numpy dtype, dtype min, dtype max).
@@ -229,42 +229,42 @@ def block_size_for(granularity: str, shape, *, axis: int = 0, group_size: int | 
         return tuple([1] * (len(shape) - 1) + [int(group_size)])
     raise ValueError(f"unknown granularity {granularity!r}; expected per_tensor, per_channel, per_token or per_group")
 
-
 # ---------------------------------------------------------------------------------------------------------------------
-# torch references (torchao's definition, in the shaders' fp32 order)
+# The reference: torchao itself (``torchao.quantization.quant_primitives``), after the workbench's argument checks
 # ---------------------------------------------------------------------------------------------------------------------
 
-def quantize_affine_reference(x, block_size, scale, zero_point, quant_min=None, quant_max=None,
-                              output_dtype=torch.int8) -> torch.Tensor:
-    """torchao's ``quantize_affine`` (INT domain): reshape into (dim/blk, blk) pairs, broadcast the scale,
-    ``clamp(round(x · (1/max(scale, 1e-7))) + zp, quant_min, quant_max)``; ``torch.round`` is half-to-even."""
+def _torchao():
+    from .._quiet import torchao_quant_primitives
+    return torchao_quant_primitives()
+
+
+def torchao_quantize_affine(x, block_size, scale, zero_point, quant_min=None, quant_max=None,
+                            output_dtype=torch.int8) -> torch.Tensor:
+    """torchao's ``quantize_affine`` on the CPU, with the workbench's checks (clear errors) and defaults
+    (``zero_point=None`` → 0; scale / zero point given per block in any shape with ``num_blocks`` elements)."""
     x = torch.as_tensor(x)
     shape = check_shape(x.shape)
     bs = check_block_size(shape, block_size)
     name, qmin, qmax = check_quant_range(output_dtype, quant_min, quant_max)
     scale, zp = check_qparams(shape, bs, scale, zero_point)
-    pairs, reduced = _pairs(shape, bs)
-    xr = x.detach().cpu().to(torch.float32).reshape(pairs)
-    inv = inverse_scales(scale).reshape(reduced)
-    q = torch.round(xr * inv) + zp.reshape(reduced)
-    q = torch.clamp(q, qmin, qmax)
-    return q.to(QUANT_DTYPES[name][0]).reshape(shape)
+    nb = num_blocks(shape, bs)
+    return _torchao().quantize_affine(x.detach().cpu(), list(bs), scale.reshape(nb), zp.reshape(nb),
+                                      QUANT_DTYPES[name][0], qmin, qmax)
 
 
-def dequantize_affine_reference(q, block_size, scale, zero_point, quant_min=None, quant_max=None,
-                                output_dtype=torch.float32) -> torch.Tensor:
-    """torchao's ``dequantize_affine`` (INT domain): ``float(q − zp) · scale`` in fp32, then ``output_dtype``."""
+def torchao_dequantize_affine(q, block_size, scale, zero_point, quant_min=None, quant_max=None,
+                              output_dtype=torch.float32) -> torch.Tensor:
+    """torchao's ``dequantize_affine`` on the CPU, with the workbench's checks and defaults."""
     q = torch.as_tensor(q)
     shape = check_shape(q.shape)
     bs = check_block_size(shape, block_size)
     dtype_name(q.dtype, "quant")
-    check_quant_range(q.dtype, quant_min, quant_max)
+    _, qmin, qmax = check_quant_range(q.dtype, quant_min, quant_max)
     out_name = dtype_name(output_dtype, "float")
     scale, zp = check_qparams(shape, bs, scale, zero_point)
-    pairs, reduced = _pairs(shape, bs)
-    d = (q.detach().cpu().to(torch.int32).reshape(pairs) - zp.reshape(reduced)).to(torch.float32)
-    x = d * scale.reshape(reduced)
-    return x.to(FLOAT_DTYPES[out_name][0]).reshape(shape)
+    nb = num_blocks(shape, bs)
+    return _torchao().dequantize_affine(q.detach().cpu(), list(bs), scale.reshape(nb), zp.reshape(nb), q.dtype,
+                                        qmin, qmax, output_dtype=FLOAT_DTYPES[out_name][0])
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -636,39 +636,32 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
 # Choosing parameters and measuring the error (the notebook's study)
 # ---------------------------------------------------------------------------------------------------------------------
 
-def choose_qparams_minmax(x, block_size, quant_min=-128, quant_max=127, symmetric: bool = False):
-    """Per-block min/max parameters: asymmetric ``scale = (max(hi, 0) − min(lo, 0)) / (qmax − qmin)``,
-    ``zp = clamp(qmin − round(min(lo, 0) / scale))``; symmetric ``scale = max|x| / ((qmax − qmin) / 2)``, zp the
-    middle of the range.  Scales are clamped to ≥ 1e-7.  Returns (scale, zero_point) shaped ``num_blocks``."""
+def choose_qparams(x, block_size, quant_min=-128, quant_max=127, symmetric: bool = False,
+                   output_dtype=torch.int8):
+    """torchao's ``choose_qparams_affine`` (min/max per block; ``MappingType.SYMMETRIC`` or ``ASYMMETRIC``).
+    Returns (scale, zero_point) shaped ``num_blocks``."""
+    qp = _torchao()
     x = torch.as_tensor(x).to(torch.float32)
     shape = check_shape(x.shape)
     bs = check_block_size(shape, block_size)
-    nb = [s // b for s, b in zip(shape, bs)]
-    pairs, _ = _pairs(shape, bs)
-    red = tuple(range(1, 2 * len(shape), 2))
-    xr = x.reshape(pairs)
-    lo = xr.amin(dim=red).clamp_max(0)
-    hi = xr.amax(dim=red).clamp_min(0)
-    if symmetric:
-        scale = (torch.maximum(-lo, hi) / ((quant_max - quant_min) / 2)).clamp_min(SCALE_MIN)
-        zp = torch.full_like(scale, (quant_max + quant_min + 1) // 2, dtype=torch.int32)
-    else:
-        scale = ((hi - lo) / (quant_max - quant_min)).clamp_min(SCALE_MIN)
-        zp = torch.clamp(quant_min - torch.round(lo / scale), quant_min, quant_max).to(torch.int32)
+    mapping = qp.MappingType.SYMMETRIC if symmetric else qp.MappingType.ASYMMETRIC
+    scale, zp = qp.choose_qparams_affine(x, mapping, list(bs), output_dtype, quant_min, quant_max,
+                                         eps=SCALE_MIN, zero_point_dtype=torch.int32)
+    nb = num_blocks(shape, bs)
     return scale.reshape(nb), zp.reshape(nb)
 
 
 def quantization_error(x, block_size, quant_min=-128, quant_max=127, output_dtype=torch.int8,
                        symmetric: bool = False) -> dict:
-    """Quantize → dequantize ``x`` with per-block min/max parameters (reference path): overall and per-block error.
+    """Quantize → dequantize ``x`` with per-block min/max parameters (torchao, parameters from ``choose_qparams_affine``): overall and per-block error.
 
     Returns a dict: ``blocks``, ``params`` (scale + zero point per block), ``rmse``, ``max_abs``, ``sqnr_db``
     (10·log10(Σx² / Σerr²)), ``block_rmse`` (array shaped ``num_blocks``), ``scale``, ``zero_point``."""
     x = torch.as_tensor(x).to(torch.float32)
     bs = check_block_size(x.shape, block_size)
-    scale, zp = choose_qparams_minmax(x, bs, quant_min, quant_max, symmetric)
-    q = quantize_affine_reference(x, bs, scale, zp, quant_min, quant_max, output_dtype)
-    err = dequantize_affine_reference(q, bs, scale, zp) - x
+    scale, zp = choose_qparams(x, bs, quant_min, quant_max, symmetric, output_dtype)
+    q = torchao_quantize_affine(x, bs, scale, zp, quant_min, quant_max, output_dtype)
+    err = torchao_dequantize_affine(q, bs, scale, zp) - x
     pairs, _ = _pairs(x.shape, bs)
     red = tuple(range(1, 2 * x.dim(), 2))
     block_rmse = err.reshape(pairs).pow(2).mean(dim=red).sqrt()

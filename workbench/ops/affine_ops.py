@@ -8,7 +8,7 @@
 CPU torch tensors of 1 to 4 dims in and out.  ``scale`` / ``zero_point`` hold one value per block (torchao's shape
 ``[size/block per dim]`` or flat; W fastest); ``zero_point=None`` means zeros.  ``quant_min`` / ``quant_max`` None
 → the output dtype's range.  Only ``zero_point_domain="INT"`` is implemented.  Results equal
-:func:`workbench.kernels.quantize_affine.quantize_affine_reference` bit for bit (see that module for the fp32
+:func:`workbench.kernels.quantize_affine.torchao_quantize_affine` bit for bit (see that module for the fp32
 operation order, rounding and the device representations).
 """
 from __future__ import annotations
