@@ -165,7 +165,10 @@ def test_commit_without_git_comes_from_env_or_stamp(tmp_path, monkeypatch):
     assert bench.git_commit.__wrapped__(copy) == "abc123def456"
     monkeypatch.setenv("WORKBENCH_COMMIT", "feedbeef0001")
     assert bench.git_commit.__wrapped__(copy) == "feedbeef0001"
-    assert bench.git_commit() not in ("unknown", "feedbeef0001")  # the checkout itself still asks git
+    # an explicit commit wins over a .git too (a copy's .git can be stale); without it a checkout asks git
+    assert bench.git_commit.__wrapped__(bench.REPO) == "feedbeef0001"
+    monkeypatch.delenv("WORKBENCH_COMMIT")
+    assert bench.git_commit.__wrapped__(bench.REPO) not in ("unknown", "feedbeef0001")
 
 
 def test_results_folders_follow_one_rule():

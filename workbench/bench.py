@@ -36,9 +36,14 @@ COMMIT_STAMP = REPO / ".workbench-commit"  # written by whoever copies the tree 
 
 @functools.lru_cache(maxsize=4)
 def git_commit(repo: Path = REPO) -> str:
-    """The commit of the code that runs: git when there is a .git; else $WORKBENCH_COMMIT, else the stamp file."""
+    """The commit of the code that runs: $WORKBENCH_COMMIT when set (whoever made a copy knows what it copied; a
+    copy's own .git can be stale — the GPU machine's copy carried the session's first commit); else git where there
+    is a .git; else the stamp file."""
+    explicit = os.environ.get("WORKBENCH_COMMIT", "").strip()
+    if explicit:
+        return explicit
     if not (repo / ".git").exists():
-        stamped = os.environ.get("WORKBENCH_COMMIT", "").strip()
+        stamped = ""
         stamp = repo / COMMIT_STAMP.name
         if not stamped and stamp.is_file():
             stamped = stamp.read_text().strip()
