@@ -304,3 +304,21 @@ def test_no_leaks_over_many_pipelines_and_dispatches(device, scale_add):
     growth_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
     assert device.live_objects() == baseline
     assert growth_kib < 64 * 1024, f"resident memory grew by {growth_kib} KiB over 900 pipelines + dispatches"
+
+
+def test_local_size_id_at_vulkan_1_3(device):
+    """glslang writes local_size_*_id as the LocalSizeId execution mode for Vulkan 1.3 targets (no WorkgroupSize
+    built-in): the runtime must still specialise ids 0-2 (else every group has 1 thread: the cooperative-matrix
+    shaders stored zeros on the H200) and enable maintenance4, which the validation layer requires for it."""
+    src = ("#version 450\nlayout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;\n"
+           "layout(set = 0, binding = 0) buffer B { uint v[]; };\n"
+           "void main() { v[gl_GlobalInvocationID.x] = gl_WorkGroupSize.x * 100 + gl_LocalInvocationID.x; }\n")
+    spirv = compile_glsl(src, name="local_size_id", target_env="vulkan1.3")
+    if not device.info.features.get("maintenance4"):
+        with pytest.raises(vk.MissingFeatureError, match="LocalSizeId.*maintenance4"):
+            device.pipeline(spirv, local_size=(32, 1, 1))
+        return
+    with device.pipeline(spirv, local_size=(32, 1, 1)) as p, device.buffer(nbytes=4 * 64) as out:
+        assert p.reflection.local_size_id and p.reflection.local_size_from_spec
+        device.run(p, [out], (64, 1, 1))
+        np.testing.assert_array_equal(out.download(np.uint32), 3200 + np.arange(64) % 32)

@@ -71,6 +71,11 @@ class Device:
         if features.get("vulkan_memory_model"):  # cooperative-matrix shaders use the Vulkan memory model
             head = vk.VkPhysicalDeviceVulkanMemoryModelFeatures(pNext=head, vulkanMemoryModel=True)
             chained.append(head)
+        if features.get("maintenance4"):  # shaders built for Vulkan 1.3 take their local size through LocalSizeId
+            if self.info.api_version < "1.3":
+                extensions.append(devmod.EXT_MAINTENANCE4)
+            head = vk.VkPhysicalDeviceMaintenance4Features(pNext=head, maintenance4=True)
+            chained.append(head)
         core = vk.VkPhysicalDeviceFeatures(shaderInt16=features.get("shader_int16", False),
                                            shaderInt64=features.get("shader_int64", False))
         features2 = vk.VkPhysicalDeviceFeatures2(pNext=head, features=core)

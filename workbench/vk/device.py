@@ -19,6 +19,7 @@ EXT_INTEGER_DOT_PRODUCT = "VK_KHR_shader_integer_dot_product"
 EXT_SHADER_CLOCK = "VK_KHR_shader_clock"
 EXT_SM_BUILTINS = "VK_NV_shader_sm_builtins"
 EXT_COOPERATIVE_MATRIX_NV = "VK_NV_cooperative_matrix"
+EXT_MAINTENANCE4 = "VK_KHR_maintenance4"
 EXT_COOPERATIVE_MATRIX_KHR = "VK_KHR_cooperative_matrix"
 
 
@@ -160,6 +161,9 @@ def _query_features(physical_device, extensions):
     memory_model = None
     if "VK_KHR_vulkan_memory_model" in extensions:
         memory_model = head = vk.VkPhysicalDeviceVulkanMemoryModelFeatures(pNext=head)
+    maintenance4 = None  # LocalSizeId (glslang's local_size_*_id at Vulkan 1.3) needs it
+    if EXT_MAINTENANCE4 in extensions:
+        maintenance4 = head = vk.VkPhysicalDeviceMaintenance4Features(pNext=head)
     optional = {}
     for ext, struct, fields in ((EXT_SHADER_CLOCK, "VkPhysicalDeviceShaderClockFeaturesKHR",
                                  {"shader_subgroup_clock": "shaderSubgroupClock",
@@ -181,6 +185,7 @@ def _query_features(physical_device, extensions):
                  "cooperative_matrix_khr"):
         extra.setdefault(name, False)
     extra["vulkan_memory_model"] = bool(memory_model.vulkanMemoryModel) if memory_model is not None else False
+    extra["maintenance4"] = bool(maintenance4.maintenance4) if maintenance4 is not None else False
     return {
         "integer_dot_product": bool(dot.shaderIntegerDotProduct),
         "storage_buffer_8bit": bool(s8.storageBuffer8BitAccess),

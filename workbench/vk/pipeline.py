@@ -64,6 +64,9 @@ class Pipeline:
             raise MissingFeatureError(
                 f"pipeline statistics need VK_KHR_pipeline_executable_properties, which {device.info.name} "
                 f"({device.info.driver_name}) does not expose")
+        if self.reflection.local_size_id and not device.info.features.get("maintenance4"):
+            raise MissingFeatureError(f"{name}: the shader sets its local size with LocalSizeId (glslang does for "
+                                      f"Vulkan 1.3 targets), which needs maintenance4; {device.info.name} lacks it")
         self.capture_statistics = capture_statistics
         self.local_size = self._resolve_local_size(local_size)
         self.spec_constants = dict(spec_constants or {})

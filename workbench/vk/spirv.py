@@ -45,6 +45,7 @@ class Reflection:
     spec_constants: dict[int, str] = field(default_factory=dict)  # id → 'int' | 'uint' | 'float' | 'bool'
     local_size: tuple[int, int, int] | None = None  # literal local size, None if set by spec constants 0..2
     local_size_from_spec: bool = False
+    local_size_id: bool = False  # the LocalSizeId execution mode (needs the maintenance4 feature)
 
 
 def _string(words: list[int]) -> str:
@@ -68,6 +69,7 @@ def reflect(code: bytes) -> Reflection:
     spec_ids: dict[int, int] = {}  # result id → SpecId
     spec_types: dict[int, int] = {}  # result id → type id
     local_size = None
+    local_size_ids = ()
     workgroup_size_builtin = False
 
     i = 5
@@ -90,6 +92,7 @@ def reflect(code: bytes) -> Reflection:
             local_size = tuple(ops[2:5])
         elif opcode == OP_EXECUTION_MODE_ID and ops[1] == EXEC_LOCAL_SIZE_ID:
             local_size = None
+            local_size_ids = tuple(ops[2:5])  # what glslang emits for local_size_*_id at Vulkan 1.3
         elif opcode in (OP_TYPE_BOOL,):
             types[ops[0]] = ("bool",)
         elif opcode == OP_TYPE_INT:
@@ -181,6 +184,10 @@ def reflect(code: bytes) -> Reflection:
             refl.spec_constants[spec_id] = "int" if t[2] else "uint"
         else:
             raise ValueError(f"specialization constant {spec_id} has an unsupported type {t}")
-    refl.local_size_from_spec = workgroup_size_builtin and all(k in refl.spec_constants for k in (0, 1, 2))
+    by_id = {spec_ids.get(i) for i in local_size_ids}
+    from_ids = len(local_size_ids) == 3 and by_id == {0, 1, 2}  # LocalSizeId naming spec constants 0, 1, 2
+    refl.local_size_from_spec = from_ids or (workgroup_size_builtin
+                                             and all(k in refl.spec_constants for k in (0, 1, 2)))
+    refl.local_size_id = from_ids
     refl.local_size = None if refl.local_size_from_spec else local_size
     return refl
