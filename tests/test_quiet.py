@@ -1,9 +1,9 @@
-"""workbench._quiet drops exactly the known import noise of torchao / ExecuTorch, and nothing else."""
+"""workbench.quiet drops exactly the known import noise of torchao / ExecuTorch, and nothing else."""
 import logging
 import sys
 import warnings
 
-from workbench._quiet import is_noise, quiet_imports
+from workbench.quiet import is_noise, quiet_imports
 
 MXFP8 = "Failed to load /x/site-packages/torchao/_C_mxfp8.cpython-310-x86_64-linux-gnu.so: Could not load this library"
 PYTREE = ("<enum 'KernelPreference'> is an Enum subclass and is now natively supported by torch.compile as an opaque "

@@ -11,7 +11,7 @@ hand model (``workbench.propagation.tag_memory_meta``) against it.
 """
 from __future__ import annotations
 
-from ._quiet import import_quietly
+from .quiet import import_quietly
 
 TEXTURE_LIMITS = (16384, 16384, 2048)
 _STORAGE = {"BUFFER": "buffer", "TEXTURE_3D": "texture"}

@@ -234,7 +234,7 @@ def block_size_for(granularity: str, shape, *, axis: int = 0, group_size: int | 
 # ---------------------------------------------------------------------------------------------------------------------
 
 def _torchao():
-    from .._quiet import torchao_quant_primitives
+    from ..quiet import torchao_quant_primitives
     return torchao_quant_primitives()
 
 
