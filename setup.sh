@@ -32,7 +32,10 @@ if ((${#missing[@]})); then
 fi
 
 pip_quiet() {  # this machine's pip configuration warns about absent local indexes on every package
-  "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+  # … and pip's resolver lists executorch's requirements that setup leaves out on purpose (README: dependencies)
+  "$@" 2> >(grep -v -e "is ignored: it is neither a file nor a directory" \
+               -e "^executorch .* requires .*, which is not installed" \
+               -e "pip's dependency resolver does not currently take into account" >&2)
 }
 
 # The Python environment; a stamp of pyproject.toml makes a second run a no-op.
