@@ -15,6 +15,10 @@ def test_only_the_known_messages_are_noise():
     assert is_noise(PYTREE)
     assert not is_noise("Failed to load /x/site-packages/torchao/_C_other.so")
     assert not is_noise("RuntimeError: something real")
+    # ExecuTorch's own deprecations while lowering, not the same words about something else
+    assert is_noise("read_text is deprecated. Use files() instead. Refer to https://importlib-resources…")
+    assert is_noise("`torch.jit.script_method` is deprecated. Please switch to `torch.compile` or `torch.export`.")
+    assert not is_noise("read_csv is deprecated")
 
 
 def test_quiet_imports_keeps_everything_else(capsys, caplog):

@@ -22,7 +22,11 @@ _TORCHAO_CUDA_EXTENSIONS = re.compile(r"Failed to load .*_C_(mxfp8|cutlass)")
 _PYTREE_ENUM_NOTICE = re.compile(r"KernelPreference.*register_constant\(\) on Enum subclasses is deprecated")
 # torch's pytree, raised inside ExecuTorch's lowering when it copies programs (not actionable here)
 _PYTREE_LEAFSPEC = re.compile(r"isinstance\(treespec, LeafSpec\)` is deprecated")
-_NOISE = (_TORCHAO_CUDA_EXTENSIONS, _PYTREE_ENUM_NOTICE, _PYTREE_LEAFSPEC)
+# ExecuTorch's lowering reads its own package data through importlib.resources' legacy API and scripts a module
+# with torch.jit: deprecations inside executorch, raised while `quiet_imports` is active (never for user code)
+_EXECUTORCH_INTERNALS = re.compile(r"(read_text|open_text|read_binary) is deprecated\. Use files\(\) instead|"
+                                   r"`torch\.jit\.script_method` is deprecated")
+_NOISE = (_TORCHAO_CUDA_EXTENSIONS, _PYTREE_ENUM_NOTICE, _PYTREE_LEAFSPEC, _EXECUTORCH_INTERNALS)
 
 
 class _DropMatching(logging.Filter):
