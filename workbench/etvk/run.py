@@ -42,13 +42,27 @@ def declared(spirv, spec_constants: dict) -> dict:
     return {k: v for k, v in spec_constants.items() if k in ids}
 
 
-def _require_features(device, d: Dispatch, spirv) -> None:
-    if spirv.defines.get("SHIM_APPLIED") or "OpSDot" in d.variant:
-        device.require("integer_dot_product")
-    if "_fallback" not in d.variant and d.kernel == "q8ta_conv2d_pw":
-        device.require("integer_dot_product")
-    if d.variant.endswith("_half"):
-        device.require("storage_buffer_16bit")
+# SPIR-V capabilities → the device feature each needs (the shader itself says what it uses)
+CAPABILITY_FEATURES = {6019: "integer_dot_product", 4433: "storage_buffer_16bit", 4448: "storage_buffer_8bit",
+                       9: "shader_float16", 39: "shader_int8", 22: "shader_int16", 11: "shader_int64"}
+
+
+def _capabilities(spirv) -> set[int]:
+    words, caps, i = spirv.words, set(), 5
+    while i < len(words):
+        count, opcode = int(words[i]) >> 16, int(words[i]) & 0xFFFF
+        if opcode == 17:  # OpCapability
+            caps.add(int(words[i + 1]))
+        elif opcode in (14, 15):  # OpMemoryModel / OpEntryPoint: the capabilities are behind us
+            break
+        i += max(count, 1)
+    return caps
+
+
+def _require_features(device, spirv) -> None:
+    for capability in sorted(_capabilities(spirv)):
+        if capability in CAPABILITY_FEATURES:
+            device.require(CAPABILITY_FEATURES[capability])
 
 
 def _allocate(device, d: Dispatch) -> list:
@@ -88,7 +102,7 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
             min_time_s: float = 0.2, max_time_s: float = 5.0) -> dict:
     """Compile, bind, dispatch once, check against torch; then time (re-submitting one recording) when asked."""
     spirv = gen.compile(d.variant)
-    _require_features(device, d, spirv)
+    _require_features(device, spirv)
     capture = statistics and bool(device.info.features.get("pipeline_executable_properties"))
     row = {"kernel": d.kernel, "variant": d.variant, **d.params, "source": gen.source.label,
            "source_commit": gen.source.commit,
