@@ -150,9 +150,7 @@ def source(executorch=None, rev: str | None = None) -> ShaderSource:
     if rev is None:
         return _with_generator(root / GLSL_DIR, root / GENERATOR, "working tree", _head(root), root)
     commit = resolve_revision(root, rev)
-    target = cache_root() / commit
-    if not (target / ".complete").is_file():
-        _archive(root, commit, target)
+    target = _cached_folder(cache_root() / commit, lambda folder: _archive(root, commit, folder))
     return _with_generator(target / GLSL_DIR, target / GENERATOR, rev, commit, root)
 
 
@@ -200,7 +198,23 @@ def resolve_revision(root: Path, rev: str) -> str:
     return result.stdout.strip()
 
 
-def _archive(root: Path, commit: str, target: Path) -> None:
+def _cached_folder(target: Path, fill) -> Path:
+    """`target`, filled once by `fill(folder)`: built in a private folder and renamed into place, so a reader never
+    sees half a folder and two processes building it at once both succeed."""
+    if not (target / ".complete").is_file():
+        partial = target.with_name(target.name + f".partial-{os.getpid()}")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        fill(partial)
+        (partial / ".complete").write_text("")
+        try:
+            partial.rename(target)
+        except OSError:  # another process got there first
+            shutil.rmtree(partial, ignore_errors=True)
+    return target
+
+
+def _archive(root: Path, commit: str, folder: Path) -> None:
     """Extract backends/vulkan/runtime (templates + generator) at `commit` without touching the working tree."""
     paths = [GLSL_DIR, GENERATOR]
     listed = _git(root, "ls-tree", "--name-only", commit, GENERATOR)
@@ -210,16 +224,8 @@ def _archive(root: Path, commit: str, target: Path) -> None:
     if result.returncode != 0:
         message = result.stderr.decode(errors="replace").strip()
         raise CheckoutError(f"git archive of {GLSL_DIR} at {commit[:10]} failed: {message}")
-    partial = target.with_name(target.name + f".partial-{os.getpid()}")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
     with tarfile.open(fileobj=io.BytesIO(result.stdout)) as tar:
-        tar.extractall(partial, filter="data")
-    (partial / ".complete").write_text(commit + "\n")
-    try:
-        partial.rename(target)
-    except OSError:  # another process got there first
-        shutil.rmtree(partial, ignore_errors=True)
+        tar.extractall(folder, filter="data")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -318,20 +324,11 @@ class Codegen:
             digest = hashlib.sha256()
             for name in sorted(headers):
                 digest.update(name.encode() + b"\0" + headers[name].read_bytes())
-            target = cache_root() / "headers" / digest.hexdigest()[:20]
-            if not (target / ".complete").is_file():
-                partial = target.with_name(target.name + f".partial-{os.getpid()}")
-                shutil.rmtree(partial, ignore_errors=True)
-                partial.mkdir(parents=True)
+            def write(folder: Path):
                 for name, path in headers.items():
-                    text = self._preprocess(path, self._outputs[name][1])
-                    (partial / path.name).write_text(text, encoding="utf-8")
-                (partial / ".complete").write_text("")
-                try:
-                    partial.rename(target)
-                except OSError:
-                    shutil.rmtree(partial, ignore_errors=True)
-            self._header_dir = target
+                    (folder / path.name).write_text(self._preprocess(path, self._outputs[name][1]), encoding="utf-8")
+
+            self._header_dir = _cached_folder(cache_root() / "headers" / digest.hexdigest()[:20], write)
         return self._header_dir
 
     def compile(self, name: str, *, optimize: bool = True) -> "shaders.Spirv":
