@@ -21,7 +21,6 @@ from .codegen import Codegen, UnknownKernelError, source
 
 ADRENO_GPUS = (740, 750, 730)
 # Statistic names of the two kinds of driver in one vocabulary (NVIDIA's and Turnip's own names stay as well).
-REGISTERS = ("Register Count", "Registers used", "VGPRs", "Registers")
 INSTRUCTIONS = ("Instruction Count", "Instructions", "Binary Size")
 
 
@@ -149,8 +148,9 @@ def with_local_size(d: Dispatch, local_size) -> Dispatch:
 
 
 def _driver_columns(stats: dict) -> dict:
+    from .. import occupancy as occ
     out = {f"driver: {k}": v for k, v in stats.items()}
-    regs = next((stats[k] for k in REGISTERS if k in stats), None)
+    regs = occ.registers_from_statistics(stats)["registers"]  # the one reading of every driver's register names
     if regs is not None:
         out["registers"] = regs
     return out
@@ -176,10 +176,10 @@ def stats_rows(device, gen: Codegen, variants, *, gpus=ADRENO_GPUS, dispatches: 
                                  name=variant) as pipe:
                 stats = pipe.statistics()
             rows.append({**base, "compiler": f"{device.info.driver_name} ({device.info.name})",
-                         **_unified(stats, device.info, local), **stats})
+                         **unified_statistics(stats, device.info, local), **stats})
         if gpus:
             for gpu, result in zip(gpus, _turnip(adreno, spirv, variant, spec, local, gpus)):
-                rows.append({**base, "compiler": f"Turnip ir3 a{gpu}", **_unified(result), **result})
+                rows.append({**base, "compiler": f"Turnip ir3 a{gpu}", **unified_statistics(result), **result})
     return pd.DataFrame(rows)
 
 
@@ -194,7 +194,7 @@ def _turnip(adreno, spirv, variant, spec, local, gpus) -> list[dict]:
     return out
 
 
-def _unified(stats: dict, device_info=None, local_size=(64, 1, 1)) -> dict:
+def unified_statistics(stats: dict, device_info=None, local_size=(64, 1, 1)) -> dict:
     """The few columns every compiler has, under one name each (the raw statistics stay beside them): registers,
     instructions, spills, and waves (Turnip's "Max Waves Per Core") or occupancy (the workbench's rule model for
     the live device, from its driver's register count)."""

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .. import adreno, etvk
-from ..etvk.run import INSTRUCTIONS, REGISTERS
+from ..etvk.run import unified_statistics
 from ..etvk.codegen import ENV_VAR
 from ..kernels import conv_pw as K
 from ..kernels import pixel_shuffle as ps
@@ -61,13 +61,9 @@ def checkout(executorch=None) -> Path | None:
 
 
 def _unified(stats: dict) -> dict:
-    regs = next((stats[k] for k in REGISTERS if k in stats), None)
-    instructions = next((stats[k] for k in INSTRUCTIONS if k in stats), None)
-    spills = next((v for k, v in stats.items() if "spill" in k.lower()), None)
-    if spills is None and "STP Count" in stats:  # ir3: spill stores + loads
-        spills = int(stats.get("STP Count") or 0) + int(stats.get("LDP Count") or 0)
-    return {"registers": regs, "waves": stats.get("Max Waves Per Core"), "instructions": instructions,
-            "spills": spills}
+    """Registers, waves, instructions and spills under one name each (the same reading as `workbench etvk stats`)."""
+    figures = unified_statistics(stats)
+    return {k: figures[k] for k in ("registers", "waves", "instructions", "spills")}
 
 
 def statistics(device, spirv, *, spec_constants=None, local_size=(64, 1, 1), name="shader", gpus=(740,)) -> dict:
