@@ -55,22 +55,15 @@ def _raw_enumerate(device, name: str, struct: str, stype: int | None) -> list:
 def properties(device) -> pd.DataFrame:
     """Every (M, N, K, A, B, C, D, scope) the driver lists, from the NV and the KHR extension where present."""
     rows = []
-    if "VK_NV_cooperative_matrix" in device.info.extensions:
-        for p in _raw_enumerate(device, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV",
-                                "VkCooperativeMatrixPropertiesNV",
-                                vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV):
-            rows.append({"extension": "NV", "M": p.MSize, "N": p.NSize, "K": p.KSize,
-                         "A": _COMPONENT.get(p.AType, p.AType), "B": _COMPONENT.get(p.BType, p.BType),
-                         "C": _COMPONENT.get(p.CType, p.CType), "D": _COMPONENT.get(p.DType, p.DType),
-                         "scope": int(p.scope)})
-    if "VK_KHR_cooperative_matrix" in device.info.extensions:
-        for p in _raw_enumerate(device, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR",
-                                "VkCooperativeMatrixPropertiesKHR",
-                                vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR):
-            rows.append({"extension": "KHR", "M": p.MSize, "N": p.NSize, "K": p.KSize,
-                         "A": _COMPONENT.get(p.AType, p.AType), "B": _COMPONENT.get(p.BType, p.BType),
-                         "C": _COMPONENT.get(p.CType, p.CType), "D": _COMPONENT.get(p.ResultType, p.ResultType),
-                         "scope": int(p.scope)})
+    for ext, stype, result in (("NV", vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV, "DType"),
+                               ("KHR", vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR, "ResultType")):
+        if f"VK_{ext}_cooperative_matrix" not in device.info.extensions:
+            continue
+        for p in _raw_enumerate(device, f"vkGetPhysicalDeviceCooperativeMatrixProperties{ext}",
+                                f"VkCooperativeMatrixProperties{ext}", stype):
+            types = (p.AType, p.BType, p.CType, getattr(p, result))  # the NV struct says D, the KHR one Result
+            rows.append({"extension": ext, "M": p.MSize, "N": p.NSize, "K": p.KSize,
+                         **{k: _COMPONENT.get(t, t) for k, t in zip("ABCD", types)}, "scope": int(p.scope)})
     return pd.DataFrame(rows, columns=["extension", "M", "N", "K", "A", "B", "C", "D", "scope"])
 
 
