@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import layouts as L
+from ..kernels import conv_pw
 from .codegen import Codegen
 
 @dataclass
@@ -208,16 +209,11 @@ def q8ta_conv2d_pw(gen: Codegen, shape=(1, 64, 16, 16), out_channels: int | None
     expected = torch.clamp(torch.round(y / out_scale) + out_zp, -128, 127).to(torch.int8)
 
     oc4, ic4 = math.ceil(cout / 4), math.ceil(cin / 4)
-    padded = np.zeros((oc4 * 4, ic4 * 4), dtype=np.int8)
-    padded[:cout, :cin] = weight.numpy()
-    # texel (x = oc4, y = k4) holds 4 ints, one per output channel 4·oc4 + j, each 4 int8 of input channels 4·k4..+3
-    texels = padded.reshape(oc4, 4, ic4, 4).transpose(2, 0, 1, 3).copy().view("<i4").reshape(ic4, oc4, 4)
-    sums = np.zeros(oc4 * 4, np.int32)
-    sums[:cout] = weight.to(torch.int32).sum(dim=1).numpy()
-    scales = np.zeros(oc4 * 4, np.float32)
-    scales[:cout] = w_scales.numpy()
-    bias_v = np.zeros(oc4 * 4, np.float32)
-    bias_v[:cout] = b.numpy()
+    # the workbench's conv prepack holds the same blocks (word (k4, oc4, j) = output channel 4·oc4 + j, input
+    # channels 4·k4 .. +3), padded further: ET-VK's texture is exactly its first IC4 × OC4 texels
+    packed = conv_pw.prepack_weights(weight.numpy(), w_scales.numpy(), b.numpy() if bias else None)
+    texels = np.ascontiguousarray(packed.weight[:ic4, :oc4])
+    sums, scales, bias_v = (np.ascontiguousarray(a[:4 * oc4]) for a in (packed.weight_sums, packed.scales, packed.bias))
     out_sizes = (1, cout, h, w)
     push = struct.pack("<fifiii", in_scale, in_zp, np.float32(1.0) / np.float32(out_scale), out_zp, ic4, oc4)
     global_size = (math.ceil(oc4 / tile_n4), math.ceil(math.ceil(w / 4) / tile_m4), h)
