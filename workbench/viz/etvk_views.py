@@ -23,12 +23,11 @@ import numpy as np
 import pandas as pd
 
 from .. import adreno, etvk
-from ..etvk.run import unified_statistics
+from ..etvk.run import declared, unified_statistics
 from ..etvk.codegen import ENV_VAR
 from ..kernels import conv_pw as K
 from ..kernels import pixel_shuffle as ps
 from ..shaders import compile_shader
-from ..vk.spirv import reflect
 from .tile_views import _Figure
 
 __all__ = ["HOW_TO_CONFIGURE", "PR_19396", "checkout", "statistics", "pixel_shuffle_side_by_side",
@@ -69,8 +68,7 @@ def _unified(stats: dict) -> dict:
 def statistics(device, spirv, *, spec_constants=None, local_size=(64, 1, 1), name="shader", gpus=(740,)) -> dict:
     """Flat columns for one compiled kernel: `driver registers` (or `driver note` where there are none),
     `a<gpu> registers` / `waves` / `instructions` / `spills` from Turnip (or `a<gpu> note`)."""
-    declared = set(reflect(bytes(spirv.code)).spec_constants)
-    spec = {k: v for k, v in (spec_constants or {}).items() if k in declared}
+    spec = declared(spirv, spec_constants or {})
     out = {}
     if device.info.features.get("pipeline_executable_properties"):
         with device.pipeline(spirv, spec_constants=spec, local_size=local_size, capture_statistics=True,
