@@ -236,15 +236,13 @@ class ResultsWriter:
     def _append(self, row: dict) -> None:
         self.rows.append(row)
         new_columns = [c for c in row if c not in self._columns]
-        if new_columns and self._columns:  # columns grew: rewrite the whole CSV atomically
-            self._columns += new_columns
+        if new_columns:  # the first row, or columns grew: (re)write the whole CSV atomically, header included, so a
+            self._columns += new_columns  # reader never meets a CSV without its header
             table = pd.DataFrame(self.rows, columns=self._columns)
-            _atomic_write(self.csv_path, lambda p: table.to_csv(p, index=False))
+            atomic_write(self.csv_path, lambda p: table.to_csv(p, index=False))
         else:
-            header = not self._columns
-            self._columns += new_columns
             with open(self.csv_path, "a") as out:
-                pd.DataFrame([row], columns=self._columns).to_csv(out, index=False, header=header)
+                pd.DataFrame([row], columns=self._columns).to_csv(out, index=False, header=False)
                 out.flush()
                 os.fsync(out.fileno())
         self._write_companions()
@@ -255,10 +253,10 @@ class ResultsWriter:
     def _write_companions(self) -> pd.DataFrame:
         df = self.frame()
         if len(df):
-            _atomic_write(self.parquet_path, lambda p: df.to_parquet(p, index=False))
+            atomic_write(self.parquet_path, lambda p: df.to_parquet(p, index=False))
         meta = {**self.metadata, "rows": len(df), "columns": list(df.columns),
                 "written": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-        _atomic_write(self.json_path, lambda p: p.write_text(json.dumps(meta, indent=2, default=str) + "\n"))
+        atomic_write(self.json_path, lambda p: p.write_text(json.dumps(meta, indent=2, default=str) + "\n"))
         return df
 
     def close(self) -> pd.DataFrame:
@@ -288,7 +286,7 @@ def _sigint_deferred():
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
-def _atomic_write(path: Path, write) -> None:
+def atomic_write(path: Path, write) -> None:
     """write(temp_path), then rename over `path`: readers see the old file or the new one, never half of one."""
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:

@@ -50,13 +50,13 @@ def metadata() -> dict:
 
 def export(df, name: str, **extra) -> dict:
     """Write a DataFrame as CSV and Parquet with a JSON of metadata beside it; returns the paths."""
-    from .bench import _atomic_write  # each file whole or not at all (a Ctrl-C or a kill mid-export)
+    from .bench import atomic_write  # each file whole or not at all (a Ctrl-C or a kill mid-export)
     folder = results_dir()
     stem = folder / name
     meta = {**metadata(), **extra, "rows": len(df), "columns": [str(c) for c in df.columns]}
-    _atomic_write(stem.with_suffix(".csv"), lambda p: df.to_csv(p, index=False))
-    _atomic_write(stem.with_suffix(".parquet"), lambda p: df.to_parquet(p, index=False))
-    _atomic_write(stem.with_suffix(".json"), lambda p: p.write_text(json.dumps(meta, indent=2, default=str) + "\n"))
+    atomic_write(stem.with_suffix(".csv"), lambda p: df.to_csv(p, index=False))
+    atomic_write(stem.with_suffix(".parquet"), lambda p: df.to_parquet(p, index=False))
+    atomic_write(stem.with_suffix(".json"), lambda p: p.write_text(json.dumps(meta, indent=2, default=str) + "\n"))
     return {"csv": stem.with_suffix(".csv"), "parquet": stem.with_suffix(".parquet"),
             "json": stem.with_suffix(".json")}
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..bench import atomic_write
+
 #: per sweep: what the device-vs-device chart shows (value, item label columns, facet, higher is better, filter)
 CHARTS = {
     "conv-pw": dict(value="GOP/s", label="tile", facet="shape", higher_is_better=True, keep=None),
@@ -51,18 +53,19 @@ def export_result(result, folder, name: str) -> dict:
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     paths = {}
     stem = folder / f"{name}_devices"
-    frame.to_csv(stem.with_suffix(".csv"), index=False)
-    frame.to_parquet(stem.with_suffix(".parquet"), index=False)
+    atomic_write(stem.with_suffix(".csv"), lambda p: frame.to_csv(p, index=False))  # the CSV the rows streamed to
+    atomic_write(stem.with_suffix(".parquet"), lambda p: frame.to_parquet(p, index=False))
     devices = {}
     for key, rows in frame.groupby("device_key", sort=False):
         sub = folder / safe_name(key)
         sub.mkdir(exist_ok=True)
-        rows.to_csv((sub / name).with_suffix(".csv"), index=False)
-        rows.to_parquet((sub / name).with_suffix(".parquet"), index=False)
+        atomic_write((sub / name).with_suffix(".csv"), lambda p: rows.to_csv(p, index=False))
+        atomic_write((sub / name).with_suffix(".parquet"), lambda p: rows.to_parquet(p, index=False))
         meta = {**device_metadata(rows), "device_key": key, "workers": sorted(rows["worker"].dropna().unique()),
                 "rows": len(rows), "errors": int(rows["error"].notna().sum()) if "error" in rows else 0,
                 "columns": [str(c) for c in rows.columns], "written": now}
-        (sub / name).with_suffix(".json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+        text = json.dumps(meta, indent=2, default=str) + "\n"
+        atomic_write((sub / name).with_suffix(".json"), lambda p: p.write_text(text))
         devices[key] = meta
         paths[key] = sub / f"{name}.csv"
     summary = {"sweep": name, "scheduler": result.scheduler, "items": result.items, "rows": len(frame),
@@ -70,7 +73,8 @@ def export_result(result, folder, name: str) -> dict:
                "duplicates_dropped": result.duplicates_dropped, "devices": devices,
                "workers": result.devices.to_dict("records"), "columns": [str(c) for c in frame.columns],
                "written": now}
-    stem.with_suffix(".json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    text = json.dumps(summary, indent=2, default=str) + "\n"
+    atomic_write(stem.with_suffix(".json"), lambda p: p.write_text(text))
     paths["all"] = stem.with_suffix(".csv")
     sweep_name = frame["sweep"].dropna().iloc[0] if "sweep" in frame and frame["sweep"].notna().any() else None
     if sweep_name in CHARTS:
