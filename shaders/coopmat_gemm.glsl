@@ -8,6 +8,8 @@
 // workgroup's 4 subgroups form 2 x 2, its 128 threads stage the (2·RM·TM) x TK block of A and the TK x (2·RN·TN)
 // block of B in shared memory with 16-byte loads, and every subgroup loads its tiles from there (each A and B
 // tile serves two subgroups); M and N are then padded to whole workgroup blocks.
+// B_COL = 1 (SHMEM = 0 only): B is given as its transpose (N x K row-major) and loaded column-major, the K-contiguous
+// layout the int8 MMA takes for B; the row-major B of the default must be transposed byte-wise on its way in.
 #extension GL_NV_cooperative_matrix : require
 #extension GL_NV_integer_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -24,6 +26,12 @@
 #endif
 #ifndef SHMEM
 #define SHMEM 0
+#endif
+#ifndef B_COL
+#define B_COL 0
+#endif
+#if B_COL && SHMEM
+#error "B_COL is for SHMEM = 0"
 #endif
 
 layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
@@ -91,7 +99,11 @@ void main() {
       coopMatLoadNV(ma[i], a, ((row0 + i * TM) * p.K + k) / 16, p.K / 16, false);
     }
     [[unroll]] for (uint j = 0; j < RN; ++j) {
+#if B_COL
+      coopMatLoadNV(mb[j], b, ((col0 + j * TN) * p.K + k) / 16, p.K / 16, true);
+#else
       coopMatLoadNV(mb[j], b, (k * p.N + col0 + j * TN) / 16, p.N / 16, false);
+#endif
     }
 #endif
     [[unroll]] for (uint i = 0; i < RM; ++i) {

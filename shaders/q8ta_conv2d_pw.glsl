@@ -25,6 +25,9 @@
 //
 // Other defines: USE_INT_DOT_EXT (1: packed dot product, needs shaderIntegerDotProduct; 0: portable fallback),
 // SATURATE (1: OpSDotAccSat as ET-VK; 0: OpSDot + add) and
+// REGISTER_OPERANDS (1: a diagnostic build with WRONG results by design: the first K step's operands are loaded
+// once and every step uses them XORed with the step index, so the dot-product stream and the epilogue stay and the
+// operand loads and their address arithmetic go; it measures what the loads cost against the dot-product roof),
 // WRITE_ACCUMULATORS (1: a debug build that writes the raw int32 accumulators instead of int8 outputs, as a dense
 // (N, H, W, OC) int array, logical elements only).
 //
@@ -61,6 +64,9 @@
 #endif
 #ifndef WRITE_ACCUMULATORS
 #define WRITE_ACCUMULATORS 0
+#endif
+#ifndef REGISTER_OPERANDS
+#define REGISTER_OPERANDS 0
 #endif
 
 #define TILE_W (4 * TILE_M)
@@ -172,8 +178,28 @@ void main() {
   // K loop: TILE_K4 input-channel blocks per step, all operands of a step loaded first. The last step may run
   // past IC4: its input block index is clamped (a valid load) and the weights there are zero (the prepack pads
   // K4 to a multiple of 4), so it adds nothing -- no remainder loop, no branch.
+#if REGISTER_OPERANDS
+  ivec4 a0[TILE_K4][TILE_M];
+  ivec4 b[TILE_K4][TILE_N4];
+  [[unroll]] for (int kk = 0; kk < TILE_K4; ++kk) {
+    [[unroll]] for (int m = 0; m < TILE_M; ++m) {
+      a0[kk][m] = t_in[in_base[m] + min(kk, IC4 - 1) * s_c];
+    }
+    [[unroll]] for (int j = 0; j < TILE_N4; ++j) {
+      b[kk][j] = t_weight[kk * OC4P + oc4_0 + j];
+    }
+  }
+#endif
   for (int k4 = 0; k4 < IC4; k4 += TILE_K4) {
     ivec4 a[TILE_K4][TILE_M];
+#if REGISTER_OPERANDS
+    // every dot product reads a varying input word, so none is loop-invariant (no hoisting)
+    [[unroll]] for (int kk = 0; kk < TILE_K4; ++kk) {
+      [[unroll]] for (int m = 0; m < TILE_M; ++m) {
+        a[kk][m] = a0[kk][m] ^ ivec4(k4);
+      }
+    }
+#else
     ivec4 b[TILE_K4][TILE_N4];
     [[unroll]] for (int kk = 0; kk < TILE_K4; ++kk) {
       const int kc = min(k4 + kk, IC4 - 1);
@@ -184,6 +210,7 @@ void main() {
         b[kk][j] = t_weight[(k4 + kk) * OC4P + oc4_0 + j];
       }
     }
+#endif
     [[unroll]] for (int kk = 0; kk < TILE_K4; ++kk) {
       [[unroll]] for (int m = 0; m < TILE_M; ++m) {
         [[unroll]] for (int wi = 0; wi < 4; ++wi) {

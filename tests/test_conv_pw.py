@@ -357,3 +357,17 @@ def test_sweep_checks_first_image_of_large_batches(device):
     df = K.sweep(device, tiles=[(1, 1, 1)], shapes=[(3, 8, 12, 3, 5)], show_progress=False, check="first",
                  min_time_s=0.0, min_samples=2, target_us=10.0, adreno_gpu=None)
     assert df["max_lsb_diff"].tolist() == [0]
+
+
+def test_gap_suite_pairs_memory_and_register_operand_builds(device):
+    """`bench conv-gap` (quick): every tile twice; the real build is checked against the reference, the load-free
+    diagnostic build is labelled wrong-by-design and carries the load cost; bad `operands` is refused."""
+    from workbench.kernels import conv_pw
+    df = conv_pw.gap_suite(device, quick=True, show_progress=False)
+    assert len(df) == 2 * 2 and df["operands"].tolist() == ["memory", "registers"] * 2
+    mem, regs = df[df["operands"] == "memory"], df[df["operands"] == "registers"]
+    assert (mem["max_lsb_diff"] == 0).all() and (mem["status"] == "ok").all()
+    assert regs["status"].str.startswith("diagnostic").all() and regs["load_cost"].notna().all()
+    assert (df["GOP/s"] > 0).all()
+    with pytest.raises(ValueError, match="operands must be"):
+        conv_pw.ConvPwSpec((1, 8, 8, 4, 4), operands="cache")

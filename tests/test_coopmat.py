@@ -10,7 +10,11 @@ from workbench.shaders import compile_shader
 
 @pytest.mark.parametrize("shader,defines", [("coopmat_peak", {"CHAINS": c}) for c in (1, 2, 4, 8)]
                          + [("coopmat_gemm", {"RM": rm, "RN": rn, "SHMEM": sh}) for rm, rn in ((1, 1), (2, 2), (4, 2),
-                                                                                             (4, 4)) for sh in (0, 1)])
+                                                                                             (4, 4)) for sh in (0, 1)]
+                         + [("coopmat_gemm", {"RM": 2, "RN": 2, "B_COL": 1})]
+                         + [("coopmat_gemm_staged", {"WM": t["wm"], "WN": t["wn"], "RM": t["rm"], "RN": t["rn"],
+                                                     "KSTEPS": t["ksteps"]})
+                            for t in coopmat.GEMM_TILES if t.get("staged")])
 def test_shaders_compile_and_validate(shader, defines):
     spv = compile_shader(shader, defines=defines, target_env=coopmat.TARGET_ENV)  # spirv-val runs on every result
     assert spv.code[:4] == b"\x03\x02\x23\x07"
@@ -145,6 +149,58 @@ def test_shared_memory_gemm_walk_on_the_host():
     np.testing.assert_array_equal(c, coopmat.gemm_reference(A, B))
 
 
+def test_staged_gemm_walk_on_the_host():
+    """coopmat_gemm_staged.glsl replayed on the host: workgroup w owns block (w / blocks_n, w % blocks_n); per stage
+    thread t moves 16-byte chunks q = t + i·THREADS of A and Bt (row q / CHUNKS) into padded shared rows (ROW =
+    CHUNKS + 1 chunks); subgroup s multiplies its RM x RN tiles at (s / WN, s % WN), A row-major and B column-major
+    out of those rows. Every C element is written once and equals the reference; the padding is never read."""
+    g = coopmat.CoopmatGemmSpec((2, 70, 40, 3, 11), (16, 16, 32), rm=2, rn=1, staged=True, wm=2, wn=2, ksteps=2)
+    A, Bt = coopmat.gemm_operands(g, seed=6)
+    m, n, k = g.gemm
+    tm, tn, tk = g.size
+    bm, bn, bk = g.block
+    assert (bm, bn, bk) == (64, 32, 64) and (m, n, k) == (128, 64, 128) and Bt.shape == (n, k)
+    assert g.shared_bytes() == 2 * (bm + bn) * (bk + 16) and g.workgroups() == (m // bm) * (n // bn)
+    chunks, row, threads = bk // 16, bk // 16 + 1, 32 * g.wm * g.wn
+    a16, b16 = A.reshape(-1, 16), Bt.reshape(-1, 16)  # uvec4 views, as the shader indexes them
+    c = np.zeros((m, n), np.int64)
+    written = np.zeros((m, n), np.int64)
+    for wg in range(g.workgroups()):
+        brow, bcol = (wg // (n // bn)) * bm, (wg % (n // bn)) * bn
+        acc = {}
+        for s in range(k // bk):
+            sa = np.full((bm * row, 16), 99, np.int8)  # 99: padding the shader must never read
+            sb = np.full((bn * row, 16), 99, np.int8)
+            for t in range(threads):
+                for i in range(bm * chunks // threads):
+                    q = t + i * threads
+                    sa[(q // chunks) * row + q % chunks] = a16[(brow + q // chunks) * (k // 16) + s * chunks
+                                                               + q % chunks]
+                for i in range(bn * chunks // threads):
+                    q = t + i * threads
+                    sb[(q // chunks) * row + q % chunks] = b16[(bcol + q // chunks) * (k // 16) + s * chunks
+                                                               + q % chunks]
+            fa, fb = sa.reshape(-1), sb.reshape(-1)
+            for sg in range(g.wm * g.wn):
+                srow, scol = (sg // g.wn) * g.rm * tm, (sg % g.wn) * g.rn * tn
+                for ks in range(g.ksteps):
+                    for i in range(g.rm):
+                        ta = coopmat.load_tile(fa, 16 * ((srow + i * tm) * row + ks * tk // 16), 16 * row, tm, tk,
+                                               False).astype(np.int64)
+                        for j in range(g.rn):
+                            tb = coopmat.load_tile(fb, 16 * ((scol + j * tn) * row + ks * tk // 16), 16 * row, tk,
+                                                   tn, True).astype(np.int64)
+                            key = (brow + srow + i * tm, bcol + scol + j * tn)
+                            acc[key] = acc.get(key, 0) + ta @ tb
+        for (r0, c0), v in acc.items():
+            c[r0:r0 + tm, c0:c0 + tn] = v
+            written[r0:r0 + tm, c0:c0 + tn] += 1
+    assert (written == 1).all()
+    np.testing.assert_array_equal(c, coopmat.gemm_reference(A, Bt.T))
+    with pytest.raises(ValueError, match="must divide"):
+        coopmat.CoopmatGemmSpec((1, 32, 32, 4, 8), (16, 16, 32), rm=1, rn=1, staged=True, wm=4, wn=4, ksteps=1)
+
+
 def test_suite_control_flow_with_host_stand_ins(device, monkeypatch, capsys):
     """The supported path of bench_suite (probe sizes x chains, GEMM tiles x shapes, refused variants, summary)
     with the device calls replaced by stand-ins: no cooperative matrix here to run them on."""
@@ -166,9 +222,12 @@ def test_suite_control_flow_with_host_stand_ins(device, monkeypatch, capsys):
     probes = df[df["kernel"] == "coopmat peak"]
     assert len(probes) == 2 * 3 and (probes["status"].str.startswith("failed")).sum() == 2
     gemm = df[(df["kernel"] == "coopmat gemm") & ~df["method"].str.startswith("torch")]  # torch rows on CUDA hosts
-    assert len(gemm) == 10 and set(gemm["coop_size"]) == {"16x16x32"}  # N = 8 tiles are not 16-byte aligned
+    fits = [t for t in coopmat.GEMM_TILES  # variants needing more shared memory than the device has are left out
+            if coopmat.CoopmatGemmSpec((1, 32, 32, 4, 8), (16, 16, 32), **t).shared_bytes()
+            <= device.info.shared_memory_bytes]
+    assert len(gemm) == len(fits) and set(gemm["coop_size"]) == {"16x16x32"}  # N = 8 tiles: not 16-byte aligned
     out = capsys.readouterr().out
-    assert "14 of 16 results exact" in out and "of the probe" in out
+    assert f"{4 + len(fits)} of {6 + len(fits)} results exact" in out and "of the probe" in out
 
 
 def test_reflection_skips_cooperative_matrix_locals():

@@ -310,6 +310,7 @@ SUITES = {
     "pack": "workbench.kernels.pack:bench_suite",
     "pixel-shuffle": "workbench.kernels.pixel_shuffle:bench_suite",
     "conv-pw": "workbench.kernels.conv_pw:bench_suite",
+    "conv-gap": "workbench.kernels.conv_pw:gap_suite",
     "peak": "workbench.kernels.peak:bench_suite",
     "quantize-affine": "workbench.kernels.quantize_affine:bench_suite",
     "coopmat": "workbench.kernels.coopmat:bench_suite",

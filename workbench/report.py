@@ -53,6 +53,15 @@ def goals(folder, roofs: dict | None = None) -> pd.DataFrame:
         torch_rows = conv[conv["method"].astype(str).str.startswith("torch._int_mm") & conv["GOP/s"].notna()]
         for r in torch_rows.to_dict("records"):
             add(f"torch._int_mm {r['shape']}", r["GOP/s"], "GOP/s")
+    gap = _load(folder, "conv_gap")
+    if gap is not None and "load_cost" in gap and math.isfinite(roofs.get("int8_wrap_GOPs", math.nan)):
+        for r in gap[gap["operands"] == "registers"].to_dict("records"):
+            mem = gap[(gap["operands"] == "memory") & (gap["tile"] == r["tile"]) & (gap["shape"] == r["shape"])]
+            if len(mem):
+                add(f"conv {r['tile']} {r['shape']} (OpSDot + add) / roof: with operand loads", mem["GOP/s"].iloc[0]
+                    / roofs["int8_wrap_GOPs"], "fraction")
+            add(f"conv {r['tile']} {r['shape']} (OpSDot + add) / roof: without them (diagnostic)", r["GOP/s"] /
+                roofs["int8_wrap_GOPs"], "fraction")
     coop = _load(folder, "coopmat")
     if coop is not None:
         if (coop["status"] == "skipped").any():

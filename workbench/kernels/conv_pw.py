@@ -40,6 +40,7 @@ word hold output_zp.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import struct
@@ -203,10 +204,14 @@ class ConvPwSpec:
     accumulators: bool = False  # debug build: write raw int32 accumulators (N, H, W, Cout) instead of int8
     local_size: tuple | None = None  # None: ET-VK's rule
     saturate: bool = True  # OpSDotAccSat as ET-VK; False: OpSDot + a wrapping add (exact for Cin <= 131072)
+    operands: str = "memory"  # "registers": the diagnostic build without operand loads (REGISTER_OPERANDS, wrong results)
 
     def __post_init__(self):
         object.__setattr__(self, "shape", ConvPwShape.coerce(self.shape))
         check_tile(self.tile_m, self.tile_n4, self.tile_k4)
+        if self.operands not in ("memory", "registers"):
+            raise ValueError(f"operands must be 'memory' or 'registers' (the load-free diagnostic); got "
+                             f"{self.operands!r}")
         in_layout = L.get_layout(self.in_layout)
         if in_layout.name != INPUT_LAYOUT:
             raise ValueError(f"q8ta_conv2d_pw needs its input in layout {INPUT_LAYOUT} (4 widths x 4 channels per "
@@ -251,7 +256,10 @@ class ConvPwSpec:
         return variant_name(*self.tile, self.use_dot_ext, self.accumulators, self.saturate)
 
     def defines(self) -> dict:
-        return dict(variants(SHADER)[self.variant])
+        defines = dict(variants(SHADER)[self.variant])
+        if self.operands == "registers":
+            defines["REGISTER_OPERANDS"] = 1
+        return defines
 
     def spec_constants(self) -> dict:
         return {SPEC_APPLY_BIAS: int(self.apply_bias), SPEC_ACTIVATION: int(self.relu),
@@ -791,6 +799,53 @@ def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_prog
     finally:
         if hasattr(bar, "close"):
             bar.close()
+    return pd.DataFrame(rows)
+
+
+GAP_TILES = ((2, 2, 4), (1, 2, 4), (2, 1, 4), (4, 1, 4), (1, 1, 1))
+
+
+def gap_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True) -> pd.DataFrame:
+    """`workbench bench conv-gap`: what keeps the OpSDot + add conv below the int8-dot roof, measured. The best tiles
+    on the device-filling shapes run twice: as they are (`operands` = "memory", checked against the reference) and
+    as the load-free diagnostic build (`operands` = "registers": the same dot-product stream and epilogue without
+    the operand loads and their addressing; wrong results by design, `status` says so). `load_cost` on the
+    diagnostic rows = 1 - (memory GOP/s / registers GOP/s) of the same tile and shape. On CPU devices (no filling
+    shapes) or with `quick`, a small shape."""
+    from ..bench import environment
+    shapes = QUICK_SHAPES if quick else (filling_shapes(device) or SUITE_SHAPES[:1])
+    tiles = QUICK_TILES[:2] if quick else GAP_TILES
+    use_dot_ext = bool(device.info.features.get("integer_dot_product"))
+    timing = dict(min_time_s=0.01 if quick else 0.2, min_samples=3 if quick else 10,
+                  target_us=200.0 if quick else 2000.0)
+    env = environment(device)
+    rows = []
+    for shape in (ConvPwShape.coerce(s) for s in shapes):
+        q_input, weight, scales, bias = random_problem(shape)
+        packed = prepack_weights(weight, scales, bias)
+        expected = reference(q_input[:1], weight, scales, bias, DEFAULT_QPARAMS, False).numpy()
+        base = ConvPwSpec(shape, use_dot_ext=use_dot_ext, saturate=False)
+        with ConvPwBuffers(device, base, q_input, packed) as bufs:
+            warmup_s = 0.0 if device.info.is_cpu else 1.0
+            for tile in tiles:
+                pair = {}
+                for operands in ("memory", "registers"):
+                    spec = dataclasses.replace(base.with_tile(*tile), operands=operands)
+                    row = measure(device, bufs, spec, env=env, expected=expected if operands == "memory" else None,
+                                  warmup_s=warmup_s, **timing)
+                    warmup_s = 0.0
+                    row.update(operands=operands, shape_kind="fills the device" if not quick else "quick",
+                               status="ok" if operands == "memory" else "diagnostic: results wrong by design")
+                    pair[operands] = row
+                regs, mem = pair["registers"]["GOP/s"], pair["memory"]["GOP/s"]
+                pair["registers"]["load_cost"] = 1.0 - mem / regs if regs else np.nan
+                for row in pair.values():
+                    rows.append(row)
+                    if writer is not None:
+                        writer.append(row)
+                if show_progress:
+                    print(f"conv gap {shape.label} {tile_label(*tile)}: {mem / 1e3:,.1f} TOP/s with operand loads, "
+                          f"{regs / 1e3:,.1f} without (the loads take {pair['registers']['load_cost']:.0%} of the time)")
     return pd.DataFrame(rows)
 
 

@@ -94,12 +94,15 @@ def unsupported_reason(device, props: pd.DataFrame | None = None) -> str | None:
 
 
 def _pipeline(device, shader: str, defines: dict, size, local_size):
+    """The cached pipeline; the matrix size goes in as spec constants 3..5, or as defines (TM, TN, TK) where the
+    shader sizes arrays and its local size with it (the staged GEMM)."""
     cache = device.__dict__.setdefault("_coopmat_pipelines", {})
     key = (shader, tuple(sorted(defines.items())), tuple(size), tuple(local_size))
     if key not in cache or cache[key].handle is None:
         spirv = compile_shader(shader, defines=defines, target_env=TARGET_ENV)
         m, n, k = size
-        cache[key] = device.pipeline(spirv, spec_constants={3: m, 4: n, 5: k}, local_size=local_size, name=shader)
+        spec = {} if "TM" in defines else {3: m, 4: n, 5: k}
+        cache[key] = device.pipeline(spirv, spec_constants=spec, local_size=local_size, name=shader)
     return cache[key]
 
 
@@ -178,25 +181,75 @@ def run_peak(device, spec: CoopmatPeakSpec, *, samples: bool = False, min_time_s
 
 @dataclass(frozen=True)
 class CoopmatGemmSpec:
+    """One GEMM variant of the pointwise conv. `shmem`: the 2 x 2-subgroup shared-memory kernel of coopmat_gemm.glsl;
+    `b_col`: B given transposed (N x K) and loaded column-major (direct kernel); `staged`: coopmat_gemm_staged.glsl
+    (WM x WN subgroups, double-buffered shared memory, BK = KSTEPS·TK bytes of K a stage, B always transposed)."""
     shape: tuple  # conv shape (N, Cin, Cout, H, W)
     size: tuple[int, int, int]  # cooperative matrix (M, N, K)
     rm: int = 2
     rn: int = 2
     shmem: bool = False  # stage the workgroup's A and B blocks in shared memory (4 subgroups as 2 x 2)
+    b_col: bool = False
+    staged: bool = False
+    wm: int = 2
+    wn: int = 2
+    ksteps: int = 2
+
+    def __post_init__(self):
+        if sum((self.shmem, self.b_col, self.staged)) > 1:
+            raise ValueError(f"choose one of shmem, b_col, staged; got shmem={self.shmem}, b_col={self.b_col}, "
+                             f"staged={self.staged}")
+        if self.staged:
+            bm, bn, bk = self.block
+            threads = 32 * self.wm * self.wn
+            if (bm * bk // 16) % threads or (bn * bk // 16) % threads:
+                raise ValueError(f"staged GEMM: {threads} threads must divide the A block's {bm * bk // 16} and the "
+                                 f"B block's {bn * bk // 16} 16-byte chunks (block {bm}x{bn}x{bk})")
+
+    @property
+    def transposed_b(self) -> bool:
+        """B travels as its transpose (N x K row-major)."""
+        return self.b_col or self.staged
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        """(BM, BN, BK) a workgroup owns per stage."""
+        tm, tn, tk = self.size
+        if self.staged:
+            return self.wm * self.rm * tm, self.wn * self.rn * tn, self.ksteps * tk
+        f = 2 if self.shmem else 1
+        return f * tm * self.rm, max(f * tn * self.rn, 16), max(tk, 16)
 
     @property
     def gemm(self) -> tuple[int, int, int]:
-        """(M, N, K) of the GEMM, padded to whole tiles (whole 2 x 2 subgroup blocks with `shmem`): pixels, Cout,
-        Cin."""
+        """(M, N, K) of the GEMM, padded to whole blocks: pixels, Cout, Cin."""
         nb, cin, cout, h, w = self.shape
-        tm, tn, tk = self.size
-        f = 2 if self.shmem else 1
+        bm, bn, bk = self.block
         pad = lambda v, q: -(-v // q) * q  # noqa: E731
-        return (pad(nb * h * w, f * tm * self.rm), pad(cout, max(f * tn * self.rn, 16)), pad(cin, max(tk, 16)))
+        return pad(nb * h * w, bm), pad(cout, bn), pad(cin, bk)
 
     @property
     def label(self) -> str:
-        return f"RM{self.rm}·RN{self.rn}" + (" shared" if self.shmem else "")
+        if self.staged:
+            bm, bn, bk = self.block
+            return f"staged {self.wm}x{self.wn}·RM{self.rm}·RN{self.rn}·BK{bk}"
+        return f"RM{self.rm}·RN{self.rn}" + (" shared" if self.shmem else "") + (" Bt" if self.b_col else "")
+
+    def shader(self) -> tuple[str, dict]:
+        if self.staged:
+            tm, tn, tk = self.size
+            return "coopmat_gemm_staged", {"WM": self.wm, "WN": self.wn, "RM": self.rm, "RN": self.rn,
+                                           "KSTEPS": self.ksteps, "TM": tm, "TN": tn, "TK": tk}
+        return "coopmat_gemm", {"RM": self.rm, "RN": self.rn, "SHMEM": int(self.shmem), "B_COL": int(self.b_col)}
+
+    def threads_per_group(self) -> int:
+        return 32 * (self.wm * self.wn if self.staged else WARPS_PER_GROUP)
+
+    def shared_bytes(self) -> int:
+        bm, bn, bk = self.block
+        if self.staged:
+            return 2 * (bm + bn) * (bk + 16)
+        return (bm * bk + bk * bn) if self.shmem else 0
 
     def macs(self) -> int:
         nb, cin, cout, h, w = self.shape
@@ -211,10 +264,14 @@ class CoopmatGemmSpec:
         tm, tn, _ = self.size
         return (m // (tm * self.rm)) * (n // (tn * self.rn))
 
+    def workgroups(self) -> int:
+        return -(-self.subgroups() // (self.threads_per_group() // SUBGROUP))
+
 
 def gemm_operands(spec: CoopmatGemmSpec, seed: int = 0, base=None):
     """Random int8 activation (pixels x Cin, NHWC order) and weight (Cin x Cout), zero-padded to the GEMM; `base`:
-    the unpadded pair to pad instead (one random problem for every tile of a shape)."""
+    the unpadded pair to pad instead (one random problem for every tile of a shape). B comes back as the kernel
+    reads it: K x N, or its transpose N x K where `spec.transposed_b` (then `gemm_reference(a, b.T)`)."""
     nb, cin, cout, h, w = spec.shape
     m, n, k = spec.gemm
     if base is None:
@@ -225,13 +282,13 @@ def gemm_operands(spec: CoopmatGemmSpec, seed: int = 0, base=None):
     a[:nb * h * w, :cin] = base[0]
     b = np.zeros((k, n), np.int8)
     b[:cin, :cout] = base[1]
-    return a, b
+    return a, (np.ascontiguousarray(b.T) if spec.transposed_b else b)
 
 
 def gemm_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """torch._int_mm's answer (computed in int64 on the host: exact)."""
-    import torch
-    return (torch.from_numpy(a).to(torch.int64) @ torch.from_numpy(b).to(torch.int64)).numpy()
+    """torch._int_mm's answer, exact: a float64 BLAS product is exact here (every partial sum is an integer below
+    K·2^14 < 2^53), and far faster on the host than an int64 matmul."""
+    return (a.astype(np.float64) @ b.astype(np.float64)).astype(np.int64)
 
 
 def run_gemm(device, spec: CoopmatGemmSpec, a, b, *, samples: bool = False, min_time_s: float = 0.2,
@@ -240,20 +297,21 @@ def run_gemm(device, spec: CoopmatGemmSpec, a, b, *, samples: bool = False, min_
     (pixels x Cout), computed once per shape; the padding of C must hold 0."""
     from .. import bench
     m, n, k = spec.gemm
-    pipeline = _pipeline(device, "coopmat_gemm", {"RM": spec.rm, "RN": spec.rn, "SHMEM": int(spec.shmem)},
-                         spec.size, (SUBGROUP * WARPS_PER_GROUP, 1, 1))
-    groups = -(-spec.subgroups() // WARPS_PER_GROUP)
+    shader, defines = spec.shader()
+    pipeline = _pipeline(device, shader, defines, spec.size, (spec.threads_per_group(), 1, 1))
+    groups = spec.workgroups()
+    threads = spec.threads_per_group()
     push = np.array([m, n, k], np.uint32).tobytes()
     with device.buffer(nbytes=4 * m * n, name="gemm C") as c, device.buffer(a, name="gemm A") as abuf, \
             device.buffer(b, name="gemm B") as bbuf:
         with device.record("coopmat gemm probe") as probe:
-            probe.dispatch(pipeline, [c, abuf, bbuf], (groups * SUBGROUP * WARPS_PER_GROUP, 1, 1), push)
+            probe.dispatch(pipeline, [c, abuf, bbuf], (groups * threads, 1, 1), push)
             probe.submit()
             probe_ns = probe.submit()[0].gpu_ns or 1.0
         repeats = int(min(200, max(1, target_us * 1e3 // probe_ns))) if samples else 1
         with device.record("coopmat gemm") as rec:
             for _ in range(repeats):
-                rec.dispatch(pipeline, [c, abuf, bbuf], (groups * SUBGROUP * WARPS_PER_GROUP, 1, 1), push)
+                rec.dispatch(pipeline, [c, abuf, bbuf], (groups * threads, 1, 1), push)
             if samples:
                 timing = bench.sample_recording(rec, repeats=repeats, min_time_s=min_time_s)
             else:
@@ -261,7 +319,8 @@ def run_gemm(device, spec: CoopmatGemmSpec, a, b, *, samples: bool = False, min_
                 timing = rec.gpu_ns
         got = c.download(np.int32).reshape(m, n)
     if expected is None:
-        return timing, int(np.abs(got.astype(np.int64) - gemm_reference(a, b)).max()), repeats
+        full = gemm_reference(a, b.T if spec.transposed_b else b)
+        return timing, int(np.abs(got.astype(np.int64) - full).max()), repeats
     rows, cols = expected.shape
     err = int(np.abs(got[:rows, :cols].astype(np.int64) - expected).max())
     padding = max(int(np.abs(got[rows:]).max(initial=0)), int(np.abs(got[:, cols:]).max(initial=0)))
@@ -271,6 +330,18 @@ def run_gemm(device, spec: CoopmatGemmSpec, a, b, *, samples: bool = False, min_
 # ----------------------------------------------------------------------------------------------------------------
 # The suite
 # ----------------------------------------------------------------------------------------------------------------
+
+# The GEMM variants the suite measures: the direct and 2 x 2 shared-memory kernels (B row-major), the direct kernel
+# with B transposed (isolates the B layout), and the staged double-buffered kernel at several block shapes.
+GEMM_TILES = ([{"rm": rm, "rn": rn} for rm, rn in ((1, 1), (2, 2), (4, 4))]
+              + [{"rm": rm, "rn": rn, "shmem": True} for rm, rn in ((2, 2), (4, 2), (4, 4))]
+              + [{"rm": rm, "rn": rn, "b_col": True} for rm, rn in ((1, 1), (2, 2), (4, 4))]
+              + [{"staged": True, "wm": wm, "wn": wn, "rm": rm, "rn": rn, "ksteps": ks}
+                 for wm, wn, rm, rn, ks in ((2, 2, 4, 4, 2), (2, 2, 4, 4, 1), (2, 4, 4, 2, 2), (4, 2, 2, 4, 2),
+                                            (2, 2, 2, 4, 2), (2, 2, 2, 2, 2), (2, 4, 4, 4, 1), (4, 4, 2, 2, 2))])
+# A square GEMM beside the conv shapes: whether the conv's short K (Cin) is what holds the tensor cores back.
+SQUARE_GEMM = (1, 4096, 4096, 64, 64)
+
 
 def skip_row(device, reason: str) -> dict:
     from ..bench import environment
@@ -332,9 +403,9 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
             row["probe_fraction"] = row["GOP/s"] / theory if np.isfinite(theory) else math.nan
             row.update(limits.columns())
             emit(row)
-    shapes = shapes or (((1, 64, 64, 32, 32),) if quick else filling_shapes(device))
-    tiles = [(1, 1, False)] if quick else [(rm, rn, shmem) for shmem in (False, True)
-                                           for rm, rn in ((1, 1), (2, 2), (2, 4), (4, 2), (4, 4))]
+    shapes = shapes or (((1, 64, 64, 32, 32),) if quick else tuple(filling_shapes(device)) + (SQUARE_GEMM,))
+    tiles = [{"rm": 1, "rn": 1}] if quick else GEMM_TILES
+    smem_limit = device.info.shared_memory_bytes
     gemm_sizes = [s for s in int8_sizes(props) if s[1] % 16 == 0]  # B tiles start on 16-byte columns
     for shape in shapes:
         nb, cin, cout, h, w = shape
@@ -343,8 +414,10 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
                 rng.integers(-128, 128, (cin, cout), dtype=np.int8))
         expected = gemm_reference(*base)  # once per shape, exact (int64)
         for size in gemm_sizes:
-            for rm, rn, shmem in tiles:
-                spec = CoopmatGemmSpec(tuple(shape), size, rm, rn, shmem)
+            for tile in tiles:
+                spec = CoopmatGemmSpec(tuple(shape), size, **tile)
+                if smem_limit and spec.shared_bytes() > smem_limit:
+                    continue  # more shared memory than the device has
                 a, b = gemm_operands(spec, base=base)
                 try:
                     (gpu, host), err, repeats = run_gemm(device, spec, a, b, samples=True, expected=expected,

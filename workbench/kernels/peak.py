@@ -253,7 +253,7 @@ def check_under_roofs(frames, roofs: dict, slack: float = 1.05) -> pd.DataFrame:
 
 def check_results_dir(folder) -> tuple[dict, pd.DataFrame]:
     """The roofline check over a results folder written by `workbench bench …` / `main --benchmarks` (peak.csv with
-    the copy and peak rows, conv_pw.csv, coopmat.csv): (roofs, every compute row against its roof)."""
+    the copy and peak rows, conv_pw.csv, conv_gap.csv, coopmat.csv): (roofs, every compute row against its roof)."""
     from pathlib import Path
     folder = Path(folder)
     load = lambda name: pd.read_csv(folder / f"{name}.csv") if (folder / f"{name}.csv").exists() else None  # noqa
@@ -267,8 +267,8 @@ def check_results_dir(folder) -> tuple[dict, pd.DataFrame]:
     coop = load("coopmat")
     r = roofs(copy_df, peak_df, coop[coop["kernel"] == "coopmat peak"] if coop is not None and "GOP/s" in coop
               else None)
-    frames = [load("conv_pw"), coop[coop["kernel"] == "coopmat gemm"] if coop is not None and "GOP/s" in coop
-              else None]
+    frames = [load("conv_pw"), load("conv_gap"),  # the load-free diagnostic rows must stay under the roof too
+              coop[coop["kernel"] == "coopmat gemm"] if coop is not None and "GOP/s" in coop else None]
     return r, check_under_roofs(frames, r)
 
 

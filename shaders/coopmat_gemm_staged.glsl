@@ -1,0 +1,153 @@
+#version 450
+// The pointwise conv as an int8 GEMM on cooperative matrices, staged through shared memory in two buffers:
+// C (M x N, int32) = A (M x K, int8) x B (K x N, int8), A the activation channels-last (NHWC), B given as its
+// transpose Bt (N x K row-major: the conv weight [Cout, Cin] as torch holds it), so both operands are loaded
+// K-contiguous, which is the layout the int8 MMA instructions take (A "row", B "col"); a row-major int8 B must be
+// transposed byte-wise on its way in.
+//
+// A workgroup of WM x WN subgroups owns a BM x BN block of C (BM = WM·RM·TM, BN = WN·RN·TN); each subgroup RM x RN
+// tiles of TM x TN. K advances BK = KSTEPS·TK bytes per stage: every thread loads its share of the next stage's A and
+// Bt blocks into registers (16-byte loads, coalesced), the subgroups multiply the current stage out of shared memory,
+// then the registers go to the other shared buffer and one barrier ends the stage (the barrier of stage s also
+// guarantees that nobody still reads the buffer stage s + 1 overwrites). Staged rows carry 16 bytes of padding, so
+// the 8 rows a 16-byte-per-lane fragment load touches start in different banks.
+// The host pads M, N, K to whole blocks and checks that the thread count divides both blocks' 16-byte chunks.
+#extension GL_NV_cooperative_matrix : require
+#extension GL_NV_integer_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int32 : require
+
+#ifndef WM
+#define WM 2
+#endif
+#ifndef WN
+#define WN 2
+#endif
+#ifndef RM
+#define RM 4
+#endif
+#ifndef RN
+#define RN 4
+#endif
+#ifndef KSTEPS
+#define KSTEPS 2
+#endif
+#ifndef TM
+#define TM 16
+#endif
+#ifndef TN
+#define TN 16
+#endif
+#ifndef TK
+#define TK 32
+#endif
+
+const uint BM = WM * RM * TM;
+const uint BN = WN * RN * TN;
+const uint BK = KSTEPS * TK;                   // bytes of K per stage
+const uint CHUNKS = BK / 16;                   // 16-byte chunks of one staged row
+const uint ROW = CHUNKS + 1;                   // uvec4 per staged row, one of padding
+const uint THREADS = WM * WN * 32;
+const uint A_PER = BM * CHUNKS / THREADS;      // chunks each thread moves per stage
+const uint B_PER = BN * CHUNKS / THREADS;
+
+layout(local_size_x = THREADS, local_size_y = 1, local_size_z = 1) in;
+
+layout(set = 0, binding = 0) writeonly buffer C { int32_t c[]; };
+layout(set = 0, binding = 1) readonly buffer A { uvec4 a[]; };
+layout(set = 0, binding = 2) readonly buffer Bt { uvec4 bt[]; };
+layout(push_constant) uniform Params { uint M; uint N; uint K; } p;
+
+shared uvec4 sa[2 * BM * ROW];
+shared uvec4 sb[2 * BN * ROW];
+
+void main() {
+  const uint blocks_n = p.N / BN;
+  const uint brow = (gl_WorkGroupID.x / blocks_n) * BM;
+  const uint bcol = (gl_WorkGroupID.x % blocks_n) * BN;
+  const uint srow = (gl_SubgroupID / WN) * RM * TM;  // the subgroup's tiles inside the block
+  const uint scol = (gl_SubgroupID % WN) * RN * TN;
+  const uint tid = gl_LocalInvocationIndex;
+  const uint row_chunks = p.K / 16;
+  const uint stages = p.K / BK;
+
+  icoopmatNV<32, gl_ScopeSubgroup, TM, TN> acc[RM][RN];
+  [[unroll]] for (uint i = 0; i < RM; ++i) {
+    [[unroll]] for (uint j = 0; j < RN; ++j) {
+      acc[i][j] = icoopmatNV<32, gl_ScopeSubgroup, TM, TN>(0);
+    }
+  }
+
+  uvec4 ra[A_PER];
+  uvec4 rb[B_PER];
+  // chunk q of a block: row q / CHUNKS, chunk q % CHUNKS; neighbouring threads take neighbouring chunks
+  [[unroll]] for (uint i = 0; i < A_PER; ++i) {
+    const uint q = tid + i * THREADS;
+    ra[i] = a[(brow + q / CHUNKS) * row_chunks + q % CHUNKS];
+  }
+  [[unroll]] for (uint i = 0; i < B_PER; ++i) {
+    const uint q = tid + i * THREADS;
+    rb[i] = bt[(bcol + q / CHUNKS) * row_chunks + q % CHUNKS];
+  }
+  [[unroll]] for (uint i = 0; i < A_PER; ++i) {
+    const uint q = tid + i * THREADS;
+    sa[(q / CHUNKS) * ROW + q % CHUNKS] = ra[i];
+  }
+  [[unroll]] for (uint i = 0; i < B_PER; ++i) {
+    const uint q = tid + i * THREADS;
+    sb[(q / CHUNKS) * ROW + q % CHUNKS] = rb[i];
+  }
+  barrier();
+
+  for (uint s = 0; s < stages; ++s) {
+    const uint buf = s & 1u;
+    const bool more = s + 1 < stages;  // uniform
+    if (more) {
+      const uint k0 = (s + 1) * CHUNKS;
+      [[unroll]] for (uint i = 0; i < A_PER; ++i) {
+        const uint q = tid + i * THREADS;
+        ra[i] = a[(brow + q / CHUNKS) * row_chunks + k0 + q % CHUNKS];
+      }
+      [[unroll]] for (uint i = 0; i < B_PER; ++i) {
+        const uint q = tid + i * THREADS;
+        rb[i] = bt[(bcol + q / CHUNKS) * row_chunks + k0 + q % CHUNKS];
+      }
+    }
+    [[unroll]] for (uint ks = 0; ks < KSTEPS; ++ks) {
+      icoopmatNV<8, gl_ScopeSubgroup, TM, TK> ma[RM];
+      icoopmatNV<8, gl_ScopeSubgroup, TK, TN> mb[RN];
+      [[unroll]] for (uint i = 0; i < RM; ++i) {
+        coopMatLoadNV(ma[i], sa, (buf * BM + srow + i * TM) * ROW + ks * (TK / 16), ROW, false);
+      }
+      [[unroll]] for (uint j = 0; j < RN; ++j) {
+        coopMatLoadNV(mb[j], sb, (buf * BN + scol + j * TN) * ROW + ks * (TK / 16), ROW, true);
+      }
+      [[unroll]] for (uint i = 0; i < RM; ++i) {
+        [[unroll]] for (uint j = 0; j < RN; ++j) {
+          acc[i][j] = coopMatMulAddNV(ma[i], mb[j], acc[i][j]);
+        }
+      }
+    }
+    if (more) {
+      const uint other = buf ^ 1u;
+      [[unroll]] for (uint i = 0; i < A_PER; ++i) {
+        const uint q = tid + i * THREADS;
+        sa[(other * BM + q / CHUNKS) * ROW + q % CHUNKS] = ra[i];
+      }
+      [[unroll]] for (uint i = 0; i < B_PER; ++i) {
+        const uint q = tid + i * THREADS;
+        sb[(other * BN + q / CHUNKS) * ROW + q % CHUNKS] = rb[i];
+      }
+    }
+    barrier();
+  }
+
+  [[unroll]] for (uint i = 0; i < RM; ++i) {
+    [[unroll]] for (uint j = 0; j < RN; ++j) {
+      coopMatStoreNV(acc[i][j], c, (brow + srow + i * TM) * p.N + bcol + scol + j * TN, p.N, false);
+    }
+  }
+}
