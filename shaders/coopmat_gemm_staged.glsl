@@ -12,6 +12,10 @@
 // guarantees that nobody still reads the buffer stage s + 1 overwrites). Staged rows carry 16 bytes of padding, so
 // the 8 rows a 16-byte-per-lane fragment load touches start in different banks.
 // The host pads M, N, K to whole blocks and checks that the thread count divides both blocks' 16-byte chunks.
+// DIAG (diagnostic builds, WRONG results by design, to split the time): 1 = every stage multiplies what the two
+// shared buffers hold after the prologue (no global loads, shared stores or barriers in the loop: fragment loads
+// from shared memory and MMAs alone); 2 = the fragments of the first step are loaded once and every step multiplies them again (MMAs
+// alone, plus the same prologue and stores of C).
 #extension GL_NV_cooperative_matrix : require
 #extension GL_NV_integer_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -34,6 +38,9 @@
 #endif
 #ifndef KSTEPS
 #define KSTEPS 2
+#endif
+#ifndef DIAG
+#define DIAG 0
 #endif
 #ifndef TM
 #define TM 16
@@ -102,9 +109,24 @@ void main() {
   }
   barrier();
 
+#if DIAG == 2
+  icoopmatNV<8, gl_ScopeSubgroup, TM, TK> fa[RM];
+  icoopmatNV<8, gl_ScopeSubgroup, TK, TN> fb[RN];
+  [[unroll]] for (uint i = 0; i < RM; ++i) {
+    coopMatLoadNV(fa[i], sa, (srow + i * TM) * ROW, ROW, false);
+  }
+  [[unroll]] for (uint j = 0; j < RN; ++j) {
+    coopMatLoadNV(fb[j], sb, (scol + j * TN) * ROW, ROW, true);
+  }
+#endif
   for (uint s = 0; s < stages; ++s) {
+#if DIAG
+    const uint buf = s & 1u;  // still varies, so the fragment loads cannot be hoisted out of the loop
+    const bool more = false;
+#else
     const uint buf = s & 1u;
     const bool more = s + 1 < stages;  // uniform
+#endif
     if (more) {
       const uint k0 = (s + 1) * CHUNKS;
       [[unroll]] for (uint i = 0; i < A_PER; ++i) {
@@ -117,6 +139,10 @@ void main() {
       }
     }
     [[unroll]] for (uint ks = 0; ks < KSTEPS; ++ks) {
+#if DIAG == 2
+#define ma fa
+#define mb fb
+#else
       icoopmatNV<8, gl_ScopeSubgroup, TM, TK> ma[RM];
       icoopmatNV<8, gl_ScopeSubgroup, TK, TN> mb[RN];
       [[unroll]] for (uint i = 0; i < RM; ++i) {
@@ -125,12 +151,17 @@ void main() {
       [[unroll]] for (uint j = 0; j < RN; ++j) {
         coopMatLoadNV(mb[j], sb, (buf * BN + scol + j * TN) * ROW + ks * (TK / 16), ROW, true);
       }
+#endif
       [[unroll]] for (uint i = 0; i < RM; ++i) {
         [[unroll]] for (uint j = 0; j < RN; ++j) {
           acc[i][j] = coopMatMulAddNV(ma[i], mb[j], acc[i][j]);
         }
       }
     }
+#if DIAG == 2
+#undef ma
+#undef mb
+#endif
     if (more) {
       const uint other = buf ^ 1u;
       [[unroll]] for (uint i = 0; i < A_PER; ++i) {
@@ -142,7 +173,9 @@ void main() {
         sb[(other * BN + q / CHUNKS) * ROW + q % CHUNKS] = rb[i];
       }
     }
+#if DIAG == 0
     barrier();
+#endif
   }
 
   [[unroll]] for (uint i = 0; i < RM; ++i) {

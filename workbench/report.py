@@ -81,6 +81,11 @@ def goals(folder, roofs: dict | None = None) -> pd.DataFrame:
                     best = group.loc[group["GOP/s"].idxmax()]
                     add(f"coopmat GEMM {shape} best {best['tile']} / probe", best["GOP/s"] / probe, "fraction",
                         GOALS["mma_gemm_of_probe"])
+                diagnostic = coop[(coop["kernel"] == "coopmat gemm")
+                                  & coop["status"].astype(str).str.startswith("diagnostic")]
+                for r in diagnostic.to_dict("records"):  # where the best tile's time goes
+                    add(f"coopmat GEMM {r['shape']} {r['tile']} (diagnostic) / probe", r["GOP/s"] / probe,
+                        "fraction")
             add("cooperative-matrix results exact", float((coop["status"] == "ok").mean()), "fraction", 1.0)
     shuffle = _load(folder, "pixel_shuffle")
     if shuffle is not None and "copy_fraction" in shuffle:

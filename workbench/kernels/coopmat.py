@@ -194,11 +194,15 @@ class CoopmatGemmSpec:
     wm: int = 2
     wn: int = 2
     ksteps: int = 2
+    diagnostic: int = 0  # staged only: 1 = no global traffic in the loop, 2 = MMAs alone (wrong results by design)
 
     def __post_init__(self):
         if sum((self.shmem, self.b_col, self.staged)) > 1:
             raise ValueError(f"choose one of shmem, b_col, staged; got shmem={self.shmem}, b_col={self.b_col}, "
                              f"staged={self.staged}")
+        if self.diagnostic not in (0, 1, 2) or (self.diagnostic and not self.staged):
+            raise ValueError(f"diagnostic must be 0, 1 or 2 and is for the staged kernel; got {self.diagnostic} "
+                             f"(staged={self.staged})")
         if self.staged:
             bm, bn, bk = self.block
             threads = 32 * self.wm * self.wn
@@ -230,16 +234,21 @@ class CoopmatGemmSpec:
 
     @property
     def label(self) -> str:
+        if self.diagnostic not in (0, 1, 2) or (self.diagnostic and not self.staged):
+            raise ValueError(f"diagnostic must be 0, 1 or 2 and is for the staged kernel; got {self.diagnostic} "
+                             f"(staged={self.staged})")
         if self.staged:
             bm, bn, bk = self.block
-            return f"staged {self.wm}x{self.wn}·RM{self.rm}·RN{self.rn}·BK{bk}"
+            return (f"staged {self.wm}x{self.wn}·RM{self.rm}·RN{self.rn}·BK{bk}"
+                    + {0: "", 1: " [no global traffic]", 2: " [MMAs only]"}[self.diagnostic])
         return f"RM{self.rm}·RN{self.rn}" + (" shared" if self.shmem else "") + (" Bt" if self.b_col else "")
 
     def shader(self) -> tuple[str, dict]:
         if self.staged:
             tm, tn, tk = self.size
             return "coopmat_gemm_staged", {"WM": self.wm, "WN": self.wn, "RM": self.rm, "RN": self.rn,
-                                           "KSTEPS": self.ksteps, "TM": tm, "TN": tn, "TK": tk}
+                                           "KSTEPS": self.ksteps, "TM": tm, "TN": tn, "TK": tk,
+                                           "DIAG": self.diagnostic}
         return "coopmat_gemm", {"RM": self.rm, "RN": self.rn, "SHMEM": int(self.shmem), "B_COL": int(self.b_col)}
 
     def threads_per_group(self) -> int:
@@ -318,6 +327,8 @@ def run_gemm(device, spec: CoopmatGemmSpec, a, b, *, samples: bool = False, min_
                 rec.submit()
                 timing = rec.gpu_ns
         got = c.download(np.int32).reshape(m, n)
+    if spec.diagnostic:  # wrong by design: nothing to check
+        return timing, None, repeats
     if expected is None:
         full = gemm_reference(a, b.T if spec.transposed_b else b)
         return timing, int(np.abs(got.astype(np.int64) - full).max()), repeats
@@ -430,13 +441,15 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
                     method="vulkan coopmat gemm (pointwise conv, int32 out)", shape=f"{nb}x{cin}x{h}x{w}→{cout}",
                     coop_size="x".join(map(str, size)), tile=spec.label, gemm="x".join(map(str, spec.gemm)),
                     repeats=repeats, max_abs_diff=err, status="ok" if err == 0 else "WRONG"))
+        _diagnostic_rows(device, shape, size_rows=rows, emit=emit, env=env, base=base, quick=quick)
         emit_torch = _torch_int_mm_row(device, shape, env)
         if emit_torch:
             emit(emit_torch)
     df = pd.DataFrame(rows)
-    wrong = df[df["status"] != "ok"]  # WRONG results and variants the driver refused
-    print(f"cooperative matrix correctness: {len(df) - len(wrong)} of {len(df)} results exact against the host "
-          f"(torch int64 matmul){'' if not len(wrong) else ' — WRONG: ' + ', '.join(wrong['method'].astype(str))}")
+    checked = df[~df["status"].astype(str).str.startswith("diagnostic")]  # diagnostic builds: wrong by design
+    wrong = checked[checked["status"] != "ok"]  # WRONG results and variants the driver refused
+    print(f"cooperative matrix correctness: {len(checked) - len(wrong)} of {len(checked)} results exact against the "
+          f"host (exact float64 product){'' if not len(wrong) else ' — WRONG: ' + ', '.join(wrong['method'].astype(str))}")
     probes = df[(df["kernel"] == "coopmat peak") & df["GOP/s"].notna()] if "GOP/s" in df else df.iloc[0:0]
     if len(probes):
         best = probes.loc[probes["GOP/s"].idxmax()]
@@ -444,10 +457,41 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
               f"chains; theoretical {best['theoretical_GOPs']:,.0f})")
         gemm = df[(df["kernel"] == "coopmat gemm") & df["method"].str.startswith("vulkan") & df["GOP/s"].notna()]
         for shape, group in gemm.groupby("shape"):
-            top = group.loc[group["GOP/s"].idxmax()]
+            ok = group[group["status"] == "ok"]
+            if not len(ok):
+                continue
+            top = ok.loc[ok["GOP/s"].idxmax()]
             print(f"coopmat GEMM {shape}: best {top['GOP/s']:,.0f} GOP/s ({top['coop_size']}, {top['tile']}) = "
                   f"{top['GOP/s'] / best['GOP/s']:.0%} of the probe")
+            for diag in group[group["status"] != "ok"].to_dict("records"):
+                print(f"    {diag['tile']}: {diag['GOP/s']:,.0f} GOP/s = {diag['GOP/s'] / best['GOP/s']:.0%} of the probe")
     return df
+
+
+def _diagnostic_rows(device, shape, *, size_rows, emit, env, base, quick):
+    """The best staged tile of `shape` again as its two diagnostic builds (no global traffic in the loop; MMAs
+    alone): where its time goes. Their results are wrong by design; `status` says so."""
+    from .. import bench
+    nb, cin, cout, h, w = shape
+    label = f"{nb}x{cin}x{h}x{w}→{cout}"
+    staged = [r for r in size_rows if r.get("kernel") == "coopmat gemm" and r.get("shape") == label
+              and str(r.get("tile", "")).startswith("staged") and r.get("status") == "ok"]
+    if not staged:
+        return
+    best = max(staged, key=lambda r: r["GOP/s"])
+    tile = next(t for t in GEMM_TILES if t.get("staged")
+                and CoopmatGemmSpec(tuple(shape), (16, 16, 32), **t).label == best["tile"])
+    size = tuple(int(v) for v in best["coop_size"].split("x"))
+    for diagnostic in (1, 2):
+        spec = CoopmatGemmSpec(tuple(shape), size, diagnostic=diagnostic, **tile)
+        a, b = gemm_operands(spec, base=base)
+        (gpu, host), _, repeats = run_gemm(device, spec, a, b, samples=True, expected=None,
+                                           min_time_s=0.02 if quick else 0.2)
+        emit(bench.measurement_row(
+            "coopmat gemm", env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(), macs=spec.macs(),
+            method="vulkan coopmat gemm (pointwise conv, int32 out)", shape=label, coop_size=best["coop_size"],
+            tile=spec.label, gemm="x".join(map(str, spec.gemm)), repeats=repeats,
+            status="diagnostic: results wrong by design"))
 
 
 def _torch_int_mm_row(device, shape, env) -> dict | None:
