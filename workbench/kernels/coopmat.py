@@ -194,14 +194,15 @@ class CoopmatGemmSpec:
     wm: int = 2
     wn: int = 2
     ksteps: int = 2
-    diagnostic: int = 0  # staged only: 1 = no global traffic in the loop, 2 = MMAs alone (wrong results by design)
+    diagnostic: int = 0  # staged only: 1 = no global traffic in the loop, 2 = MMAs alone, 3 = MMAs, no C store
+    #                      (wrong results by design)
 
     def __post_init__(self):
         if sum((self.shmem, self.b_col, self.staged)) > 1:
             raise ValueError(f"choose one of shmem, b_col, staged; got shmem={self.shmem}, b_col={self.b_col}, "
                              f"staged={self.staged}")
-        if self.diagnostic not in (0, 1, 2) or (self.diagnostic and not self.staged):
-            raise ValueError(f"diagnostic must be 0, 1 or 2 and is for the staged kernel; got {self.diagnostic} "
+        if self.diagnostic not in (0, 1, 2, 3) or (self.diagnostic and not self.staged):
+            raise ValueError(f"diagnostic must be 0, 1, 2 or 3 and is for the staged kernel; got {self.diagnostic} "
                              f"(staged={self.staged})")
         if self.staged:
             bm, bn, bk = self.block
@@ -234,13 +235,12 @@ class CoopmatGemmSpec:
 
     @property
     def label(self) -> str:
-        if self.diagnostic not in (0, 1, 2) or (self.diagnostic and not self.staged):
-            raise ValueError(f"diagnostic must be 0, 1 or 2 and is for the staged kernel; got {self.diagnostic} "
+        if self.diagnostic not in (0, 1, 2, 3) or (self.diagnostic and not self.staged):
+            raise ValueError(f"diagnostic must be 0, 1, 2 or 3 and is for the staged kernel; got {self.diagnostic} "
                              f"(staged={self.staged})")
         if self.staged:
             bm, bn, bk = self.block
-            return (f"staged {self.wm}x{self.wn}·RM{self.rm}·RN{self.rn}·BK{bk}"
-                    + {0: "", 1: " [no global traffic]", 2: " [MMAs only]"}[self.diagnostic])
+            return f"staged {self.wm}x{self.wn}·RM{self.rm}·RN{self.rn}·BK{bk}" + DIAGNOSTICS[self.diagnostic]
         return f"RM{self.rm}·RN{self.rn}" + (" shared" if self.shmem else "") + (" Bt" if self.b_col else "")
 
     def shader(self) -> tuple[str, dict]:
@@ -342,6 +342,8 @@ def run_gemm(device, spec: CoopmatGemmSpec, a, b, *, samples: bool = False, min_
 # The suite
 # ----------------------------------------------------------------------------------------------------------------
 
+# What each diagnostic build of the staged GEMM leaves in (label suffixes)
+DIAGNOSTICS = {0: "", 1: " [no global traffic]", 2: " [MMAs only]", 3: " [MMAs, no C store]"}
 # The GEMM variants the suite measures: the direct and 2 x 2 shared-memory kernels (B row-major), the direct kernel
 # with B transposed (isolates the B layout), and the staged double-buffered kernel at several block shapes.
 GEMM_TILES = ([{"rm": rm, "rn": rn} for rm, rn in ((1, 1), (2, 2), (4, 4))]
@@ -469,8 +471,8 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
 
 
 def _diagnostic_rows(device, shape, *, size_rows, emit, env, base, quick):
-    """The best staged tile of `shape` again as its two diagnostic builds (no global traffic in the loop; MMAs
-    alone): where its time goes. Their results are wrong by design; `status` says so."""
+    """The best staged tile of `shape` again as its three diagnostic builds (no global traffic in the loop; MMAs
+    alone; MMAs without storing C): where its time goes. Their results are wrong by design; `status` says so."""
     from .. import bench
     nb, cin, cout, h, w = shape
     label = f"{nb}x{cin}x{h}x{w}→{cout}"
@@ -482,7 +484,7 @@ def _diagnostic_rows(device, shape, *, size_rows, emit, env, base, quick):
     tile = next(t for t in GEMM_TILES if t.get("staged")
                 and CoopmatGemmSpec(tuple(shape), (16, 16, 32), **t).label == best["tile"])
     size = tuple(int(v) for v in best["coop_size"].split("x"))
-    for diagnostic in (1, 2):
+    for diagnostic in (1, 2, 3):
         spec = CoopmatGemmSpec(tuple(shape), size, diagnostic=diagnostic, **tile)
         a, b = gemm_operands(spec, base=base)
         (gpu, host), _, repeats = run_gemm(device, spec, a, b, samples=True, expected=None,
