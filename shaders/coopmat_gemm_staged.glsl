@@ -11,6 +11,12 @@
 // then the registers go to the other shared buffer and one barrier ends the stage (the barrier of stage s also
 // guarantees that nobody still reads the buffer stage s + 1 overwrites). Staged rows carry 16 bytes of padding, so
 // the 8 rows a 16-byte-per-lane fragment load touches start in different banks.
+// EPILOGUE = 1: the pointwise conv's own epilogue instead of int32 C: per output channel the zero-point correction,
+// scale, bias and requantization of q8ta_conv2d_pw.glsl (same fp32 operations in the same order), written as int8
+// NHWC (4 channels a word: ET-VK's 4C layout, which A already is). Each subgroup stores one row of its tiles (TM x
+// RN·TN int32) into its own shared region, its lanes requantize it (every lane keeps 4 channels: their parameters
+// are read once) and write whole words. The passes are unrolled by the preprocessor: spirv-opt's unroller would drop
+// the `precise` decorations on its copies and let the multiply and add fuse.
 // The host pads M, N, K to whole blocks and checks that the thread count divides both blocks' 16-byte chunks.
 // DIAG (diagnostic builds, WRONG results by design, to split the time): 1 = every stage multiplies what the two
 // shared buffers hold after the prologue (no global loads, shared stores or barriers in the loop: fragment loads
@@ -43,6 +49,9 @@
 #ifndef DIAG
 #define DIAG 0
 #endif
+#ifndef EPILOGUE
+#define EPILOGUE 0
+#endif
 #ifndef TM
 #define TM 16
 #endif
@@ -64,13 +73,52 @@ const uint B_PER = BN * CHUNKS / THREADS;
 
 layout(local_size_x = THREADS, local_size_y = 1, local_size_z = 1) in;
 
+#if EPILOGUE
+layout(set = 0, binding = 0) writeonly buffer Out { int out_words[]; };  // int8 NHWC (4C), M x N / 4 words
+#else
 layout(set = 0, binding = 0) writeonly buffer C { int32_t c[]; };
+#endif
 layout(set = 0, binding = 1) readonly buffer A { uvec4 a[]; };
 layout(set = 0, binding = 2) readonly buffer Bt { uvec4 bt[]; };
+#if EPILOGUE
+layout(set = 0, binding = 3) readonly buffer WeightSums { int weight_sums[]; };    // per output channel, padded
+layout(set = 0, binding = 4) readonly buffer WeightScales { float weight_scales[]; };
+layout(set = 0, binding = 5) readonly buffer Bias { float bias[]; };
+layout(push_constant) uniform Params {
+  uint M; uint N; uint K;
+  float input_scale; int input_zp; float output_inv_scale; int output_zp; int apply_bias; int relu;
+} p;
+#else
 layout(push_constant) uniform Params { uint M; uint N; uint K; } p;
+#endif
 
 shared uvec4 sa[2 * BM * ROW];
 shared uvec4 sb[2 * BN * ROW];
+#if EPILOGUE
+int pack4x8(ivec4 v) {
+  return (v.x & 0xFF) | ((v.y & 0xFF) << 8) | ((v.z & 0xFF) << 16) | (v.w << 24);
+}
+
+const uint COLS4 = RN * TN / 4;         // uvec4 (4 int32 channels) per row of a subgroup's tile row
+const uint REGION = TM * COLS4;         // uvec4 of one subgroup's region
+shared uvec4 sc[WM * WN * REGION];
+
+// One output word: 4 channels' accumulators requantized (q8ta_conv2d_pw.glsl's requantize_store, same order).
+int requantize4(ivec4 acc, ivec4 sums, vec4 scale, vec4 b) {
+  const ivec4 adj = acc - p.input_zp * sums;
+  precise vec4 f = vec4(adj) * scale;
+  if (p.apply_bias != 0) {
+    f = f + b;
+  }
+  if (p.relu != 0) {
+    f = max(f, vec4(0.0));
+  }
+  precise const vec4 g = f * p.output_inv_scale;
+  const vec4 r = clamp(roundEven(g) + float(p.output_zp), -128.0, 127.0);
+  return pack4x8(ivec4(r));
+}
+
+#endif
 
 void main() {
   const uint blocks_n = p.N / BN;
@@ -184,9 +232,40 @@ void main() {
     return;  // never stores: M > 0 always
   }
 #endif
+#if EPILOGUE
+  // the loop's last barrier: every subgroup is past its last shared read; the regions are the subgroups' own
+  const uint region = gl_SubgroupID * REGION;
+  const uint lane = gl_SubgroupInvocationID;
+  const uint col4 = lane % COLS4;     // this lane's 4 channels, the same in every pass
+  const uint ch = bcol + scol + 4 * col4;
+  const ivec4 sums = ivec4(weight_sums[ch], weight_sums[ch + 1], weight_sums[ch + 2], weight_sums[ch + 3]);
+  const vec4 scale = vec4(weight_scales[ch], weight_scales[ch + 1], weight_scales[ch + 2],
+                          weight_scales[ch + 3]) * p.input_scale;
+  const vec4 b = vec4(bias[ch], bias[ch + 1], bias[ch + 2], bias[ch + 3]);
+#define EPI_PASS(I)                                                                                \
+  [[unroll]] for (uint j = 0; j < RN; ++j) {                                                      \
+    coopMatStoreNV(acc[I][j], sc, region + j * (TN / 4), COLS4, false);                           \
+  }                                                                                               \
+  subgroupMemoryBarrierShared();                                                                  \
+  subgroupBarrier();                                                                              \
+  [[dont_unroll]] for (uint r = lane / COLS4; r < TM; r += 32 / COLS4) {                          \
+    const uint row = brow + srow + (I) * TM + r;                                                  \
+    out_words[(row * p.N + ch) / 4] = requantize4(ivec4(sc[region + r * COLS4 + col4]), sums, scale, b); \
+  }                                                                                               \
+  subgroupBarrier();
+  EPI_PASS(0)
+#if RM >= 2
+  EPI_PASS(1)
+#endif
+#if RM >= 4
+  EPI_PASS(2)
+  EPI_PASS(3)
+#endif
+#else
   [[unroll]] for (uint i = 0; i < RM; ++i) {
     [[unroll]] for (uint j = 0; j < RN; ++j) {
       coopMatStoreNV(acc[i][j], c, (brow + srow + i * TM) * p.N + bcol + scol + j * TN, p.N, false);
     }
   }
+#endif
 }

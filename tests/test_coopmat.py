@@ -15,7 +15,9 @@ from workbench.shaders import compile_shader
                          + [("coopmat_gemm_staged", {"WM": t["wm"], "WN": t["wn"], "RM": t["rm"], "RN": t["rn"],
                                                      "KSTEPS": t["ksteps"]})
                             for t in coopmat.GEMM_TILES if t.get("staged")]
-                         + [("coopmat_gemm_staged", {"DIAG": d}) for d in (1, 2, 3)])
+                         + [("coopmat_gemm_staged", {"DIAG": d}) for d in (1, 2, 3)]
+                         + [("coopmat_gemm_staged", {"EPILOGUE": 1, "RM": rm, "RN": rn, "KSTEPS": 1})
+                            for rm, rn in ((2, 2), (4, 2), (4, 4))])
 def test_shaders_compile_and_validate(shader, defines):
     spv = compile_shader(shader, defines=defines, target_env=coopmat.TARGET_ENV)  # spirv-val runs on every result
     assert spv.code[:4] == b"\x03\x02\x23\x07"
@@ -202,6 +204,30 @@ def test_staged_gemm_walk_on_the_host():
         coopmat.CoopmatGemmSpec((1, 32, 32, 4, 8), (16, 16, 32), rm=1, rn=1, staged=True, wm=4, wn=4, ksteps=1)
 
 
+def test_conv_epilogue_reference_matches_the_conv_reference():
+    """The cooperative-matrix conv's reference (exact accumulators pixels x Cout → conv_pw.reference_requantize) is
+    the pointwise conv's own reference (conv_pw.reference from the NCHW input and the (Cout, Cin) weight), with the
+    operands laid out as the kernel reads them (A = NHWC pixels x Cin, Bt = the weight) and batch > 1."""
+    from workbench.kernels import conv_pw
+    spec = coopmat.CoopmatGemmSpec((2, 40, 24, 5, 7), (16, 16, 32), rm=2, rn=2, staged=True, requant=True,
+                                   ksteps=1)
+    rng = np.random.default_rng(9)
+    x = rng.integers(-128, 128, (2, 40, 5, 7), dtype=np.int8)  # NCHW
+    w = rng.integers(-128, 128, (24, 40), dtype=np.int8)
+    base = (np.ascontiguousarray(x.transpose(0, 2, 3, 1).reshape(-1, 40)), np.ascontiguousarray(w.T))
+    a, bt = coopmat.gemm_operands(spec, base=base)
+    m, n, k = spec.gemm
+    assert bt.shape == (n, k) and spec.bytes_moved() == m * k + k * n + m * n + 12 * n
+    scales, bias = coopmat.conv_parameters(24, n)
+    sums = bt.astype(np.int32).sum(axis=1)
+    exact = coopmat.gemm_reference(*base)
+    got = coopmat.conv_reference(exact, sums, scales, bias, conv_pw.DEFAULT_QPARAMS)
+    want = conv_pw.reference(x, w, scales[:24], bias[:24], conv_pw.DEFAULT_QPARAMS).numpy()
+    np.testing.assert_array_equal(got, want.transpose(0, 2, 3, 1).reshape(-1, 24))
+    with pytest.raises(ValueError, match="requant"):
+        coopmat.CoopmatGemmSpec((1, 32, 32, 4, 8), (16, 16, 32), requant=True)
+
+
 def test_suite_control_flow_with_host_stand_ins(device, monkeypatch, capsys):
     """The supported path of bench_suite (probe sizes x chains, GEMM tiles x shapes, refused variants, summary)
     with the device calls replaced by stand-ins: no cooperative matrix here to run them on."""
@@ -219,9 +245,12 @@ def test_suite_control_flow_with_host_stand_ins(device, monkeypatch, capsys):
 
     monkeypatch.setattr(coopmat, "run_peak", fake_peak)
     monkeypatch.setattr(coopmat, "run_gemm", lambda dev, spec, a, b, samples=False, **kw: (timing(), 0, 3))
+    monkeypatch.setattr(coopmat, "run_conv", lambda dev, spec, a, bt, samples=False, **kw: (timing(), 0, 3))
     df = coopmat.bench_suite(device, show_progress=False, shapes=[(1, 32, 32, 4, 8)])
     probes = df[df["kernel"] == "coopmat peak"]
     assert len(probes) == 2 * 3 and (probes["status"].str.startswith("failed")).sum() == 2
+    conv = df[df["kernel"] == "coopmat conv"]  # the staged tiles that fit, with the int8 epilogue
+    assert len(conv) and conv["tile"].str.endswith("int8 out").all() and (conv["max_lsb_diff"] == 0).all()
     gemm = df[(df["kernel"] == "coopmat gemm") & ~df["method"].str.startswith("torch")]  # torch rows on CUDA hosts
     fits = [t for t in coopmat.GEMM_TILES  # variants needing more shared memory than the device has are left out
             if coopmat.CoopmatGemmSpec((1, 32, 32, 4, 8), (16, 16, 32), **t).shared_bytes()
@@ -231,7 +260,7 @@ def test_suite_control_flow_with_host_stand_ins(device, monkeypatch, capsys):
     diagnostic = gemm[gemm["status"].str.startswith("diagnostic")]  # the best staged tile's two diagnostic builds
     assert diagnostic["tile"].str.endswith(("[no global traffic]", "[MMAs only]", "[MMAs, no C store]")).sum() == 3
     out = capsys.readouterr().out
-    assert f"{4 + len(fits)} of {6 + len(fits)} results exact" in out and "of the probe" in out
+    assert f"{4 + len(fits) + len(conv)} of {6 + len(fits) + len(conv)} results exact" in out and "of the probe" in out
 
 
 def test_reflection_skips_cooperative_matrix_locals():

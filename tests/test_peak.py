@@ -169,7 +169,11 @@ def test_goals_report(tmp_path):
         {"kernel": "coopmat peak", "method": "int8 cooperative matrix (NV)", "GOP/s": 900e3, "status": "ok",
          "macs": 1},
         {"kernel": "coopmat gemm", "method": "vulkan coopmat gemm", "GOP/s": 500e3, "status": "ok", "macs": 1,
-         "shape": "s", "tile": "RM4·RN4 shared"}]).to_csv(tmp_path / "coopmat.csv", index=False)
+         "shape": "s", "tile": "RM4·RN4 shared"},
+        {"kernel": "coopmat gemm", "method": "vulkan coopmat gemm", "GOP/s": 800e3, "macs": 1, "shape": "s",
+         "tile": "staged [MMAs only]", "status": "diagnostic: results wrong by design"},
+        {"kernel": "coopmat conv", "method": "vulkan coopmat conv", "GOP/s": 300e3, "status": "ok", "macs": 1,
+         "shape": "s", "tile": "staged int8 out"}]).to_csv(tmp_path / "coopmat.csv", index=False)
     pd.DataFrame([
         {"impl": "fused", "shape": "1x256x512x512", "in_layout": "4C", "out_layout": "4C", "qpath": "passthrough",
          "variant": "v", "copy_fraction": 0.9},
@@ -179,7 +183,11 @@ def test_goals_report(tmp_path):
     conv = table[table.index.str.startswith("conv best")]
     assert conv["measured"].round(2).tolist() == [0.9, 0.7] and conv["met"].tolist() == [True, False]
     assert not table.loc["int8 cooperative-matrix probe", "met"]  # 900 < 1,000 TOP/s
-    gemm = table[table.index.str.startswith("coopmat GEMM")]
+    gemm = table[table.index.str.startswith("coopmat GEMM (int32 out)")]  # the diagnostic row is no candidate
     assert gemm["measured"].round(3).tolist() == [round(500 / 900, 3)] and bool(gemm["met"].iloc[0])
+    conv = table[table.index.str.startswith("coopmat conv (int8 out)")]
+    assert conv["measured"].round(3).tolist() == [round(300 / 900, 3)] and not bool(conv["met"].iloc[0])
+    diagnostic = table[table.index.str.contains("(diagnostic)", regex=False)]
+    assert diagnostic["measured"].round(3).tolist() == [round(800 / 900, 3)] and diagnostic["met"].isna().all()
     shuffle = table[table.index.str.startswith("pixel shuffle")]
     assert len(shuffle) == 1 and shuffle["met"].tolist() == [True]  # the largest shape only

@@ -79,8 +79,13 @@ def goals(folder, roofs: dict | None = None) -> pd.DataFrame:
                 add("int8 cooperative-matrix probe", probe, "GOP/s", GOALS["mma_probe_GOPs"])
                 for shape, group in gemm.groupby("shape"):
                     best = group.loc[group["GOP/s"].idxmax()]
-                    add(f"coopmat GEMM {shape} best {best['tile']} / probe", best["GOP/s"] / probe, "fraction",
-                        GOALS["mma_gemm_of_probe"])
+                    add(f"coopmat GEMM (int32 out) {shape} best {best['tile']} / probe", best["GOP/s"] / probe,
+                        "fraction", GOALS["mma_gemm_of_probe"])
+                conv = coop[(coop["kernel"] == "coopmat conv") & coop["GOP/s"].notna() & (coop["status"] == "ok")]
+                for shape, group in conv.groupby("shape"):  # the pointwise conv itself: int8 out, fused requant
+                    best = group.loc[group["GOP/s"].idxmax()]
+                    add(f"coopmat conv (int8 out) {shape} best {best['tile']} / probe", best["GOP/s"] / probe,
+                        "fraction", GOALS["mma_gemm_of_probe"])
                 diagnostic = coop[(coop["kernel"] == "coopmat gemm")
                                   & coop["status"].astype(str).str.startswith("diagnostic")]
                 for r in diagnostic.to_dict("records"):  # where the best tile's time goes

@@ -194,6 +194,7 @@ class CoopmatGemmSpec:
     wm: int = 2
     wn: int = 2
     ksteps: int = 2
+    requant: bool = False  # staged only: the conv's own epilogue, int8 NHWC (4C) output instead of int32 C
     diagnostic: int = 0  # staged only: 1 = no global traffic in the loop, 2 = MMAs alone, 3 = MMAs, no C store
     #                      (wrong results by design)
 
@@ -201,6 +202,11 @@ class CoopmatGemmSpec:
         if sum((self.shmem, self.b_col, self.staged)) > 1:
             raise ValueError(f"choose one of shmem, b_col, staged; got shmem={self.shmem}, b_col={self.b_col}, "
                              f"staged={self.staged}")
+        if self.requant and (not self.staged or self.diagnostic):
+            raise ValueError("requant (the int8 conv epilogue) is for the staged kernel, without diagnostics")
+        if self.requant and 32 % (self.rn * self.size[1] // 4):
+            raise ValueError(f"requant: a subgroup's 32 lanes must cover whole rows of RN·TN/4 = "
+                             f"{self.rn * self.size[1] // 4} channel words")
         if self.diagnostic not in (0, 1, 2, 3) or (self.diagnostic and not self.staged):
             raise ValueError(f"diagnostic must be 0, 1, 2 or 3 and is for the staged kernel; got {self.diagnostic} "
                              f"(staged={self.staged})")
@@ -235,12 +241,18 @@ class CoopmatGemmSpec:
 
     @property
     def label(self) -> str:
+        if self.requant and (not self.staged or self.diagnostic):
+            raise ValueError("requant (the int8 conv epilogue) is for the staged kernel, without diagnostics")
+        if self.requant and 32 % (self.rn * self.size[1] // 4):
+            raise ValueError(f"requant: a subgroup's 32 lanes must cover whole rows of RN·TN/4 = "
+                             f"{self.rn * self.size[1] // 4} channel words")
         if self.diagnostic not in (0, 1, 2, 3) or (self.diagnostic and not self.staged):
             raise ValueError(f"diagnostic must be 0, 1, 2 or 3 and is for the staged kernel; got {self.diagnostic} "
                              f"(staged={self.staged})")
         if self.staged:
             bm, bn, bk = self.block
-            return f"staged {self.wm}x{self.wn}·RM{self.rm}·RN{self.rn}·BK{bk}" + DIAGNOSTICS[self.diagnostic]
+            return (f"staged {self.wm}x{self.wn}·RM{self.rm}·RN{self.rn}·BK{bk}" + DIAGNOSTICS[self.diagnostic]
+                    + (" int8 out" if self.requant else ""))
         return f"RM{self.rm}·RN{self.rn}" + (" shared" if self.shmem else "") + (" Bt" if self.b_col else "")
 
     def shader(self) -> tuple[str, dict]:
@@ -248,7 +260,7 @@ class CoopmatGemmSpec:
             tm, tn, tk = self.size
             return "coopmat_gemm_staged", {"WM": self.wm, "WN": self.wn, "RM": self.rm, "RN": self.rn,
                                            "KSTEPS": self.ksteps, "TM": tm, "TN": tn, "TK": tk,
-                                           "DIAG": self.diagnostic}
+                                           "DIAG": self.diagnostic, "EPILOGUE": int(self.requant)}
         return "coopmat_gemm", {"RM": self.rm, "RN": self.rn, "SHMEM": int(self.shmem), "B_COL": int(self.b_col)}
 
     def threads_per_group(self) -> int:
@@ -256,8 +268,9 @@ class CoopmatGemmSpec:
 
     def shared_bytes(self) -> int:
         bm, bn, bk = self.block
-        if self.staged:
-            return 2 * (bm + bn) * (bk + 16)
+        if self.staged:  # two stages of padded A and Bt rows, plus the epilogue's regions (TM x RN·TN int32 each)
+            epilogue = self.wm * self.wn * self.size[0] * self.rn * self.size[1] * 4 if self.requant else 0
+            return 2 * (bm + bn) * (bk + 16) + epilogue
         return (bm * bk + bk * bn) if self.shmem else 0
 
     def macs(self) -> int:
@@ -266,7 +279,7 @@ class CoopmatGemmSpec:
 
     def bytes_moved(self) -> int:
         m, n, k = self.gemm
-        return m * k + k * n + 4 * m * n
+        return m * k + k * n + (m * n + 12 * n if self.requant else 4 * m * n)
 
     def subgroups(self) -> int:
         m, n, _ = self.gemm
@@ -338,6 +351,72 @@ def run_gemm(device, spec: CoopmatGemmSpec, a, b, *, samples: bool = False, min_
     return timing, max(err, padding), repeats
 
 
+def conv_parameters(cout: int, n: int, seed: int = 2):
+    """Per-output-channel weight scales U[0.005, 0.015] and bias U[-1, 1] as the conv suite draws them, zero-padded
+    to the GEMM's N."""
+    rng = np.random.default_rng(seed)
+    scales = np.zeros(n, np.float32)
+    bias = np.zeros(n, np.float32)
+    scales[:cout] = rng.uniform(0.005, 0.015, cout)
+    bias[:cout] = rng.uniform(-1.0, 1.0, cout)
+    return scales, bias
+
+
+def conv_reference(exact: np.ndarray, weight_sums, scales, bias, qparams) -> np.ndarray:
+    """The int8 conv output (pixels x Cout) from the exact accumulators (pixels x Cout), through the conv's own
+    reference epilogue (`conv_pw.reference_requantize`, the shader's fp32 operations in order)."""
+    from .conv_pw import reference_requantize
+    pixels, cout = exact.shape
+    acc = exact.T.reshape(1, cout, pixels, 1)  # (N, C, H, W) with every pixel on one axis
+    q = reference_requantize(acc, weight_sums[:cout], scales[:cout], bias[:cout], qparams)
+    return q.reshape(cout, pixels).T
+
+
+def run_conv(device, spec: CoopmatGemmSpec, a, bt, *, expected: np.ndarray, qparams=None, samples: bool = False,
+             min_time_s: float = 0.2, target_us: float = 2000.0, seed: int = 2):
+    """The pointwise conv on cooperative matrices with its int8 epilogue (EPILOGUE = 1): activation `a` (pixels x
+    Cin, NHWC = 4C), weight `bt` (Cout x Cin), per-channel scales and bias from `conv_parameters`; returns (timing,
+    max |out - reference| in LSB, repeats) against `conv_reference` of the exact accumulators `expected`."""
+    import struct
+
+    from .. import bench
+    from .conv_pw import DEFAULT_QPARAMS
+    from ..quant import inverse_scale
+    if not spec.requant:
+        raise ValueError("run_conv needs a spec with requant=True")
+    qparams = qparams or DEFAULT_QPARAMS
+    m, n, k = spec.gemm
+    pixels, cout = expected.shape
+    scales, bias = conv_parameters(cout, n, seed)
+    sums = np.zeros(n, np.int32)
+    sums[:cout] = bt[:cout].astype(np.int32).sum(axis=1)  # Σ_ic w[oc, ic] (the padding of K is zero)
+    shader, defines = spec.shader()
+    pipeline = _pipeline(device, shader, defines, spec.size, (spec.threads_per_group(), 1, 1))
+    groups, threads = spec.workgroups(), spec.threads_per_group()
+    push = struct.pack("<IIIfifiii", m, n, k, np.float32(qparams.input_scale), int(qparams.input_zero_point),
+                       inverse_scale(qparams.output_scale), int(qparams.output_zero_point), 1, 0)
+    with device.buffer(nbytes=m * n, name="conv out") as out, device.buffer(a, name="conv A") as abuf, \
+            device.buffer(bt, name="conv Bt") as bbuf, device.buffer(sums, name="weight sums") as sbuf, \
+            device.buffer(scales, name="weight scales") as scbuf, device.buffer(bias, name="bias") as bibuf:
+        bindings = [out, abuf, bbuf, sbuf, scbuf, bibuf]
+        with device.record("coopmat conv probe") as probe:
+            probe.dispatch(pipeline, bindings, (groups * threads, 1, 1), push)
+            probe.submit()
+            probe_ns = probe.submit()[0].gpu_ns or 1.0
+        repeats = int(min(200, max(1, target_us * 1e3 // probe_ns))) if samples else 1
+        with device.record("coopmat conv") as rec:
+            for _ in range(repeats):
+                rec.dispatch(pipeline, bindings, (groups * threads, 1, 1), push)
+            if samples:
+                timing = bench.sample_recording(rec, repeats=repeats, min_time_s=min_time_s)
+            else:
+                rec.submit()
+                timing = rec.gpu_ns
+        got = out.download(np.int8).reshape(m, n)[:pixels, :cout]
+    ref = conv_reference(expected, sums, scales, bias, qparams)
+    return timing, int(np.abs(got.astype(np.int64) - ref.astype(np.int64)).max()), repeats
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The suite
 # ----------------------------------------------------------------------------------------------------------------
@@ -352,6 +431,7 @@ GEMM_TILES = ([{"rm": rm, "rn": rn} for rm, rn in ((1, 1), (2, 2), (4, 4))]
               + [{"staged": True, "wm": wm, "wn": wn, "rm": rm, "rn": rn, "ksteps": ks}
                  for wm, wn, rm, rn, ks in ((2, 2, 4, 4, 2), (2, 2, 4, 4, 1), (2, 4, 4, 2, 2), (4, 2, 2, 4, 2),
                                             (2, 2, 2, 4, 2), (2, 2, 2, 2, 2), (2, 4, 4, 4, 1), (4, 4, 2, 2, 2))])
+STAGED_QUICK = {"staged": True, "wm": 2, "wn": 2, "rm": 2, "rn": 2, "ksteps": 1}
 # A square GEMM beside the conv shapes: whether the conv's short K (Cin) is what holds the tensor cores back.
 SQUARE_GEMM = (1, 4096, 4096, 64, 64)
 
@@ -443,6 +523,27 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
                     method="vulkan coopmat gemm (pointwise conv, int32 out)", shape=f"{nb}x{cin}x{h}x{w}→{cout}",
                     coop_size="x".join(map(str, size)), tile=spec.label, gemm="x".join(map(str, spec.gemm)),
                     repeats=repeats, max_abs_diff=err, status="ok" if err == 0 else "WRONG"))
+        for size in gemm_sizes:  # the conv itself: the staged tiles with the int8 epilogue
+            for tile in [t for t in tiles if t.get("staged")] or [STAGED_QUICK]:
+                try:
+                    spec = CoopmatGemmSpec(tuple(shape), size, requant=True, **tile)
+                except ValueError:
+                    continue  # the epilogue needs lanes x channel words to tile a row
+                if smem_limit and spec.shared_bytes() > smem_limit:
+                    continue
+                a, bt = gemm_operands(spec, base=base)
+                try:
+                    (gpu, host), err, repeats = run_conv(device, spec, a, bt, expected=expected, samples=True,
+                                                         min_time_s=0.02 if quick else 0.2)
+                except refused as exc:
+                    failed("coopmat conv", exc, coop_size="x".join(map(str, size)), tile=spec.label)
+                    continue
+                emit(bench.measurement_row(
+                    "coopmat conv", env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(), macs=spec.macs(),
+                    method="vulkan coopmat conv (int8 4C in and out, fused requantize)",
+                    shape=f"{nb}x{cin}x{h}x{w}→{cout}", coop_size="x".join(map(str, size)), tile=spec.label,
+                    gemm="x".join(map(str, spec.gemm)), repeats=repeats, max_lsb_diff=err,
+                    status="ok" if err == 0 else "WRONG"))
         _diagnostic_rows(device, shape, size_rows=rows, emit=emit, env=env, base=base, quick=quick)
         emit_torch = _torch_int_mm_row(device, shape, env)
         if emit_torch:
@@ -457,13 +558,14 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
         best = probes.loc[probes["GOP/s"].idxmax()]
         print(f"int8 cooperative-matrix roof: {best['GOP/s']:,.0f} GOP/s ({best['coop_size']}, {best['chains']} "
               f"chains; theoretical {best['theoretical_GOPs']:,.0f})")
-        gemm = df[(df["kernel"] == "coopmat gemm") & df["method"].str.startswith("vulkan") & df["GOP/s"].notna()]
-        for shape, group in gemm.groupby("shape"):
+        gemm = df[df["kernel"].isin(["coopmat gemm", "coopmat conv"]) & df["method"].str.startswith("vulkan")
+                  & df["GOP/s"].notna()]
+        for (kernel, shape), group in gemm.groupby(["kernel", "shape"]):
             ok = group[group["status"] == "ok"]
             if not len(ok):
                 continue
             top = ok.loc[ok["GOP/s"].idxmax()]
-            print(f"coopmat GEMM {shape}: best {top['GOP/s']:,.0f} GOP/s ({top['coop_size']}, {top['tile']}) = "
+            print(f"{kernel} {shape}: best {top['GOP/s']:,.0f} GOP/s ({top['coop_size']}, {top['tile']}) = "
                   f"{top['GOP/s'] / best['GOP/s']:.0%} of the probe")
             for diag in group[group["status"] != "ok"].to_dict("records"):
                 print(f"    {diag['tile']}: {diag['GOP/s']:,.0f} GOP/s = {diag['GOP/s'] / best['GOP/s']:.0%} of the probe")
