@@ -100,7 +100,8 @@ int pack4x8(ivec4 v) {
 }
 
 const uint COLS4 = RN * TN / 4;         // uvec4 (4 int32 channels) per row of a subgroup's tile row
-const uint REGION = TM * COLS4;         // uvec4 of one subgroup's region
+const uint PITCH = COLS4 + 1;           // one uvec4 of padding a row: the tile stores' rows start in other banks
+const uint REGION = TM * PITCH;         // uvec4 of one subgroup's region
 shared uvec4 sc[WM * WN * REGION];
 
 // One output word: 4 channels' accumulators requantized (q8ta_conv2d_pw.glsl's requantize_store, same order).
@@ -244,13 +245,13 @@ void main() {
   const vec4 b = vec4(bias[ch], bias[ch + 1], bias[ch + 2], bias[ch + 3]);
 #define EPI_PASS(I)                                                                                \
   [[unroll]] for (uint j = 0; j < RN; ++j) {                                                      \
-    coopMatStoreNV(acc[I][j], sc, region + j * (TN / 4), COLS4, false);                           \
+    coopMatStoreNV(acc[I][j], sc, region + j * (TN / 4), PITCH, false);                           \
   }                                                                                               \
   subgroupMemoryBarrierShared();                                                                  \
   subgroupBarrier();                                                                              \
   [[dont_unroll]] for (uint r = lane / COLS4; r < TM; r += 32 / COLS4) {                          \
     const uint row = brow + srow + (I) * TM + r;                                                  \
-    out_words[(row * p.N + ch) / 4] = requantize4(ivec4(sc[region + r * COLS4 + col4]), sums, scale, b); \
+    out_words[(row * p.N + ch) / 4] = requantize4(ivec4(sc[region + r * PITCH + col4]), sums, scale, b); \
   }                                                                                               \
   subgroupBarrier();
   EPI_PASS(0)

@@ -269,7 +269,7 @@ class CoopmatGemmSpec:
     def shared_bytes(self) -> int:
         bm, bn, bk = self.block
         if self.staged:  # two stages of padded A and Bt rows, plus the epilogue's regions (TM x RN·TN int32 each)
-            epilogue = self.wm * self.wn * self.size[0] * self.rn * self.size[1] * 4 if self.requant else 0
+            epilogue = self.wm * self.wn * self.size[0] * (self.rn * self.size[1] * 4 + 16) if self.requant else 0
             return 2 * (bm + bn) * (bk + 16) + epilogue
         return (bm * bk + bk * bn) if self.shmem else 0
 
