@@ -202,8 +202,13 @@ class CoopmatGemmSpec:
         if sum((self.shmem, self.b_col, self.staged)) > 1:
             raise ValueError(f"choose one of shmem, b_col, staged; got shmem={self.shmem}, b_col={self.b_col}, "
                              f"staged={self.staged}")
-        if self.requant and (not self.staged or self.diagnostic):
-            raise ValueError("requant (the int8 conv epilogue) is for the staged kernel, without diagnostics")
+        if self.requant and (not self.staged or self.diagnostic or self.wm * self.wn % 2):
+            raise ValueError("requant (the int8 conv epilogue) is for the staged kernel with an even number of "
+                             "subgroups, without diagnostics")
+        if self.requant and self.wm * self.wn // 2 * self.size[0] * (self.rn * self.size[1] // 4 + 1) > \
+                2 * min(self.block[0], self.block[1]) * (self.block[2] // 16 + 1):
+            raise ValueError(f"requant: half the subgroups' epilogue regions must fit one staging buffer "
+                             f"({self.label})")
         if self.requant and 32 % (self.rn * self.size[1] // 4):
             raise ValueError(f"requant: a subgroup's 32 lanes must cover whole rows of RN·TN/4 = "
                              f"{self.rn * self.size[1] // 4} channel words")
@@ -241,14 +246,6 @@ class CoopmatGemmSpec:
 
     @property
     def label(self) -> str:
-        if self.requant and (not self.staged or self.diagnostic):
-            raise ValueError("requant (the int8 conv epilogue) is for the staged kernel, without diagnostics")
-        if self.requant and 32 % (self.rn * self.size[1] // 4):
-            raise ValueError(f"requant: a subgroup's 32 lanes must cover whole rows of RN·TN/4 = "
-                             f"{self.rn * self.size[1] // 4} channel words")
-        if self.diagnostic not in (0, 1, 2, 3) or (self.diagnostic and not self.staged):
-            raise ValueError(f"diagnostic must be 0, 1, 2 or 3 and is for the staged kernel; got {self.diagnostic} "
-                             f"(staged={self.staged})")
         if self.staged:
             bm, bn, bk = self.block
             return (f"staged {self.wm}x{self.wn}·RM{self.rm}·RN{self.rn}·BK{bk}" + DIAGNOSTICS[self.diagnostic]
@@ -268,9 +265,8 @@ class CoopmatGemmSpec:
 
     def shared_bytes(self) -> int:
         bm, bn, bk = self.block
-        if self.staged:  # two stages of padded A and Bt rows, plus the epilogue's regions (TM x RN·TN int32 each)
-            epilogue = self.wm * self.wn * self.size[0] * (self.rn * self.size[1] * 4 + 16) if self.requant else 0
-            return 2 * (bm + bn) * (bk + 16) + epilogue
+        if self.staged:  # two stages of padded A and Bt rows (the int8 epilogue reuses them)
+            return 2 * (bm + bn) * (bk + 16)
         return (bm * bk + bk * bn) if self.shmem else 0
 
     def macs(self) -> int:
