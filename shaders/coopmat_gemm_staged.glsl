@@ -9,8 +9,9 @@
 // tiles of TM x TN. K advances BK = KSTEPS·TK bytes per stage: every thread loads its share of the next stage's A and
 // Bt blocks into registers (16-byte loads, coalesced), the subgroups multiply the current stage out of shared memory,
 // then the registers go to the other shared buffer and one barrier ends the stage (the barrier of stage s also
-// guarantees that nobody still reads the buffer stage s + 1 overwrites). Staged rows carry 16 bytes of padding, so
-// the 8 rows a 16-byte-per-lane fragment load touches start in different banks.
+// guarantees that nobody still reads the buffer stage s + 1 overwrites). With PAD = 1 staged rows carry 16 bytes of
+// padding, so the 8 rows a 16-byte-per-lane fragment load touches start in different banks; PAD = 0 saves that
+// shared memory (a third of it at BK = 32), which on an H200 decides how many workgroups an SM holds.
 // EPILOGUE = 1: the pointwise conv's own epilogue instead of int32 C: per output channel the zero-point correction,
 // scale, bias and requantization of q8ta_conv2d_pw.glsl (same fp32 operations in the same order), written as int8
 // NHWC (4 channels a word: ET-VK's 4C layout, which A already is). Each subgroup stores one row of its tiles (TM x
@@ -66,7 +67,10 @@ const uint BM = WM * RM * TM;
 const uint BN = WN * RN * TN;
 const uint BK = KSTEPS * TK;                   // bytes of K per stage
 const uint CHUNKS = BK / 16;                   // 16-byte chunks of one staged row
-const uint ROW = CHUNKS + 1;                   // uvec4 per staged row, one of padding
+#ifndef PAD
+#define PAD 1
+#endif
+const uint ROW = CHUNKS + PAD;                 // uvec4 per staged row; PAD = 1: one of padding
 const uint THREADS = WM * WN * 32;
 const uint A_PER = BM * CHUNKS / THREADS;      // chunks each thread moves per stage
 const uint B_PER = BN * CHUNKS / THREADS;

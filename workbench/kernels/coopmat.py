@@ -194,6 +194,7 @@ class CoopmatGemmSpec:
     wm: int = 2
     wn: int = 2
     ksteps: int = 2
+    pad: bool = True  # staged only: 16 bytes of padding per staged row (bank spread) or none (less shared memory)
     requant: bool = False  # staged only: the conv's own epilogue, int8 NHWC (4C) output instead of int32 C
     diagnostic: int = 0  # staged only: 1 = no global traffic in the loop, 2 = MMAs alone, 3 = MMAs, no C store
     #                      (wrong results by design)
@@ -206,7 +207,7 @@ class CoopmatGemmSpec:
             raise ValueError("requant (the int8 conv epilogue) is for the staged kernel with an even number of "
                              "subgroups, without diagnostics")
         if self.requant and self.wm * self.wn // 2 * self.size[0] * (self.rn * self.size[1] // 4 + 1) > \
-                2 * min(self.block[0], self.block[1]) * (self.block[2] // 16 + 1):
+                2 * min(self.block[0], self.block[1]) * (self.block[2] // 16 + self.pad):
             raise ValueError(f"requant: half the subgroups' epilogue regions must fit one staging buffer "
                              f"({self.label})")
         if self.requant and 32 % (self.rn * self.size[1] // 4):
@@ -248,7 +249,8 @@ class CoopmatGemmSpec:
     def label(self) -> str:
         if self.staged:
             bm, bn, bk = self.block
-            return (f"staged {self.wm}x{self.wn}·RM{self.rm}·RN{self.rn}·BK{bk}" + DIAGNOSTICS[self.diagnostic]
+            return (f"staged {self.wm}x{self.wn}·RM{self.rm}·RN{self.rn}·BK{bk}" + ("" if self.pad else " unpadded")
+                    + DIAGNOSTICS[self.diagnostic]
                     + (" int8 out" if self.requant else ""))
         return f"RM{self.rm}·RN{self.rn}" + (" shared" if self.shmem else "") + (" Bt" if self.b_col else "")
 
@@ -257,7 +259,8 @@ class CoopmatGemmSpec:
             tm, tn, tk = self.size
             return "coopmat_gemm_staged", {"WM": self.wm, "WN": self.wn, "RM": self.rm, "RN": self.rn,
                                            "KSTEPS": self.ksteps, "TM": tm, "TN": tn, "TK": tk,
-                                           "DIAG": self.diagnostic, "EPILOGUE": int(self.requant)}
+                                           "DIAG": self.diagnostic, "EPILOGUE": int(self.requant),
+                                           "PAD": int(self.pad)}
         return "coopmat_gemm", {"RM": self.rm, "RN": self.rn, "SHMEM": int(self.shmem), "B_COL": int(self.b_col)}
 
     def threads_per_group(self) -> int:
@@ -266,7 +269,7 @@ class CoopmatGemmSpec:
     def shared_bytes(self) -> int:
         bm, bn, bk = self.block
         if self.staged:  # two stages of padded A and Bt rows (the int8 epilogue reuses them)
-            return 2 * (bm + bn) * (bk + 16)
+            return 2 * (bm + bn) * (bk + 16 * self.pad)
         return (bm * bk + bk * bn) if self.shmem else 0
 
     def macs(self) -> int:
