@@ -11,7 +11,9 @@
 // then the registers go to the other shared buffer and one barrier ends the stage (the barrier of stage s also
 // guarantees that nobody still reads the buffer stage s + 1 overwrites). With PAD = 1 staged rows carry 16 bytes of
 // padding, so the 8 rows a 16-byte-per-lane fragment load touches start in different banks; PAD = 0 saves that
-// shared memory (a third of it at BK = 32), which on an H200 decides how many workgroups an SM holds.
+// shared memory (a third of it at BK = 32).
+// STAGES = 3: a ring of three shared buffers and two register sets, so each stage's global loads are issued two
+// stages ahead and have a whole stage of MMAs to arrive (with two buffers they have only the current stage's).
 // EPILOGUE = 1: the pointwise conv's own epilogue instead of int32 C: per output channel the zero-point correction,
 // scale, bias and requantization of q8ta_conv2d_pw.glsl (same fp32 operations in the same order), written as int8
 // NHWC (4 channels a word: ET-VK's 4C layout, which A already is). Each subgroup stores one row of its tiles (TM x
@@ -70,6 +72,15 @@ const uint CHUNKS = BK / 16;                   // 16-byte chunks of one staged r
 #ifndef PAD
 #define PAD 1
 #endif
+#ifndef STAGES
+#define STAGES 2
+#endif
+#if STAGES != 2 && STAGES != 3
+#error "STAGES is 2 or 3"
+#endif
+#if STAGES == 3 && DIAG
+#error "the diagnostic builds are two-stage"
+#endif
 const uint ROW = CHUNKS + PAD;                 // uvec4 per staged row; PAD = 1: one of padding
 const uint THREADS = WM * WN * 32;
 const uint A_PER = BM * CHUNKS / THREADS;      // chunks each thread moves per stage
@@ -96,8 +107,8 @@ layout(push_constant) uniform Params {
 layout(push_constant) uniform Params { uint M; uint N; uint K; } p;
 #endif
 
-shared uvec4 sa[2 * BM * ROW];
-shared uvec4 sb[2 * BN * ROW];
+shared uvec4 sa[STAGES * BM * ROW];
+shared uvec4 sb[STAGES * BN * ROW];
 #if EPILOGUE
 int pack4x8(ivec4 v) {
   return (v.x & 0xFF) | ((v.y & 0xFF) << 8) | ((v.z & 0xFF) << 16) | (v.w << 24);
@@ -145,6 +156,71 @@ void main() {
     }
   }
 
+#if STAGES == 3
+#define LOAD_STAGE(RA, RB, ST)                                                                    \
+  [[unroll]] for (uint i = 0; i < A_PER; ++i) {                                                   \
+    const uint q = tid + i * THREADS;                                                             \
+    RA[i] = a[(brow + q / CHUNKS) * row_chunks + (ST) * CHUNKS + q % CHUNKS];                     \
+  }                                                                                               \
+  [[unroll]] for (uint i = 0; i < B_PER; ++i) {                                                   \
+    const uint q = tid + i * THREADS;                                                             \
+    RB[i] = bt[(bcol + q / CHUNKS) * row_chunks + (ST) * CHUNKS + q % CHUNKS];                    \
+  }
+#define STORE_STAGE(RA, RB, BUF)                                                                  \
+  [[unroll]] for (uint i = 0; i < A_PER; ++i) {                                                   \
+    const uint q = tid + i * THREADS;                                                             \
+    sa[((BUF) * BM + q / CHUNKS) * ROW + q % CHUNKS] = RA[i];                                     \
+  }                                                                                               \
+  [[unroll]] for (uint i = 0; i < B_PER; ++i) {                                                   \
+    const uint q = tid + i * THREADS;                                                             \
+    sb[((BUF) * BN + q / CHUNKS) * ROW + q % CHUNKS] = RB[i];                                     \
+  }
+#define COMPUTE(BUF)                                                                              \
+  [[unroll]] for (uint ks = 0; ks < KSTEPS; ++ks) {                                               \
+    icoopmatNV<8, gl_ScopeSubgroup, TM, TK> ma[RM];                                               \
+    icoopmatNV<8, gl_ScopeSubgroup, TK, TN> mb[RN];                                               \
+    [[unroll]] for (uint i = 0; i < RM; ++i) {                                                    \
+      coopMatLoadNV(ma[i], sa, ((BUF) * BM + srow + i * TM) * ROW + ks * (TK / 16), ROW, false);  \
+    }                                                                                             \
+    [[unroll]] for (uint j = 0; j < RN; ++j) {                                                    \
+      coopMatLoadNV(mb[j], sb, ((BUF) * BN + scol + j * TN) * ROW + ks * (TK / 16), ROW, true);   \
+    }                                                                                             \
+    [[unroll]] for (uint i = 0; i < RM; ++i) {                                                    \
+      [[unroll]] for (uint j = 0; j < RN; ++j) {                                                  \
+        acc[i][j] = coopMatMulAddNV(ma[i], mb[j], acc[i][j]);                                     \
+      }                                                                                           \
+    }                                                                                             \
+  }
+  // register set 0 takes the even stages, set 1 the odd ones; buffer of stage t: t % 3
+  uvec4 ra0[A_PER], rb0[B_PER], ra1[A_PER], rb1[B_PER];
+  LOAD_STAGE(ra0, rb0, 0u)
+  STORE_STAGE(ra0, rb0, 0u)
+  if (stages > 1) {
+    LOAD_STAGE(ra1, rb1, 1u)
+  }
+  barrier();
+  for (uint s = 0; s < stages; s += 2) {  // two stages an iteration: the register sets swap roles
+    if (s + 2 < stages) {
+      LOAD_STAGE(ra0, rb0, s + 2)
+    }
+    COMPUTE(s % 3)
+    if (s + 1 < stages) {
+      STORE_STAGE(ra1, rb1, (s + 1) % 3)
+    }
+    barrier();
+    if (s + 1 >= stages) {
+      break;  // uniform
+    }
+    if (s + 3 < stages) {
+      LOAD_STAGE(ra1, rb1, s + 3)
+    }
+    COMPUTE((s + 1) % 3)
+    if (s + 2 < stages) {
+      STORE_STAGE(ra0, rb0, (s + 2) % 3)
+    }
+    barrier();
+  }
+#else
   uvec4 ra[A_PER];
   uvec4 rb[B_PER];
   // chunk q of a block: row q / CHUNKS, chunk q % CHUNKS; neighbouring threads take neighbouring chunks
@@ -234,6 +310,7 @@ void main() {
     barrier();
 #endif
   }
+#endif  // STAGES
 
 #if DIAG == 3
   if (p.M != 0u) {

@@ -16,6 +16,8 @@ from workbench.shaders import compile_shader
                                                      "KSTEPS": t["ksteps"]})
                             for t in coopmat.GEMM_TILES if t.get("staged")]
                          + [("coopmat_gemm_staged", {"DIAG": d}) for d in (1, 2, 3)]
+                         + [("coopmat_gemm_staged", {"STAGES": 3, "KSTEPS": k, "EPILOGUE": e}) for k in (1, 2)
+                            for e in (0, 1)]
                          + [("coopmat_gemm_staged", {"EPILOGUE": 1, "RM": rm, "RN": rn, "KSTEPS": 1})
                             for rm, rn in ((2, 2), (4, 2), (4, 4))])
 def test_shaders_compile_and_validate(shader, defines):

@@ -194,6 +194,7 @@ class CoopmatGemmSpec:
     wm: int = 2
     wn: int = 2
     ksteps: int = 2
+    stages: int = 2  # staged only: shared buffers in the ring (3: global loads issued two stages ahead)
     pad: bool = True  # staged only: 16 bytes of padding per staged row (bank spread) or none (less shared memory)
     requant: bool = False  # staged only: the conv's own epilogue, int8 NHWC (4C) output instead of int32 C
     diagnostic: int = 0  # staged only: 1 = no global traffic in the loop, 2 = MMAs alone, 3 = MMAs, no C store
@@ -207,12 +208,14 @@ class CoopmatGemmSpec:
             raise ValueError("requant (the int8 conv epilogue) is for the staged kernel with an even number of "
                              "subgroups, without diagnostics")
         if self.requant and self.wm * self.wn // 2 * self.size[0] * (self.rn * self.size[1] // 4 + 1) > \
-                2 * min(self.block[0], self.block[1]) * (self.block[2] // 16 + self.pad):
+                self.stages * min(self.block[0], self.block[1]) * (self.block[2] // 16 + self.pad):
             raise ValueError(f"requant: half the subgroups' epilogue regions must fit one staging buffer "
                              f"({self.label})")
         if self.requant and 32 % (self.rn * self.size[1] // 4):
             raise ValueError(f"requant: a subgroup's 32 lanes must cover whole rows of RN·TN/4 = "
                              f"{self.rn * self.size[1] // 4} channel words")
+        if self.stages not in (2, 3) or (self.stages == 3 and (self.diagnostic or not self.staged)):
+            raise ValueError(f"stages must be 2 or 3 (3: staged, no diagnostics); got {self.stages}")
         if self.diagnostic not in (0, 1, 2, 3) or (self.diagnostic and not self.staged):
             raise ValueError(f"diagnostic must be 0, 1, 2 or 3 and is for the staged kernel; got {self.diagnostic} "
                              f"(staged={self.staged})")
@@ -250,6 +253,7 @@ class CoopmatGemmSpec:
         if self.staged:
             bm, bn, bk = self.block
             return (f"staged {self.wm}x{self.wn}·RM{self.rm}·RN{self.rn}·BK{bk}" + ("" if self.pad else " unpadded")
+                    + ("" if self.stages == 2 else f" {self.stages} stages")
                     + DIAGNOSTICS[self.diagnostic]
                     + (" int8 out" if self.requant else ""))
         return f"RM{self.rm}·RN{self.rn}" + (" shared" if self.shmem else "") + (" Bt" if self.b_col else "")
@@ -260,7 +264,7 @@ class CoopmatGemmSpec:
             return "coopmat_gemm_staged", {"WM": self.wm, "WN": self.wn, "RM": self.rm, "RN": self.rn,
                                            "KSTEPS": self.ksteps, "TM": tm, "TN": tn, "TK": tk,
                                            "DIAG": self.diagnostic, "EPILOGUE": int(self.requant),
-                                           "PAD": int(self.pad)}
+                                           "PAD": int(self.pad), "STAGES": self.stages}
         return "coopmat_gemm", {"RM": self.rm, "RN": self.rn, "SHMEM": int(self.shmem), "B_COL": int(self.b_col)}
 
     def threads_per_group(self) -> int:
@@ -269,7 +273,7 @@ class CoopmatGemmSpec:
     def shared_bytes(self) -> int:
         bm, bn, bk = self.block
         if self.staged:  # two stages of padded A and Bt rows (the int8 epilogue reuses them)
-            return 2 * (bm + bn) * (bk + 16 * self.pad)
+            return self.stages * (bm + bn) * (bk + 16 * self.pad)
         return (bm * bk + bk * bn) if self.shmem else 0
 
     def macs(self) -> int:
