@@ -434,7 +434,9 @@ GEMM_TILES = ([{"rm": rm, "rn": rn} for rm, rn in ((1, 1), (2, 2), (4, 4))]
               + [{"staged": True, "wm": wm, "wn": wn, "rm": rm, "rn": rn, "ksteps": ks}
                  for wm, wn, rm, rn, ks in ((2, 2, 4, 4, 1), (2, 2, 4, 4, 2), (4, 2, 2, 4, 2), (2, 2, 2, 2, 2),
                                             (4, 4, 2, 2, 2))]
-              + [{"staged": True, "wm": 2, "wn": 2, "rm": 4, "rn": 4, "ksteps": 1, "pad": False}])
+              + [{"staged": True, "wm": 2, "wn": 2, "rm": 4, "rn": 4, "ksteps": 1, "pad": False},
+                 {"staged": True, "wm": 2, "wn": 2, "rm": 4, "rn": 4, "ksteps": 1, "pad": False, "stages": 3},
+                 {"staged": True, "wm": 2, "wn": 2, "rm": 4, "rn": 4, "ksteps": 1, "stages": 3}])
 STAGED_QUICK = {"staged": True, "wm": 2, "wn": 2, "rm": 2, "rn": 2, "ksteps": 1}
 # A square GEMM beside the conv shapes: whether the conv's short K (Cin) is what holds the tensor cores back.
 SQUARE_GEMM = (1, 4096, 4096, 64, 64)
