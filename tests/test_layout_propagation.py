@@ -105,3 +105,15 @@ def test_q8ta_clone_all_directions(device):
             e = X.execute(g, q, device=device)
             assert torch.equal(e.outputs[0], q), (src, dst)
             assert len(e.dispatches) == 1
+
+
+def test_bench_suite_rows(device):
+    """``workbench bench propagation-graphs --quick``: one row per dispatch, both graphs, both settings, checked."""
+    pytest.importorskip("executorch")
+    df = X.bench_suite(device, None, quick=True, show_progress=False)
+    summary = X.summarize(df).set_index(["graph", "setting"])
+    assert summary["transitions"].to_dict() == {("RefineNet-like head", "before"): 8,
+                                                ("RefineNet-like head", "after"): 0,
+                                                ("conv_pw → view_copy → conv_pw", "before"): 2,
+                                                ("conv_pw → view_copy → conv_pw", "after"): 0}
+    assert (df["max_abs_diff"] <= df["output_lsb"]).all() and (df["gpu_us"] > 0).all()

@@ -350,3 +350,38 @@ def run_settings(module, x, device=None, repeats: int = 3, name: str | None = No
         execs[s] = execute(tagged[s], x, device=device, repeats=repeats)
         frames.append(timing_rows(execs[s], s))
     return tagged, execs, pd.concat(frames, ignore_index=True), ref
+
+
+def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True):
+    """``workbench bench propagation-graphs``: the RefineNet-like head (decoder sizes: 1×24×16×9 in, 1×8×256×144
+    out; tiny when ``quick``) and §7.4's conv_pw → view_copy → conv_pw, tagged by ExecuTorch's real pass under both
+    identity-op settings and executed: one row per dispatch (median GPU µs over the repeats) with its run's totals
+    and the output's largest difference from torch (a difference above 1 LSB of the output fails the suite)."""
+    import pandas as pd
+    import torch
+
+    from . import bench
+    from .int8_graph import ConvViewConv, RefineNetHead, refinenet_input_shape
+    env = bench.environment(device)
+    repeats = 3 if quick else 20
+    cases = [("RefineNet-like head", RefineNetHead(), refinenet_input_shape(full=not quick)),
+             ("conv_pw → view_copy → conv_pw", ConvViewConv(), (1, 16, 3, 5) if quick else (1, 16, 64, 128))]
+    frames = []
+    for name, module, shape in bench.progress(cases, "propagation-graphs", enabled=show_progress):
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+        _, execs, df, ref = run_settings(module, x, device=device, repeats=repeats, name=name)
+        lsb = module.dequant.scale
+        for s, e in execs.items():
+            diff = float((e.outputs[0] - ref).abs().max())
+            if diff > lsb * 1.001:
+                raise AssertionError(f"{name} ({s}): the device's output differs from torch by {diff} "
+                                     f"(> 1 LSB = {lsb})")
+            df.loc[df["setting"] == s, "max_abs_diff"] = diff
+        df["output_lsb"] = lsb
+        df["input"] = "x".join(map(str, shape))
+        for row in df.to_dict("records"):
+            row = {**env, **row}
+            if writer is not None:
+                writer.append(row)
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
