@@ -72,8 +72,9 @@ class Repr:
 
 @dataclass(eq=False)
 class Node:
-    """One tensor-producing node.  ``op``: one of :data:`OPS`, ``"input"`` or ``"transition"``; ``args``: tensor-producing
-    nodes; ``params``: everything else (qparams, weights, r...); ``repr``: set by ``workbench.real_tagging.tagged``."""
+    """One tensor-producing node.  ``op``: one of :data:`OPS`, ``"input"`` or ``"transition"``; ``args``:
+    tensor-producing nodes; ``params``: everything else (qparams, weights, r...); ``repr``: set by
+    ``workbench.real_tagging.tagged``."""
 
     name: str
     op: str

@@ -275,7 +275,8 @@ def op_repsets(setting: str = "after"):
     E = import_quietly("executorch.exir.dialects._ops").ops.edge
     targets = {"quantize_per_tensor": E.quantized_decomposed.quantize_per_tensor.default,
                "dequantize_per_tensor": E.quantized_decomposed.dequantize_per_tensor.default,
-               "q8ta_conv2d_pw": E.et_vk.q8ta_conv2d_pw.default, "q8ta_pixel_shuffle": E.et_vk.q8ta_pixel_shuffle.default,
+               "q8ta_conv2d_pw": E.et_vk.q8ta_conv2d_pw.default,
+               "q8ta_pixel_shuffle": E.et_vk.q8ta_pixel_shuffle.default,
                "q8ta_add": E.et_vk.q8ta_add.default, "view_copy": E.aten.view_copy.default,
                "clone": E.aten.clone.default, "_clone_dim_order": E.dim_order_ops._clone_dim_order.default,
                "alias_copy": E.aten.alias_copy.default}

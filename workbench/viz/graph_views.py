@@ -125,24 +125,27 @@ KIND_COLORS = {"op": "#4c72b0", "transition": TRANSITION_COLOR, "staging": "#999
 
 
 def time_bars(timings, xlabel: str = "GPU µs per dispatch, stacked"):
-    """Per-dispatch GPU time stacked per (graph, setting), coloured by kind (transitions red), from
-    ``workbench.graph_exec.timing_rows`` frames."""
-    groups = list(timings.groupby(["graph", "setting"], sort=False))
-    fig, ax = plt.subplots(figsize=(8, 0.55 * len(groups) + 1.8))
-    right = 0.0
-    for i, ((graph, setting), df) in enumerate(groups):
-        left = 0.0
-        for _, row in df.iterrows():
-            ax.barh(i, row.gpu_us, left=left, color=KIND_COLORS.get(row.kind, "#cccccc"), edgecolor="white",
-                    linewidth=0.5)
-            left += row.gpu_us
-        ax.text(left, i, f"  {left:.0f} µs, {len(df)} dispatches", va="center", fontsize=8)
-        right = max(right, left)
-    ax.set_yticks(range(len(groups)), [f"{g} · {s} #19395" for (g, s), _ in groups], fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel(xlabel)
-    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in KIND_COLORS.values()],
-              labels=list(KIND_COLORS), fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=4)
-    ax.set_xlim(0, right * 1.4 if right > 0 else 1)
+    """Per-dispatch GPU time stacked per setting, one panel per graph (each on its own scale), coloured by kind
+    (transitions red), from ``workbench.graph_exec.timing_rows`` frames."""
+    graphs = list(dict.fromkeys(timings["graph"]))
+    fig, axes = plt.subplots(len(graphs), 1, figsize=(8, 1.3 * len(graphs) + 1.2), squeeze=False)
+    for ax, graph in zip(axes[:, 0], graphs):
+        rows = list(timings[timings["graph"] == graph].groupby("setting", sort=False))
+        right = 0.0
+        for i, (setting, df) in enumerate(rows):
+            left = 0.0
+            for _, row in df.iterrows():
+                ax.barh(i, row.gpu_us, left=left, color=KIND_COLORS.get(row.kind, "#cccccc"), edgecolor="white",
+                        linewidth=0.5)
+                left += row.gpu_us
+            ax.text(left, i, f"  {left:,.0f} µs, {len(df)} dispatches", va="center", fontsize=8)
+            right = max(right, left)
+        ax.set_yticks(range(len(rows)), [f"{s} #19395" for s, _ in rows], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlim(0, right * 1.45 if right > 0 else 1)
+        ax.set_title(graph, fontsize=9, loc="left")
+    axes[-1, 0].set_xlabel(xlabel)
+    axes[-1, 0].legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in KIND_COLORS.values()],
+                       labels=list(KIND_COLORS), fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.45), ncol=4)
     fig.tight_layout()
     return fig
