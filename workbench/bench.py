@@ -315,6 +315,7 @@ SUITES = {
     "quantize-affine": "workbench.kernels.quantize_affine:bench_suite",
     "coopmat": "workbench.kernels.coopmat:bench_suite",
     "propagation": "workbench.lowering:bench_suite",
+    "propagation-graphs": "workbench.graph_exec:bench_suite",
 }
 
 

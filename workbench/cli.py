@@ -85,7 +85,8 @@ def cmd_bench(args) -> int:
     stem = out / args.suite.replace("-", "_")
     with bench.ResultsWriter(stem, bench.environment(device)) as writer:
         df = run(device, writer, quick=args.quick)
-    shown = [c for c in ["kernel", "method", "variant", "path", "shape", "size_mib", "tile", "coop_size", "chains",
+    shown = [c for c in ["graph", "setting", "label", "kind", "gpu_us",
+                         "kernel", "method", "variant", "path", "shape", "size_mib", "tile", "coop_size", "chains",
                          "local_size", "samples", "median_us", "p10_us", "p90_us", "GB/s", "GOP/s", "copy_fraction",
                          "probe_fraction", "max_abs_diff", "max_lsb_diff", "status", "stable", "timer"]
              if c in df.columns]

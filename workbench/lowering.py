@@ -93,6 +93,9 @@ def identity_ops(setting: str = "after"):
             fresh = et["registry"].OpFeatures(inputs_storage=et["utils"].ANY_STORAGE,
                                              inputs_dtypes=old.inputs_dtypes if hasattr(old, "inputs_dtypes") else None)
             new.inputs_storage = fresh.inputs_storage
+            # before the PR the output repset was derived from that input repset too (OpFeatures' default): swap
+            # both, else the op keeps an int8-capable output and stops syncing its input with its output
+            new.outputs_storage = fresh.outputs_storage
             saved[target] = old
             table[target] = new
     try:

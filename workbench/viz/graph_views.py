@@ -1,7 +1,8 @@
-"""Pictures of tagged graphs (workbench.propagation): nodes left → right in topological order, each tensor edge
-labelled with the storage / layout its producer was given, the transitions the tagging pass inserted in red.
+"""Pictures of int8 graphs tagged by ExecuTorch's real pass (``workbench.real_tagging.tagged``): nodes left → right
+in topological order, each tensor edge labelled with the storage / layout its producer was given, the transitions the
+tagging pass inserted in red.
 
-    fig = draw_graph(propagate(graph, "before").graph, title="before #19395")
+    fig = draw_graph(real_tagging.tagged(graph, "before"), title="before #19395")
     fig = compare(graph)            # one row per identity-op setting, counts in each title
 """
 from __future__ import annotations
@@ -9,15 +10,15 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyBboxPatch
 
-from .. import propagation as P
+from .. import int8_graph as G
 
 TRANSITION_COLOR = "#d62728"
 COLORS = {"input": "#e0e0e0", "quantize_per_tensor": "#c6dbef", "dequantize_per_tensor": "#c6dbef",
           "q8ta_conv2d_pw": "#fdd0a2", "q8ta_pixel_shuffle": "#c7e9c0", "pixel_shuffle": "#c7e9c0",
-          "q8ta_add": "#dadaeb", P.TRANSITION: "#fcbba1"}
+          "q8ta_add": "#dadaeb", G.TRANSITION: "#fcbba1"}
 IDENTITY_COLOR = "#f7f7f7"
 _SHORT_OPS = {"quantize_per_tensor": "quantize", "dequantize_per_tensor": "dequantize", "q8ta_conv2d_pw": "conv_pw",
-              "q8ta_pixel_shuffle": "q8ta_ps", "pixel_shuffle": "pixel_shuffle", P.TRANSITION: "clone\n(transition)",
+              "q8ta_pixel_shuffle": "q8ta_ps", "pixel_shuffle": "pixel_shuffle", G.TRANSITION: "clone\n(transition)",
               "_clone_dim_order": "_clone_dim_order", "view_copy": "view_copy", "alias_copy": "alias_copy"}
 
 
@@ -70,7 +71,7 @@ def draw_graph(graph, title: str | None = None, ax=None, max_cols: int = 12, sho
                         bbox=dict(boxstyle="round,pad=0.12", fc="white", ec="none", alpha=0.85))
     for n in graph.nodes:
         x, y = pos[n]
-        face = COLORS.get(n.op, IDENTITY_COLOR if n.op in P.IDENTITY_OPS else "#ffffff")
+        face = COLORS.get(n.op, IDENTITY_COLOR if n.op in G.IDENTITY_OPS else "#ffffff")
         edge = TRANSITION_COLOR if n.is_transition else "#333333"
         ax.add_patch(FancyBboxPatch((x - bw / 2, y - bh / 2), bw, bh, boxstyle="round,pad=0.02,rounding_size=0.12",
                                     fc=face, ec=edge, lw=2.2 if n.is_transition else 1.0))
@@ -93,26 +94,58 @@ def draw_graph(graph, title: str | None = None, ax=None, max_cols: int = 12, sho
     return fig
 
 
-def compare(graph, settings=tuple(P.IDENTITY_SETTINGS), max_cols: int = 12, executions: dict | None = None):
-    """One panel per identity-op setting (propagate → RemoveRedundantOps); with ``executions`` ({setting:
-    Execution}) the measured GPU total and dispatch count join each title."""
-    props = {s: P.propagate(graph, s) for s in settings}
+def compare(graph, tagged: dict | None = None, max_cols: int = 12, executions: dict | None = None):
+    """One panel per identity-op setting, each tagged by ExecuTorch's real ``TagMemoryMetaPass``
+    (``tagged``: {setting: tagged Graph}, default ``real_tagging.tagged`` under both settings); with
+    ``executions`` ({setting: Execution}) the measured GPU total and dispatch count join each title."""
+    from .. import real_tagging as RT
+    if tagged is None:
+        tagged = {s: RT.tagged(graph, s) for s in RT.SETTINGS}
     dims = []
-    for pr in props.values():
-        pos = _positions(pr.graph, max_cols)
+    for g in tagged.values():
+        pos = _positions(g, max_cols)
         xs, ys = [p[0] for p in pos.values()], [p[1] for p in pos.values()]
         dims.append((max(xs), max(ys) - min(ys)))
     width = max(7.5, 1.25 * (max(d[0] for d in dims) / 2.0 + 1))
     heights = [max(2.4, d[1] + 2.4) for d in dims]
-    fig, axes = plt.subplots(len(settings), 1, figsize=(width, sum(heights)),
+    fig, axes = plt.subplots(len(tagged), 1, figsize=(width, sum(heights)),
                              gridspec_kw={"height_ratios": heights}, squeeze=False)
-    for ax, (s, pr) in zip(axes[:, 0], props.items()):
-        rs = P.IDENTITY_SETTINGS[s]
-        name = "ANY_STORAGE" if rs == P.ANY_STORAGE else "ANY_STORAGE_INCL_PACKED_INT8"
-        title = f"{graph.name} · {s} PR #19395\nidentity ops {name}, {pr.removed} removed after tagging"
+    for ax, (s, g) in zip(axes[:, 0], tagged.items()):
+        name = "ANY_STORAGE" if s == "before" else "ANY_STORAGE_INCL_PACKED_INT8"
+        title = f"{graph.name} · {s} PR #19395 (ExecuTorch's TagMemoryMetaPass)\nidentity ops {name}"
         if executions and s in executions:
             e = executions[s]
             title += f" · {len(e.dispatches)} dispatches, {e.total_us:.0f} µs GPU"
-        draw_graph(pr.graph, title=title, ax=ax, max_cols=max_cols)
+        draw_graph(g, title=title, ax=ax, max_cols=max_cols)
+    fig.tight_layout()
+    return fig
+
+
+KIND_COLORS = {"op": "#4c72b0", "transition": TRANSITION_COLOR, "staging": "#999999", "identity copy": "#ff7f0e"}
+
+
+def time_bars(timings, xlabel: str = "GPU µs per dispatch, stacked"):
+    """Per-dispatch GPU time stacked per setting, one panel per graph (each on its own scale), coloured by kind
+    (transitions red), from ``workbench.graph_exec.timing_rows`` frames."""
+    graphs = list(dict.fromkeys(timings["graph"]))
+    fig, axes = plt.subplots(len(graphs), 1, figsize=(8, 1.3 * len(graphs) + 1.2), squeeze=False)
+    for ax, graph in zip(axes[:, 0], graphs):
+        rows = list(timings[timings["graph"] == graph].groupby("setting", sort=False))
+        right = 0.0
+        for i, (setting, df) in enumerate(rows):
+            left = 0.0
+            for _, row in df.iterrows():
+                ax.barh(i, row.gpu_us, left=left, color=KIND_COLORS.get(row.kind, "#cccccc"), edgecolor="white",
+                        linewidth=0.5)
+                left += row.gpu_us
+            ax.text(left, i, f"  {left:,.0f} µs, {len(df)} dispatches", va="center", fontsize=8)
+            right = max(right, left)
+        ax.set_yticks(range(len(rows)), [f"{s} #19395" for s, _ in rows], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlim(0, right * 1.45 if right > 0 else 1)
+        ax.set_title(graph, fontsize=9, loc="left")
+    axes[-1, 0].set_xlabel(xlabel)
+    axes[-1, 0].legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in KIND_COLORS.values()],
+                       labels=list(KIND_COLORS), fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.45), ncol=4)
     fig.tight_layout()
     return fig
