@@ -131,10 +131,13 @@ def is_passthrough(in_scale: float, in_zero_point: int, out_scale: float, out_ze
 def requantize_reference(q, in_scale, in_zero_point, out_scale, out_zero_point) -> np.ndarray:
     """The kernels' requantize in fp32, op for op: ``dq = float(q - zp_in) * scale_in``;
     ``q = clamp(roundEven(dq * inv_scale_out) + zp_out, -128, 127)`` with ``inv_scale_out = 1.0f / scale_out``.
-    (torch adds zp before rounding in one fma; the two differ by at most 1 LSB.)"""
+    (torch adds zp before rounding in one fma; the two differ by at most 1 LSB.)
+    Saturating for any ratio of scales: s is clamped to [-1024, 1024] first (lossless: the result is clamped to
+    [-128, 127] anyway; an infinite s saturates instead of overflowing the integer conversion)."""
     q = np.asarray(q)
     dq = (q.astype(np.int32) - np.int32(in_zero_point)).astype(np.float32) * np.float32(in_scale)
-    s = (dq * inverse_scale(out_scale)).astype(np.float32)
+    with np.errstate(over="ignore"):  # an infinite s saturates
+        s = np.clip((dq * inverse_scale(out_scale)).astype(np.float32), -1024, 1024)
     return np.clip(np.rint(s).astype(np.int64) + int(out_zero_point), -128, 127).astype(np.int8)
 
 

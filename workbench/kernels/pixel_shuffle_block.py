@@ -150,14 +150,16 @@ class Q8taRequantCopyRun(KernelRun):
 # The suite
 # ---------------------------------------------------------------------------------------------------------------------
 
-def block_specs(shape, cpu_device: bool = False) -> list[Q8taPixelShuffleSpec]:
+def block_specs(shape, cpu_device: bool = False, pairs=None) -> list[Q8taPixelShuffleSpec]:
     """Every block kernel the suite measures at `shape`: per pair, passthrough and requantize at each thread order
     (TILES_4C1W where a side is 4C1W, else and on CPU devices TILES_OTHER), both tiles for 4C output where the pixel tile applies,
     and at the pair's default order the conversion requantize path and the two tables (not on CPU devices: a
-    table is built per workgroup, far too slow there)."""
+    table is built per workgroup, far too slow there). `pairs`: (in, out) layout pairs to keep (default all 9)."""
     specs = []
     for in_l in FUSED_LAYOUTS:
         for out_l in FUSED_LAYOUTS:
+            if pairs is not None and (in_l, out_l) not in pairs:
+                continue
             tiles = TILES_4C1W if "4C1W" in (in_l, out_l) and not cpu_device else TILES_OTHER
             base = Q8taPixelShuffleSpec(shape, 2, in_l, out_l, *SAME_QP, block=True)
             for pixel_tile in ((True, False) if base.pixel_tile else (False,)):
@@ -261,21 +263,21 @@ def _compile_all(specs):
         list(pool.map(lambda job: compile_shader(job[0], defines=dict(job[1])), jobs))
 
 
-def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True, shape=None):
+def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True, shape=None, pairs=None):
     """The block kernels at one large shape → a tidy DataFrame (module docstring). Columns beyond
     :func:`workbench.bench.measurement_row`'s: ``impl`` (block / requant-copy / copy / torch), ``variant``,
     ``shape``, ``out_shape``, ``in_layout``, ``out_layout``, ``qpath``, ``path``, ``tile_co``, ``pixel_tile``,
     ``lut``, ``requant_math`` (magic / convert / lut / ""), ``local_size``, ``threads``, ``bytes_read``,
     ``bytes_written``, ``copy_GBps``, ``copy_fraction``, ``shader_copy_GBps``, ``shader_copy_fraction``,
     ``torch_us`` / ``vs_torch`` (torch int8 pixel_shuffle for passthrough, torch's quantized chain for requant),
-    ``exact`` (checked on this device at CHECK_SHAPES)."""
+    ``exact`` (checked on this device at CHECK_SHAPES). `shape` (NCHW input) and `pairs` narrow the run."""
     import pandas as pd
 
     from .. import bench
 
     shape = tuple(shape or (QUICK_SHAPE if quick else SHAPE))
     env = bench.environment(device)
-    specs = block_specs(shape, cpu_device=device.info.is_cpu) + requant_copy_specs(shape)
+    specs = block_specs(shape, cpu_device=device.info.is_cpu, pairs=pairs) + requant_copy_specs(shape)
     sample_kw = dict(min_time_s=0.01, min_samples=3, max_samples=5, warmup=1) if quick else dict(min_time_s=0.2)
     _compile_all(specs)
     copies = bench.CopyAtTraffic(device, [s.bytes_moved() for s in specs], quick=quick, show_progress=show_progress)
