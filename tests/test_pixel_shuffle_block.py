@@ -138,3 +138,21 @@ def test_block_suite_quick(device, tmp_path):
     assert set(kernels[kernels.impl == "requant-copy"]["requant_math"]) == {"", "magic", "convert"}
     import pandas as pd
     assert len(pd.read_csv(tmp_path / "psb.csv")) == len(df)
+
+
+def test_goals_read_the_block_suite(tmp_path):
+    """`workbench roofline-check`'s goals table takes the block suite's rows beside the pixel shuffle suite's."""
+    import pandas as pd
+
+    from workbench import report
+    row = dict(impl="block", shape="1x256x512x512", in_layout="4W4C", out_layout="4C1W", exact=True)
+    pd.DataFrame([{**row, "qpath": "passthrough", "variant": "a_t4", "copy_fraction": 0.88},
+                  {**row, "qpath": "passthrough", "variant": "a", "copy_fraction": 0.55},
+                  {**row, "qpath": "requant", "variant": "a_t4", "copy_fraction": 0.75, "exact": False},
+                  {"impl": "copy", "shape": "", "copy_fraction": float("nan")}]).to_csv(
+        tmp_path / "pixel_shuffle_block.csv", index=False)
+    table = report.goals(tmp_path, roofs={}).set_index("what")
+    assert table.loc["pixel shuffle block kernels exact on this device", "measured"] == pytest.approx(2 / 3)
+    shuffle = table[table.index.str.startswith("pixel shuffle 1x256")]
+    assert shuffle["measured"].tolist() == [0.88, 0.75] and shuffle["met"].tolist() == [True, False]
+    assert "best a_t4" in shuffle.index[0]

@@ -73,9 +73,13 @@ def goals(folder, roofs: dict | None = None) -> pd.DataFrame:
                     add(f"coopmat GEMM {shape} best {best['tile']} / probe", best["GOP/s"] / probe, "fraction",
                         GOALS["mma_gemm_of_probe"])
             add("cooperative-matrix results exact", float((coop["status"] == "ok").mean()), "fraction", 1.0)
-    shuffle = _load(folder, "pixel_shuffle")
+    frames = [df for df in (_load(folder, "pixel_shuffle"), _load(folder, "pixel_shuffle_block")) if df is not None]
+    shuffle = pd.concat(frames, ignore_index=True) if frames else None  # the suite's and the block suite's rows
     if shuffle is not None and "copy_fraction" in shuffle:
-        fused = shuffle[(shuffle["impl"] == "fused") & shuffle["copy_fraction"].notna()]
+        if "exact" in shuffle:
+            checked = shuffle[shuffle["impl"] == "block"]["exact"].astype(bool)
+            add("pixel shuffle block kernels exact on this device", float(checked.mean()), "fraction", 1.0)
+        fused = shuffle[shuffle["impl"].isin(["fused", "block"]) & shuffle["copy_fraction"].notna()]
         if len(fused):
             sizes = fused["shape"].map(lambda s: math.prod(int(v) for v in str(s).split("x")))
             big = fused[sizes == sizes.max()]
