@@ -141,7 +141,8 @@ def test_block_suite_quick(device, tmp_path):
 
 
 def test_goals_read_the_block_suite(tmp_path):
-    """`workbench roofline-check`'s goals table takes the block suite's rows beside the pixel shuffle suite's."""
+    """`workbench roofline-check`'s goals table takes the rows of `bench pixel-shuffle-limit` beside the pixel
+    shuffle suite's."""
     import pandas as pd
 
     from workbench import report
@@ -150,7 +151,7 @@ def test_goals_read_the_block_suite(tmp_path):
                   {**row, "qpath": "passthrough", "variant": "a", "copy_fraction": 0.55},
                   {**row, "qpath": "requant", "variant": "a_t4", "copy_fraction": 0.75, "exact": False},
                   {"impl": "copy", "shape": "", "copy_fraction": float("nan")}]).to_csv(
-        tmp_path / "pixel_shuffle_block.csv", index=False)
+        tmp_path / "pixel_shuffle_limit.csv", index=False)
     table = report.goals(tmp_path, roofs={}).set_index("what")
     assert table.loc["pixel shuffle block kernels exact on this device", "measured"] == pytest.approx(2 / 3)
     shuffle = table[table.index.str.startswith("pixel shuffle 1x256")]

@@ -73,7 +73,7 @@ def goals(folder, roofs: dict | None = None) -> pd.DataFrame:
                     add(f"coopmat GEMM {shape} best {best['tile']} / probe", best["GOP/s"] / probe, "fraction",
                         GOALS["mma_gemm_of_probe"])
             add("cooperative-matrix results exact", float((coop["status"] == "ok").mean()), "fraction", 1.0)
-    frames = [df for df in (_load(folder, "pixel_shuffle"), _load(folder, "pixel_shuffle_block")) if df is not None]
+    frames = [df for df in (_load(folder, "pixel_shuffle"), _load(folder, "pixel_shuffle_limit")) if df is not None]
     shuffle = pd.concat(frames, ignore_index=True) if frames else None  # the suite's and the block suite's rows
     if shuffle is not None and "copy_fraction" in shuffle:
         if "exact" in shuffle:

@@ -1,8 +1,8 @@
 """The block pixel shuffle at the limit: every channels-packed pair × thread order × requantize path at one large
 shape, next to the copy at the same traffic, the requantize math on a plain copy, and torch.
 
-`bench_suite` (CLI: ``workbench bench pixel-shuffle-block``) measures, at 1×256×512×512 int8 (64 MiB in, 64 MiB
-out; ``quick``: 1×64×128×128):
+`bench_suite` (CLI: ``workbench bench pixel-shuffle-limit``, rows in ``pixel_shuffle_limit.csv``) measures, at
+1×256×512×512 int8 (64 MiB in, 64 MiB out; ``quick``: 1×64×128×128):
 
 * ``block`` rows: ``Q8taPixelShuffleSpec(block=True)`` for all 9 pairs of 4W4C / 4C1W / 4C, passthrough and
   requantize; thread orders (``tile_co``), the 4-width and the pixel tile for 4C output, the requantize paths
@@ -152,9 +152,9 @@ class Q8taRequantCopyRun(KernelRun):
 
 def block_specs(shape, cpu_device: bool = False, pairs=None) -> list[Q8taPixelShuffleSpec]:
     """Every block kernel the suite measures at `shape`: per pair, passthrough and requantize at each thread order
-    (TILES_4C1W where a side is 4C1W, else and on CPU devices TILES_OTHER), both tiles for 4C output where the pixel tile applies,
-    and at the pair's default order the conversion requantize path and the two tables (not on CPU devices: a
-    table is built per workgroup, far too slow there). `pairs`: (in, out) layout pairs to keep (default all 9)."""
+    (TILES_4C1W where a side is 4C1W, else and on CPU devices TILES_OTHER), both tiles for 4C output where the pixel
+    tile applies, and at the pair's default order the conversion requantize path and the two tables (not on CPU
+    devices: a table is built per workgroup, far too slow there). `pairs`: (in, out) layout pairs to keep (default all 9)."""
     specs = []
     for in_l in FUSED_LAYOUTS:
         for out_l in FUSED_LAYOUTS:
