@@ -89,7 +89,9 @@ def test_block_options_and_errors():
         == 2 * 3 * 32 * 4                                                          # 5 → 32 blocks, 4 width blocks
     assert K.Q8taPixelShuffleSpec((2, 80, 3, 13), 2, "4W4C", "4W4C", block=True).tile_co == 0
     pixel = K.Q8taPixelShuffleSpec((2, 256, 2, 8), 2, "4C1W", "4C", block=True)
-    assert pixel.pixel_tile and pixel.tile_co == 0                                 # the pixel tile keeps its order
+    assert pixel.pixel_tile and pixel.tile_co == 4                                 # G = 4 channel groups
+    assert K.Q8taPixelShuffleSpec((2, 8, 2, 8), 2, "4C", "4C1W", block=True).tile_co == 1   # C4_out = 1
+    assert K.Q8taPixelShuffleSpec((2, 24, 2, 8), 2, "4C1W", "4C1W", block=True).tile_co == 2  # C4_out = 2
     tiled = K.Q8taPixelShuffleSpec((2, 256, 2, 8), 2, "4C1W", "4C", block=True, tile_co=8)
     assert tiled.threads == 2 * 2 * 8 * 8                                          # G = 4 → 8, W = 8 (4 per tile)
     cvt = K.Q8taPixelShuffleSpec((1, 16, 2, 4), 2, "4W4C", "4W4C", *K.DIFF_QP, block=True, convert=True)

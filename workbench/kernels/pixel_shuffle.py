@@ -343,7 +343,9 @@ class Q8taPixelShuffleSpec:
         if (self.tile_co or self.convert) and not self.block:
             raise ValueError("tile_co and convert are options of the block kernel only")
         if self.tile_co is None:
-            object.__setattr__(self, "tile_co", default_tile_co(self.in_layout, self.out_layout, self.pixel_tile)
+            c4_out = math.ceil(self.out_sizes[1] / 4)
+            channel_blocks = c4_out // 4 if self.pixel_tile else c4_out
+            object.__setattr__(self, "tile_co", default_tile_co(self.in_layout, self.out_layout, channel_blocks)
                                                     if self.block else 0)
         if self.tile_co not in TILE_CO_CHOICES:
             raise ValueError(f"tile_co must be one of {TILE_CO_CHOICES} (0: channel block fastest), "
@@ -485,13 +487,15 @@ class Q8taPixelShuffleSpec:
 TILE_CO_CHOICES = (0, 1, 2, 4, 8, 16, 32)
 
 
-def default_tile_co(in_layout: str, out_layout: str, pixel_tile: bool = False) -> int:
-    """The block kernel's thread order for a layout pair: 4 wherever a side is 4C1W (its channel blocks lie W words
-    apart: a warp then touches 4 channel blocks x 8 width blocks, runs of 128-256 contiguous bytes on both sides),
-    else channel block fastest (4W4C and 4C keep neighbouring channel blocks adjacent). The pixel tile (4C output)
-    keeps its order: its 4C stores want the channel groups of a pixel together (and tiled it ran 3-6x slower on
-    lavapipe)."""
-    return 4 if "4C1W" in (in_layout, out_layout) and not pixel_tile else 0
+def default_tile_co(in_layout: str, out_layout: str, channel_blocks: int) -> int:
+    """The block kernel's thread order for a layout pair: where a side is 4C1W (its channel blocks lie W words apart)
+    warps of 4 channel blocks x 8 width blocks (runs of 128-256 contiguous bytes on both sides), fewer channel
+    blocks where the tensor has fewer (`channel_blocks`: output channel blocks, or groups of 4 of them for the pixel
+    tile; padding threads would idle); else channel block fastest (4W4C and 4C keep neighbouring channel blocks
+    adjacent)."""
+    if "4C1W" not in (in_layout, out_layout):
+        return 0
+    return min(4, 1 << (max(int(channel_blocks), 1).bit_length() - 1))
 
 
 def block_applies(in_layout, out_layout, r) -> bool:
