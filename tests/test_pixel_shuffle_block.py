@@ -152,6 +152,8 @@ def test_goals_read_the_block_suite(tmp_path):
     pd.DataFrame([{**row, "qpath": "passthrough", "variant": "a_t4", "copy_fraction": 0.88},
                   {**row, "qpath": "passthrough", "variant": "a", "copy_fraction": 0.55},
                   {**row, "qpath": "requant", "variant": "a_t4", "copy_fraction": 0.75, "exact": False},
+                  {"impl": "requant-copy", "shape": "1x256x512x512", "qpath": "requant", "variant": "q8ta_requant_copy",
+                   "copy_fraction": 0.97, "exact": True},
                   {"impl": "copy", "shape": "", "copy_fraction": float("nan")}]).to_csv(
         tmp_path / "pixel_shuffle_limit.csv", index=False)
     table = report.goals(tmp_path, roofs={}).set_index("what")
@@ -159,3 +161,5 @@ def test_goals_read_the_block_suite(tmp_path):
     shuffle = table[table.index.str.startswith("pixel shuffle 1x256")]
     assert shuffle["measured"].tolist() == [0.88, 0.75] and shuffle["met"].tolist() == [True, False]
     assert "best a_t4" in shuffle.index[0]
+    why = table[table.index.str.startswith("requant math on a plain 16-byte copy")]
+    assert why["measured"].tolist() == [0.97] and why["met"].tolist() == [None]
