@@ -28,12 +28,23 @@
 // SWIZZLE = 1: the 4×4 byte transposes in two mask-and-shift stages (8-bit, then 16-bit swaps: ~5 operations per
 // output word) instead of gathering every byte on its own.
 //
+// REQUANT_CONVERT = 1: the requantize path with int <-> float conversion instructions (the first version); 0 (the
+// default): the same fp32 results by magic-number arithmetic (include/requant_int8.glslh), no conversions.
+//
+// TILE_CO = T (1, 2, 4, 8, 16, 32; 0: the plain order): thread order in groups of 32 threads (one NVIDIA warp):
+// T threads along the channel-block index (co, or g with PIXEL_TILE) and 32 / T along the width index (iw4, or iw
+// with PIXEL_TILE); tiles run channel tile fastest, then width tile, row, batch, padded to whole tiles (the host
+// counts the padding; padding threads return after the table barrier). In 4C1W neighbouring channel blocks are W
+// words apart, so the plain order (co fastest) sends a warp's 32 accesses to 32 places; T = 4 makes every access
+// of a warp 4 runs of 8 neighbouring width blocks.
+//
 // Bindings and push constants are those of q8ta_pixel_shuffle.glsl (the host shares one spec).
 
 #extension GL_EXT_control_flow_attributes : require
 
 #include "indexing.glslh"
 #include "int8x4.glslh"
+#include "requant_int8.glslh"
 
 #ifndef IN_LAYOUT
 #define IN_LAYOUT 0
@@ -55,6 +66,12 @@
 #endif
 #ifndef PIXEL_TILE
 #define PIXEL_TILE 0
+#endif
+#ifndef REQUANT_CONVERT
+#define REQUANT_CONVERT 0
+#endif
+#ifndef TILE_CO
+#define TILE_CO 0
 #endif
 
 layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
@@ -81,10 +98,8 @@ layout(push_constant) uniform Params {
   int passthrough;
 } p;
 
-int requantize_value(int v) {
-  precise float dq = float(v - p.zp_in) * p.scale_in;
-  precise float s = dq * p.inv_scale_out;
-  return clamp(int(roundEven(s)) + p.zp_out, -128, 127);
+int requantize_value(int v) {  // the tables are built with the conversion form (256 entries per workgroup)
+  return requant_convert(v, p.scale_in, p.inv_scale_out, p.zp_in, p.zp_out);
 }
 
 #if REQUANT_LUT == 1
@@ -119,10 +134,14 @@ int requantize_word(int w) {
              | (uint(lut[(bitfieldExtract(u, 16, 8) << 5) | lane]) << 16)
              | (uint(lut[(bitfieldExtract(u, 24, 8) << 5) | lane]) << 24));
 }
-#else
+#elif REQUANT_LUT == 1 || REQUANT_CONVERT
 int requantize_word(int w) {
   return pack4x8(ivec4(requantize(bitfieldExtract(w, 0, 8)), requantize(bitfieldExtract(w, 8, 8)),
                        requantize(bitfieldExtract(w, 16, 8)), requantize(bitfieldExtract(w, 24, 8))));
+}
+#else
+int requantize_word(int w) {
+  return requant_word_magic(w, requant_magic_params(p.scale_in, p.inv_scale_out, p.zp_in, p.zp_out));
 }
 #endif
 
@@ -161,6 +180,18 @@ void main() {
   const int t = int(gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x);
 #if PIXEL_TILE
   const int G = C4_out / 4;
+#if TILE_CO
+  const int TILE_W = 32 / TILE_CO;
+  const int G_tiles = (G + TILE_CO - 1) / TILE_CO;
+  const int W_tiles = (W_in + TILE_W - 1) / TILE_W;
+  const int g = (t >> 5) % G_tiles * TILE_CO + (t & 31) % TILE_CO;
+  int rest_p = (t >> 5) / G_tiles;
+  const int iw = rest_p % W_tiles * TILE_W + (t & 31) / TILE_CO;
+  rest_p /= W_tiles;
+  if (g >= G || iw >= W_in || rest_p >= in_sizes.w * H_in) {
+    return;
+  }
+#else
   if (t >= in_sizes.w * H_in * W_in * G) {
     return;
   }
@@ -168,6 +199,7 @@ void main() {
   int rest_p = t / G;
   const int iw = rest_p % W_in;
   rest_p /= W_in;
+#endif
   const int ih_p = rest_p % H_in;
   const int n_p = rest_p / H_in;
   const int row = n_p * H_in + ih_p;
@@ -205,6 +237,18 @@ void main() {
     out_vec[opix * G + g] = ivec4(xs[0][j], xs[1][j], xs[2][j], xs[3][j]);
   }
 #else  // the 4-width x 16-channel tile
+#if TILE_CO
+  const int TILE_W = 32 / TILE_CO;
+  const int co_tiles = (C4_out + TILE_CO - 1) / TILE_CO;
+  const int w_tiles = (W4_in + TILE_W - 1) / TILE_W;
+  const int co = (t >> 5) % co_tiles * TILE_CO + (t & 31) % TILE_CO;
+  int rest = (t >> 5) / co_tiles;
+  const int iw4 = rest % w_tiles * TILE_W + (t & 31) / TILE_CO;
+  rest /= w_tiles;
+  if (co >= C4_out || iw4 >= W4_in || rest >= in_sizes.w * H_in) {
+    return;
+  }
+#else
   if (t >= in_sizes.w * H_in * W4_in * C4_out) {
     return;
   }
@@ -212,6 +256,7 @@ void main() {
   int rest = t / C4_out;
   const int iw4 = rest % W4_in;
   rest /= W4_in;
+#endif
   const int ih = rest % H_in;
   const int n = rest / H_in;
   const int row_in = n * H_in + ih;

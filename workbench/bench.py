@@ -309,6 +309,7 @@ SUITES = {
     "copy": "workbench.bench:copy_suite",
     "pack": "workbench.kernels.pack:bench_suite",
     "pixel-shuffle": "workbench.kernels.pixel_shuffle:bench_suite",
+    "pixel-shuffle-limit": "workbench.kernels.pixel_shuffle_block:bench_suite",
     "conv-pw": "workbench.kernels.conv_pw:bench_suite",
     "conv-gap": "workbench.kernels.conv_pw:gap_suite",
     "peak": "workbench.kernels.peak:bench_suite",

@@ -88,7 +88,7 @@ def cmd_bench(args) -> int:
     shown = [c for c in ["graph", "setting", "label", "kind", "gpu_us",
                          "kernel", "method", "variant", "path", "shape", "size_mib", "tile", "coop_size", "chains",
                          "local_size", "samples", "median_us", "p10_us", "p90_us", "GB/s", "GOP/s", "copy_fraction",
-                         "probe_fraction", "max_abs_diff", "max_lsb_diff", "status", "stable", "timer"]
+                         "probe_fraction", "max_abs_diff", "max_lsb_diff", "status", "exact", "stable", "timer"]
              if c in df.columns]
     print(_table(df, shown))
     if args.suite == "copy":

@@ -131,10 +131,13 @@ def is_passthrough(in_scale: float, in_zero_point: int, out_scale: float, out_ze
 def requantize_reference(q, in_scale, in_zero_point, out_scale, out_zero_point) -> np.ndarray:
     """The kernels' requantize in fp32, op for op: ``dq = float(q - zp_in) * scale_in``;
     ``q = clamp(roundEven(dq * inv_scale_out) + zp_out, -128, 127)`` with ``inv_scale_out = 1.0f / scale_out``.
-    (torch adds zp before rounding in one fma; the two differ by at most 1 LSB.)"""
+    (torch adds zp before rounding in one fma; the two differ by at most 1 LSB.)
+    Saturating for any ratio of scales: s is clamped to [-1024, 1024] first (lossless: the result is clamped to
+    [-128, 127] anyway; an infinite s saturates instead of overflowing the integer conversion)."""
     q = np.asarray(q)
     dq = (q.astype(np.int32) - np.int32(in_zero_point)).astype(np.float32) * np.float32(in_scale)
-    s = (dq * inverse_scale(out_scale)).astype(np.float32)
+    with np.errstate(over="ignore"):  # an infinite s saturates
+        s = np.clip((dq * inverse_scale(out_scale)).astype(np.float32), -1024, 1024)
     return np.clip(np.rint(s).astype(np.int64) + int(out_zero_point), -128, 127).astype(np.int8)
 
 
@@ -301,6 +304,10 @@ class Q8taPixelShuffleSpec:
     local_x: int = LOCAL_SIZE[0]     # block kernel: local size (ET-VK's 64 elsewhere)
     pixel_tile: bool | None = None   # block kernel, 4C output: one thread per input pixel x 4 output channel blocks
                                      # (16-byte stores); None: wherever C4_out % 4 == 0
+    tile_co: int | None = None       # block kernel: warps as tile_co channel blocks x 32 / tile_co width blocks
+                                     # (0: channel block fastest); None: DEFAULT_TILE_CO of the pair
+    convert: bool = False            # block kernel, requant without a table: int <-> float conversion instructions
+                                     # (the first version) instead of the magic-number arithmetic (same results)
     out_sizes: tuple = field(init=False)
 
     def __post_init__(self):
@@ -333,6 +340,19 @@ class Q8taPixelShuffleSpec:
                              f"== 0); got {self.in_layout} → {self.out_layout}, C_out = {self.out_sizes[1]}")
         if self.local_x not in (32, 64, 128, 256, 512):
             raise ValueError(f"local_x must be a power of two from 32 to 512, got {self.local_x}")
+        if (self.tile_co or self.convert) and not self.block:
+            raise ValueError("tile_co and convert are options of the block kernel only")
+        if self.tile_co is None:
+            c4_out = math.ceil(self.out_sizes[1] / 4)
+            channel_blocks = c4_out // 4 if self.pixel_tile else c4_out
+            object.__setattr__(self, "tile_co", default_tile_co(self.in_layout, self.out_layout, channel_blocks)
+                                                    if self.block else 0)
+        if self.tile_co not in TILE_CO_CHOICES:
+            raise ValueError(f"tile_co must be one of {TILE_CO_CHOICES} (0: channel block fastest), "
+                             f"got {self.tile_co!r}")
+        object.__setattr__(self, "convert", bool(self.convert))
+        if self.convert and self.lut:
+            raise ValueError("convert picks the arithmetic requantize path; a lut replaces it (choose one)")
 
     dispatches = 1
 
@@ -362,7 +382,7 @@ class Q8taPixelShuffleSpec:
             return {"IN_LAYOUT": FUSED_LAYOUTS.index(self.in_layout),
                     "OUT_LAYOUT": FUSED_LAYOUTS.index(self.out_layout),
                     "VEC_IN": vec_in, "VEC_OUT": vec_out, "REQUANT_LUT": int(self.lut), "SWIZZLE": self.swizzle,
-                    "PIXEL_TILE": self.pixel_tile}
+                    "PIXEL_TILE": self.pixel_tile, "TILE_CO": self.tile_co, "REQUANT_CONVERT": self.convert}
         return {"SPECIALIZE_R": self.specialize_r, "OUTPUT_ORDER": self.output_order}
 
     @property
@@ -374,7 +394,8 @@ class Q8taPixelShuffleSpec:
             return (f"{BLOCK_SHADER}{pair}" + {0: "", 1: "_lut", 2: "_lut32"}[self.lut]
                     + ("_swizzle" if self.swizzle else "") + ("_pixel" if self.pixel_tile else "")
                     + ("" if vec_in else "_wordin")
-                    + ("" if vec_out else "_wordout") + (f"_l{self.local_x}" if self.local_x != 64 else ""))
+                    + ("" if vec_out else "_wordout") + (f"_l{self.local_x}" if self.local_x != 64 else "")
+                    + (f"_t{self.tile_co}" if self.tile_co else "") + ("_cvt" if self.convert else ""))
         return FUSED_SHADER + ("_rspec" if self.specialize_r else "") + ("_outorder" if self.output_order else "")
 
     @property
@@ -412,12 +433,15 @@ class Q8taPixelShuffleSpec:
         layout, padding included (``output_order``; padding threads return at once)."""
         if self.output_order:
             return L.get_layout(self.out_layout).num_words(self.out_sizes)
-        if self.block and self.pixel_tile:  # one per (n, ih, iw, 4 output channel blocks)
+        if self.block:  # one per (n, ih, iw, 4 output channel blocks) or (n, ih, input width block, channel block)
             n, _, h, w = self.in_sizes
-            return n * h * w * math.ceil(self.out_sizes[1] / 4) // 4
-        if self.block:  # one per (n, ih, input width block, output channel block)
-            n, _, h, w = self.in_sizes
-            return n * h * math.ceil(w / 4) * math.ceil(self.out_sizes[1] / 4)
+            c4_out = math.ceil(self.out_sizes[1] / 4)
+            channel, width = (c4_out // 4, w) if self.pixel_tile else (c4_out, math.ceil(w / 4))
+            if self.tile_co:  # whole tiles of tile_co x 32 / tile_co
+                tile_w = 32 // self.tile_co
+                channel = math.ceil(channel / self.tile_co) * self.tile_co
+                width = math.ceil(width / tile_w) * tile_w
+            return n * h * channel * width
         return self.written_words
 
     @property
@@ -457,6 +481,21 @@ class Q8taPixelShuffleSpec:
     def describe(self) -> str:
         return (f"{self.variant} {self.in_layout}->{self.out_layout} r={self.r} {self.path}: "
                 f"[{_shape_str(self.in_sizes)}] -> [{_shape_str(self.out_sizes)}], {self.threads} threads (words)")
+
+
+#: Block kernel thread orders (tile_co): 0 = channel block fastest; T = warps of T channel blocks x 32 / T widths.
+TILE_CO_CHOICES = (0, 1, 2, 4, 8, 16, 32)
+
+
+def default_tile_co(in_layout: str, out_layout: str, channel_blocks: int) -> int:
+    """The block kernel's thread order for a layout pair: where a side is 4C1W (its channel blocks lie W words apart)
+    warps of 4 channel blocks x 8 width blocks (runs of 128-256 contiguous bytes on both sides), fewer channel
+    blocks where the tensor has fewer (`channel_blocks`: output channel blocks, or groups of 4 of them for the pixel
+    tile; padding threads would idle); else channel block fastest (4W4C and 4C keep neighbouring channel blocks
+    adjacent)."""
+    if "4C1W" not in (in_layout, out_layout):
+        return 0
+    return min(4, 1 << (max(int(channel_blocks), 1).bit_length() - 1))
 
 
 def block_applies(in_layout, out_layout, r) -> bool:

@@ -1,0 +1,55 @@
+#version 450
+// int8 requantize on a plain 16-byte copy: the requantize math of q8ta_pixel_shuffle_block without its shuffle, so
+// the benchmark can tell what the math costs on perfectly coalesced traffic. Each thread moves 4 ivec4 (64 bytes,
+// as a block-kernel thread); a workgroup covers 4 · local_x consecutive ivec4, each access a contiguous run.
+// REQUANT_CONVERT = 1: int <-> float conversions; 0: the magic-number arithmetic (include/requant_int8.glslh).
+// passthrough = 1: a plain copy through the same code.
+
+#extension GL_EXT_control_flow_attributes : require
+
+#include "requant_int8.glslh"
+
+#ifndef REQUANT_CONVERT
+#define REQUANT_CONVERT 0
+#endif
+
+layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
+
+layout(std430, set = 0, binding = 0) writeonly buffer Out { ivec4 out_vec[]; };
+layout(std430, set = 0, binding = 1) readonly buffer In { ivec4 in_vec[]; };
+
+layout(push_constant) uniform Params {
+  float scale_in;
+  float inv_scale_out;
+  int zp_in;
+  int zp_out;
+  int num_vec4;
+  int passthrough;
+} p;
+
+int requantize_word(int w) {
+#if REQUANT_CONVERT
+  ivec4 q;
+  for (int k = 0; k < 4; ++k) {
+    q[k] = requant_convert(bitfieldExtract(w, 8 * k, 8), p.scale_in, p.inv_scale_out, p.zp_in, p.zp_out) & 0xFF;
+  }
+  return q.x | (q.y << 8) | (q.z << 16) | (q.w << 24);
+#else
+  return requant_word_magic(w, requant_magic_params(p.scale_in, p.inv_scale_out, p.zp_in, p.zp_out));
+#endif
+}
+
+void main() {
+  const int group = int(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x);
+  const int local_x = int(gl_WorkGroupSize.x);
+  [[unroll]] for (int k = 0; k < 4; ++k) {
+    const int i = (4 * group + k) * local_x + int(gl_LocalInvocationID.x);
+    if (i < p.num_vec4) {
+      ivec4 v = in_vec[i];
+      if (p.passthrough == 0) {
+        v = ivec4(requantize_word(v.x), requantize_word(v.y), requantize_word(v.z), requantize_word(v.w));
+      }
+      out_vec[i] = v;
+    }
+  }
+}
