@@ -584,8 +584,9 @@ def _diagnostic_rows(device, shape, *, size_rows, emit, env, base, quick):
     from .. import bench
     nb, cin, cout, h, w = shape
     label = f"{nb}x{cin}x{h}x{w}→{cout}"
-    staged = [r for r in size_rows if r.get("kernel") == "coopmat gemm" and r.get("shape") == label
-              and str(r.get("tile", "")).startswith("staged") and r.get("status") == "ok"]
+    staged = [r for r in size_rows if r.get("kernel") == "coopmat gemm" and r.get("shape") == label  # two-stage:
+              and str(r.get("tile", "")).startswith("staged") and r.get("status") == "ok"  # the diagnostics are
+              and "stages" not in str(r.get("tile", ""))]  # two-stage builds
     if not staged:
         return
     best = max(staged, key=lambda r: r["GOP/s"])
