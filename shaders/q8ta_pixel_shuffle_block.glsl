@@ -38,6 +38,13 @@
 // words apart, so the plain order (co fastest) sends a warp's 32 accesses to 32 places; T = 4 makes every access
 // of a warp 4 runs of 8 neighbouring width blocks.
 //
+// PAIR_STORE = 1 (4C1W output with 16-byte stores, 0 < TILE_CO < the subgroup size): a thread's two 16-byte blocks
+// of a row are neighbours, but one store instruction writes one of them per lane, so each 32-byte sector gets half
+// of its bytes from one instruction and half from the next. With PAIR_STORE the two lanes of neighbouring width
+// blocks (lanes L and L ^ TILE_CO: same channel block, iw4 even and odd) swap one block through a subgroup shuffle,
+// and each instruction writes whole sectors: the first the even lane's 32 bytes, the second the odd lane's. A lane
+// whose partner lies past the tensor writes its own two blocks.
+//
 // Bindings and push constants are those of q8ta_pixel_shuffle.glsl (the host shares one spec).
 
 #extension GL_EXT_control_flow_attributes : require
@@ -72,6 +79,15 @@
 #endif
 #ifndef TILE_CO
 #define TILE_CO 0
+#endif
+#ifndef PAIR_STORE
+#define PAIR_STORE 0
+#endif
+#if PAIR_STORE
+#if OUT_LAYOUT != 1 || !VEC_OUT || TILE_CO == 0 || TILE_CO == 32 || PIXEL_TILE
+#error "PAIR_STORE is for 16-byte stores into 4C1W with 0 < TILE_CO < 32 on the 4-width tile"
+#endif
+#extension GL_KHR_shader_subgroup_shuffle : require
 #endif
 
 layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
@@ -327,8 +343,15 @@ void main() {
   }
 #endif
 
+#if PAIR_STORE
+  const bool odd = (((t & 31) / TILE_CO) & 1) != 0;
+  const bool partner_in = odd || iw4 + 1 < W4_in;  // an odd lane's partner (iw4 - 1) always exists
+#endif
   [[unroll]] for (int dy = 0; dy < 2; ++dy) {
     const int row_out = n * H_out + 2 * ih + dy;
+#if PAIR_STORE
+    ivec4 own[2];
+#endif
     [[unroll]] for (int half_block = 0; half_block < 2; ++half_block) {
       const int ob = 2 * iw4 + half_block;  // output width block: widths 4·ob … 4·ob + 3
       ivec4 out_block;
@@ -354,6 +377,8 @@ void main() {
         }
 #endif
       }
+#elif OUT_LAYOUT == 1 && PAIR_STORE
+      own[half_block] = out_block;
 #elif OUT_LAYOUT == 1
       const int base = (row_out * C4_out + co) * W_out + 4 * ob;
 #if VEC_OUT  // W_out % 4 == 0
@@ -376,6 +401,28 @@ void main() {
       }
 #endif
     }
+#if PAIR_STORE
+    // even lane: half 1 goes to the odd partner, odd lane: half 0 goes to the even one
+    const ivec4 got = subgroupShuffleXor(odd ? own[0] : own[1], uint(TILE_CO));
+    const int row_base = (row_out * C4_out + co) * W_out;
+    if (partner_in) {
+      // first store: the even lane's 32 bytes (blocks 2e, 2e + 1), second: the odd lane's (2o, 2o + 1)
+      const int ob_a = odd ? 2 * iw4 - 1 : 2 * iw4;
+      const int ob_b = odd ? 2 * iw4 + 1 : 2 * iw4 + 2;
+      if (4 * ob_a < W_out) {
+        out_vec[(row_base + 4 * ob_a) / 4] = odd ? got : own[0];
+      }
+      if (4 * ob_b < W_out) {
+        out_vec[(row_base + 4 * ob_b) / 4] = odd ? own[1] : got;
+      }
+    } else {
+      [[unroll]] for (int h = 0; h < 2; ++h) {
+        if (4 * (2 * iw4 + h) < W_out) {
+          out_vec[(row_base + 4 * (2 * iw4 + h)) / 4] = own[h];
+        }
+      }
+    }
+#endif
   }
 #endif  // PIXEL_TILE
 }

@@ -81,6 +81,30 @@ def test_thread_orders_every_pair(device, pair, shape):
             assert torch.equal(_run(device, spec, q), expected[name]), (pair, shape, kw, name)
 
 
+# W = 10: 3 input width blocks, so the last even lane has no partner; W = 8: every lane has one
+@pytest.mark.parametrize("shape", [(2, 80, 3, 10), (2, 256, 2, 8)])
+@pytest.mark.parametrize("in_layout", ["4W4C", "4C1W", "4C"])
+def test_pair_store_into_4c1w(device, in_layout, shape):
+    """Paired stores (lanes swap a block through a subgroup shuffle) give torch's answer, passthrough and
+    requantize, at every thread order narrower than the subgroup; a wider one is refused with the reason."""
+    q = torch.randint(-128, 128, shape, generator=torch.Generator().manual_seed(8), dtype=torch.int8)
+    expected = {"same": F.pixel_shuffle(q, 2),
+                "diff": torch.from_numpy(K.Q8taPixelShuffleSpec(shape, 2, in_layout, "4C1W",
+                                                                *K.DIFF_QP).reference(q))}
+    tiles = [t for t in (1, 2, 4, 8, 16) if t < device.info.subgroup_size]
+    for t in tiles:
+        for name, qp in (("same", K.SAME_QP), ("diff", K.DIFF_QP)):
+            spec = K.Q8taPixelShuffleSpec(shape, 2, in_layout, "4C1W", *qp, block=True, tile_co=t, pair_store=True)
+            assert spec.variant.endswith("_pair")
+            assert torch.equal(_run(device, spec, q), expected[name]), (in_layout, shape, t, name)
+    wide = K.Q8taPixelShuffleSpec(shape, 2, in_layout, "4C1W", block=True, tile_co=16, pair_store=True)
+    if wide.tile_co >= device.info.subgroup_size:
+        with pytest.raises(ValueError, match="subgroup wider"):
+            _run(device, wide, q)
+    with pytest.raises(ValueError, match="pair_store needs"):
+        K.Q8taPixelShuffleSpec(shape, 2, in_layout, "4W4C", block=True, tile_co=4, pair_store=True)
+
+
 def test_block_options_and_errors():
     spec = K.Q8taPixelShuffleSpec((2, 80, 3, 13), 2, "4W4C", "4C1W", block=True)   # C4_out 5, W4_in 4
     assert spec.tile_co == 4 and spec.variant.endswith("_t4")                      # 4C1W: tiled by default

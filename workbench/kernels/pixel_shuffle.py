@@ -308,6 +308,8 @@ class Q8taPixelShuffleSpec:
                                      # (0: channel block fastest); None: DEFAULT_TILE_CO of the pair
     convert: bool = False            # block kernel, requant without a table: int <-> float conversion instructions
                                      # (the first version) instead of the magic-number arithmetic (same results)
+    pair_store: bool = False         # block kernel, 4C1W output: neighbouring lanes swap a block so that every
+                                     # store instruction writes whole 32-byte sectors (needs tile_co < subgroup)
     out_sizes: tuple = field(init=False)
 
     def __post_init__(self):
@@ -351,6 +353,12 @@ class Q8taPixelShuffleSpec:
             raise ValueError(f"tile_co must be one of {TILE_CO_CHOICES} (0: channel block fastest), "
                              f"got {self.tile_co!r}")
         object.__setattr__(self, "convert", bool(self.convert))
+        object.__setattr__(self, "pair_store", bool(self.pair_store))
+        if self.pair_store and not (self.block and self.out_layout == "4C1W" and self.vector_access[1]
+                                    and 0 < self.tile_co < 32 and not self.pixel_tile):
+            raise ValueError(f"pair_store needs the block kernel writing 16-byte blocks into 4C1W (output width a "
+                             f"multiple of 4) with 0 < tile_co < 32; got {self.in_layout} → {self.out_layout}, "
+                             f"output width {self.out_sizes[3]}, tile_co {self.tile_co}")
         if self.convert and self.lut:
             raise ValueError("convert picks the arithmetic requantize path; a lut replaces it (choose one)")
 
@@ -382,7 +390,8 @@ class Q8taPixelShuffleSpec:
             return {"IN_LAYOUT": FUSED_LAYOUTS.index(self.in_layout),
                     "OUT_LAYOUT": FUSED_LAYOUTS.index(self.out_layout),
                     "VEC_IN": vec_in, "VEC_OUT": vec_out, "REQUANT_LUT": int(self.lut), "SWIZZLE": self.swizzle,
-                    "PIXEL_TILE": self.pixel_tile, "TILE_CO": self.tile_co, "REQUANT_CONVERT": self.convert}
+                    "PIXEL_TILE": self.pixel_tile, "TILE_CO": self.tile_co, "REQUANT_CONVERT": self.convert,
+                    "PAIR_STORE": self.pair_store}
         return {"SPECIALIZE_R": self.specialize_r, "OUTPUT_ORDER": self.output_order}
 
     @property
@@ -395,7 +404,8 @@ class Q8taPixelShuffleSpec:
                     + ("_swizzle" if self.swizzle else "") + ("_pixel" if self.pixel_tile else "")
                     + ("" if vec_in else "_wordin")
                     + ("" if vec_out else "_wordout") + (f"_l{self.local_x}" if self.local_x != 64 else "")
-                    + (f"_t{self.tile_co}" if self.tile_co else "") + ("_cvt" if self.convert else ""))
+                    + (f"_t{self.tile_co}" if self.tile_co else "") + ("_cvt" if self.convert else "")
+                    + ("_pair" if self.pair_store else ""))
         return FUSED_SHADER + ("_rspec" if self.specialize_r else "") + ("_outorder" if self.output_order else "")
 
     @property
@@ -775,6 +785,10 @@ class Q8taPixelShuffleRun(KernelRun):
             raise
 
     def record(self, rec, label: str | None = None):
+        if self.spec.pair_store and self.spec.tile_co >= self.device.info.subgroup_size:
+            raise ValueError(f"pair_store swaps blocks between lanes tile_co = {self.spec.tile_co} apart: it needs "
+                             f"a subgroup wider than that; {self.device.info.name} has "
+                             f"{self.device.info.subgroup_size} lanes")
         self._dispatch(rec, self.spec, [self.out, self.inp, self.out_meta, self.in_meta], label or self.spec.variant)
 
     def output_words(self) -> np.ndarray:

@@ -167,6 +167,11 @@ def block_specs(shape, cpu_device: bool = False, pairs=None) -> list[Q8taPixelSh
                     for qp in (SAME_QP, DIFF_QP):
                         specs.append(Q8taPixelShuffleSpec(shape, 2, in_l, out_l, *qp, block=True,
                                                           pixel_tile=pixel_tile, tile_co=tile))
+            if out_l == "4C1W" and not cpu_device and base.vector_access[1]:  # whole-sector stores into 4C1W
+                for tile in (t for t in tiles if 0 < t < 32):
+                    for qp in (SAME_QP, DIFF_QP):
+                        specs.append(Q8taPixelShuffleSpec(shape, 2, in_l, out_l, *qp, block=True, tile_co=tile,
+                                                          pair_store=True))
             specs.append(Q8taPixelShuffleSpec(shape, 2, in_l, out_l, *DIFF_QP, block=True, convert=True))
             if not cpu_device:
                 specs.append(Q8taPixelShuffleSpec(shape, 2, in_l, out_l, *DIFF_QP, block=True, lut=1))
@@ -185,7 +190,7 @@ def _with_shape(spec, shape):
     return Q8taPixelShuffleSpec(shape, 2, spec.in_layout, spec.out_layout, spec.in_scale, spec.in_zero_point,
                                 spec.out_scale, spec.out_zero_point, block=True, lut=spec.lut, swizzle=spec.swizzle,
                                 local_x=spec.local_x, pixel_tile=spec.pixel_tile, tile_co=spec.tile_co,
-                                convert=spec.convert)
+                                convert=spec.convert, pair_store=spec.pair_store)
 
 
 def check_exact(device, spec, seed: int = 0) -> bool:
