@@ -123,3 +123,17 @@ def test_unstable_sets_are_measured_again(device):
     assert gpu.attempts == 3 and calls["n"] == 3
     row = bench.measurement_row("copy", bench.environment(device), gpu, host_ns=host)
     assert row["attempts"] == 3 and "drift_pct" in row and "spread_pct" in row and "stable" in row
+
+
+def test_keep_busy_only_on_gpus():
+    """keep_busy resubmits for the given time on GPUs (their clocks ramp up under load) and not at all on CPU
+    devices."""
+    from types import SimpleNamespace
+
+    from workbench import bench
+    calls = []
+    rec = SimpleNamespace(submit=lambda: calls.append(1))
+    bench.keep_busy(rec, SimpleNamespace(info=SimpleNamespace(is_cpu=True)), seconds=0.05)
+    assert calls == []
+    bench.keep_busy(rec, SimpleNamespace(info=SimpleNamespace(is_cpu=False)), seconds=0.05)
+    assert len(calls) > 1

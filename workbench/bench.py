@@ -131,6 +131,19 @@ def _sample_once(rec, repeats, labels, min_samples, max_samples, min_time_s, max
     return np.array(gpu), np.array(host)
 
 
+GPU_WARMUP_S = 1.0  # an idle GPU's clock ramps up under load: an H200 timed small graphs 2.5x slow after 0.2 s
+
+
+def keep_busy(rec, device, seconds: float = GPU_WARMUP_S) -> None:
+    """Resubmit the recording `rec` for `seconds` on GPUs (not on CPU devices), so that what is timed next runs at
+    the clock a loaded GPU holds."""
+    if device.info.is_cpu:
+        return
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        rec.submit()
+
+
 def sample_recording(rec, *, repeats: int = 1, labels=None, warmup: int = 2, min_samples: int = 10,
                      max_samples: int = 200, min_time_s: float = 0.2, max_time_s: float = 10.0,
                      warmup_s: float | None = None, attempts: int | None = None):

@@ -16,7 +16,6 @@ each tensor by its own layout) is staged through one ``q8ta_clone``.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -271,6 +270,7 @@ def execute(graph: Graph, inputs, device=None, repeats: int = 1) -> Execution:
     of the graph, ``repeats`` times over, each bracketed by GPU timestamps.  ``inputs``: a tensor (single-input
     graph) or a list / dict by input name, NCHW.  Returns an :class:`Execution`."""
     from . import vk
+    from .bench import keep_busy
     if any(n.repr is None for n in graph.nodes):
         raise ValueError(f"{graph.name}: untagged nodes {[n.name for n in graph.nodes if n.repr is None]}; tag the "
                          "graph first (workbench.real_tagging.tagged)")
@@ -298,11 +298,8 @@ def execute(graph: Graph, inputs, device=None, repeats: int = 1) -> Execution:
                 for _ in range(repeats):
                     for fn, *_ in ex.calls:
                         fn(rec)
+                keep_busy(rec, device)  # at a loaded GPU's clock; the last submit is the timed one
                 rec.submit()
-                if not device.info.is_cpu:  # an idle GPU runs at a low clock (an H200's small graphs timed
-                    start = time.perf_counter()  # 3x slow): keep it busy 0.2 s, time the last submit
-                    while time.perf_counter() - start < 0.2:
-                        rec.submit()
             ns = np.array([t.gpu_ns if t.gpu_ns is not None else np.nan for t in rec.timings], dtype=float)
             per = np.median(ns.reshape(repeats, k), axis=0) / 1e3
         outputs = [ex.download(o) for o in graph.outputs]
