@@ -191,3 +191,40 @@ def test_goals_report(tmp_path):
     assert diagnostic["measured"].round(3).tolist() == [round(800 / 900, 3)] and diagnostic["met"].isna().all()
     shuffle = table[table.index.str.startswith("pixel shuffle")]
     assert len(shuffle) == 1 and shuffle["met"].tolist() == [True]  # the largest shape only
+
+
+def test_goals_from_files_written_row_by_row(tmp_path):
+    """Results files are written a row at a time, so columns a suite adds afterwards (peak's `best`, an older
+    conv file's `shape_kind`) are not in them: the goals pick the best probe per method themselves, and take every
+    conv shape besides the ET-VK-like suite's as device-filling where `shape_kind` is missing."""
+    from workbench import report
+    from workbench.kernels.conv_pw import SUITE_SHAPES, ConvPwShape
+    pd.DataFrame([
+        {"kernel": "copy", "method": "copy", "GB/s": 4000.0, "macs": 0},
+        {"kernel": "peak", "method": "int8 dot (OpSDot + add)", "GOP/s": 90e3, "macs": 1, "local_size": 64,
+         "chains": 4},
+        {"kernel": "peak", "method": "int8 dot (OpSDot + add)", "GOP/s": 100e3, "macs": 1, "local_size": 256,
+         "chains": 8},
+    ]).to_csv(tmp_path / "peak.csv", index=False)
+    suite = ConvPwShape.coerce(SUITE_SHAPES[0]).label
+    pd.DataFrame([
+        {"kernel": "q8ta_conv2d_pw", "method": "vulkan q8ta_conv2d_pw", "macs": 1, "GOP/s": 95e3, "saturate": False,
+         "tile": "M1·N1·K1", "shape": suite},
+        {"kernel": "q8ta_conv2d_pw", "method": "vulkan q8ta_conv2d_pw", "macs": 1, "GOP/s": 70e3, "saturate": False,
+         "tile": "M2·N2·K4", "shape": "5x512x128x128→512"},
+    ]).to_csv(tmp_path / "conv_pw.csv", index=False)
+    table = report.goals(tmp_path, roofs={"int8_wrap_GOPs": 100e3}).set_index("what")
+    probe = table[table.index.str.startswith("probe int8 dot (OpSDot + add) (local")]
+    assert probe["measured"].tolist() == [100e3] and "256" in probe.index[0]
+    conv = table[table.index.str.startswith("conv best")]
+    assert conv["measured"].round(2).tolist() == [0.7] and "5x512x128x128" in conv.index[0]
+
+
+def test_conv_sweep_rows_carry_shape_kind(device):
+    """The shape kind is in every row as the writer gets it, not added to the DataFrame afterwards."""
+    from workbench.kernels import conv_pw
+    written = []
+    writer = type("W", (), {"append": lambda self, row: written.append(dict(row))})()
+    conv_pw.sweep(device, [(1, 1, 1)], [(1, 8, 8, 4, 4)], writer, show_progress=False, min_time_s=0.001,
+                  min_samples=2, target_us=50.0, adreno_gpu=None, shape_kind="fills the device")
+    assert written and all(r["shape_kind"] == "fills the device" for r in written)

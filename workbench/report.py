@@ -32,8 +32,10 @@ def goals(folder, roofs: dict | None = None) -> pd.DataFrame:
         rows.append({"what": what, "measured": measured, "unit": unit, "target": target, "met": met})
 
     peak = _load(folder, "peak")
-    if peak is not None and "best" in peak:
-        for r in peak[(peak["kernel"] == "peak") & (peak["best"] == True)].to_dict("records"):  # noqa: E712
+    probes = peak[(peak["kernel"] == "peak") & peak["GOP/s"].notna()] if peak is not None and "GOP/s" in peak \
+        else None
+    if probes is not None and len(probes):  # the best of each probe (the file's rows were written one by one)
+        for r in probes.loc[probes.groupby("method")["GOP/s"].idxmax()].to_dict("records"):
             add(f"probe {r['method']} (local {r['local_size']}, {r['chains']} chains)", r["GOP/s"], "GOP/s")
             if math.isfinite(r.get("probe_fraction", math.nan)):
                 add(f"probe {r['method']} / theoretical {r['theoretical_GOPs']:,.0f} GOP/s", r["probe_fraction"],
@@ -41,8 +43,12 @@ def goals(folder, roofs: dict | None = None) -> pd.DataFrame:
     conv = _load(folder, "conv_pw")
     if conv is not None and "GOP/s" in conv:
         vk_rows = conv[conv["method"].astype(str).str.startswith("vulkan") & conv["GOP/s"].notna()]
-        filling = vk_rows[vk_rows.get("shape_kind", pd.Series(index=vk_rows.index, dtype=object))
-                          == "fills the device"] if "shape_kind" in vk_rows else vk_rows.iloc[0:0]
+        if "shape_kind" in vk_rows:
+            filling = vk_rows[vk_rows["shape_kind"] == "fills the device"]
+        else:  # files written before rows carried shape_kind: every shape besides the ET-VK-like suite's
+            from .kernels.conv_pw import SUITE_SHAPES, ConvPwShape
+            suite = {ConvPwShape.coerce(s).label for s in SUITE_SHAPES}
+            filling = vk_rows[~vk_rows["shape"].isin(suite)]
         for saturate, roof_key, form in ((True, "int8_sat_GOPs", "OpSDotAccSat"),
                                          (False, "int8_wrap_GOPs", "OpSDot + add")):
             sel = filling[filling["saturate"].astype(str) == str(saturate)]

@@ -650,7 +650,7 @@ def filling_sweep(device, writer=None, *, show_progress: bool = True, shapes=Non
     for saturate in (True, False):
         if shapes and (saturate or device.info.features.get("integer_dot_product")):
             frames.append(sweep(device, tiles, shapes, writer, show_progress, saturate=saturate, adreno_gpu=None,
-                                check="first", **timing))
+                                check="first", shape_kind="fills the device", **timing))
     if torch and shapes:
         from ..bench import environment
         env = environment(device)
@@ -744,7 +744,7 @@ def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_prog
           qparams: QParams = DEFAULT_QPARAMS, check: bool | str = True, min_time_s: float = 0.2,
           max_time_s: float = 10.0, min_samples: int = 10, target_us: float = 2000.0,
           max_repeats: int = 200, seed: int = 0, warmup_s: float | None = None,
-          adreno_gpu: int | None = 740, saturate: bool = True) -> pd.DataFrame:
+          adreno_gpu: int | None = 740, saturate: bool = True, shape_kind: str | None = None) -> pd.DataFrame:
     """Grid of tiles × shapes → one tidy row per (shape, tile), appended to `writer` as it finishes (an
     interrupted sweep keeps what it finished).
 
@@ -791,6 +791,8 @@ def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_prog
                                   target_us=target_us, max_repeats=max_repeats, warmup_s=warmup_s)
                     warmup_s = 0.0  # once per shape
                     row.update(adreno_cols.get(tile_label(*tile), {}))
+                    if shape_kind:
+                        row["shape_kind"] = shape_kind  # in the row as written (the results file has it too)
                     rows.append(row)
                     if writer is not None:
                         writer.append(row)
