@@ -512,44 +512,36 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
         base = (rng.integers(-128, 128, (nb * h * w, cin), dtype=np.int8),
                 rng.integers(-128, 128, (cin, cout), dtype=np.int8))
         expected = gemm_reference(*base)  # once per shape, exact (int64)
+        label = f"{nb}x{cin}x{h}x{w}→{cout}"
+
+        def measure(kind, spec, run, method, error_column):
+            if smem_limit and spec.shared_bytes() > smem_limit:
+                return  # more shared memory than the device has
+            a, b = gemm_operands(spec, base=base)
+            try:
+                (gpu, host), err, repeats = run(device, spec, a, b, samples=True, expected=expected,
+                                                min_time_s=0.02 if quick else 0.2)
+            except refused as exc:
+                failed(kind, exc, coop_size="x".join(map(str, spec.size)), tile=spec.label)
+                return
+            emit(bench.measurement_row(
+                kind, env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(), macs=spec.macs(), method=method,
+                shape=label, coop_size="x".join(map(str, spec.size)), tile=spec.label,
+                gemm="x".join(map(str, spec.gemm)), repeats=repeats, status="ok" if err == 0 else "WRONG",
+                **{error_column: err}))
+
         for size in gemm_sizes:
             for tile in tiles:
-                spec = CoopmatGemmSpec(tuple(shape), size, **tile)
-                if smem_limit and spec.shared_bytes() > smem_limit:
-                    continue  # more shared memory than the device has
-                a, b = gemm_operands(spec, base=base)
-                try:
-                    (gpu, host), err, repeats = run_gemm(device, spec, a, b, samples=True, expected=expected,
-                                                         min_time_s=0.02 if quick else 0.2)
-                except refused as exc:
-                    failed("coopmat gemm", exc, coop_size="x".join(map(str, size)), tile=spec.label)
-                    continue
-                emit(bench.measurement_row(
-                    "coopmat gemm", env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(), macs=spec.macs(),
-                    method="vulkan coopmat gemm (pointwise conv, int32 out)", shape=f"{nb}x{cin}x{h}x{w}→{cout}",
-                    coop_size="x".join(map(str, size)), tile=spec.label, gemm="x".join(map(str, spec.gemm)),
-                    repeats=repeats, max_abs_diff=err, status="ok" if err == 0 else "WRONG"))
+                measure("coopmat gemm", CoopmatGemmSpec(tuple(shape), size, **tile), run_gemm,
+                        "vulkan coopmat gemm (pointwise conv, int32 out)", "max_abs_diff")
         for size in gemm_sizes:  # the conv itself: the staged tiles with the int8 epilogue
             for tile in [t for t in tiles if t.get("staged")] or [STAGED_QUICK]:
                 try:
                     spec = CoopmatGemmSpec(tuple(shape), size, requant=True, **tile)
                 except ValueError:
                     continue  # the epilogue needs lanes x channel words to tile a row
-                if smem_limit and spec.shared_bytes() > smem_limit:
-                    continue
-                a, bt = gemm_operands(spec, base=base)
-                try:
-                    (gpu, host), err, repeats = run_conv(device, spec, a, bt, expected=expected, samples=True,
-                                                         min_time_s=0.02 if quick else 0.2)
-                except refused as exc:
-                    failed("coopmat conv", exc, coop_size="x".join(map(str, size)), tile=spec.label)
-                    continue
-                emit(bench.measurement_row(
-                    "coopmat conv", env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(), macs=spec.macs(),
-                    method="vulkan coopmat conv (int8 4C in and out, fused requantize)",
-                    shape=f"{nb}x{cin}x{h}x{w}→{cout}", coop_size="x".join(map(str, size)), tile=spec.label,
-                    gemm="x".join(map(str, spec.gemm)), repeats=repeats, max_lsb_diff=err,
-                    status="ok" if err == 0 else "WRONG"))
+                measure("coopmat conv", spec, run_conv, "vulkan coopmat conv (int8 4C in and out, fused requantize)",
+                        "max_lsb_diff")
         _diagnostic_rows(device, shape, size_rows=rows, emit=emit, env=env, base=base, quick=quick)
         emit_torch = _torch_int_mm_row(device, shape, env)
         if emit_torch:
@@ -558,7 +550,8 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     checked = df[~df["status"].astype(str).str.startswith("diagnostic")]  # diagnostic builds: wrong by design
     wrong = checked[checked["status"] != "ok"]  # WRONG results and variants the driver refused
     print(f"cooperative matrix correctness: {len(checked) - len(wrong)} of {len(checked)} results exact against the "
-          f"host (exact float64 product){'' if not len(wrong) else ' — WRONG: ' + ', '.join(wrong['method'].astype(str))}")
+          f"host (exact float64 product)"
+          + ("" if not len(wrong) else " — WRONG: " + ", ".join(wrong["method"].astype(str))))
     probes = df[(df["kernel"] == "coopmat peak") & df["GOP/s"].notna()] if "GOP/s" in df else df.iloc[0:0]
     if len(probes):
         best = probes.loc[probes["GOP/s"].idxmax()]
@@ -574,7 +567,8 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
             print(f"{kernel} {shape}: best {top['GOP/s']:,.0f} GOP/s ({top['coop_size']}, {top['tile']}) = "
                   f"{top['GOP/s'] / best['GOP/s']:.0%} of the probe")
             for diag in group[group["status"] != "ok"].to_dict("records"):
-                print(f"    {diag['tile']}: {diag['GOP/s']:,.0f} GOP/s = {diag['GOP/s'] / best['GOP/s']:.0%} of the probe")
+                print(f"    {diag['tile']}: {diag['GOP/s']:,.0f} GOP/s = {diag['GOP/s'] / best['GOP/s']:.0%} "
+                      "of the probe")
     return df
 
 
