@@ -14,7 +14,7 @@ calls with sType set on every element) and reported.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -316,32 +316,38 @@ def gemm_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a.astype(np.float64) @ b.astype(np.float64)).astype(np.int64)
 
 
+def _time_dispatches(device, spec: CoopmatGemmSpec, bindings, push: bytes, label: str, *, samples: bool,
+                     min_time_s: float, target_us: float):
+    """Probe one dispatch of `spec`'s pipeline, then chain enough per submit to reach ~`target_us` and sample the
+    recording (`samples`), or run it once; returns (timing, repeats). The outputs hold the last run's results."""
+    from .. import bench
+    shader, defines = spec.shader()
+    pipeline = _pipeline(device, shader, defines, spec.size, (spec.threads_per_group(), 1, 1))
+    global_size = (spec.workgroups() * spec.threads_per_group(), 1, 1)
+    with device.record(f"{label} probe") as probe:
+        probe.dispatch(pipeline, bindings, global_size, push)
+        probe.submit()
+        probe_ns = probe.submit()[0].gpu_ns or 1.0
+    repeats = int(min(200, max(1, target_us * 1e3 // probe_ns))) if samples else 1
+    with device.record(label) as rec:
+        for _ in range(repeats):
+            rec.dispatch(pipeline, bindings, global_size, push)
+        if samples:
+            return bench.sample_recording(rec, repeats=repeats, min_time_s=min_time_s), repeats
+        rec.submit()
+        return rec.gpu_ns, repeats
+
+
 def run_gemm(device, spec: CoopmatGemmSpec, a, b, *, samples: bool = False, min_time_s: float = 0.2,
              target_us: float = 2000.0, expected: np.ndarray | None = None):
     """The GEMM on the device; returns (timing, max |C - reference|, repeats). `expected`: the unpadded product
     (pixels x Cout), computed once per shape; the padding of C must hold 0."""
-    from .. import bench
     m, n, k = spec.gemm
-    shader, defines = spec.shader()
-    pipeline = _pipeline(device, shader, defines, spec.size, (spec.threads_per_group(), 1, 1))
-    groups = spec.workgroups()
-    threads = spec.threads_per_group()
     push = np.array([m, n, k], np.uint32).tobytes()
     with device.buffer(nbytes=4 * m * n, name="gemm C") as c, device.buffer(a, name="gemm A") as abuf, \
             device.buffer(b, name="gemm B") as bbuf:
-        with device.record("coopmat gemm probe") as probe:
-            probe.dispatch(pipeline, [c, abuf, bbuf], (groups * threads, 1, 1), push)
-            probe.submit()
-            probe_ns = probe.submit()[0].gpu_ns or 1.0
-        repeats = int(min(200, max(1, target_us * 1e3 // probe_ns))) if samples else 1
-        with device.record("coopmat gemm") as rec:
-            for _ in range(repeats):
-                rec.dispatch(pipeline, [c, abuf, bbuf], (groups * threads, 1, 1), push)
-            if samples:
-                timing = bench.sample_recording(rec, repeats=repeats, min_time_s=min_time_s)
-            else:
-                rec.submit()
-                timing = rec.gpu_ns
+        timing, repeats = _time_dispatches(device, spec, [c, abuf, bbuf], push, "coopmat gemm", samples=samples,
+                                           min_time_s=min_time_s, target_us=target_us)
         got = c.download(np.int32).reshape(m, n)
     if spec.diagnostic:  # wrong by design: nothing to check
         return timing, None, repeats
@@ -382,7 +388,6 @@ def run_conv(device, spec: CoopmatGemmSpec, a, bt, *, expected: np.ndarray, qpar
     max |out - reference| in LSB, repeats) against `conv_reference` of the exact accumulators `expected`."""
     import struct
 
-    from .. import bench
     from .conv_pw import DEFAULT_QPARAMS
     from ..quant import inverse_scale
     if not spec.requant:
@@ -393,28 +398,14 @@ def run_conv(device, spec: CoopmatGemmSpec, a, bt, *, expected: np.ndarray, qpar
     scales, bias = conv_parameters(cout, n, seed)
     sums = np.zeros(n, np.int32)
     sums[:cout] = bt[:cout].astype(np.int32).sum(axis=1)  # Σ_ic w[oc, ic] (the padding of K is zero)
-    shader, defines = spec.shader()
-    pipeline = _pipeline(device, shader, defines, spec.size, (spec.threads_per_group(), 1, 1))
-    groups, threads = spec.workgroups(), spec.threads_per_group()
     push = struct.pack("<IIIfifiii", m, n, k, np.float32(qparams.input_scale), int(qparams.input_zero_point),
                        inverse_scale(qparams.output_scale), int(qparams.output_zero_point), 1, 0)
     with device.buffer(nbytes=m * n, name="conv out") as out, device.buffer(a, name="conv A") as abuf, \
             device.buffer(bt, name="conv Bt") as bbuf, device.buffer(sums, name="weight sums") as sbuf, \
             device.buffer(scales, name="weight scales") as scbuf, device.buffer(bias, name="bias") as bibuf:
-        bindings = [out, abuf, bbuf, sbuf, scbuf, bibuf]
-        with device.record("coopmat conv probe") as probe:
-            probe.dispatch(pipeline, bindings, (groups * threads, 1, 1), push)
-            probe.submit()
-            probe_ns = probe.submit()[0].gpu_ns or 1.0
-        repeats = int(min(200, max(1, target_us * 1e3 // probe_ns))) if samples else 1
-        with device.record("coopmat conv") as rec:
-            for _ in range(repeats):
-                rec.dispatch(pipeline, bindings, (groups * threads, 1, 1), push)
-            if samples:
-                timing = bench.sample_recording(rec, repeats=repeats, min_time_s=min_time_s)
-            else:
-                rec.submit()
-                timing = rec.gpu_ns
+        timing, repeats = _time_dispatches(device, spec, [out, abuf, bbuf, sbuf, scbuf, bibuf], push,
+                                           "coopmat conv", samples=samples, min_time_s=min_time_s,
+                                           target_us=target_us)
         got = out.download(np.int8).reshape(m, n)[:pixels, :cout]
     ref = conv_reference(expected, sums, scales, bias, qparams)
     return timing, int(np.abs(got.astype(np.int64) - ref.astype(np.int64)).max()), repeats
@@ -437,6 +428,7 @@ GEMM_TILES = ([{"rm": rm, "rn": rn} for rm, rn in ((1, 1), (2, 2), (4, 4))]
               + [{"staged": True, "wm": 2, "wn": 2, "rm": 4, "rn": 4, "ksteps": 1, "pad": False},
                  {"staged": True, "wm": 2, "wn": 2, "rm": 4, "rn": 4, "ksteps": 1, "pad": False, "stages": 3},
                  {"staged": True, "wm": 2, "wn": 2, "rm": 4, "rn": 4, "ksteps": 1, "stages": 3}])
+GEMM_METHOD = "vulkan coopmat gemm (pointwise conv, int32 out)"
 STAGED_QUICK = {"staged": True, "wm": 2, "wn": 2, "rm": 2, "rn": 2, "ksteps": 1}
 # A square GEMM beside the conv shapes: whether the conv's short K (Cin) is what holds the tensor cores back.
 SQUARE_GEMM = (1, 4096, 4096, 64, 64)
@@ -513,6 +505,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
                 rng.integers(-128, 128, (cin, cout), dtype=np.int8))
         expected = gemm_reference(*base)  # once per shape, exact (int64)
         label = f"{nb}x{cin}x{h}x{w}→{cout}"
+        staged_gemms = []  # (GOP/s, spec) of the exact two-stage staged GEMMs: the diagnostics are two-stage builds
 
         def measure(kind, spec, run, method, error_column):
             if smem_limit and spec.shared_bytes() > smem_limit:
@@ -524,16 +517,19 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
             except refused as exc:
                 failed(kind, exc, coop_size="x".join(map(str, spec.size)), tile=spec.label)
                 return
-            emit(bench.measurement_row(
+            status = "diagnostic: results wrong by design" if spec.diagnostic else "ok" if err == 0 else "WRONG"
+            row = bench.measurement_row(
                 kind, env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(), macs=spec.macs(), method=method,
                 shape=label, coop_size="x".join(map(str, spec.size)), tile=spec.label,
-                gemm="x".join(map(str, spec.gemm)), repeats=repeats, status="ok" if err == 0 else "WRONG",
-                **{error_column: err}))
+                gemm="x".join(map(str, spec.gemm)), repeats=repeats, status=status, **{error_column: err})
+            emit(row)
+            if kind == "coopmat gemm" and spec.staged and spec.stages == 2 and status == "ok":
+                staged_gemms.append((row["GOP/s"], spec))
 
         for size in gemm_sizes:
             for tile in tiles:
-                measure("coopmat gemm", CoopmatGemmSpec(tuple(shape), size, **tile), run_gemm,
-                        "vulkan coopmat gemm (pointwise conv, int32 out)", "max_abs_diff")
+                measure("coopmat gemm", CoopmatGemmSpec(tuple(shape), size, **tile), run_gemm, GEMM_METHOD,
+                        "max_abs_diff")
         for size in gemm_sizes:  # the conv itself: the staged tiles with the int8 epilogue
             for tile in [t for t in tiles if t.get("staged")] or [STAGED_QUICK]:
                 try:
@@ -542,7 +538,10 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
                     continue  # the epilogue needs lanes x channel words to tile a row
                 measure("coopmat conv", spec, run_conv, "vulkan coopmat conv (int8 4C in and out, fused requantize)",
                         "max_lsb_diff")
-        _diagnostic_rows(device, shape, size_rows=rows, emit=emit, env=env, base=base, quick=quick)
+        if staged_gemms:  # where the best staged tile's time goes: its diagnostic builds (DIAGNOSTICS)
+            best = max(staged_gemms, key=lambda pair: pair[0])[1]
+            for diagnostic in (1, 2, 3):
+                measure("coopmat gemm", replace(best, diagnostic=diagnostic), run_gemm, GEMM_METHOD, "max_abs_diff")
         emit_torch = _torch_int_mm_row(device, shape, env)
         if emit_torch:
             emit(emit_torch)
@@ -570,33 +569,6 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
                 print(f"    {diag['tile']}: {diag['GOP/s']:,.0f} GOP/s = {diag['GOP/s'] / best['GOP/s']:.0%} "
                       "of the probe")
     return df
-
-
-def _diagnostic_rows(device, shape, *, size_rows, emit, env, base, quick):
-    """The best staged tile of `shape` again as its three diagnostic builds (no global traffic in the loop; MMAs
-    alone; MMAs without storing C): where its time goes. Their results are wrong by design; `status` says so."""
-    from .. import bench
-    nb, cin, cout, h, w = shape
-    label = f"{nb}x{cin}x{h}x{w}→{cout}"
-    staged = [r for r in size_rows if r.get("kernel") == "coopmat gemm" and r.get("shape") == label  # two-stage:
-              and str(r.get("tile", "")).startswith("staged") and r.get("status") == "ok"  # the diagnostics are
-              and "stages" not in str(r.get("tile", ""))]  # two-stage builds
-    if not staged:
-        return
-    best = max(staged, key=lambda r: r["GOP/s"])
-    tile = next(t for t in GEMM_TILES if t.get("staged")
-                and CoopmatGemmSpec(tuple(shape), (16, 16, 32), **t).label == best["tile"])
-    size = tuple(int(v) for v in best["coop_size"].split("x"))
-    for diagnostic in (1, 2, 3):
-        spec = CoopmatGemmSpec(tuple(shape), size, diagnostic=diagnostic, **tile)
-        a, b = gemm_operands(spec, base=base)
-        (gpu, host), _, repeats = run_gemm(device, spec, a, b, samples=True, expected=None,
-                                           min_time_s=0.02 if quick else 0.2)
-        emit(bench.measurement_row(
-            "coopmat gemm", env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(), macs=spec.macs(),
-            method="vulkan coopmat gemm (pointwise conv, int32 out)", shape=label, coop_size=best["coop_size"],
-            tile=spec.label, gemm="x".join(map(str, spec.gemm)), repeats=repeats,
-            status="diagnostic: results wrong by design"))
 
 
 def _torch_int_mm_row(device, shape, env) -> dict | None:
