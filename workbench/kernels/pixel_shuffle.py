@@ -128,6 +128,19 @@ def is_passthrough(in_scale: float, in_zero_point: int, out_scale: float, out_ze
     return abs(s_in - s_out) <= PASSTHROUGH_RTOL * max(abs(s_in), 1e-7) and int(in_zero_point) == int(out_zero_point)
 
 
+class RequantPath:
+    """For specs with input and output qparams (in_scale, in_zero_point, out_scale, out_zero_point): whether they
+    make the kernel a pure byte move (`passthrough`, ET-VK's rule) and the row label of that (`path`)."""
+
+    @property
+    def passthrough(self) -> bool:
+        return is_passthrough(self.in_scale, self.in_zero_point, self.out_scale, self.out_zero_point)
+
+    @property
+    def path(self) -> str:
+        return "passthrough" if self.passthrough else "requant"
+
+
 def requantize_reference(q, in_scale, in_zero_point, out_scale, out_zero_point) -> np.ndarray:
     """The kernels' requantize in fp32, op for op: ``dq = float(q - zp_in) * scale_in``;
     ``q = clamp(roundEven(dq * inv_scale_out) + zp_out, -128, 127)`` with ``inv_scale_out = 1.0f / scale_out``.
@@ -284,7 +297,7 @@ class PixelShuffleSpec:
 
 
 @dataclass(frozen=True)
-class Q8taPixelShuffleSpec:
+class Q8taPixelShuffleSpec(RequantPath):
     """The fused int8x4 pixel shuffle.  Quantization parameters as in torch (``out_scale``, not its inverse)."""
 
     in_sizes: tuple
@@ -407,14 +420,6 @@ class Q8taPixelShuffleSpec:
                     + (f"_t{self.tile_co}" if self.tile_co else "") + ("_cvt" if self.convert else "")
                     + ("_pair" if self.pair_store else ""))
         return FUSED_SHADER + ("_rspec" if self.specialize_r else "") + ("_outorder" if self.output_order else "")
-
-    @property
-    def passthrough(self) -> bool:
-        return is_passthrough(self.in_scale, self.in_zero_point, self.out_scale, self.out_zero_point)
-
-    @property
-    def path(self) -> str:
-        return "passthrough" if self.passthrough else "requant"
 
     def spec_constants(self) -> dict:
         """ET-VK's order for this op: 3 input layout, 4 output layout; 5 r for the ``_rspec`` variant.

@@ -28,8 +28,8 @@ import numpy as np
 from .. import layouts as L
 from ..quant import inverse_scale
 from . import KernelRun, linear_global_size, pipeline_for
-from .pixel_shuffle import (DIFF_QP, FUSED_LAYOUTS, SAME_QP, Q8taPixelShuffleSpec, _check_qparams, _random_words,
-                            _shape_str, _torch_timer, is_passthrough, output_sizes, requantize_reference)
+from .pixel_shuffle import (DIFF_QP, FUSED_LAYOUTS, SAME_QP, Q8taPixelShuffleSpec, RequantPath, _check_qparams,
+                            _random_words, _shape_str, _torch_timer, output_sizes, requantize_reference)
 
 REQUANT_COPY_SHADER = "q8ta_requant_copy"
 #: The measured shape (64 MiB int8, DRAM-bound on an H200) and the quick one (tests, lavapipe smoke runs).
@@ -44,7 +44,7 @@ TILES_OTHER = (0, 4)
 
 
 @dataclass(frozen=True)
-class Q8taRequantCopySpec:
+class Q8taRequantCopySpec(RequantPath):
     """int8 requantize of a flat buffer of ``nbytes`` (a multiple of 16), 4 ivec4 per thread; ``convert``: the
     int↔float conversion form, else the magic-number arithmetic. Passthrough qparams make it a plain copy."""
 
@@ -64,14 +64,6 @@ class Q8taRequantCopySpec:
             raise ValueError(f"requant copy needs a positive multiple of 16 bytes, got {self.nbytes}")
         _check_qparams(self.in_scale, self.in_zero_point, "input")
         _check_qparams(self.out_scale, self.out_zero_point, "output")
-
-    @property
-    def passthrough(self) -> bool:
-        return is_passthrough(self.in_scale, self.in_zero_point, self.out_scale, self.out_zero_point)
-
-    @property
-    def path(self) -> str:
-        return "passthrough" if self.passthrough else "requant"
 
     @property
     def variant(self) -> str:
