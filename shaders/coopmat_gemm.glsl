@@ -10,13 +10,7 @@
 // tile serves two subgroups); M and N are then padded to whole workgroup blocks.
 // B_COL = 1 (SHMEM = 0 only): B is given as its transpose (N x K row-major) and loaded column-major, the K-contiguous
 // layout the int8 MMA takes for B; the row-major B of the default must be transposed byte-wise on its way in.
-#extension GL_NV_cooperative_matrix : require
-#extension GL_NV_integer_cooperative_matrix : require
-#extension GL_KHR_memory_scope_semantics : require
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_EXT_control_flow_attributes : require
-#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
-#extension GL_EXT_shader_explicit_arithmetic_types_int32 : require
+#include "coopmat_int8.glslh"
 
 #ifndef RM
 #define RM 2

@@ -26,13 +26,7 @@
 // from shared memory and MMAs alone); 2 = the fragments of the first step are loaded once and every step multiplies them again (MMAs
 // alone, plus the same prologue and stores of C); 3 = as 2 without storing C (the store is kept behind a condition
 // that never holds at run time, so the MMAs are not removed).
-#extension GL_NV_cooperative_matrix : require
-#extension GL_NV_integer_cooperative_matrix : require
-#extension GL_KHR_memory_scope_semantics : require
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_EXT_control_flow_attributes : require
-#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
-#extension GL_EXT_shader_explicit_arithmetic_types_int32 : require
+#include "coopmat_int8.glslh"
 
 #ifndef WM
 #define WM 2

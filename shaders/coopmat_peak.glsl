@@ -6,13 +6,7 @@
 // its accumulators (iterations * A x B_j, checked exactly by the host) into slot (subgroup % slots): every subgroup
 // computes the same values, so a few slots hold the whole answer. (Adding cooperative matrices crashes
 // Debian 12's glslc -O: each accumulator is stored instead.)
-#extension GL_NV_cooperative_matrix : require
-#extension GL_NV_integer_cooperative_matrix : require
-#extension GL_KHR_memory_scope_semantics : require
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_EXT_control_flow_attributes : require
-#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
-#extension GL_EXT_shader_explicit_arithmetic_types_int32 : require
+#include "coopmat_int8.glslh"
 
 #ifndef CHAINS
 #define CHAINS 4
