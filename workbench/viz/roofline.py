@@ -86,14 +86,15 @@ def folder_figure(folder, roofs: dict, device: str = "") -> Figure:
         compute.append(conv)
     coop = load("coopmat")
     if coop is not None and "GOP/s" in coop:
-        ok = coop[(coop["kernel"] == "coopmat gemm") & (coop["status"] == "ok")
+        ok = coop[coop["kernel"].isin(["coopmat gemm", "coopmat conv"]) & (coop["status"] == "ok")
                   & coop["method"].astype(str).str.startswith("vulkan")].copy()
-        ok["label"] = "conv pw (cooperative matrix)"
+        ok["label"] = np.where(ok["kernel"] == "coopmat conv", "conv pw int8 out (cooperative matrix)",
+                               "conv pw as int32 GEMM (cooperative matrix)")
         compute.append(ok)
-    for name, impl_col in (("pixel_shuffle", "impl"), ("etvk", "impl")):
+    for name, impl_col in (("pixel_shuffle", "impl"), ("pixel_shuffle_limit", "impl"), ("etvk", "impl")):
         df = load(name)
         if df is not None and impl_col in df:
-            df = df[df[impl_col].isin(["fused", "float", "chain", "ET-VK", "workbench"])].copy()
+            df = df[df[impl_col].isin(["fused", "block", "float", "chain", "ET-VK", "workbench"])].copy()
             df["label"] = df[impl_col].astype(str) + " " + df.get("variant", df["kernel"]).astype(str)
             movement.append(df)
     points = compute_points(compute) if compute else pd.DataFrame()
