@@ -68,7 +68,7 @@ def test_worked_example_sizes_and_strides():
         assert lay.padded_sizes(SZ) == padded[name]
         assert lay.num_words(SZ) == words[name]
         assert lay.strides(SZ) == strides[name]
-        assert L.strides(name, SZ) == strides[name]
+        assert L.get_layout(name).strides(SZ) == strides[name]
 
 
 def test_worked_example_4w4c_reading():
@@ -132,21 +132,21 @@ def test_dim_orders():
     assert letters["WIDTH_PACKED"] == "NCHW"
     assert letters["CHANNELS_PACKED"] == "NHWC"
     assert letters["HEIGHT_PACKED"] == "NCWH"
-    assert L.dim_order("4C1W") == (0, 2, 1, 3)
+    assert L.get_layout("4C1W").dim_order == (0, 2, 1, 3)
 
 
 def test_padding_rules():
     sz = (2, 5, 6, 7)
-    assert L.padded_sizes("4W4C", sz) == (2, 8, 6, 8)
-    assert L.padded_sizes("4H4W", sz) == (2, 5, 8, 8)
-    assert L.padded_sizes("4C", sz) == (2, 8, 6, 7)
-    assert L.padded_sizes("4C1W", sz) == (2, 8, 6, 7)      # W not padded in 4C1W (§9)
-    assert L.padded_sizes("4W", sz) == (2, 5, 6, 8)
+    assert L.get_layout("4W4C").padded_sizes(sz) == (2, 8, 6, 8)
+    assert L.get_layout("4H4W").padded_sizes(sz) == (2, 5, 8, 8)
+    assert L.get_layout("4C").padded_sizes(sz) == (2, 8, 6, 7)
+    assert L.get_layout("4C1W").padded_sizes(sz) == (2, 8, 6, 7)      # W not padded in 4C1W (§9)
+    assert L.get_layout("4W").padded_sizes(sz) == (2, 5, 6, 8)
     for name in ("WIDTH_PACKED", "HEIGHT_PACKED", "CHANNELS_PACKED"):
-        assert L.padded_sizes(name, sz) == sz
-    assert L.padded_sizes("CHANNELS_PACKED_TEXTURE", sz) == (2, 8, 6, 7)
-    assert L.padded_sizes("WIDTH_PACKED_TEXTURE", sz) == (2, 5, 6, 8)
-    assert L.padded_sizes("HEIGHT_PACKED_TEXTURE", sz) == (2, 5, 8, 7)
+        assert L.get_layout(name).padded_sizes(sz) == sz
+    assert L.get_layout("CHANNELS_PACKED_TEXTURE").padded_sizes(sz) == (2, 8, 6, 7)
+    assert L.get_layout("WIDTH_PACKED_TEXTURE").padded_sizes(sz) == (2, 5, 6, 8)
+    assert L.get_layout("HEIGHT_PACKED_TEXTURE").padded_sizes(sz) == (2, 5, 8, 7)
 
 
 HASHED = {  # §1.7
@@ -167,9 +167,9 @@ HASHED = {  # §1.7
 def test_hashed_layout_table(name):
     lay = L.get_layout(name)
     assert lay.hashed_layout == HASHED[name]
-    assert L.hashed_layout(name) == HASHED[name]
+    assert L.get_layout(name).hashed_layout == HASHED[name]
     assert lay.spec_constant() == HASHED[name]            # all < 2**31
-    assert L.spec_constant(name) == HASHED[name]
+    assert L.get_layout(name).spec_constant() == HASHED[name]
 
 
 def test_hashed_layout_fields_roundtrip():
@@ -283,9 +283,9 @@ def test_texture_formulas_of_reference():
     np.testing.assert_array_equal(np.stack(wt), np.stack([w // 4, h, c + n * C, w % 4]))
     ht = L.get_layout("HEIGHT_PACKED_TEXTURE").element_to_texel(sizes, n, c, h, w)
     np.testing.assert_array_equal(np.stack(ht), np.stack([w, h // 4, c + n * C, h % 4]))
-    assert L.extents("CHANNELS_PACKED_TEXTURE", sizes) == (W, H, div_up(C, 4) * N)
-    assert L.extents("WIDTH_PACKED_TEXTURE", sizes) == (div_up(W, 4), H, C * N)
-    assert L.extents("HEIGHT_PACKED_TEXTURE", sizes) == (W, div_up(H, 4), C * N)
+    assert L.get_layout("CHANNELS_PACKED_TEXTURE").extents(sizes) == (W, H, div_up(C, 4) * N)
+    assert L.get_layout("WIDTH_PACKED_TEXTURE").extents(sizes) == (div_up(W, 4), H, C * N)
+    assert L.get_layout("HEIGHT_PACKED_TEXTURE").extents(sizes) == (W, div_up(H, 4), C * N)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -323,27 +323,27 @@ def test_pack_unpack_roundtrip(sizes, seed):
 @pytest.mark.parametrize("sizes", [(1, 8, 2, 8), (2, 5, 3, 6), (1, 1, 1, 1), (3, 7, 5, 9)])
 def test_pack_matches_independent_reference(name, sizes):
     x = np.random.default_rng(1).integers(-128, 128, size=sizes, dtype=np.int8)
-    np.testing.assert_array_equal(L.pack(name, x), reference_pack(name, x))
+    np.testing.assert_array_equal(L.get_layout(name).pack(x), reference_pack(name, x))
 
 
 def test_pack_torch_in_torch_out_and_lane_order():
     x = torch.arange(-8, 8, dtype=torch.int8).reshape(1, 16, 1, 1)       # C=16, one width: 4C1W
-    words = L.pack("4C1W", x)
+    words = L.get_layout("4C1W").pack(x)
     assert isinstance(words, torch.Tensor) and words.dtype == torch.int32
     # word 0 holds channels 0..3 = -8, -7, -6, -5 in lanes 0..3 (lane k = bits 8k..8k+7)
     w0 = int(words[0]) & 0xFFFFFFFF
     assert [((w0 >> (8 * k)) & 0xFF) for k in range(4)] == [248, 249, 250, 251]
-    back = L.unpack("4C1W", words, (1, 16, 1, 1))
+    back = L.get_layout("4C1W").unpack(words, (1, 16, 1, 1))
     assert isinstance(back, torch.Tensor) and back.dtype == torch.int8 and torch.equal(back, x)
     # uint32 words are accepted too
-    np.testing.assert_array_equal(L.unpack("4C1W", words.numpy().view(np.uint32), (1, 16, 1, 1)), x.numpy())
+    np.testing.assert_array_equal(L.get_layout("4C1W").unpack(words.numpy().view(np.uint32), (1, 16, 1, 1)), x.numpy())
 
 
 def test_pack_accepts_fewer_dims():
     x = np.arange(24, dtype=np.int8).reshape(6, 1, 4)                   # (C, H, W) -> (1, 6, 1, 4)
-    words = L.pack("4W4C", x)
-    assert len(words) == L.num_words("4W4C", (1, 6, 1, 4)) == 8
-    back = L.unpack("4W4C", words, (6, 1, 4))
+    words = L.get_layout("4W4C").pack(x)
+    assert len(words) == L.get_layout("4W4C").num_words((1, 6, 1, 4)) == 8
+    back = L.get_layout("4W4C").unpack(words, (6, 1, 4))
     assert back.shape == (6, 1, 4) and np.array_equal(back, x)
 
 
@@ -395,11 +395,11 @@ def test_buffer_metadata_bytes():
     assert (ndim, numel) == (4, 128)
     assert b[104:] == bytes(8)
     # numel = padded numel: 4H4W pads H 2 -> 4, so 256 bytes = 64 words
-    b2 = L.buffer_metadata("4H4W", SZ)
+    b2 = L.get_layout("4H4W").buffer_metadata(SZ)
     assert struct.unpack_from("<I", b2, 100)[0] == 256
     assert struct.unpack_from("<8I", b2, 0)[:4] == (8, 2, 8, 1)               # logical sizes, not padded
     # float buffer: element strides
-    b3 = L.buffer_metadata("CHANNELS_PACKED", (2, 3, 4, 5))
+    b3 = L.get_layout("CHANNELS_PACKED").buffer_metadata((2, 3, 4, 5))
     assert struct.unpack_from("<4I", b3, 64) == (3, 15, 1, 60)
     assert struct.unpack_from("<4I", b3, 32) == (2, 0, 1, 3)
 
@@ -415,9 +415,9 @@ def test_texture_metadata_bytes():
     assert b[52:] == bytes(12)
     assert lay.metadata((2, 6, 3, 5)) == b
     with pytest.raises(ValueError, match="texture"):
-        L.texture_metadata("4W4C", SZ)
+        L.get_layout("4W4C").texture_metadata(SZ)
     with pytest.raises(ValueError, match="buffer"):
-        L.buffer_metadata("CHANNELS_PACKED_TEXTURE", SZ)
+        L.get_layout("CHANNELS_PACKED_TEXTURE").buffer_metadata(SZ)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -474,32 +474,32 @@ def test_unknown_layout_lists_names():
 @pytest.mark.parametrize("bad", [(1, 0, 2, 2), (1, 2, 3, 4, 5), (), (1.0, 2, 3, 4), (-1, 2), "1234", (True, 2)])
 def test_bad_sizes(bad):
     with pytest.raises(ValueError, match="sizes|size"):
-        L.padded_sizes("4W4C", bad)
+        L.get_layout("4W4C").padded_sizes(bad)
 
 
 def test_sizes_unsqueeze():
     assert L.normalize_sizes((5,)) == (1, 1, 1, 5)
     assert L.normalize_sizes(torch.Size([3, 4, 5])) == (1, 3, 4, 5)
     assert L.normalize_sizes(np.array([2, 3])) == (1, 1, 2, 3)
-    assert L.num_words("4W4C", (6, 1, 4)) == L.num_words("4W4C", (1, 6, 1, 4))
+    assert L.get_layout("4W4C").num_words((6, 1, 4)) == L.get_layout("4W4C").num_words((1, 6, 1, 4))
 
 
 def test_wrong_word_count_and_dtype():
     with pytest.raises(ValueError) as exc:
-        L.unpack("4W4C", np.zeros(31, np.int32), SZ)
+        L.get_layout("4W4C").unpack(np.zeros(31, np.int32), SZ)
     assert "32" in str(exc.value) and "31" in str(exc.value)
     with pytest.raises(TypeError, match="int32"):
-        L.unpack("4W4C", np.zeros(32, np.int64), SZ)
+        L.get_layout("4W4C").unpack(np.zeros(32, np.int64), SZ)
     with pytest.raises(TypeError, match="int8"):
-        L.pack("4W4C", np.zeros(SZ, np.float32))
+        L.get_layout("4W4C").pack(np.zeros(SZ, np.float32))
     with pytest.raises(TypeError, match="int8"):
-        L.pack("4W4C", torch.zeros(SZ, dtype=torch.uint8))
+        L.get_layout("4W4C").pack(torch.zeros(SZ, dtype=torch.uint8))
     with pytest.raises(ValueError, match="float"):
-        L.pack("WIDTH_PACKED", np.zeros(SZ, np.int8))
+        L.get_layout("WIDTH_PACKED").pack(np.zeros(SZ, np.int8))
     with pytest.raises(ValueError, match=r"\(Z,Y,X,4\)"):
-        L.from_texels("CHANNELS_PACKED_TEXTURE", np.zeros((2, 2, 8, 3), np.float32), SZ)
+        L.get_layout("CHANNELS_PACKED_TEXTURE").from_texels(np.zeros((2, 2, 8, 3), np.float32), SZ)
     with pytest.raises(ValueError, match="128"):
-        L.from_buffer("WIDTH_PACKED", np.zeros(127, np.float32), SZ)
+        L.get_layout("WIDTH_PACKED").from_buffer(np.zeros(127, np.float32), SZ)
 
 
 def test_out_of_range_elements():
@@ -515,13 +515,13 @@ def test_out_of_range_elements():
     with pytest.raises(ValueError, match="lane=4"):
         lay.word_lane_to_element(SZ, 0, 4)
     with pytest.raises(ValueError, match="x=8"):
-        L.texel_to_element("CHANNELS_PACKED_TEXTURE", SZ, 8, 0, 0)
+        L.get_layout("CHANNELS_PACKED_TEXTURE").texel_to_element(SZ, 8, 0, 0)
     with pytest.raises(ValueError, match="integers"):
         lay.element_to_word_lane(SZ, 0, 0.5, 0, 0)
     with pytest.raises(ValueError, match="int8x4"):
-        L.element_to_word_lane("WIDTH_PACKED", SZ, 0, 0, 0, 0)
+        L.get_layout("WIDTH_PACKED").element_to_word_lane(SZ, 0, 0, 0, 0)
     with pytest.raises(ValueError, match="texture"):
-        L.element_to_texel("4W4C", SZ, 0, 0, 0, 0)
+        L.get_layout("4W4C").element_to_texel(SZ, 0, 0, 0, 0)
     with pytest.raises(ValueError, match="texture"):
         L.get_layout("CHANNELS_PACKED_TEXTURE").element_to_index(SZ, 0, 0, 0, 0)
 
@@ -703,7 +703,7 @@ def test_texel_view_and_compare_and_save(tmp_path):
 
     from workbench.viz import layout_views as V
     fig = V.memory_view("CHANNELS_PACKED_TEXTURE", (2, 6, 2, 3), highlight=(1, 5, 1, 2))
-    X, Y, Z = L.extents("CHANNELS_PACKED_TEXTURE", (2, 6, 2, 3))
+    X, Y, Z = L.get_layout("CHANNELS_PACKED_TEXTURE").extents((2, 6, 2, 3))
     assert len(_texts(fig, "lane-label")) == X * Y * Z * 4
     assert fig._repr_png_()[:4] == b"\x89PNG"                       # shows itself in Jupyter without pyplot
     fig = V.compare_layouts(["4W4C", "4C1W", "CHANNELS_PACKED_TEXTURE"], (1, 6, 2, 5), (0, 5, 1, 4))

@@ -8,7 +8,7 @@
     adreno.check_occupancy_model(range(4, 49, 4))                 # occupancy.adreno_occupancy vs Turnip
 
 This module collects statistics and knows no kernel: per-kernel tables built on it live beside their kernels
-(``kernels.conv_pw.conv_pw_adreno_table``); ``tests/test_import_structure.py`` keeps it that way.
+(``benchmarks.conv.conv_pw_adreno_table``); ``tests/test_import_structure.py`` keeps it that way.
 
 How it works
     Turnip (src/freedreno/vulkan) is Mesa's Vulkan driver for Adreno a6xx/a7xx; its compiler (ir3) reports

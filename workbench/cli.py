@@ -41,7 +41,7 @@ _RESULTS_DIRS: list[Path] = []  # where this command writes (reported on Ctrl-C)
 
 
 def _results_dir(args, device) -> Path:
-    from .bench import default_results_dir
+    from .measure import default_results_dir
     out = Path(args.out) if args.out else default_results_dir(device)
     _RESULTS_DIRS.append(out)
     return out
@@ -66,24 +66,25 @@ def _interrupted(since: float) -> int:
 
 
 def cmd_bench(args) -> int:
-    from . import bench, vk
+    from . import benchmarks, measure, vk
+    from .benchmarks.copy import bench_copy, bench_dispatch_overhead, peak_copy_gbps
     device = vk.get_device() if args.device is None else vk.set_device(args.device)
     out = _results_dir(args, device)
     if args.suite == "overhead":
-        df = bench.bench_dispatch_overhead(device)
+        df = bench_dispatch_overhead(device)
         print(_table(df, ["what", "dispatches", "host_median_us", "gpu_median_us", "rss_kib_per_100_pipelines"]))
-        with bench.ResultsWriter(out / "overhead", bench.environment(device)) as writer:
+        with measure.ResultsWriter(out / "overhead", measure.environment(device)) as writer:
             for row in df.to_dict("records"):
                 writer.append(row)
         print(f"{len(df)} rows in {writer.csv_path} (+ .parquet, .json)")
         return 0
     if args.suite == "copy" and args.sizes:
         sizes = [float(s) for s in args.sizes.split(",")]
-        run = lambda dev, writer, **kw: bench.bench_copy(dev, sizes, writer=writer)  # noqa: E731
+        run = lambda dev, writer, **kw: bench_copy(dev, sizes, writer=writer)  # noqa: E731
     else:
-        run = bench.suite(args.suite)
+        run = benchmarks.suite(args.suite)
     stem = out / args.suite.replace("-", "_")
-    with bench.ResultsWriter(stem, bench.environment(device)) as writer:
+    with measure.ResultsWriter(stem, measure.environment(device)) as writer:
         df = run(device, writer, quick=args.quick)
     shown = [c for c in ["graph", "setting", "label", "kind", "gpu_us",
                          "kernel", "method", "variant", "path", "shape", "size_mib", "tile", "coop_size", "chains",
@@ -92,7 +93,7 @@ def cmd_bench(args) -> int:
              if c in df.columns]
     print(_table(df, shown))
     if args.suite == "copy":
-        print(f"\ncopy roofline on {device.info.name}: {bench.peak_copy_gbps(df):,.1f} GB/s (bytes read + written)")
+        print(f"\ncopy roofline on {device.info.name}: {peak_copy_gbps(df):,.1f} GB/s (bytes read + written)")
     print(f"{len(df)} rows in {writer.csv_path} (+ .parquet, .json)")
     return 0
 
@@ -102,7 +103,7 @@ def cmd_roofline_check(args) -> int:
     folder's figures against the goals (`workbench.report`)."""
     import pandas as pd
 
-    from .kernels.peak import check_results_dir
+    from .benchmarks.peak import check_results_dir
     roofs, checked = check_results_dir(args.out)
     print("\n== roofline check (" + ", ".join(f"{k} {v:,.0f}" for k, v in roofs.items()) + ")")
     if not len(checked):
@@ -158,7 +159,7 @@ def cmd_main(args) -> int:
     print("\n== copy roofline")
     cmd_bench(argparse.Namespace(device=args.device, out=str(out), suite="copy", sizes=None, quick=args.quick))
     if args.benchmarks:  # where Jupyter is not installed: the suites the notebooks run, through the CLI
-        from .bench import SUITES
+        from .benchmarks import SUITES
         for suite in [name for name in SUITES if name != "copy"]:
             print(f"\n== bench {suite}")
             cmd_bench(argparse.Namespace(device=args.device, out=str(out), suite=suite, sizes=None,
@@ -179,20 +180,20 @@ def cmd_main(args) -> int:
 
 def cmd_sweep(args) -> int:
     """A sweep on every Vulkan device of a Dask cluster (workbench.fanout): local by default, or --scheduler."""
-    from . import bench, fanout
+    from . import fanout, measure
     from .fanout.cluster import local_workers
     from .fanout.exports import cost, export_result
     from . import vk
     cpu_only = args.scheduler is None and all(d.is_cpu for d in vk.list_devices())  # lavapipe: smaller grids
     sweep = fanout.make_sweep(args.sweep, quick=args.quick, cpu_device=cpu_only and not args.large)
-    out = Path(args.out) if args.out else bench.REPO / "data" / "fanout"
+    out = Path(args.out) if args.out else measure.REPO / "data" / "fanout"
     name = args.sweep.replace("-", "_")
     workers = args.workers.split(",") if args.workers else None
     devices = args.devices.split(",") if args.devices else None
     where = "this process (no cluster)" if args.here else (
         args.scheduler or f"a local cluster ({len(local_workers(workers))} workers)")
     print(f"== {args.sweep}: {len(sweep.items())} items per device on {where}")
-    writer = bench.ResultsWriter(out / f"{name}_devices", {"sweep": args.sweep, "scheduler": args.scheduler})
+    writer = measure.ResultsWriter(out / f"{name}_devices", {"sweep": args.sweep, "scheduler": args.scheduler})
     try:
         if args.here:
             if args.device is not None:
@@ -248,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("devices", help="list Vulkan devices, their properties and features").set_defaults(fn=cmd_devices)
     p = sub.add_parser("bench", help="run a benchmark suite and write its DataFrame")
-    from .bench import SUITES
+    from .benchmarks import SUITES
     p.add_argument("suite", choices=sorted(SUITES) + ["overhead"])
     p.add_argument("--sizes", help="copy only: sizes in MiB, comma-separated (default 1,4,16,64,256)")
     p.add_argument("--quick", action="store_true", help="small sizes (seconds, for a smoke test)")
@@ -295,11 +296,37 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run the benchmark suites through the CLI instead of the notebooks (no Jupyter needed)")
     p.set_defaults(fn=cmd_main)
     from . import adreno
-    from .kernels import conv_pw
-    conv_pw.add_adreno_cli(adreno.add_cli_parser(sub))
+    _add_adreno_conv_cli(adreno.add_cli_parser(sub))
     from .etvk import cli as etvk_cli
     etvk_cli.add_cli_parser(sub)
     return parser
+
+
+def _add_adreno_conv_cli(adreno_subparsers) -> None:
+    """`workbench adreno conv`: the conv tiles compiled by Turnip."""
+    from . import adreno
+    s = adreno_subparsers.add_parser("conv", help="q8ta_conv2d_pw tiles compiled by Turnip (Mesa's ir3): "
+                                                  "registers, waves, spills")
+    s.add_argument("--tiles", default=None, help="M,N4,K4 triples separated by ';' (default: all 27)")
+    s.add_argument("--gpu", default=str(adreno.DEFAULT_GPU))
+    s.add_argument("--dir", default=None)
+    s.set_defaults(fn=_adreno_conv_main)
+
+
+def _adreno_conv_main(args) -> int:
+    import pandas as pd
+
+    from . import adreno
+    from .benchmarks.conv import conv_pw_adreno_table
+    tiles = None if not args.tiles else [tuple(int(v) for v in t.split(",")) for t in args.tiles.split(";")]
+    try:
+        table = conv_pw_adreno_table(tiles, args.gpu, root=args.dir)
+    except adreno.AdrenoError as exc:
+        print(f"workbench adreno conv: error: {exc}", file=sys.stderr)
+        return 1
+    with pd.option_context("display.max_columns", None, "display.width", 220):
+        print(table.to_string(index=False))
+    return 0
 
 
 def main(argv=None) -> int:

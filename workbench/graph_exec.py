@@ -151,6 +151,7 @@ class _Executor:
     def node(self, node: Node):
         from .kernels import conv_pw as CK
         from .kernels import pixel_shuffle as PK
+        from .kernels import q8ta_quantize as QK
         r = node.repr
         if node.is_transition or (node.op in IDENTITY_OPS and r != node.args[0].repr):
             src = node.args[0]
@@ -178,7 +179,7 @@ class _Executor:
                 self.convert(src, (si, sm), mid, mid_res, "staging", "texture_to_nchw (quantize input)")
                 src, (si, sm) = mid, mid_res
             self.res[node] = do, dm = self.alloc(node, r, node.name)
-            spec = PK.Q8taQuantizeSpec(node.sizes, src.repr.workbench_layout.name, r.layout, p["scale"],
+            spec = QK.Q8taQuantizeSpec(node.sizes, src.repr.workbench_layout.name, r.layout, p["scale"],
                                        p["zero_point"])
             self._spec_dispatch(spec, [do, si, dm, sm], node, "q8ta_quantize")
             return
@@ -187,7 +188,7 @@ class _Executor:
             out_node = node if r.storage == "buffer" else Node(node.name + "_nchw", "input", [], {}, node.sizes,
                                                                "float", None, target)
             do, dm = self.alloc(out_node, target, out_node.name)
-            spec = PK.Q8taDequantizeSpec(node.sizes, src.repr.layout, target.layout, p["scale"], p["zero_point"])
+            spec = QK.Q8taDequantizeSpec(node.sizes, src.repr.layout, target.layout, p["scale"], p["zero_point"])
             self._spec_dispatch(spec, [do, si, dm, sm], node, "q8ta_dequantize")
             if r.storage == "texture":  # the workbench's q8ta_dequantize writes float buffers
                 self.res[node] = self.alloc(node, r, node.name)
@@ -270,7 +271,7 @@ def execute(graph: Graph, inputs, device=None, repeats: int = 1) -> Execution:
     of the graph, ``repeats`` times over, each bracketed by GPU timestamps.  ``inputs``: a tensor (single-input
     graph) or a list / dict by input name, NCHW.  Returns an :class:`Execution`."""
     from . import vk
-    from .bench import keep_busy
+    from .measure import keep_busy
     if any(n.repr is None for n in graph.nodes):
         raise ValueError(f"{graph.name}: untagged nodes {[n.name for n in graph.nodes if n.repr is None]}; tag the "
                          "graph first (workbench.real_tagging.tagged)")
@@ -352,38 +353,3 @@ def run_settings(module, x, device=None, repeats: int = 3, name: str | None = No
         execs[s] = execute(tagged[s], x, device=device, repeats=repeats)
         frames.append(timing_rows(execs[s], s))
     return tagged, execs, pd.concat(frames, ignore_index=True), ref
-
-
-def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True):
-    """``workbench bench propagation-graphs``: the RefineNet-like head (decoder sizes: 1×24×16×9 in, 1×8×256×144
-    out; tiny when ``quick``) and §7.4's conv_pw → view_copy → conv_pw, tagged by ExecuTorch's real pass under both
-    identity-op settings and executed: one row per dispatch (median GPU µs over the repeats) with its run's totals
-    and the output's largest difference from torch (a difference above 1 LSB of the output fails the suite)."""
-    import pandas as pd
-    import torch
-
-    from . import bench
-    from .int8_graph import ConvViewConv, RefineNetHead, refinenet_input_shape
-    env = bench.environment(device)
-    repeats = 3 if quick else 20
-    cases = [("RefineNet-like head", RefineNetHead(), refinenet_input_shape(full=not quick)),
-             ("conv_pw → view_copy → conv_pw", ConvViewConv(), (1, 16, 3, 5) if quick else (1, 16, 64, 128))]
-    frames = []
-    for name, module, shape in bench.progress(cases, "propagation-graphs", enabled=show_progress):
-        x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
-        _, execs, df, ref = run_settings(module, x, device=device, repeats=repeats, name=name)
-        lsb = module.dequant.scale
-        for s, e in execs.items():
-            diff = float((e.outputs[0] - ref).abs().max())
-            if diff > lsb * 1.001:
-                raise AssertionError(f"{name} ({s}): the device's output differs from torch by {diff} "
-                                     f"(> 1 LSB = {lsb})")
-            df.loc[df["setting"] == s, "max_abs_diff"] = diff
-        df["output_lsb"] = lsb
-        df["input"] = "x".join(map(str, shape))
-        for row in df.to_dict("records"):
-            row = {**env, **row}
-            if writer is not None:
-                writer.append(row)
-        frames.append(df)
-    return pd.concat(frames, ignore_index=True)

@@ -38,16 +38,19 @@ __all__ = [
     "resolve_packed_int8_conv2d", "describe_element", "normalize_sizes", "normalize_element",
     "PACKED_INT8_CONV2D", "DEFAULT_LAYOUT", "STORAGE_TYPES", "CONTIG_LAYOUT_INT",
     "W", "H", "C", "N", "BUFFER_METADATA_NBYTES", "TEXTURE_METADATA_NBYTES",
-    # module-level conveniences (layout given by name or Layout)
-    "padded_sizes", "dim_order", "strides", "num_words", "num_texels", "extents", "element_to_word_lane",
-    "word_lane_to_element", "element_to_texel", "texel_to_element", "element_to_offset", "offset_to_element",
-    "pack", "unpack", "to_texels", "from_texels", "to_buffer", "from_buffer", "hashed_layout", "spec_constant",
-    "buffer_metadata", "texture_metadata",
+    "PACKED_DIMS", "PACKED_DIM_NAMES", "packed_dim_name",
 ]
 
 # WHCN dim ids (shader order).  NCHW index of WHCN dim d (4-D) is 3 - d.
 W, H, C, N = 0, 1, 2, 3
 _DIM_LETTER = "WHCN"
+#: Packed dims of float tensors by name → the base name of their float layouts (storage picks buffer or texture).
+PACKED_DIMS = {"width": "WIDTH_PACKED", "height": "HEIGHT_PACKED", "channels": "CHANNELS_PACKED"}
+#: WHCN packed dim → its name.
+PACKED_DIM_NAMES = {W: "width", H: "height", C: "channels"}
+_PACKED_ALIASES = {"width": "width", "w": "width", "widthpacked": "width",
+                   "height": "height", "h": "height", "heightpacked": "height",
+                   "channels": "channels", "channel": "channels", "c": "channels", "channelspacked": "channels"}
 
 #: Serialized value of the dynamic conv2d int8 layout (export-time only, §1.1 / §1.11).
 PACKED_INT8_CONV2D = 9
@@ -888,99 +891,13 @@ def describe_element(layout_name, sizes, element) -> str:
 # Module-level conveniences: f(layout, ...) == get_layout(layout).f(...)
 # ---------------------------------------------------------------------------------------------------------------------
 
-def padded_sizes(layout, sizes):
-    return get_layout(layout).padded_sizes(sizes)
 
-
-def dim_order(layout):
-    return get_layout(layout).dim_order
-
-
-def strides(layout, sizes):
-    return get_layout(layout).strides(sizes)
-
-
-def num_words(layout, sizes):
-    return get_layout(layout).num_words(sizes)
-
-
-def num_texels(layout, sizes):
-    return get_layout(layout).num_texels(sizes)
-
-
-def extents(layout, sizes):
-    return get_layout(layout).extents(sizes)
-
-
-def element_to_word_lane(layout, sizes, n, c, h, w):
-    return get_layout(layout).element_to_word_lane(sizes, n, c, h, w)
-
-
-def word_lane_to_element(layout, sizes, word, lane=0):
-    return get_layout(layout).word_lane_to_element(sizes, word, lane)
-
-
-def element_to_texel(layout, sizes, n, c, h, w):
-    return get_layout(layout).element_to_texel(sizes, n, c, h, w)
-
-
-def texel_to_element(layout, sizes, x, y, z, comp=0):
-    return get_layout(layout).texel_to_element(sizes, x, y, z, comp)
-
-
-def element_to_offset(layout, sizes, n, c, h, w):
-    return get_layout(layout).element_to_offset(sizes, n, c, h, w)
-
-
-def offset_to_element(layout, sizes, offset):
-    return get_layout(layout).offset_to_element(sizes, offset)
-
-
-def pack(layout, x):
-    return get_layout(layout).pack(x)
-
-
-def unpack(layout, words, sizes):
-    return get_layout(layout).unpack(words, sizes)
-
-
-def to_texels(layout, x):
-    return get_layout(layout).to_texels(x)
-
-
-def from_texels(layout, texels, sizes):
-    return get_layout(layout).from_texels(texels, sizes)
-
-
-def to_buffer(layout, x):
-    return get_layout(layout).to_buffer(x)
-
-
-def from_buffer(layout, buf, sizes):
-    return get_layout(layout).from_buffer(buf, sizes)
-
-
-def hashed_layout(layout) -> int:
-    return get_layout(layout).hashed_layout
-
-
-def spec_constant(layout) -> int:
-    return get_layout(layout).spec_constant()
-
-
-def buffer_metadata(layout, sizes) -> bytes:
-    return get_layout(layout).buffer_metadata(sizes)
-
-
-def texture_metadata(layout, sizes) -> bytes:
-    return get_layout(layout).texture_metadata(sizes)
-
-
-for _f in (padded_sizes, dim_order, strides, num_words, num_texels, extents, element_to_word_lane,
-           word_lane_to_element, element_to_texel, texel_to_element, element_to_offset, offset_to_element, pack,
-           unpack, to_texels, from_texels, to_buffer, from_buffer, hashed_layout, spec_constant, buffer_metadata,
-           texture_metadata):
-    _m = getattr(Layout, _f.__name__)
-    _m = _m.fget if isinstance(_m, property) else _m
-    _f.__doc__ = f"``get_layout(layout).{_f.__name__}``: " + (_m.__doc__ or "")
-del _f, _m
+def packed_dim_name(layout) -> str:
+    """A packed dim given as "width" / "W" / "WIDTH_PACKED" / "width_packed_texture" … → "width", "height" or
+    "channels"; a clear error for anything else."""
+    key = "".join(ch for ch in str(layout).lower() if ch.isalnum())
+    if key.endswith("texture"):
+        key = key[: -len("texture")]
+    if key not in _PACKED_ALIASES:
+        raise ValueError(f"unknown layout (packed dim) {layout!r}; expected 'channels', 'width' or 'height'")
+    return _PACKED_ALIASES[key]

@@ -143,7 +143,7 @@ def run_int8_ops(lowered, device=None, repeats: int = 5, seed: int = 0):
     import pandas as pd
 
     from . import vk
-    from .bench import keep_busy
+    from .measure import keep_busy
     device = device or vk.get_device()
     df = lowered.table()
     rows, run = [], _Run(device, seed)

@@ -274,33 +274,3 @@ def compare_settings(model, example, name: str | None = None):
             ep = copy.deepcopy(exported)
         out[s] = lower(model, example, s, name=name, exported=ep)
     return out
-
-
-def bench_suite(device=None, writer=None, *, quick: bool = False, show_progress: bool = True):
-    """``workbench bench propagation``: the before/after #19395 counts from the real passes, one row per model ×
-    setting (RefineNet-like at 1×3×256×144, or 1×3×64×32 when ``quick``; the residual-add and the transition model).
-    Lowering runs on the CPU; ``device`` only names where the rows belong."""
-    import pandas as pd
-    import torch
-
-    from . import bench
-    from . import models as M
-    env = bench.environment(device) if device is not None else {}
-    cases = [("refinenet_like", M.RefineNetLike(), M.REFINENET_INPUT if not quick else (1, 3, 64, 32)),
-             ("residual_add", M.ResidualAdd(), (1, 3, 16, 16)),
-             ("float_between", M.FloatBetween(), (1, 3, 16, 8))]
-    rows = []
-    for name, model, shape in bench.progress(cases, "propagation", enabled=show_progress):
-        for setting, low in compare_settings(model, (torch.randn(shape),), name=name).items():
-            row = {**env, **low.counts(), "input": "x".join(map(str, shape))}
-            if device is not None:   # the int8 data-movement ops of this graph, timed with the workbench's kernels
-                from .lowered_run import run_int8_ops
-                ran = run_int8_ops(low, device, repeats=3 if quick else 20)
-                ran = ran[ran["kernel"].notna()]
-                row["int8_ops_run"] = len(ran)
-                row["int8_ops_gpu_us"] = float(ran["gpu_us_median"].sum())
-                row["transitions_gpu_us"] = float(ran[ran["transition"]]["gpu_us_median"].sum())
-            rows.append(row)
-            if writer is not None:
-                writer.append(row)
-    return pd.DataFrame(rows)

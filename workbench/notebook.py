@@ -35,7 +35,7 @@ def results_dir(path=None) -> Path:
             _results_dir = Path(env)
         else:
             from . import vk
-            from .bench import default_results_dir
+            from .measure import default_results_dir
             _results_dir = default_results_dir(vk.get_device())
     _results_dir.mkdir(parents=True, exist_ok=True)
     return _results_dir
@@ -43,14 +43,14 @@ def results_dir(path=None) -> Path:
 
 def metadata() -> dict:
     from . import vk
-    from .bench import environment
+    from .measure import environment
     dev = vk.get_device()
     return {**environment(dev), "driver_version": dev.info.driver_version, "vendor": dev.info.vendor}
 
 
 def export(df, name: str, **extra) -> dict:
     """Write a DataFrame as CSV and Parquet with a JSON of metadata beside it; returns the paths."""
-    from .bench import atomic_write  # each file whole or not at all (a Ctrl-C or a kill mid-export)
+    from .measure import atomic_write  # each file whole or not at all (a Ctrl-C or a kill mid-export)
     folder = results_dir()
     stem = folder / name
     meta = {**metadata(), **extra, "rows": len(df), "columns": [str(c) for c in df.columns]}

@@ -12,7 +12,6 @@ an `Occupancy`:
 
 Helpers:
     registers_from_statistics(stats)  VK_KHR_pipeline_executable_properties → common keys
-    conv_pw_tile_figures(tile_m, tile_n4, tile_k4)  data reuse of the int8 pointwise conv tile
     occupancy_table(model_fn, registers_range, **kw)  one DataFrame row per register count
 
 Units of "registers" differ per vendor and are never converted silently:
@@ -25,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
@@ -48,8 +47,6 @@ __all__ = [
     "known_models",
     "registers_from_statistics",
     "NVIDIA_NO_LOCAL_MEMORY_SENTINEL",
-    "ConvPwTileFigures",
-    "conv_pw_tile_figures",
     "occupancy_table",
 ]
 
@@ -799,76 +796,6 @@ def registers_from_statistics(stats: Mapping[str, Any], driver: str | None = Non
         result[key] = _first(raw, *names)
     result["raw"] = raw
     return result
-
-
-# --------------------------------------------------------------------------------------
-# Data reuse of the int8 pointwise conv tile (etvk.md §3.3 / §3.5)
-# --------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ConvPwTileFigures:
-    tile_m4: float                  # 4-width blocks per thread (1 → 4 widths)
-    tile_n4: int                    # 4-output-channel blocks per thread
-    tile_k4: int                    # 4-input-channel blocks per inner step
-    widths: int
-    output_channels: int
-    input_channels: int
-    macs_per_step: int
-    dot_products_per_step: int      # dotPacked4x8AccSat calls (4 MACs each)
-    input_bytes_per_step: int
-    weight_bytes_per_step: int
-    bytes_per_step: int
-    macs_per_byte: float
-    accumulators: int               # int32 accumulators held per thread
-    accumulator_registers: int      # scalar 32-bit registers
-    accumulator_registers_vec4: int
-    operand_registers_vec4: int     # ivec4 loaded per step (input blocks + weight texels)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-def conv_pw_tile_figures(tile_m: float, tile_n4: int, tile_k4: int = 1, *,
-                         whole_input_blocks: bool = True) -> ConvPwTileFigures:
-    """Per-thread figures of one K step of `q8ta_conv2d_pw` (etvk.md §3.5).
-
-    `tile_m` counts 4-width blocks (ET-VK's TILE_M4; 1 means 4 widths; 0.5 the
-    hypothetical 2-width tile). Accounting: int8 bytes, 1 byte per element. An input
-    load is a whole 16-byte 4W4C block (4 widths × 4 channels) per k4 — unless
-    `whole_input_blocks=False`, which counts only the widths used; a weight load is one
-    16-byte texel (4 OC × 4 IC) per n4 and k4. Then
-        MACs = (4·M4)(4·N4)(4·K4) = 64·M4·N4·K4,  bytes = 16·K4·(⌈M4⌉ + N4),
-        MAC/B = 4·M4·N4 / (⌈M4⌉ + N4),
-    independent of TILE_K4 (K4 cancels). So ET-VK's TILE_K4 = 1 — or any K4 — gives
-    M4=1: N4=2 → 128 MAC / 48 B = 8/3 ≈ 2.67, N4=1 → 64 / 32 = 2.0. Counting int32
-    words instead of int8 bytes would give a quarter of these (0.67, 0.5).
-    Accumulators: ivec4 out_accum[TILE_M][TILE_N4] = 16·M4·N4 int32 (N4 2 → 1: 32 → 16).
-    """
-    widths = round(4 * tile_m)
-    if widths <= 0 or not math.isclose(widths, 4 * tile_m):
-        raise ValueError(f"tile_m must be a positive multiple of 1/4 (widths = 4·tile_m), got {tile_m}")
-    if tile_n4 <= 0 or tile_k4 <= 0:
-        raise ValueError(f"tile_n4 and tile_k4 must be > 0, got {tile_n4}, {tile_k4}")
-    output_channels, input_channels = 4 * tile_n4, 4 * tile_k4
-    input_blocks = -(-widths // 4)
-    macs = widths * output_channels * input_channels
-    input_bytes = (16 * input_blocks if whole_input_blocks else 4 * widths) * tile_k4
-    weight_bytes = 16 * tile_n4 * tile_k4
-    accumulators = widths * output_channels
-    return ConvPwTileFigures(
-        tile_m4=tile_m, tile_n4=tile_n4, tile_k4=tile_k4,
-        widths=widths, output_channels=output_channels, input_channels=input_channels,
-        macs_per_step=macs,
-        dot_products_per_step=macs // 4,
-        input_bytes_per_step=input_bytes,
-        weight_bytes_per_step=weight_bytes,
-        bytes_per_step=input_bytes + weight_bytes,
-        macs_per_byte=macs / (input_bytes + weight_bytes),
-        accumulators=accumulators,
-        accumulator_registers=accumulators,
-        accumulator_registers_vec4=-(-accumulators // 4),
-        operand_registers_vec4=(input_blocks + tile_n4) * tile_k4,
-    )
 
 
 # --------------------------------------------------------------------------------------

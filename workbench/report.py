@@ -7,22 +7,19 @@ shuffle kernels against the copy at the same traffic. `workbench roofline-check`
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pandas as pd
+
+from .measure import ResultsReader
 
 GOALS = {"conv_of_roof": 0.80, "mma_probe_GOPs": 1000e3, "mma_gemm_of_probe": 0.50,
          "shuffle_passthrough_of_copy": 0.85, "shuffle_requant_of_copy": 0.80}
 
 
-def _load(folder: Path, name: str):
-    path = folder / f"{name}.csv"
-    return pd.read_csv(path) if path.exists() else None
-
-
 def goals(folder, roofs: dict | None = None) -> pd.DataFrame:
-    from .kernels.peak import check_results_dir
-    folder = Path(folder)
+    from .benchmarks.peak import check_results_dir
+    results = ResultsReader(folder)
+    folder = results.folder
     if roofs is None:
         roofs, _ = check_results_dir(folder)
     rows = []
@@ -31,7 +28,7 @@ def goals(folder, roofs: dict | None = None) -> pd.DataFrame:
         met = None if not math.isfinite(target) else bool(measured >= target)
         rows.append({"what": what, "measured": measured, "unit": unit, "target": target, "met": met})
 
-    peak = _load(folder, "peak")
+    peak = results.load("peak")
     probes = peak[(peak["kernel"] == "peak") & peak["GOP/s"].notna()] if peak is not None and "GOP/s" in peak \
         else None
     if probes is not None and len(probes):  # the best of each probe (the file's rows were written one by one)
@@ -40,13 +37,14 @@ def goals(folder, roofs: dict | None = None) -> pd.DataFrame:
             if math.isfinite(r.get("probe_fraction", math.nan)):
                 add(f"probe {r['method']} / theoretical {r['theoretical_GOPs']:,.0f} GOP/s", r["probe_fraction"],
                     "fraction")
-    conv = _load(folder, "conv_pw")
+    conv = results.load("conv_pw")
     if conv is not None and "GOP/s" in conv:
         vk_rows = conv[conv["method"].astype(str).str.startswith("vulkan") & conv["GOP/s"].notna()]
         if "shape_kind" in vk_rows:
             filling = vk_rows[vk_rows["shape_kind"] == "fills the device"]
         else:  # files written before rows carried shape_kind: every shape besides the ET-VK-like suite's
-            from .kernels.conv_pw import SUITE_SHAPES, ConvPwShape
+            from .benchmarks.conv import SUITE_SHAPES
+            from .kernels.conv_pw import ConvPwShape
             suite = {ConvPwShape.coerce(s).label for s in SUITE_SHAPES}
             filling = vk_rows[~vk_rows["shape"].isin(suite)]
         for saturate, roof_key, form in ((True, "int8_sat_GOPs", "OpSDotAccSat"),
@@ -59,7 +57,7 @@ def goals(folder, roofs: dict | None = None) -> pd.DataFrame:
         torch_rows = conv[conv["method"].astype(str).str.startswith("torch._int_mm") & conv["GOP/s"].notna()]
         for r in torch_rows.to_dict("records"):
             add(f"torch._int_mm {r['shape']}", r["GOP/s"], "GOP/s")
-    gap = _load(folder, "conv_gap")
+    gap = results.load("conv_gap")
     if gap is not None and "load_cost" in gap and math.isfinite(roofs.get("int8_wrap_GOPs", math.nan)):
         for r in gap[gap["operands"] == "registers"].to_dict("records"):
             mem = gap[(gap["operands"] == "memory") & (gap["tile"] == r["tile"]) & (gap["shape"] == r["shape"])]
@@ -68,7 +66,7 @@ def goals(folder, roofs: dict | None = None) -> pd.DataFrame:
                     / roofs["int8_wrap_GOPs"], "fraction")
             add(f"conv {r['tile']} {r['shape']} (OpSDot + add) / roof: without them (diagnostic)", r["GOP/s"] /
                 roofs["int8_wrap_GOPs"], "fraction")
-    coop = _load(folder, "coopmat")
+    coop = results.load("coopmat")
     if coop is not None:
         if (coop["status"] == "skipped").any():
             add(f"cooperative matrix: {coop['reason'].iloc[0]}", math.nan, "")
@@ -99,7 +97,7 @@ def goals(folder, roofs: dict | None = None) -> pd.DataFrame:
                         "fraction")
             checked = coop[~coop["status"].astype(str).str.startswith("diagnostic")]  # wrong by design
             add("cooperative-matrix results exact", float((checked["status"] == "ok").mean()), "fraction", 1.0)
-    frames = [df for df in (_load(folder, "pixel_shuffle"), _load(folder, "pixel_shuffle_limit")) if df is not None]
+    frames = [df for df in (results.load("pixel_shuffle"), results.load("pixel_shuffle_limit")) if df is not None]
     shuffle = pd.concat(frames, ignore_index=True) if frames else None  # the suite's and the block suite's rows
     if shuffle is not None and "copy_fraction" in shuffle:
         if "exact" in shuffle:

@@ -112,11 +112,11 @@ def cmd_diff(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from .. import bench
+    from .. import measure
     from .suite import bench_suite
     device = _device(args)
-    out = Path(args.out) if args.out else bench.default_results_dir(device)
-    with bench.ResultsWriter(out / "etvk", bench.environment(device)) as writer:
+    out = Path(args.out) if args.out else measure.default_results_dir(device)
+    with measure.ResultsWriter(out / "etvk", measure.environment(device)) as writer:
         df = bench_suite(device, writer, executorch=args.executorch, quick=args.quick)
     columns = [c for c in ("impl", "kernel", "variant", "source", "shape", "in_layout", "out_layout", "path",
                            "local_size", "median_us", "GB/s", "GOP/s", "copy_fraction", "registers", "etvk_over_this")

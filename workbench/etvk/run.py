@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import bench
+from ..measure import environment, measurement_row, sample_recording
 from ..vk.spirv import reflect
 from .dispatch import KERNELS, Dispatch
 from .codegen import Codegen, UnknownKernelError, source
@@ -120,13 +120,13 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
             if capture:
                 row.update(_driver_columns(pipe.statistics()))
             if measure:
-                gpu, host = bench.sample_recording(rec, min_time_s=min_time_s, max_time_s=max_time_s)
-                timed = bench.measurement_row(d.kernel, bench.environment(device), gpu, host_ns=host,
+                gpu, host = sample_recording(rec, min_time_s=min_time_s, max_time_s=max_time_s)
+                timed = measurement_row(d.kernel, environment(device), gpu, host_ns=host,
                                               bytes_moved=d.bytes_moved, macs=d.macs)
                 timed.pop("kernel")
                 row.update(timed)
             else:
-                row.update(bench.environment(device))
+                row.update(environment(device))
     finally:
         for r in made:
             r.close()

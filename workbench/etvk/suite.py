@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import bench
+from .. import measure
+from ..benchmarks.copy import CopyAtTraffic
 from .run import execute, make, with_local_size
 from .codegen import Codegen, source
 
@@ -41,15 +42,16 @@ def _workbench_pixel_shuffle(device, shape, requantize: bool, in_layout: str, ou
     """The workbench's own fused kernels at the same shape and layouts: per-word, and the 16-byte block kernel
     where it applies (4W4C → 4W4C)."""
     from ..kernels import pixel_shuffle as ps
+    from ..kernels import pixel_shuffle_block as psb
     rows = []
     qparams = dict(in_scale=0.05, in_zero_point=2, out_scale=0.07 if requantize else 0.05,
                    out_zero_point=-3 if requantize else 2)
-    for block in (False, True) if ps.block_applies(in_layout, out_layout, 2) else (False,):
-        spec = ps.Q8taPixelShuffleSpec(tuple(shape), 2, in_layout, out_layout, block=block, **qparams)
+    for block in (False, True) if psb.block_applies(in_layout, out_layout, 2) else (False,):
+        spec = psb.fused_spec(tuple(shape), 2, in_layout, out_layout, block=block, **qparams)
         with ps.Q8taPixelShuffleRun(device, spec) as runner, device.record(spec.variant) as rec:
             runner.record(rec)
-            gpu, host = bench.sample_recording(rec, **sample_kw)
-        row = bench.measurement_row("q8ta_pixel_shuffle", bench.environment(device), gpu, host_ns=host,
+            gpu, host = measure.sample_recording(rec, **sample_kw)
+        row = measure.measurement_row("q8ta_pixel_shuffle", measure.environment(device), gpu, host_ns=host,
                                     bytes_moved=spec.bytes_moved())
         row.update(impl="workbench", variant=spec.variant, shape="x".join(map(str, shape)),
                    path="requant" if requantize else "passthrough", in_layout=in_layout, out_layout=out_layout)
@@ -74,7 +76,7 @@ def bench_suite(device, writer=None, *, executorch=None, quick: bool = False, sh
     limit = device.info.max_workgroup_count
     dispatches += [(gen, with_local_size(largest, local)) for local in LOCAL_SIZE_STUDY
                    if all(-(-g // l) <= m for g, l, m in zip(largest.global_size, local, limit))]
-    copies = bench.CopyAtTraffic(device, [d.bytes_moved for _, d in dispatches], quick=quick,
+    copies = CopyAtTraffic(device, [d.bytes_moved for _, d in dispatches], quick=quick,
                                  show_progress=show_progress)
     rows = []
 
@@ -83,7 +85,7 @@ def bench_suite(device, writer=None, *, executorch=None, quick: bool = False, sh
         if writer is not None:
             writer.append(row)
 
-    for g, d in bench.progress(dispatches, "ET-VK kernels", enabled=show_progress):
+    for g, d in measure.progress(dispatches, "ET-VK kernels", enabled=show_progress):
         row = execute(device, g, d, measure=True, statistics=True,
                       min_time_s=sample_kw.get("min_time_s", 0.2), max_time_s=5.0)
         row["impl"] = "ET-VK"

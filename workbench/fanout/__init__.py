@@ -37,7 +37,7 @@ def run_here(sweep, writer=None, show_progress: bool = False):
     import pandas as pd
 
     from .. import vk
-    from ..bench import progress
+    from ..measure import progress
     from .cluster import SweepResult
     from .items import device_keys
     start = time.perf_counter()

@@ -104,7 +104,7 @@ def run_sweep(sweep, *, scheduler: str | None = None, workers=None, each_device:
     GPU, else per CPU device) and shuts it down at the end; "tcp://host:port" joins an existing cluster (its workers serve the
     devices WORKBENCH_DEVICE picked for them). each_device: identical devices each run every item (comparison)
     instead of sharing the items (throughput). devices: keep only device keys containing one of these strings;
-    one that matches no worker gives error rows. writer: a bench.ResultsWriter, fed as items finish.
+    one that matches no worker gives error rows. writer: a measure.ResultsWriter, fed as items finish.
     on_result(item, rows): called after each item (tests use it to kill a worker mid-sweep).
     orphan_timeout_s: items whose device no worker has served for that long become error rows (a host that left).
     Ctrl-C (KeyboardInterrupt) cancels what is left and is raised again with `.partial`, the SweepResult so far."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..bench import atomic_write
+from ..measure import atomic_write
 
 #: per sweep: what the device-vs-device chart shows (value, item label columns, facet, higher is better, filter)
 CHARTS = {

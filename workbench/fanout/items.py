@@ -64,7 +64,7 @@ class ConvTileSweep:
     shapes: tuple
     tiles: tuple
     saturate: bool = True
-    timing: tuple = ()    # ((name, value), ...) passed to conv_pw.measure
+    timing: tuple = ()    # ((name, value), ...) passed to benchmarks.conv.measure
     seed: int = 0
     name: str = field(default="conv-pw", init=False)
     key_columns = ("shape", "tile", "saturate")
@@ -74,12 +74,12 @@ class ConvTileSweep:
     def suite(cls, quick: bool = False, cpu_device: bool = False) -> "ConvTileSweep":
         """conv_pw's suite grid; `quick`: its test grid; `cpu_device` (every device a CPU): every tile on the
         first suite shape only (the whole grid takes tens of minutes on lavapipe)."""
-        from ..kernels import conv_pw
+        from ..benchmarks import conv
         if quick:
-            return cls(tuple(conv_pw.QUICK_SHAPES), tuple(conv_pw.QUICK_TILES),
+            return cls(tuple(conv.QUICK_SHAPES), tuple(conv.QUICK_TILES),
                        timing=(("min_time_s", 0.01), ("min_samples", 3), ("target_us", 200.0)))
-        shapes = conv_pw.SUITE_SHAPES[:1] if cpu_device else conv_pw.SUITE_SHAPES
-        return cls(tuple(shapes), tuple(conv_pw.SUITE_TILES))
+        shapes = conv.SUITE_SHAPES[:1] if cpu_device else conv.SUITE_SHAPES
+        return cls(tuple(shapes), tuple(conv.SUITE_TILES))
 
     def items(self) -> list[tuple]:
         return [(("shape", tuple(s)), ("tile", tuple(t))) for s in self.shapes for t in self.tiles]
@@ -91,19 +91,20 @@ class ConvTileSweep:
                 "saturate": self.saturate}
 
     def run(self, device, params: dict, warmup_s: float) -> list[dict]:
+        from ..benchmarks.conv import measure
         from ..kernels import conv_pw
         q_input, packed, expected = _conv_problem(tuple(params["shape"]), self.seed)
         use_dot = bool(device.info.features.get("integer_dot_product"))
         base = conv_pw.ConvPwSpec(params["shape"], use_dot_ext=use_dot, saturate=self.saturate)
         with conv_pw.ConvPwBuffers(device, base, q_input, packed) as bufs:
-            row = conv_pw.measure(device, bufs, base.with_tile(*params["tile"]), expected=expected,
-                                  warmup_s=warmup_s, **dict(self.timing))
+            row = measure(device, bufs, base.with_tile(*params["tile"]), expected=expected,
+                          warmup_s=warmup_s, **dict(self.timing))
         return [row]
 
 
 @functools.lru_cache(maxsize=2)
 def _conv_problem(shape: tuple, seed: int):
-    """conv_pw.sweep's problem for one shape: random input and weights, prepacked, and the int8 reference."""
+    """benchmarks.conv.sweep's problem for one shape: random input and weights, prepacked, and the int8 reference."""
     from ..kernels import conv_pw
     q_input, weight, scales, bias = conv_pw.random_problem(shape, seed)
     packed = conv_pw.prepack_weights(weight, scales, bias)
@@ -113,7 +114,7 @@ def _conv_problem(shape: tuple, seed: int):
 
 @dataclass(frozen=True)
 class PixelShuffleSweep:
-    """The pixel shuffle suite (workbench.kernels.pixel_shuffle.bench_suite), one item per shape: its rows compare
+    """The pixel shuffle suite (workbench.benchmarks.pixel_shuffle.bench_suite), one item per shape: its rows compare
     kernels of one shape with each other (vs torch, vs the chain, vs copy at the same traffic), so a shape is the
     smallest piece that carries its own comparisons."""
 
@@ -128,7 +129,7 @@ class PixelShuffleSweep:
     def suite(cls, quick: bool = False, cpu_device: bool = False) -> "PixelShuffleSweep":
         """bench_suite's shapes; `cpu_device` (every device a CPU): ET-VK's PERF shapes only (the large ones take
         minutes per kernel on lavapipe)."""
-        from ..kernels import pixel_shuffle
+        from ..benchmarks import pixel_shuffle
         shapes = pixel_shuffle.suite_shapes(quick, cpu_device)
         if cpu_device and not quick:
             shapes = [s for s in shapes if s in pixel_shuffle.PERF_SHAPES]
@@ -142,7 +143,7 @@ class PixelShuffleSweep:
                 "r": params["r"]}
 
     def run(self, device, params: dict, warmup_s: float) -> list[dict]:
-        from ..kernels import pixel_shuffle
+        from ..benchmarks import pixel_shuffle
         df = pixel_shuffle.bench_suite(device, None, quick=self.quick, show_progress=False,
                                        shapes=[(params["shape"], params["r"])])
         shape = self.describe(params)["shape"]
@@ -175,7 +176,7 @@ def execute_item(sweep, item: WorkItem, worker: str | None = None) -> list[dict]
     the one the item was routed to (a worker whose device changed) is such an error too."""
     global _last_item_end
     from .. import vk
-    from ..bench import environment
+    from ..measure import environment
     params = dict(item.params)
     started = time.time()  # wall clock: the gaps between a worker's items are the fan-out's cost per item
     start = time.perf_counter()

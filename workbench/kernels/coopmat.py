@@ -13,8 +13,7 @@ calls with sType set on every element) and reported.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -152,9 +151,9 @@ def load_tile(buffer: np.ndarray, offset: int, stride: int, rows: int, cols: int
     return buffer[offset + (j * stride + i if col_major else i * stride + j)]
 
 
-def run_peak(device, spec: CoopmatPeakSpec, *, samples: bool = False, min_time_s: float = 0.2, seed: int = 0):
-    """One probe dispatch (or a sample set); returns (gpu_ns or (gpu, host), max |result - reference|)."""
-    from .. import bench
+def run_peak(device, spec: CoopmatPeakSpec, *, sample=None, seed: int = 0):
+    """One probe dispatch; returns (gpu_ns, max |result - reference|). `sample(recording, repeats)`: a timer that
+    submits the recording as often as it likes and returns its timing instead (the benchmarks' sampler)."""
     m, n, k = spec.size
     a, b = spec.operands(seed)
     operands = probe_operand_buffer(a, b)
@@ -165,8 +164,8 @@ def run_peak(device, spec: CoopmatPeakSpec, *, samples: bool = False, min_time_s
     with device.buffer(nbytes=4 * slots * spec.chains * m * n, name="coopmat out") as out, \
             device.buffer(operands, name="coopmat operands") as ops, device.record("coopmat peak") as rec:
         rec.dispatch(pipeline, [out, ops], (spec.subgroups * SUBGROUP, 1, 1), push)
-        if samples:
-            timing = bench.sample_recording(rec, min_time_s=min_time_s, min_samples=5, warmup=1)
+        if sample is not None:
+            timing = sample(rec, 1)
         else:
             rec.submit()
             timing = rec.gpu_ns
@@ -316,11 +315,10 @@ def gemm_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a.astype(np.float64) @ b.astype(np.float64)).astype(np.int64)
 
 
-def _time_dispatches(device, spec: CoopmatGemmSpec, bindings, push: bytes, label: str, *, samples: bool,
-                     min_time_s: float, target_us: float):
-    """Probe one dispatch of `spec`'s pipeline, then chain enough per submit to reach ~`target_us` and sample the
-    recording (`samples`), or run it once; returns (timing, repeats). The outputs hold the last run's results."""
-    from .. import bench
+def _time_dispatches(device, spec: CoopmatGemmSpec, bindings, push: bytes, label: str, *, sample, target_us: float):
+    """Probe one dispatch of `spec`'s pipeline, then chain enough per submit to reach ~`target_us` and time the
+    recording with `sample(recording, repeats)`, or run it once (`sample` None); returns (timing, repeats). The
+    outputs hold the last run's results."""
     shader, defines = spec.shader()
     pipeline = _pipeline(device, shader, defines, spec.size, (spec.threads_per_group(), 1, 1))
     global_size = (spec.workgroups() * spec.threads_per_group(), 1, 1)
@@ -328,26 +326,26 @@ def _time_dispatches(device, spec: CoopmatGemmSpec, bindings, push: bytes, label
         probe.dispatch(pipeline, bindings, global_size, push)
         probe.submit()
         probe_ns = probe.submit()[0].gpu_ns or 1.0
-    repeats = int(min(200, max(1, target_us * 1e3 // probe_ns))) if samples else 1
+    repeats = int(min(200, max(1, target_us * 1e3 // probe_ns))) if sample is not None else 1
     with device.record(label) as rec:
         for _ in range(repeats):
             rec.dispatch(pipeline, bindings, global_size, push)
-        if samples:
-            return bench.sample_recording(rec, repeats=repeats, min_time_s=min_time_s), repeats
+        if sample is not None:
+            return sample(rec, repeats), repeats
         rec.submit()
         return rec.gpu_ns, repeats
 
 
-def run_gemm(device, spec: CoopmatGemmSpec, a, b, *, samples: bool = False, min_time_s: float = 0.2,
-             target_us: float = 2000.0, expected: np.ndarray | None = None):
+def run_gemm(device, spec: CoopmatGemmSpec, a, b, *, sample=None, target_us: float = 2000.0,
+             expected: np.ndarray | None = None):
     """The GEMM on the device; returns (timing, max |C - reference|, repeats). `expected`: the unpadded product
     (pixels x Cout), computed once per shape; the padding of C must hold 0."""
     m, n, k = spec.gemm
     push = np.array([m, n, k], np.uint32).tobytes()
     with device.buffer(nbytes=4 * m * n, name="gemm C") as c, device.buffer(a, name="gemm A") as abuf, \
             device.buffer(b, name="gemm B") as bbuf:
-        timing, repeats = _time_dispatches(device, spec, [c, abuf, bbuf], push, "coopmat gemm", samples=samples,
-                                           min_time_s=min_time_s, target_us=target_us)
+        timing, repeats = _time_dispatches(device, spec, [c, abuf, bbuf], push, "coopmat gemm", sample=sample,
+                                           target_us=target_us)
         got = c.download(np.int32).reshape(m, n)
     if spec.diagnostic:  # wrong by design: nothing to check
         return timing, None, repeats
@@ -381,8 +379,8 @@ def conv_reference(exact: np.ndarray, weight_sums, scales, bias, qparams) -> np.
     return q.reshape(cout, pixels).T
 
 
-def run_conv(device, spec: CoopmatGemmSpec, a, bt, *, expected: np.ndarray, qparams=None, samples: bool = False,
-             min_time_s: float = 0.2, target_us: float = 2000.0, seed: int = 2):
+def run_conv(device, spec: CoopmatGemmSpec, a, bt, *, expected: np.ndarray, qparams=None, sample=None,
+             target_us: float = 2000.0, seed: int = 2):
     """The pointwise conv on cooperative matrices with its int8 epilogue (EPILOGUE = 1): activation `a` (pixels x
     Cin, NHWC = 4C), weight `bt` (Cout x Cin), per-channel scales and bias from `conv_parameters`; returns (timing,
     max |out - reference| in LSB, repeats) against `conv_reference` of the exact accumulators `expected`."""
@@ -404,189 +402,11 @@ def run_conv(device, spec: CoopmatGemmSpec, a, bt, *, expected: np.ndarray, qpar
             device.buffer(bt, name="conv Bt") as bbuf, device.buffer(sums, name="weight sums") as sbuf, \
             device.buffer(scales, name="weight scales") as scbuf, device.buffer(bias, name="bias") as bibuf:
         timing, repeats = _time_dispatches(device, spec, [out, abuf, bbuf, sbuf, scbuf, bibuf], push,
-                                           "coopmat conv", samples=samples, min_time_s=min_time_s,
-                                           target_us=target_us)
+                                           "coopmat conv", sample=sample, target_us=target_us)
         got = out.download(np.int8).reshape(m, n)[:pixels, :cout]
     ref = conv_reference(expected, sums, scales, bias, qparams)
     return timing, int(np.abs(got.astype(np.int64) - ref.astype(np.int64)).max()), repeats
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The suite
-# ----------------------------------------------------------------------------------------------------------------
-
 # What each diagnostic build of the staged GEMM leaves in (label suffixes)
 DIAGNOSTICS = {0: "", 1: " [no global traffic]", 2: " [MMAs only]", 3: " [MMAs, no C store]"}
-# The GEMM variants the suite measures: the direct and 2 x 2 shared-memory kernels (B row-major), the direct kernel
-# with B transposed (isolates the B layout), and the staged double-buffered kernel at several block shapes.
-GEMM_TILES = ([{"rm": rm, "rn": rn} for rm, rn in ((1, 1), (2, 2), (4, 4))]
-              + [{"rm": rm, "rn": rn, "shmem": True} for rm, rn in ((2, 2), (4, 2), (4, 4))]
-              + [{"rm": rm, "rn": rn, "b_col": True} for rm, rn in ((1, 1), (2, 2), (4, 4))]
-              + [{"staged": True, "wm": wm, "wn": wn, "rm": rm, "rn": rn, "ksteps": ks}
-                 for wm, wn, rm, rn, ks in ((2, 2, 4, 4, 1), (2, 2, 4, 4, 2), (4, 2, 2, 4, 2), (2, 2, 2, 2, 2),
-                                            (4, 4, 2, 2, 2))]
-              + [{"staged": True, "wm": 2, "wn": 2, "rm": 4, "rn": 4, "ksteps": 1, "pad": False},
-                 {"staged": True, "wm": 2, "wn": 2, "rm": 4, "rn": 4, "ksteps": 1, "pad": False, "stages": 3},
-                 {"staged": True, "wm": 2, "wn": 2, "rm": 4, "rn": 4, "ksteps": 1, "stages": 3}])
-GEMM_METHOD = "vulkan coopmat gemm (pointwise conv, int32 out)"
-STAGED_QUICK = {"staged": True, "wm": 2, "wn": 2, "rm": 2, "rn": 2, "ksteps": 1}
-# A square GEMM beside the conv shapes: whether the conv's short K (Cin) is what holds the tensor cores back.
-SQUARE_GEMM = (1, 4096, 4096, 64, 64)
-
-
-def skip_row(device, reason: str) -> dict:
-    from ..bench import environment
-    return {"kernel": "coopmat peak", "method": "cooperative matrix", "status": "skipped", "reason": reason,
-            **environment(device)}
-
-
-def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True, shapes=None,
-                target_ms: float = 10.0) -> pd.DataFrame:
-    """`workbench bench coopmat`: the property lists, the probe for every int8 size x chains (the roof), the GEMM
-    variant of the pointwise conv on device-filling shapes x tiles, torch._int_mm on the same GEMM (CUDA). Every
-    row carries `max_abs_diff` against the exact host result; where the device has no usable cooperative matrix,
-    one row says why (status "skipped")."""
-    from .. import bench
-    from .conv_pw import filling_shapes
-    props = properties(device)
-    reason = unsupported_reason(device, props)
-    rows = []
-
-    def emit(row):
-        rows.append(row)
-        if writer is not None:
-            writer.append(row)
-
-    if reason:
-        emit(skip_row(device, reason))
-        return pd.DataFrame(rows)
-    env = bench.environment(device)
-    from .device_limits import device_limits, theoretical_gops
-    limits = device_limits(device)
-    theory = theoretical_gops(limits, "int8_mma")
-    resident_warps = (limits.sm_count or 132) * (limits.warps_per_sm or 64)
-    subgroups = 4 * resident_warps if not quick else 64
-    subgroups = -(-subgroups // WARPS_PER_GROUP) * WARPS_PER_GROUP
-    from ..vk import VulkanError
-    refused = (VulkanError, vk.VkError, ValueError)  # driver errors, and local sizes past its limits
-
-    def failed(kernel, error, **cols):  # a driver that refuses one variant: say so, carry on with the others
-        emit({"kernel": kernel, "method": "int8 cooperative matrix (NV)", "status": f"failed: {error}", **cols,
-              **env})
-
-    for size in int8_sizes(props):
-        for chains in ((4,) if quick else (2, 4, 8)):
-            probe = CoopmatPeakSpec(size, subgroups, 4, chains)
-            try:
-                run_peak(device, probe)
-            except refused as exc:
-                failed("coopmat peak", exc, coop_size="x".join(map(str, size)), chains=chains)
-                continue
-            probe_ns, _ = run_peak(device, probe)
-            iterations = int(min(1 << 20, max(4, 4 * target_ms * 1e6 / max(probe_ns or 1.0, 1.0))))
-            spec = CoopmatPeakSpec(size, subgroups, iterations, chains)
-            (gpu, host), err = run_peak(device, spec, samples=True, min_time_s=0.02 if quick else 0.2)
-            row = bench.measurement_row("coopmat peak", env, gpu, host_ns=host, macs=spec.macs(),
-                                        method="int8 cooperative matrix (NV)", coop_size="x".join(map(str, size)),
-                                        chains=chains, subgroups=subgroups, iterations=iterations,
-                                        max_abs_diff=err, status="ok" if err == 0 else "WRONG")
-            row["theoretical_GOPs"] = theory
-            row["probe_fraction"] = row["GOP/s"] / theory if np.isfinite(theory) else math.nan
-            row.update(limits.columns())
-            emit(row)
-    shapes = shapes or (((1, 64, 64, 32, 32),) if quick else tuple(filling_shapes(device)) + (SQUARE_GEMM,))
-    tiles = [{"rm": 1, "rn": 1}] if quick else GEMM_TILES
-    smem_limit = device.info.shared_memory_bytes
-    gemm_sizes = [s for s in int8_sizes(props) if s[1] % 16 == 0]  # B tiles start on 16-byte columns
-    for shape in shapes:
-        nb, cin, cout, h, w = shape
-        rng = np.random.default_rng(0)
-        base = (rng.integers(-128, 128, (nb * h * w, cin), dtype=np.int8),
-                rng.integers(-128, 128, (cin, cout), dtype=np.int8))
-        expected = gemm_reference(*base)  # once per shape, exact (int64)
-        label = f"{nb}x{cin}x{h}x{w}→{cout}"
-        staged_gemms = []  # (GOP/s, spec) of the exact two-stage staged GEMMs: the diagnostics are two-stage builds
-
-        def measure(kind, spec, run, method, error_column):
-            if smem_limit and spec.shared_bytes() > smem_limit:
-                return  # more shared memory than the device has
-            a, b = gemm_operands(spec, base=base)
-            try:
-                (gpu, host), err, repeats = run(device, spec, a, b, samples=True, expected=expected,
-                                                min_time_s=0.02 if quick else 0.2)
-            except refused as exc:
-                failed(kind, exc, coop_size="x".join(map(str, spec.size)), tile=spec.label)
-                return
-            status = "diagnostic: results wrong by design" if spec.diagnostic else "ok" if err == 0 else "WRONG"
-            row = bench.measurement_row(
-                kind, env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(), macs=spec.macs(), method=method,
-                shape=label, coop_size="x".join(map(str, spec.size)), tile=spec.label,
-                gemm="x".join(map(str, spec.gemm)), repeats=repeats, status=status, **{error_column: err})
-            emit(row)
-            if kind == "coopmat gemm" and spec.staged and spec.stages == 2 and status == "ok":
-                staged_gemms.append((row["GOP/s"], spec))
-
-        for size in gemm_sizes:
-            for tile in tiles:
-                measure("coopmat gemm", CoopmatGemmSpec(tuple(shape), size, **tile), run_gemm, GEMM_METHOD,
-                        "max_abs_diff")
-        for size in gemm_sizes:  # the conv itself: the staged tiles with the int8 epilogue
-            for tile in [t for t in tiles if t.get("staged")] or [STAGED_QUICK]:
-                try:
-                    spec = CoopmatGemmSpec(tuple(shape), size, requant=True, **tile)
-                except ValueError:
-                    continue  # the epilogue needs lanes x channel words to tile a row
-                measure("coopmat conv", spec, run_conv, "vulkan coopmat conv (int8 4C in and out, fused requantize)",
-                        "max_lsb_diff")
-        if staged_gemms:  # where the best staged tile's time goes: its diagnostic builds (DIAGNOSTICS)
-            best = max(staged_gemms, key=lambda pair: pair[0])[1]
-            for diagnostic in (1, 2, 3):
-                measure("coopmat gemm", replace(best, diagnostic=diagnostic), run_gemm, GEMM_METHOD, "max_abs_diff")
-        emit_torch = _torch_int_mm_row(device, shape, env)
-        if emit_torch:
-            emit(emit_torch)
-    df = pd.DataFrame(rows)
-    checked = df[~df["status"].astype(str).str.startswith("diagnostic")]  # diagnostic builds: wrong by design
-    wrong = checked[checked["status"] != "ok"]  # WRONG results and variants the driver refused
-    print(f"cooperative matrix correctness: {len(checked) - len(wrong)} of {len(checked)} results exact against the "
-          f"host (exact float64 product)"
-          + ("" if not len(wrong) else " — WRONG: " + ", ".join(wrong["method"].astype(str))))
-    probes = df[(df["kernel"] == "coopmat peak") & df["GOP/s"].notna()] if "GOP/s" in df else df.iloc[0:0]
-    if len(probes):
-        best = probes.loc[probes["GOP/s"].idxmax()]
-        print(f"int8 cooperative-matrix roof: {best['GOP/s']:,.0f} GOP/s ({best['coop_size']}, {best['chains']} "
-              f"chains; theoretical {best['theoretical_GOPs']:,.0f})")
-        gemm = df[df["kernel"].isin(["coopmat gemm", "coopmat conv"]) & df["method"].str.startswith("vulkan")
-                  & df["GOP/s"].notna()]
-        for (kernel, shape), group in gemm.groupby(["kernel", "shape"]):
-            ok = group[group["status"] == "ok"]
-            if not len(ok):
-                continue
-            top = ok.loc[ok["GOP/s"].idxmax()]
-            print(f"{kernel} {shape}: best {top['GOP/s']:,.0f} GOP/s ({top['coop_size']}, {top['tile']}) = "
-                  f"{top['GOP/s'] / best['GOP/s']:.0%} of the probe")
-            for diag in group[group["status"] != "ok"].to_dict("records"):
-                print(f"    {diag['tile']}: {diag['GOP/s']:,.0f} GOP/s = {diag['GOP/s'] / best['GOP/s']:.0%} "
-                      "of the probe")
-    return df
-
-
-def _torch_int_mm_row(device, shape, env) -> dict | None:
-    """torch._int_mm on the same GEMM on CUDA (None without CUDA), checked on a sample of rows."""
-    import torch
-    if not (device.info.vendor == "NVIDIA" and torch.cuda.is_available()):
-        return None
-    from ..bench import measurement_row, sample_callable
-    nb, cin, cout, h, w = shape
-    m, k, n = nb * h * w, cin, cout
-    gen = torch.Generator().manual_seed(1)
-    a = torch.randint(-128, 128, (m, k), dtype=torch.int8, generator=gen).cuda()
-    b = torch.randint(-128, 128, (k, n), dtype=torch.int8, generator=gen).cuda()
-    got = torch._int_mm(a, b)
-    rows = slice(0, min(m, 256))
-    err = int((got[rows].cpu().to(torch.int64) - a[rows].cpu().to(torch.int64) @ b.cpu().to(torch.int64))
-              .abs().max())
-    samples = sample_callable(lambda: torch._int_mm(a, b), sync=torch.cuda.synchronize, cuda_events=True)
-    return measurement_row("coopmat gemm", env, samples, bytes_moved=m * k + k * n + 4 * m * n, macs=m * n * k,
-                           method="torch._int_mm (cuda)", shape=f"{nb}x{cin}x{h}x{w}→{cout}", tile="torch",
-                           max_abs_diff=err, status="ok" if err == 0 else "WRONG", timer="cuda events")

@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from .. import layouts
 from ..layouts import normalize_sizes
@@ -204,62 +203,3 @@ def from_texture(device, texels: np.ndarray, sizes, layout: str, dtype: str = "f
         record_texture(rec, device, spec, img, dst, meta)
         rec.submit()
         return dst.download(np.float32, spec.sizes)
-
-
-# --- benchmark: pack/unpack throughput per layout against the copy roofline ------------------------------------------
-INT8_LAYOUTS = ("4W4C", "4H4W", "4W", "4C", "4C1W")
-
-
-def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True,
-                sizes=None) -> pd.DataFrame:
-    """Pack and unpack throughput per int8x4 layout, next to the copy bandwidth of the same bytes on the same
-    device (a roofline for a pure data movement kernel)."""
-    from .. import bench
-    from .copy import CopySpec, record_copy
-    sizes = normalize_sizes(sizes or ((1, 32, 24, 40) if quick else (1, 256, 128, 128)))  # 0.9 KiB / 4 MiB
-    env = bench.environment(device)
-    min_time = 0.02 if quick else 0.2
-    rows = []
-    numel = int(np.prod(sizes))
-    rng = np.random.default_rng(0)
-    x = rng.integers(-128, 128, sizes, dtype=np.int8)
-    # the copy roofline for the same number of bytes (read + written)
-    copy_bytes = max(16, -(-numel // 16) * 16)
-    with device.buffer(nbytes=copy_bytes) as a, device.buffer(nbytes=copy_bytes) as b, device.record("copy") as rec:
-        reps = 10
-        for _ in range(reps):
-            record_copy(rec, device, CopySpec(copy_bytes), b, a)
-        gpu, host = bench.sample_recording(rec, repeats=reps, min_time_s=min_time)
-    copy_row = bench.measurement_row("copy", env, gpu, host_ns=host, bytes_moved=2 * copy_bytes,
-                                     shape="x".join(map(str, sizes)), layout="-", direction="copy")
-    rows.append(copy_row)
-    if writer:
-        writer.append(copy_row)
-    jobs = [(layout, direction, False) for layout in INT8_LAYOUTS for direction in ("pack", "unpack")]
-    jobs.insert(1, ("4W4C", "pack", True))  # the 16-byte block kernel next to the generic one
-    for layout, direction, block in bench.progress(jobs, "pack/unpack", enabled=show_progress):
-        spec = PackSpec(layout, sizes, direction, block)
-        definition = spec.definition
-        nchw = _nchw_words(x)
-        packed = definition.pack(x)
-        src_data, dst_bytes = (nchw, 4 * spec.num_words) if direction == "pack" else (packed, 4 * spec.nchw_words)
-        with device.buffer(src_data) as src, device.buffer(nbytes=dst_bytes) as dst, \
-                device.uniform(definition.buffer_metadata(sizes)) as meta, device.record(direction) as rec:
-            reps = 10
-            for _ in range(reps):
-                record_pack(rec, device, spec, dst, src, meta)
-            gpu, host = bench.sample_recording(rec, repeats=reps, min_time_s=min_time)
-            result = dst.download(np.int32)
-        expected = packed if direction == "pack" else nchw
-        ok = bool(np.array_equal(result[:expected.size], expected))
-        row = bench.measurement_row(f"{direction}", env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(),
-                                    shape="x".join(map(str, sizes)), layout=layout, direction=direction,
-                                    kernel_variant=spec.shader, label=f"{layout} (block)" if block else layout,
-                                    correct=ok, padded_words=spec.num_words)
-        row["copy_fraction"] = row["GB/s"] / copy_row["GB/s"]
-        rows.append(row)
-        if writer:
-            writer.append(row)
-        if not ok:
-            raise AssertionError(f"GPU {direction} for {layout} {sizes} disagrees with the numpy packer")
-    return pd.DataFrame(rows)

@@ -1,6 +1,5 @@
-"""The device's roofs: peak packed-int8 dot throughput (both forms), peak fp32 FMA throughput (with the copy
-bandwidth from `workbench.bench`), each against the device's theoretical rate where derivable, and a check of the
-timing instruments.
+"""The roof probes: peak packed-int8 dot throughput (both forms) and peak fp32 FMA throughput, one dispatch each
+(measured, with the copy roof and the theoretical rates, in `workbench.benchmarks.peak`).
 
 A probe is a true roof only if nothing a kernel can do runs faster, so each probe is built the way vkpeak / clpeak
 build theirs: CHAINS independent accumulator chains per thread (no chain waits on another), UNROLL rounds per loop
@@ -10,14 +9,12 @@ size x CHAINS keeping the best. The iteration count is scaled so that one dispat
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from . import pipeline_for
-from .device_limits import device_limits, theoretical_gops
+from .device_limits import device_limits
 
 KINDS = {"int8_dot": ("peak_int8_dot", 4), "fp32_fma": ("peak_fp32_fma", 1)}  # shader, MACs per instruction
 LOCAL_SIZES = (64, 128, 256, 512, 1024)
@@ -107,17 +104,20 @@ def reference(spec: PeakSpec, operand: int = DEFAULT_OPERAND, mul: float = 0.999
     return (((total + 2**31) % 2**32) - 2**31).astype(np.int32)
 
 
-def _run(device, spec: PeakSpec, out, samples: bool = False, min_time_s: float = 0.2, push: bytes | None = None):
-    from .. import bench
+def record(rec, device, spec: PeakSpec, out, push: bytes | None = None) -> None:
+    """The probe's one dispatch into a recording."""
     if spec.kind == "int8_dot" and spec.use_dot_ext:
         device.require("integer_dot_product")
     pipeline = pipeline_for(device, spec.shader, defines=spec.defines(), local_size=(spec.local_size, 1, 1))
+    rec.dispatch(pipeline, [out], (spec.threads, 1, 1), push or spec.push_constants())
+
+
+def run_once(device, spec: PeakSpec, out, push: bytes | None = None) -> float:
+    """One timed run of the probe: its GPU ns."""
     with device.record(spec.label) as rec:
-        rec.dispatch(pipeline, [out], (spec.threads, 1, 1), push or spec.push_constants())
-        if not samples:
-            rec.submit()
-            return rec.gpu_ns
-        return bench.sample_recording(rec, min_time_s=min_time_s, min_samples=5, warmup=1)
+        record(rec, device, spec, out, push)
+        rec.submit()
+        return rec.gpu_ns
 
 
 def default_threads(device, limits=None, waves: int = 4) -> int:
@@ -129,252 +129,3 @@ def default_threads(device, limits=None, waves: int = 4) -> int:
     if resident:
         return -(-waves * resident // 1024) * 1024
     return 1024 * 1024
-
-
-def _cases(device):
-    cases = [("int8_dot", True, True), ("int8_dot", True, False), ("int8_dot", False, True),
-             ("fp32_fma", True, True)]
-    if not device.info.features.get("integer_dot_product"):
-        cases = [c for c in cases if not (c[0] == "int8_dot" and c[1])]
-    return cases
-
-
-def bench_peak(device, writer=None, *, quick: bool = False, show_progress: bool = True,
-               target_ms: float = 10.0, local_sizes=None, chain_counts=None) -> pd.DataFrame:
-    """Every probe over local size x chains (one row each; `best` marks each probe's maximum, the roof), with the
-    device's theoretical rate (`theoretical_GOPs`, `probe_fraction` = GOP/s / theoretical) where derivable."""
-    from .. import bench
-    env = bench.environment(device)
-    limits = device_limits(device)
-    threads = 4096 if quick else default_threads(device, limits)
-    target_ms = 1.0 if quick else target_ms
-    max_local = device.info.max_workgroup_invocations
-    if local_sizes is None:
-        local_sizes = (64, 256) if quick or device.info.is_cpu else LOCAL_SIZES
-    if chain_counts is None:
-        chain_counts = (8,) if quick or device.info.is_cpu else CHAIN_COUNTS
-    configs = []
-    for kind, ext, saturate in _cases(device):
-        chains = (8,) if not ext else chain_counts  # the fallback is not a roof: one chain count is enough
-        configs += [(kind, ext, saturate, c, ls) for c in chains for ls in local_sizes if ls <= max_local]
-    rows = []
-    with device.buffer(nbytes=4 * threads, name="peak-out") as out:
-        for kind, ext, saturate, chains, local in bench.progress(configs, "peak", enabled=show_progress):
-            probe = PeakSpec(kind, threads, 2, chains=chains, local_size=local, use_dot_ext=ext, saturate=saturate)
-            _run(device, probe, out)  # the first run may include the driver's shader compilation
-            probe_ns = max(_run(device, probe, out), 1.0)
-            iterations = int(min(1 << 16, max(2, 2 * target_ms * 1e6 / probe_ns)))
-            spec = PeakSpec(kind, threads, iterations, chains=chains, local_size=local, use_dot_ext=ext,
-                            saturate=saturate)
-            gpu, host = _run(device, spec, out, samples=True, min_time_s=0.02 if quick else 0.2)
-            row = bench.measurement_row("peak", env, gpu, host_ns=host, macs=spec.macs(), method=spec.label,
-                                        kind=kind, threads=threads, iterations=iterations, chains=chains,
-                                        unroll=spec.unroll, local_size=local, saturate=saturate,
-                                        instructions_per_thread=spec.instructions_per_thread())
-            row["ops_unit"] = "int8 ops (2 per MAC)" if kind == "int8_dot" else "FLOPs (2 per FMA)"
-            theory = theoretical_gops(limits, kind) if ext else math.nan
-            row["theoretical_GOPs"] = theory
-            row["probe_fraction"] = row["GOP/s"] / theory if np.isfinite(theory) else math.nan
-            row.update(limits.columns())
-            rows.append(row)
-            if writer:
-                writer.append(row)
-    df = pd.DataFrame(rows)
-    if len(df):
-        df["best"] = df["GOP/s"] == df.groupby("method")["GOP/s"].transform("max")
-    return df
-
-
-def best_probes(peak_df: pd.DataFrame) -> pd.DataFrame:
-    """One row per probe: its best configuration (the roof), with theoretical rate and fraction."""
-    cols = [c for c in ["method", "kind", "chains", "local_size", "threads", "GOP/s", "theoretical_GOPs",
-                        "probe_fraction", "limits_sm_count", "limits_clock_mhz", "limits_clock_source",
-                        "limits_measured_clock_mhz"] if c in peak_df.columns]
-    idx = peak_df.groupby("method")["GOP/s"].idxmax()
-    return peak_df.loc[idx, cols].sort_values("GOP/s", ascending=False).reset_index(drop=True)
-
-
-def roofs(copy_df: pd.DataFrame, peak_df: pd.DataFrame, mma_df: pd.DataFrame | None = None) -> dict:
-    """The device's roofs in one dict: copy GB/s (DRAM, the largest size); int8 GOP/s for each dot form
-    (`int8_sat_GOPs` OpSDotAccSat, `int8_wrap_GOPs` OpSDot + add) and `int8_GOPs`, the higher of the two; fp32
-    GFLOP/s; `int8_mma_GOPs`, the cooperative-matrix probe where one ran (NaN otherwise)."""
-    from ..bench import peak_copy_gbps
-    ext = peak_df[~peak_df["method"].str.contains("fallback")] if len(peak_df) else peak_df
-    by_method = ext.groupby("method")["GOP/s"].max().to_dict()
-    best = peak_df.groupby("kind")["GOP/s"].max().to_dict()
-    sat = by_method.get("int8 dot (OpSDotAccSat)", math.nan)
-    wrap = by_method.get("int8 dot (OpSDot + add)", math.nan)
-    mma = math.nan
-    if mma_df is not None and len(mma_df) and "GOP/s" in mma_df:
-        probes = mma_df[mma_df.get("kernel") == "coopmat peak"] if "kernel" in mma_df else mma_df
-        if "status" in probes:  # a probe whose results were wrong measured nothing: it is no roof
-            probes = probes[probes["status"] == "ok"]
-        mma = float(probes["GOP/s"].max()) if len(probes) else math.nan
-    return {"copy_GBps": peak_copy_gbps(copy_df), "int8_GOPs": best.get("int8_dot", math.nan),
-            "int8_sat_GOPs": sat, "int8_wrap_GOPs": wrap, "fp32_GFLOPs": best.get("fp32_fma", math.nan),
-            "int8_mma_GOPs": mma}
-
-
-def row_roof(row: dict, roofs: dict) -> tuple[str, float]:
-    """The compute roof that bounds one kernel row: the cooperative-matrix probe for tensor-core kernels, the
-    OpSDotAccSat probe for kernels that saturate, the OpSDot + add probe for wrapping ones, the best int8 probe
-    for the portable fallback (plain int32 arithmetic), the fp32 probe for float kernels."""
-    kernel, method = str(row.get("kernel", "")), str(row.get("method", ""))
-    if "coopmat" in kernel or "coopmat" in method:
-        return "int8 cooperative matrix", roofs.get("int8_mma_GOPs", math.nan)
-    if row.get("use_dot_ext") is False or row.get("use_dot_ext") == 0:
-        return "int8 dot (best probe)", roofs.get("int8_GOPs", math.nan)
-    if "fp32" in method or "float" in method:
-        return "fp32 fma", roofs.get("fp32_GFLOPs", math.nan)
-    saturate = row.get("saturate")
-    if saturate is True or saturate == 1:
-        return "int8 dot (OpSDotAccSat)", roofs.get("int8_sat_GOPs", math.nan)
-    if saturate is False or saturate == 0:
-        return "int8 dot (OpSDot + add)", roofs.get("int8_wrap_GOPs", math.nan)
-    return "int8 dot (best probe)", roofs.get("int8_GOPs", math.nan)
-
-
-def check_under_roofs(frames, roofs: dict, slack: float = 1.05) -> pd.DataFrame:
-    """Every Vulkan kernel row that computes (macs > 0) with its roof (`row_roof`) and `roof_fraction`; `above`
-    marks rows faster than `slack` x their roof — a roof that is not one. torch rows are not bounded by these
-    roofs (tensor cores, or the CPU itself on lavapipe) and are left out."""
-    df = pd.concat([f for f in frames if f is not None and len(f)], ignore_index=True)
-    if not len(df) or "macs" not in df:
-        return pd.DataFrame(columns=["kernel", "method", "GOP/s", "roof", "roof_GOPs", "roof_fraction", "above"])
-    df = df[(df["macs"].fillna(0) > 0) & df["GOP/s"].notna() & (df["kernel"] != "peak")]
-    df = df[~df["method"].astype(str).str.startswith("torch")].copy()
-    roof = [row_roof(r, roofs) for r in df.to_dict("records")]
-    df["roof"] = [name for name, _ in roof]
-    df["roof_GOPs"] = [value for _, value in roof]
-    df["roof_fraction"] = df["GOP/s"] / df["roof_GOPs"]
-    df["above"] = df["roof_fraction"] > slack
-    return df
-
-
-def check_results_dir(folder) -> tuple[dict, pd.DataFrame]:
-    """The roofline check over a results folder written by `workbench bench …` / `main --benchmarks` (peak.csv with
-    the copy and peak rows, conv_pw.csv, conv_gap.csv, coopmat.csv): (roofs, every compute row against its roof)."""
-    from pathlib import Path
-    folder = Path(folder)
-    load = lambda name: pd.read_csv(folder / f"{name}.csv") if (folder / f"{name}.csv").exists() else None  # noqa
-    peak_all = load("peak")
-    if peak_all is None:
-        raise FileNotFoundError(f"no peak.csv in {folder}: run `workbench bench peak` first")
-    copy_df = peak_all[peak_all["kernel"] == "copy"]
-    if not len(copy_df) and load("copy") is not None:
-        copy_df = load("copy")
-    peak_df = peak_all[peak_all["kernel"] == "peak"]
-    coop = load("coopmat")
-    r = roofs(copy_df, peak_df, coop[coop["kernel"] == "coopmat peak"] if coop is not None and "GOP/s" in coop
-              else None)
-    frames = [load("conv_pw"), load("conv_gap"),  # the load-free diagnostic rows must stay under the roof too
-              coop[coop["kernel"] == "coopmat gemm"] if coop is not None and "GOP/s" in coop else None]
-    return r, check_under_roofs(frames, r)
-
-
-CUDA_UVEC4_COPY = r"""
-extern "C" __global__ void copy_uvec4(uint4* __restrict__ dst, const uint4* __restrict__ src, unsigned n) {
-  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) dst[i] = src[i];
-}
-"""
-
-
-def _cuda_copy_samples(nbytes: int, copies: int, min_time_s: float):
-    """The Vulkan copy shader's twin in CUDA (one 16-byte uint4 per thread, 256 threads per block), compiled with
-    CuPy's NVRTC, timed by CUDA events around `copies` launches, and by the host's wall clock around the same."""
-    import time
-
-    import cupy as cp
-    n = nbytes // 16
-    src = cp.zeros(4 * n, dtype=cp.uint32)
-    dst = cp.empty_like(src)
-    kernel = cp.RawKernel(CUDA_UVEC4_COPY, "copy_uvec4")
-    grid = ((n + 255) // 256,)
-    launch = lambda: kernel(grid, (256,), (dst, src, cp.uint32(n)))  # noqa: E731
-    for _ in range(3):
-        launch()
-    cp.cuda.Device().synchronize()
-    events, wall = [], []
-    start_all = time.perf_counter()
-    while len(events) < 5 or time.perf_counter() - start_all < min_time_s:
-        begin, end = cp.cuda.Event(), cp.cuda.Event()
-        t0 = time.perf_counter_ns()
-        begin.record()
-        for _ in range(copies):
-            launch()
-        end.record()
-        end.synchronize()
-        wall.append((time.perf_counter_ns() - t0) / copies)
-        events.append(cp.cuda.get_elapsed_time(begin, end) * 1e6 / copies)
-        if len(events) >= 200:
-            break
-    return np.array(events), np.array(wall)
-
-
-def instrument_check(device, size_mib: float = 256, copies: int = 100, quick: bool = False) -> pd.DataFrame:
-    """Do the clocks agree? Vulkan: the same copies timed by GPU timestamps and by the host's wall clock around
-    the submit (a long recording, so submission costs little). NVIDIA with CuPy: the same copy kernel (one 16-byte
-    vector per thread) written in CUDA, timed by CUDA events — same bytes, same access pattern, other clock — and
-    those events against the host's wall clock too. torch's own copy_ is listed as well: another implementation,
-    so its gap measures the implementation, not the clocks."""
-    from .. import bench
-    from .copy import CopySpec, record_copy
-    env = bench.environment(device)
-    if quick:
-        size_mib, copies = 1, 4
-    spec = CopySpec(int(size_mib * 2**20) // 16 * 16)
-    min_time = 0.05 if quick else 0.5
-    with device.buffer(nbytes=spec.nbytes) as src, device.buffer(nbytes=spec.nbytes) as dst, \
-            device.record("instrument check") as rec:
-        for _ in range(copies):
-            record_copy(rec, device, spec, dst, src)
-        gpu, host = bench.sample_recording(rec, repeats=copies, min_samples=5, min_time_s=min_time)
-    vk_us = float(np.median(gpu) / 1e3)
-    rows = []
-
-    def add(check, a, a_us, b, b_us):
-        rows.append({"check": check, "size_mib": size_mib, "copies_per_sample": copies, "a": a, "a_us": a_us,
-                     "b": b, "b_us": b_us, "difference_pct": 100 * (b_us - a_us) / a_us, **env})
-
-    add("same Vulkan copies: GPU timestamps vs host wall clock", "vulkan timestamps", vk_us,
-        "host wall clock", float(np.median(host) / 1e3))
-    import torch
-    if device.info.vendor == "NVIDIA" and torch.cuda.is_available():
-        try:
-            events, wall = _cuda_copy_samples(spec.nbytes, copies, min_time)
-        except ImportError:
-            events = None
-        if events is not None:
-            cuda_us = float(np.median(events) / 1e3)
-            add("same copy kernel: Vulkan timestamps vs CUDA events (CuPy, uint4 per thread)", "vulkan timestamps",
-                vk_us, "cuda events", cuda_us)
-            add("same CUDA copies: CUDA events vs host wall clock", "cuda events", cuda_us, "host wall clock",
-                float(np.median(wall) / 1e3))
-        where, fn, _ = bench._torch_copy_timer(spec.nbytes, device)
-        torch_us = float(np.median(bench.sample_callable(fn, cuda_events=True, min_time_s=min_time)) / 1e3)
-        add("another implementation: Vulkan shader copy vs torch copy_ (CUDA events)", "vulkan timestamps", vk_us,
-            "cuda events", torch_us)
-    return pd.DataFrame(rows)
-
-
-def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True) -> pd.DataFrame:
-    """`workbench bench peak`: the copy roofline, the compute peaks and the instrument check, one frame."""
-    from .. import bench
-    copy_df = bench.copy_suite(device, writer, quick=quick, show_progress=show_progress)
-    copy_df["suite"] = "copy"
-    peak_df = bench_peak(device, writer, quick=quick, show_progress=show_progress)
-    peak_df["suite"] = "peak"
-    for row in best_probes(peak_df).to_dict("records"):
-        theory = row.get("theoretical_GOPs", math.nan)
-        versus = f" = {100 * row['probe_fraction']:.0f}% of the theoretical {theory:,.0f}" if np.isfinite(theory) \
-            else " (no theoretical rate for this device)"
-        print(f"roof {row['method']}: {row['GOP/s']:,.0f} GOP/s at local size {row['local_size']}, "
-              f"{row['chains']} chains{versus}")
-    check_df = instrument_check(device, quick=quick)
-    check_df["suite"] = "instrument check"
-    check_df["kernel"] = "instrument check"
-    if writer:
-        for row in check_df.to_dict("records"):
-            writer.append(row)
-    return pd.concat([copy_df, peak_df, check_df], ignore_index=True)

@@ -1,4 +1,4 @@
-"""Pixel shuffle: the float kernels, the fused int8x4 kernel, and the decomposed chain it replaces.
+"""Pixel shuffle: the index map and its references, the float kernels and the fused int8x4 kernel.
 
 ``(N, C·r², H, W) → (N, C, H·r, W·r)``: output element ``(n, c, oh, ow)`` reads input element
 ``(n, c·r² + (oh % r)·r + (ow % r), oh // r, ow // r)`` (reference ``etvk.md`` §2.1).
@@ -12,14 +12,15 @@ push constants, local and global size, bytes read / written, reference):
   and up to 4 input texel reads.  Any ``r >= 1``.
 * :class:`Q8taPixelShuffleSpec` — the fused int8x4 kernel (``q8ta_pixel_shuffle.glsl``) on the channels-packed int8
   family (4W4C, 4C1W, 4C; input and output layouts independent), one thread per output word; passthrough (byte
-  shuffle) or requantize path; any ``r >= 1`` (ET-VK supports only r = 2).
-* :class:`Q8taDequantizeSpec`, :class:`Q8taQuantizeSpec` and :class:`Q8taPixelShuffleChainSpec` — the decomposed
-  chain ``q8ta_dequantize → float pixel shuffle → q8ta_quantize``: three dispatches, two fp32 buffers in between.
+  shuffle) or requantize path; any ``r >= 1`` (ET-VK supports only r = 2).  What it shares with the block kernel
+  (``kernels.pixel_shuffle_block``) is :class:`FusedPixelShuffleSpec`.
 
-Runners (:class:`PixelShuffleRun`, :class:`Q8taPixelShuffleRun`, :class:`Q8taChainRun`) bind a spec to device
-resources: they allocate and fill the buffers / images and the metadata UBOs, ``record(rec)`` adds the dispatches to
-a recording, ``output()`` downloads the result as an NCHW torch tensor.  ``workbench.ops.pixel_shuffle`` and
-:func:`bench_suite` use them.
+The decomposed chain the fused kernel replaces (dequantize → float pixel shuffle → quantize) is
+``kernels.q8ta_quantize``; the benchmarks are ``workbench.benchmarks.pixel_shuffle``.
+
+Runners (:class:`PixelShuffleRun`, :class:`Q8taPixelShuffleRun`) bind a spec to device resources: they allocate and
+fill the buffers / images and the metadata UBOs, ``record(rec)`` adds the dispatches to a recording, ``output()``
+downloads the result as an NCHW torch tensor.
 
 Bytes moved are counted per dispatch as bytes read + bytes written once each (what a perfect cache would move):
 int8 words that hold at least one logical element, fp32 / fp16 elements, whole texels of the images.
@@ -37,25 +38,17 @@ from . import KernelRun, linear_global_size, storage_global_size, texture_local_
 
 FLOAT_SHADER = "pixel_shuffle"
 FUSED_SHADER = "q8ta_pixel_shuffle"
-BLOCK_SHADER = "q8ta_pixel_shuffle_block"
-#: Below this many threads the block kernel (4 output words of 16 B per thread) underfills a large GPU: on the H200
-#: it lost to the per-word kernel at 3,456 threads (1×96×64×36) and won from 13,824 (1×96×128×72) on.
-BLOCK_MIN_THREADS = 8192
-QUANTIZE_SHADER = "q8ta_quantize"
-DEQUANTIZE_SHADER = "q8ta_dequantize"
 LOCAL_SIZE = (64, 1, 1)  # buffers: ET-VK's {64, 1, 1}
 
 #: Layouts the fused kernel accepts: packed dim C with block 4 (ET-VK's "channels-packed int8" family).
 FUSED_LAYOUTS = ("4W4C", "4C1W", "4C")
-#: Packed-dim names accepted for float tensors → float layout base names.
-PACKED_DIMS = {"width": "WIDTH_PACKED", "height": "HEIGHT_PACKED", "channels": "CHANNELS_PACKED"}
-_PACKED_ALIASES = {"width": "width", "w": "width", "widthpacked": "width",
-                   "height": "height", "h": "height", "heightpacked": "height",
-                   "channels": "channels", "channel": "channels", "c": "channels", "channelspacked": "channels"}
 STORAGES = ("buffer", "texture")
 FLOAT_DTYPES = {"float32": (np.float32, 4), "float16": (np.float16, 2)}
 #: ET-VK's passthrough tolerance: |s_in - s_out| <= 1e-7 * max(|s_in|, 1e-7) and equal zero points.
 PASSTHROUGH_RTOL = 1e-7
+#: ET-VK's test qparams: same_qp (passthrough) and diff_qp (requantize).
+SAME_QP = (0.007112, 0, 0.007112, 0)
+DIFF_QP = (0.007112, 0, 0.013, 5)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -94,19 +87,10 @@ def destination_element(n, c_in, ih, iw, r):
     return n, c, ih * r + dy, iw * r + dx
 
 
-def packed_dim_name(layout) -> str:
-    key = "".join(ch for ch in str(layout).lower() if ch.isalnum())
-    if key.endswith("texture"):
-        key = key[: -len("texture")]
-    if key not in _PACKED_ALIASES:
-        raise ValueError(f"unknown layout (packed dim) {layout!r}; expected 'channels', 'width' or 'height'")
-    return _PACKED_ALIASES[key]
-
-
 def float_layout(packed: str, storage: str) -> L.Layout:
     if storage not in STORAGES:
         raise ValueError(f"unknown storage {storage!r}; expected 'buffer' or 'texture'")
-    return L.get_layout(PACKED_DIMS[packed_dim_name(packed)], storage=storage)
+    return L.get_layout(L.PACKED_DIMS[L.packed_dim_name(packed)], storage=storage)
 
 
 def fused_layout(name, which: str = "input") -> L.Layout:
@@ -161,7 +145,7 @@ def pixel_shuffle_reference(x: np.ndarray, r: int) -> np.ndarray:
     return np.ascontiguousarray(x.reshape(n, co, r, r, h, w).transpose(0, 1, 4, 2, 5, 3).reshape(n, co, h * r, w * r))
 
 
-def _touched_words(lay: L.Layout, sizes) -> int:
+def touched_words(lay: L.Layout, sizes) -> int:
     """int32 words of an int8x4 tensor that hold at least one logical element: a word is 4 consecutive elements
     along the packed dim at one position of every other dim, so numel / size_packed * ceil(size_packed / 4)."""
     sz = L.normalize_sizes(sizes)
@@ -169,13 +153,18 @@ def _touched_words(lay: L.Layout, sizes) -> int:
     return int(np.prod(sz)) // packed * math.ceil(packed / 4)
 
 
-def _shape_str(sizes) -> str:
+def shape_str(sizes) -> str:
     return "x".join(str(int(s)) for s in sizes)
 
 
-# ---------------------------------------------------------------------------------------------------------------------
-# Specs
-# ---------------------------------------------------------------------------------------------------------------------
+def check_qparams(scale, zero_point, which):
+    if not np.isfinite(scale) or float(scale) <= 0:
+        raise ValueError(f"{which} scale must be a finite positive number, got {scale!r}")
+    if isinstance(zero_point, (bool, np.bool_)) or not isinstance(zero_point, (int, np.integer)) \
+            or not -128 <= int(zero_point) <= 127:
+        raise ValueError(f"{which} zero point must be an int in [-128, 127], got {zero_point!r}")
+
+
 
 @dataclass(frozen=True)
 class PixelShuffleSpec:
@@ -193,7 +182,7 @@ class PixelShuffleSpec:
         object.__setattr__(self, "r", check_upscale_factor(self.r))
         if self.storage not in STORAGES:
             raise ValueError(f"unknown storage {self.storage!r}; expected 'buffer' or 'texture'")
-        object.__setattr__(self, "packed_dim", packed_dim_name(self.packed_dim))
+        object.__setattr__(self, "packed_dim", L.packed_dim_name(self.packed_dim))
         if self.dtype not in FLOAT_DTYPES:
             raise ValueError(f"unknown dtype {self.dtype!r}; expected one of {', '.join(FLOAT_DTYPES)}")
         object.__setattr__(self, "out_sizes", output_sizes(self.in_sizes, self.r))
@@ -292,13 +281,15 @@ class PixelShuffleSpec:
 
     def describe(self) -> str:
         return (f"pixel_shuffle {self.storage} {self.packed_dim}-packed {self.dtype} r={self.r}: "
-                f"[{_shape_str(self.in_sizes)}] -> [{_shape_str(self.out_sizes)}], {self.threads} threads "
+                f"[{shape_str(self.in_sizes)}] -> [{shape_str(self.out_sizes)}], {self.threads} threads "
                 f"({'texels' if self.storage == 'texture' else 'elements'}), local {self.local_size}")
 
 
 @dataclass(frozen=True)
-class Q8taPixelShuffleSpec(RequantPath):
-    """The fused int8x4 pixel shuffle.  Quantization parameters as in torch (``out_scale``, not its inverse)."""
+class FusedPixelShuffleSpec(RequantPath):
+    """What the fused int8x4 pixel shuffles share (the per-word kernel here, the block kernel in
+    ``pixel_shuffle_block``): shapes, channels-packed layouts, qparams as in torch (``out_scale``, not its inverse),
+    push constants, metadata, traffic and reference."""
 
     in_sizes: tuple
     r: int = 2
@@ -308,128 +299,21 @@ class Q8taPixelShuffleSpec(RequantPath):
     in_zero_point: int = 0
     out_scale: float = 1.0
     out_zero_point: int = 0
-    specialize_r: bool = False       # True: r as specialization constant 5 (variants *_rspec)
-    output_order: bool = False       # True: thread t writes output word t (variants *_outorder)
-    block: bool = False              # True: 16 words per thread, 4×4 byte transpose in registers (r = 2)
-    lut: int = 0                     # block kernel, requant path: 1 a 256-entry table in shared memory, 2 the
-                                     # same 32× interleaved (no bank conflicts; 32 KB)
-    swizzle: bool = False            # block kernel: two-stage 4x4 byte transpose (masks and shifts per pair)
-    local_x: int = LOCAL_SIZE[0]     # block kernel: local size (ET-VK's 64 elsewhere)
-    pixel_tile: bool | None = None   # block kernel, 4C output: one thread per input pixel x 4 output channel blocks
-                                     # (16-byte stores); None: wherever C4_out % 4 == 0
-    tile_co: int | None = None       # block kernel: warps as tile_co channel blocks x 32 / tile_co width blocks
-                                     # (0: channel block fastest); None: DEFAULT_TILE_CO of the pair
-    convert: bool = False            # block kernel, requant without a table: int <-> float conversion instructions
-                                     # (the first version) instead of the magic-number arithmetic (same results)
-    pair_store: bool = False         # block kernel, 4C1W output: neighbouring lanes swap a block so that every
-                                     # store instruction writes whole 32-byte sectors (needs tile_co < subgroup)
     out_sizes: tuple = field(init=False)
 
     def __post_init__(self):
         object.__setattr__(self, "in_sizes", L.normalize_sizes(self.in_sizes))
         object.__setattr__(self, "r", check_upscale_factor(self.r))
-        object.__setattr__(self, "specialize_r", bool(self.specialize_r))
-        object.__setattr__(self, "output_order", bool(self.output_order))
         object.__setattr__(self, "in_layout", fused_layout(self.in_layout, "input").name)
         object.__setattr__(self, "out_layout", fused_layout(self.out_layout, "output").name)
-        _check_qparams(self.in_scale, self.in_zero_point, "input")
-        _check_qparams(self.out_scale, self.out_zero_point, "output")
+        check_qparams(self.in_scale, self.in_zero_point, "input")
+        check_qparams(self.out_scale, self.out_zero_point, "output")
         object.__setattr__(self, "out_sizes", output_sizes(self.in_sizes, self.r))
-        object.__setattr__(self, "block", bool(self.block))
-        if self.block and not block_applies(self.in_layout, self.out_layout, self.r):
-            raise ValueError(f"the block kernel needs r = 2, got r = {self.r} ({self.in_layout} → "
-                             f"{self.out_layout})")
-        if self.block and (self.specialize_r or self.output_order):
-            raise ValueError("the block kernel has no _rspec / _outorder variants")
-        if self.lut not in (0, 1, 2, False, True):
-            raise ValueError(f"lut must be 0 (none), 1 (table) or 2 (bank-interleaved table), got {self.lut!r}")
-        object.__setattr__(self, "lut", int(self.lut))
-        object.__setattr__(self, "swizzle", bool(self.swizzle))
-        if (self.lut or self.swizzle or self.local_x != LOCAL_SIZE[0]) and not self.block:
-            raise ValueError("lut, swizzle and local_x are options of the block kernel only")
-        aligned_4c = self.out_layout == "4C" and math.ceil(self.out_sizes[1] / 4) % 4 == 0
-        if self.pixel_tile is None:
-            object.__setattr__(self, "pixel_tile", bool(self.block and aligned_4c))
-        elif self.pixel_tile and not (self.block and aligned_4c):
-            raise ValueError(f"pixel_tile needs the block kernel, 4C output and C_out blocks in fours (C4_out % 4 "
-                             f"== 0); got {self.in_layout} → {self.out_layout}, C_out = {self.out_sizes[1]}")
-        if self.local_x not in (32, 64, 128, 256, 512):
-            raise ValueError(f"local_x must be a power of two from 32 to 512, got {self.local_x}")
-        if (self.tile_co or self.convert) and not self.block:
-            raise ValueError("tile_co and convert are options of the block kernel only")
-        if self.tile_co is None:
-            c4_out = math.ceil(self.out_sizes[1] / 4)
-            channel_blocks = c4_out // 4 if self.pixel_tile else c4_out
-            object.__setattr__(self, "tile_co", default_tile_co(self.in_layout, self.out_layout, channel_blocks)
-                                                    if self.block else 0)
-        if self.tile_co not in TILE_CO_CHOICES:
-            raise ValueError(f"tile_co must be one of {TILE_CO_CHOICES} (0: channel block fastest), "
-                             f"got {self.tile_co!r}")
-        object.__setattr__(self, "convert", bool(self.convert))
-        object.__setattr__(self, "pair_store", bool(self.pair_store))
-        if self.pair_store and not (self.block and self.out_layout == "4C1W" and self.vector_access[1]
-                                    and 0 < self.tile_co < 32 and not self.pixel_tile):
-            raise ValueError(f"pair_store needs the block kernel writing 16-byte blocks into 4C1W (output width a "
-                             f"multiple of 4) with 0 < tile_co < 32; got {self.in_layout} → {self.out_layout}, "
-                             f"output width {self.out_sizes[3]}, tile_co {self.tile_co}")
-        if self.convert and self.lut:
-            raise ValueError("convert picks the arithmetic requantize path; a lut replaces it (choose one)")
 
     dispatches = 1
 
-    @property
-    def shader(self) -> str:
-        return BLOCK_SHADER if self.block else FUSED_SHADER
-
-    @property
-    def vector_access(self) -> tuple[bool, bool]:
-        """Block kernel: (16-byte loads, 16-byte stores) — where a whole 4-word block is contiguous and aligned:
-        4W4C always; 4C1W when the width is a multiple of 4; 4C when its channel blocks come in fours (C4 % 4 == 0;
-        output: with `pixel_tile`, else one word per output pixel, neighbouring threads writing neighbouring
-        words)."""
-        def vec(layout, sizes, is_input):
-            n, c, h, w = sizes
-            if layout == "4W4C":
-                return True
-            if layout == "4C1W":
-                return w % 4 == 0
-            return (is_input or self.pixel_tile) and math.ceil(c / 4) % 4 == 0
-        return vec(self.in_layout, self.in_sizes, True), vec(self.out_layout, self.out_sizes, False)
-
-    @property
-    def defines(self) -> dict:
-        if self.block:
-            vec_in, vec_out = self.vector_access
-            return {"IN_LAYOUT": FUSED_LAYOUTS.index(self.in_layout),
-                    "OUT_LAYOUT": FUSED_LAYOUTS.index(self.out_layout),
-                    "VEC_IN": vec_in, "VEC_OUT": vec_out, "REQUANT_LUT": int(self.lut), "SWIZZLE": self.swizzle,
-                    "PIXEL_TILE": self.pixel_tile, "TILE_CO": self.tile_co, "REQUANT_CONVERT": self.convert,
-                    "PAIR_STORE": self.pair_store}
-        return {"SPECIALIZE_R": self.specialize_r, "OUTPUT_ORDER": self.output_order}
-
-    @property
-    def variant(self) -> str:
-        if self.block:
-            vec_in, vec_out = self.vector_access
-            pair = "" if (self.in_layout, self.out_layout) == ("4W4C", "4W4C") else \
-                f"_{self.in_layout}_{self.out_layout}"  # 4W4C → 4W4C keeps the landed kernel's name
-            return (f"{BLOCK_SHADER}{pair}" + {0: "", 1: "_lut", 2: "_lut32"}[self.lut]
-                    + ("_swizzle" if self.swizzle else "") + ("_pixel" if self.pixel_tile else "")
-                    + ("" if vec_in else "_wordin")
-                    + ("" if vec_out else "_wordout") + (f"_l{self.local_x}" if self.local_x != 64 else "")
-                    + (f"_t{self.tile_co}" if self.tile_co else "") + ("_cvt" if self.convert else "")
-                    + ("_pair" if self.pair_store else ""))
-        return FUSED_SHADER + ("_rspec" if self.specialize_r else "") + ("_outorder" if self.output_order else "")
-
-    def spec_constants(self) -> dict:
-        """ET-VK's order for this op: 3 input layout, 4 output layout; 5 r for the ``_rspec`` variant.
-        The block kernel is 4W4C-only and takes none."""
-        if self.block:
-            return {}
-        constants = {3: L.get_layout(self.in_layout).spec_constant(), 4: L.get_layout(self.out_layout).spec_constant()}
-        if self.specialize_r:
-            constants[5] = self.r
-        return constants
+    def check_device(self, device) -> None:
+        """Raise where `device` cannot run this variant (nothing to check here)."""
 
     def push_constants(self) -> bytes:
         """24 bytes: float scale_in, float inv_scale_out, int zp_in, int zp_out, int r, int passthrough."""
@@ -443,38 +327,18 @@ class Q8taPixelShuffleSpec(RequantPath):
                 L.get_layout(self.in_layout).buffer_metadata(self.in_sizes))
 
     @property
-    def threads(self) -> int:
-        """One per output word: N · ceil(C_out / 4) · H_out · W_out (ET-VK's order), or every word of the output
-        layout, padding included (``output_order``; padding threads return at once)."""
-        if self.output_order:
-            return L.get_layout(self.out_layout).num_words(self.out_sizes)
-        if self.block:  # one per (n, ih, iw, 4 output channel blocks) or (n, ih, input width block, channel block)
-            n, _, h, w = self.in_sizes
-            c4_out = math.ceil(self.out_sizes[1] / 4)
-            channel, width = (c4_out // 4, w) if self.pixel_tile else (c4_out, math.ceil(w / 4))
-            if self.tile_co:  # whole tiles of tile_co x 32 / tile_co
-                tile_w = 32 // self.tile_co
-                channel = math.ceil(channel / self.tile_co) * self.tile_co
-                width = math.ceil(width / tile_w) * tile_w
-            return n * h * channel * width
-        return self.written_words
-
-    @property
     def written_words(self) -> int:
         n, c, h, w = self.out_sizes
         return n * math.ceil(c / 4) * h * w
 
-    @property
-    def local_size(self) -> tuple[int, int, int]:
-        return (self.local_x, 1, 1)
-
     def global_size(self, device=None) -> tuple[int, int, int]:
+        local_x = self.local_size[0]
         if device is None:
-            return (math.ceil(self.threads / self.local_x) * self.local_x, 1, 1)
-        return linear_global_size(device, self.threads, self.local_x)
+            return (math.ceil(self.threads / local_x) * local_x, 1, 1)
+        return linear_global_size(device, self.threads, local_x)
 
     def bytes_read(self) -> int:
-        return 4 * _touched_words(L.get_layout(self.in_layout), self.in_sizes)
+        return 4 * touched_words(L.get_layout(self.in_layout), self.in_sizes)
 
     def bytes_written(self) -> int:
         return 4 * self.written_words
@@ -495,232 +359,67 @@ class Q8taPixelShuffleSpec(RequantPath):
 
     def describe(self) -> str:
         return (f"{self.variant} {self.in_layout}->{self.out_layout} r={self.r} {self.path}: "
-                f"[{_shape_str(self.in_sizes)}] -> [{_shape_str(self.out_sizes)}], {self.threads} threads (words)")
-
-
-#: Block kernel thread orders (tile_co): 0 = channel block fastest; T = warps of T channel blocks x 32 / T widths.
-TILE_CO_CHOICES = (0, 1, 2, 4, 8, 16, 32)
-
-
-def default_tile_co(in_layout: str, out_layout: str, channel_blocks: int) -> int:
-    """The block kernel's thread order for a layout pair: where a side is 4C1W (its channel blocks lie W words apart)
-    warps of 4 channel blocks x 8 width blocks (runs of 128-256 contiguous bytes on both sides), fewer channel
-    blocks where the tensor has fewer (`channel_blocks`: output channel blocks, or groups of 4 of them for the pixel
-    tile; padding threads would idle); else channel block fastest (4W4C and 4C keep neighbouring channel blocks
-    adjacent)."""
-    if "4C1W" not in (in_layout, out_layout):
-        return 0
-    return min(4, 1 << (max(int(channel_blocks), 1).bit_length() - 1))
-
-
-def block_applies(in_layout, out_layout, r) -> bool:
-    """Whether the block kernel covers this case: any channels-packed pair (4W4C, 4C1W, 4C), r = 2."""
-    try:
-        return (L.get_layout(in_layout).name in FUSED_LAYOUTS and L.get_layout(out_layout).name in FUSED_LAYOUTS
-                and r == 2)
-    except ValueError:  # unknown layouts get their error from the spec
-        return False
-
-
-def _check_qparams(scale, zero_point, which):
-    if not np.isfinite(scale) or float(scale) <= 0:
-        raise ValueError(f"{which} scale must be a finite positive number, got {scale!r}")
-    if isinstance(zero_point, (bool, np.bool_)) or not isinstance(zero_point, (int, np.integer)) \
-            or not -128 <= int(zero_point) <= 127:
-        raise ValueError(f"{which} zero point must be an int in [-128, 127], got {zero_point!r}")
+                f"[{shape_str(self.in_sizes)}] -> [{shape_str(self.out_sizes)}], {self.threads} threads (words)")
 
 
 @dataclass(frozen=True)
-class Q8taDequantizeSpec:
-    """int8x4 (any int8 layout) → fp32 buffer (any float buffer layout); one thread per output element."""
+class Q8taPixelShuffleSpec(FusedPixelShuffleSpec):
+    """The fused int8x4 pixel shuffle, one thread per output word (ET-VK's kernel, and two variants of it)."""
 
-    sizes: tuple
-    in_layout: str = "4W4C"
-    out_layout: str = "WIDTH_PACKED"
-    scale: float = 1.0
-    zero_point: int = 0
-
-    shader = DEQUANTIZE_SHADER
-    dispatches = 1
-    local_size = LOCAL_SIZE
+    specialize_r: bool = False       # True: r as specialization constant 5 (variants *_rspec)
+    output_order: bool = False       # True: thread t writes output word t (variants *_outorder)
 
     def __post_init__(self):
-        object.__setattr__(self, "sizes", L.normalize_sizes(self.sizes))
-        if not L.get_layout(self.in_layout).is_int8:
-            raise ValueError(f"q8ta_dequantize reads an int8x4 layout, got {self.in_layout}")
-        out = L.get_layout(self.out_layout)
-        if out.is_int8 or out.is_texture:
-            raise ValueError(f"q8ta_dequantize writes a float buffer layout, got {out.name}")
-        _check_qparams(self.scale, self.zero_point, "dequantize")
+        super().__post_init__()
+        object.__setattr__(self, "specialize_r", bool(self.specialize_r))
+        object.__setattr__(self, "output_order", bool(self.output_order))
+
+    shader = FUSED_SHADER
 
     @property
     def defines(self) -> dict:
-        return {}
+        return {"SPECIALIZE_R": self.specialize_r, "OUTPUT_ORDER": self.output_order}
+
+    @property
+    def variant(self) -> str:
+        return FUSED_SHADER + ("_rspec" if self.specialize_r else "") + ("_outorder" if self.output_order else "")
 
     def spec_constants(self) -> dict:
-        return {3: L.get_layout(self.in_layout).spec_constant(), 4: L.get_layout(self.out_layout).spec_constant()}
-
-    def push_constants(self) -> bytes:
-        return np.array([self.scale], np.float32).tobytes() + np.array([self.zero_point], np.int32).tobytes()
-
-    def metadata(self) -> tuple[bytes, bytes]:
-        return (L.get_layout(self.out_layout).buffer_metadata(self.sizes),
-                L.get_layout(self.in_layout).buffer_metadata(self.sizes))
+        """ET-VK's order for this op: 3 input layout, 4 output layout; 5 r for the ``_rspec`` variant."""
+        constants = {3: L.get_layout(self.in_layout).spec_constant(), 4: L.get_layout(self.out_layout).spec_constant()}
+        if self.specialize_r:
+            constants[5] = self.r
+        return constants
 
     @property
     def threads(self) -> int:
-        return int(np.prod(self.sizes))
-
-    def global_size(self, device=None):
-        if device is None:
-            return (math.ceil(self.threads / LOCAL_SIZE[0]) * LOCAL_SIZE[0], 1, 1)
-        return linear_global_size(device, self.threads, LOCAL_SIZE[0])
-
-    def bytes_read(self) -> int:
-        return 4 * _touched_words(L.get_layout(self.in_layout), self.sizes)
-
-    def bytes_written(self) -> int:
-        return 4 * self.threads
-
-    def bytes_moved(self) -> int:
-        return self.bytes_read() + self.bytes_written()
-
-    def reference(self, q) -> np.ndarray:
-        a = np.asarray(q)
-        return ((a.astype(np.int32) - np.int32(self.zero_point)).astype(np.float32)
-                * np.float32(self.scale)).astype(np.float32)
-
-
-@dataclass(frozen=True)
-class Q8taQuantizeSpec:
-    """fp32 buffer (any float buffer layout) → int8x4 (any int8 layout); one thread per output word (all words,
-    padding included: padding lanes get the zero point)."""
-
-    sizes: tuple
-    in_layout: str = "WIDTH_PACKED"
-    out_layout: str = "4W4C"
-    scale: float = 1.0
-    zero_point: int = 0
-
-    shader = QUANTIZE_SHADER
-    dispatches = 1
-    local_size = LOCAL_SIZE
-
-    def __post_init__(self):
-        object.__setattr__(self, "sizes", L.normalize_sizes(self.sizes))
-        lay = L.get_layout(self.in_layout)
-        if lay.is_int8 or lay.is_texture:
-            raise ValueError(f"q8ta_quantize reads a float buffer layout, got {lay.name}")
-        if not L.get_layout(self.out_layout).is_int8:
-            raise ValueError(f"q8ta_quantize writes an int8x4 layout, got {self.out_layout}")
-        _check_qparams(self.scale, self.zero_point, "quantize")
+        """One per output word: N · ceil(C_out / 4) · H_out · W_out (ET-VK's order), or every word of the output
+        layout, padding included (``output_order``; padding threads return at once)."""
+        if self.output_order:
+            return L.get_layout(self.out_layout).num_words(self.out_sizes)
+        return self.written_words
 
     @property
-    def defines(self) -> dict:
-        return {}
-
-    def spec_constants(self) -> dict:
-        """3 input layout, 4 output layout; the float input is addressed through its metadata strides alone, so
-        the compiler drops constant 3 and it is not passed."""
-        return {4: L.get_layout(self.out_layout).spec_constant()}
-
-    def push_constants(self) -> bytes:
-        return inverse_scale(self.scale).tobytes() + np.array([self.zero_point], np.int32).tobytes()
-
-    def metadata(self) -> tuple[bytes, bytes]:
-        return (L.get_layout(self.out_layout).buffer_metadata(self.sizes),
-                L.get_layout(self.in_layout).buffer_metadata(self.sizes))
-
-    @property
-    def threads(self) -> int:
-        return L.get_layout(self.out_layout).num_words(self.sizes)
-
-    def global_size(self, device=None):
-        if device is None:
-            return (math.ceil(self.threads / LOCAL_SIZE[0]) * LOCAL_SIZE[0], 1, 1)
-        return linear_global_size(device, self.threads, LOCAL_SIZE[0])
-
-    def bytes_read(self) -> int:
-        return 4 * int(np.prod(self.sizes))
-
-    def bytes_written(self) -> int:
-        return 4 * self.threads
-
-    def bytes_moved(self) -> int:
-        return self.bytes_read() + self.bytes_written()
-
-    def reference(self, x) -> np.ndarray:
-        """ET-VK's order: clamp(roundEven(x * inv_scale) + zp)."""
-        s = (np.asarray(x, dtype=np.float32) * inverse_scale(self.scale)).astype(np.float32)
-        return np.clip(np.rint(s).astype(np.int64) + int(self.zero_point), -128, 127).astype(np.int8)
-
-
-@dataclass(frozen=True)
-class Q8taPixelShuffleChainSpec:
-    """The decomposed chain the fused kernel replaces: dequantize → float pixel shuffle → quantize, 3 dispatches,
-    each with its own output buffer (fp32 intermediates in ``float_layout``, a contiguous buffer by default, as
-    ET-VK's dequantize emits for buffers)."""
-
-    fused: Q8taPixelShuffleSpec
-    float_layout: str = "WIDTH_PACKED"
-
-    def __post_init__(self):
-        lay = L.get_layout(self.float_layout)
-        if lay.is_int8 or lay.is_texture:
-            raise ValueError(f"the chain's intermediates are float buffers, got {lay.name}")
-        object.__setattr__(self, "float_layout", lay.name)
-
-    @property
-    def stages(self):
-        f = self.fused
-        packed = {L.W: "width", L.H: "height", L.C: "channels"}[L.get_layout(self.float_layout).packed_dim]
-        return (Q8taDequantizeSpec(f.in_sizes, f.in_layout, self.float_layout, f.in_scale, f.in_zero_point),
-                PixelShuffleSpec(f.in_sizes, f.r, "buffer", packed, "float32"),
-                Q8taQuantizeSpec(f.out_sizes, self.float_layout, f.out_layout, f.out_scale, f.out_zero_point))
-
-    @property
-    def dispatches(self) -> int:
-        return 3
-
-    @property
-    def threads(self) -> int:
-        return sum(s.threads for s in self.stages)
-
-    def bytes_read(self) -> int:
-        return sum(s.bytes_read() for s in self.stages)
-
-    def bytes_written(self) -> int:
-        return sum(s.bytes_written() for s in self.stages)
-
-    def bytes_moved(self) -> int:
-        return sum(s.bytes_moved() for s in self.stages)
-
-    def macs(self) -> int:
-        return 0
-
-    def reference(self, q) -> np.ndarray:
-        """Stage by stage; equal to the fused kernel's result (the same fp32 operations in the same order)."""
-        deq, _, quant = self.stages
-        a = np.asarray(q.detach().cpu().numpy() if hasattr(q, "detach") else q).reshape(self.fused.in_sizes)
-        return quant.reference(pixel_shuffle_reference(deq.reference(a), self.fused.r))
+    def local_size(self) -> tuple[int, int, int]:
+        return LOCAL_SIZE
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Runners: a spec bound to device resources
 # ---------------------------------------------------------------------------------------------------------------------
 
-def _as_numpy(x):
+def as_numpy(x):
     if hasattr(x, "detach"):
         return x.detach().cpu().contiguous().numpy()
     return np.ascontiguousarray(x)
 
 
-def _to_torch(a):
+def to_torch(a):
     import torch
     return torch.from_numpy(np.ascontiguousarray(a))
 
 
-def _random_words(count: int, seed: int = 0) -> np.ndarray:
+def random_words(count: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(-2**31, 2**31, count, dtype=np.int64).astype(np.int32)
 
 
@@ -736,7 +435,7 @@ class PixelShuffleRun(KernelRun):
         lay = spec.layout
         try:
             if x is not None:
-                a = _as_numpy(x).astype(spec.np_dtype, copy=False).reshape(spec.in_sizes)
+                a = as_numpy(x).astype(spec.np_dtype, copy=False).reshape(spec.in_sizes)
                 data = lay.encode(a)
             else:
                 rng = np.random.default_rng(seed)
@@ -767,19 +466,20 @@ class PixelShuffleRun(KernelRun):
         """The result as an NCHW torch tensor (4-D)."""
         spec, lay = self.spec, self.spec.layout
         if spec.storage == "texture":
-            return _to_torch(lay.from_texels(self.out.download(), spec.out_sizes))
+            return to_torch(lay.from_texels(self.out.download(), spec.out_sizes))
         flat = self.out.download(spec.np_dtype, (int(np.prod(spec.out_sizes)),))
-        return _to_torch(lay.from_buffer(flat, spec.out_sizes))
+        return to_torch(lay.from_buffer(flat, spec.out_sizes))
 
 
 class Q8taPixelShuffleRun(KernelRun):
-    """The fused kernel on a device.  ``q``: int8 NCHW tensor, or None for random words (benchmarks)."""
+    """A fused kernel (per-word or block) on a device.  ``q``: int8 NCHW tensor, or None for random words
+    (benchmarks)."""
 
-    def __init__(self, device, spec: Q8taPixelShuffleSpec, q=None, seed: int = 0):
+    def __init__(self, device, spec: FusedPixelShuffleSpec, q=None, seed: int = 0):
         super().__init__(device)
         self.spec = spec
         try:
-            self.inp = self._own(device.buffer(_packed_input(spec.in_layout, spec.in_sizes, q, seed), name="q8ps-in"))
+            self.inp = self._own(device.buffer(packed_input(spec.in_layout, spec.in_sizes, q, seed), name="q8ps-in"))
             out_words = L.get_layout(spec.out_layout).num_words(spec.out_sizes)
             self.out = self._own(device.buffer(nbytes=4 * out_words, name="q8ps-out"))
             out_meta, in_meta = spec.metadata()
@@ -790,319 +490,21 @@ class Q8taPixelShuffleRun(KernelRun):
             raise
 
     def record(self, rec, label: str | None = None):
-        if self.spec.pair_store and self.spec.tile_co >= self.device.info.subgroup_size:
-            raise ValueError(f"pair_store swaps blocks between lanes tile_co = {self.spec.tile_co} apart: it needs "
-                             f"a subgroup wider than that; {self.device.info.name} has "
-                             f"{self.device.info.subgroup_size} lanes")
+        self.spec.check_device(self.device)
         self._dispatch(rec, self.spec, [self.out, self.inp, self.out_meta, self.in_meta], label or self.spec.variant)
 
     def output_words(self) -> np.ndarray:
         return self.out.download(np.int32)
 
     def output(self):
-        return _to_torch(L.get_layout(self.spec.out_layout).unpack(self.output_words(), self.spec.out_sizes))
+        return to_torch(L.get_layout(self.spec.out_layout).unpack(self.output_words(), self.spec.out_sizes))
 
 
-def _packed_input(layout, sizes, q, seed):
+def packed_input(layout, sizes, q, seed):
     lay = L.get_layout(layout)
     if q is None:
-        return _random_words(lay.num_words(sizes), seed)
-    a = _as_numpy(q)
+        return random_words(lay.num_words(sizes), seed)
+    a = as_numpy(q)
     if a.dtype != np.int8:
         raise TypeError(f"expected an int8 tensor, got dtype {a.dtype}")
     return lay.pack(a.reshape(sizes))
-
-
-class Q8taChainRun(KernelRun):
-    """The decomposed chain on a device: 3 dispatches, buffers q_in → f_in → f_out → q_out."""
-
-    LABELS = (DEQUANTIZE_SHADER, "pixel_shuffle_buffer_float", QUANTIZE_SHADER)
-
-    def __init__(self, device, spec: Q8taPixelShuffleChainSpec, q=None, seed: int = 0):
-        super().__init__(device)
-        self.spec = spec
-        f = spec.fused
-        deq, ps, quant = spec.stages
-        self.stage_specs = (deq, ps, quant)
-        try:
-            self.inp = self._own(device.buffer(_packed_input(f.in_layout, f.in_sizes, q, seed), name="chain-q-in"))
-            self.f_in = self._own(device.buffer(nbytes=4 * int(np.prod(f.in_sizes)), name="chain-f-in"))
-            self.f_out = self._own(device.buffer(nbytes=4 * int(np.prod(f.out_sizes)), name="chain-f-out"))
-            self.out = self._own(device.buffer(nbytes=4 * quant.threads, name="chain-q-out"))
-            self.metas = []
-            for s in self.stage_specs:
-                o, i = s.metadata()
-                self.metas.append((self._own(device.uniform(np.frombuffer(o, np.uint8))),
-                                   self._own(device.uniform(np.frombuffer(i, np.uint8)))))
-        except Exception:
-            self.close()
-            raise
-
-    def record(self, rec, label: str | None = None):
-        ios = ((self.f_in, self.inp), (self.f_out, self.f_in), (self.out, self.f_out))
-        for s, (o, i), (mo, mi), lab in zip(self.stage_specs, ios, self.metas, self.LABELS):
-            self._dispatch(rec, s, [o, i, mo, mi], lab if label is None else f"{label}:{lab}")
-
-    def output_words(self) -> np.ndarray:
-        return self.out.download(np.int32)
-
-    def intermediate(self, which: str = "in"):
-        """The fp32 intermediate ("in": after dequantize, "out": after the float pixel shuffle) as NCHW torch."""
-        f = self.spec.fused
-        sizes = f.in_sizes if which == "in" else f.out_sizes
-        buf = self.f_in if which == "in" else self.f_out
-        lay = L.get_layout(self.spec.float_layout)
-        return _to_torch(lay.from_buffer(buf.download(np.float32, (int(np.prod(sizes)),)), sizes))
-
-    def output(self):
-        f = self.spec.fused
-        return _to_torch(L.get_layout(f.out_layout).unpack(self.output_words(), f.out_sizes))
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Benchmarks
-# ---------------------------------------------------------------------------------------------------------------------
-
-#: ET-VK's PERF cases (test_q8ta_pixel_shuffle.cpp): the RefineNet decoder, inputs [1,96,H,W] → outputs
-#: [1,24,32,18], [1,24,64,36], [1,24,128,72], [1,24,256,144]; r = 2.
-PERF_SHAPES = (((1, 96, 16, 9), 2), ((1, 96, 32, 18), 2), ((1, 96, 64, 36), 2), ((1, 96, 128, 72), 2))
-#: Large shapes: int8 tensors of 18 MiB and 64 MiB (the fp32 tensors of the chain and float kernels 4× that).
-#: At 18 MiB input + output still fit in an H200's 50 MB L2; 64 MiB is DRAM-bound.
-LARGE_SHAPES = (((1, 96, 512, 384), 2), ((1, 256, 512, 512), 2))
-#: quick=True (tests): tiny shapes, one with r = 3 and C_out not a multiple of 4.
-QUICK_SHAPES = (((1, 16, 4, 4), 2), ((2, 18, 3, 5), 3))
-#: ET-VK's layout pairs (4W4C / 4C1W) plus 4C → 4C.
-BENCH_LAYOUT_PAIRS = (("4W4C", "4W4C"), ("4W4C", "4C1W"), ("4C1W", "4W4C"), ("4C1W", "4C1W"), ("4C", "4C"))
-#: The block kernel: every channels-packed pair.
-BLOCK_LAYOUT_PAIRS = tuple((a, b) for a in FUSED_LAYOUTS for b in FUSED_LAYOUTS)
-#: ET-VK's test qparams: same_qp (passthrough) and diff_qp (requantize).
-SAME_QP = (0.007112, 0, 0.007112, 0)
-DIFF_QP = (0.007112, 0, 0.013, 5)
-TORCH_OPS = ("float32", "float16", "int8", "quantized chain")
-
-
-@dataclass
-class _Case:
-    kind: str            # "float" | "fused" | "chain" | "torch"
-    shape_set: str
-    spec: object = None
-    shape: tuple = ()
-    r: int = 2
-    what: str = ""       # torch cases: which torch op
-
-
-def _bench_cases(quick: bool, cpu_device: bool = False, only=None) -> list[_Case]:
-    """Per shape: torch first, then the chain, then the fused kernel, then the float kernels, so that every row's
-    ratios (vs torch, vs chain) can be filled in when it is measured. `only`: (shape, r) pairs to keep."""
-    cases = []
-    # On a CPU device (lavapipe) a 64 MiB shape costs minutes per kernel and there is no GPU cache to escape from:
-    # the 18 MiB shape is large enough there.
-    large = LARGE_SHAPES[:1] if cpu_device else LARGE_SHAPES
-    shape_sets = [("quick", QUICK_SHAPES)] if quick else [("PERF", PERF_SHAPES), ("large", large)]
-    for set_name, shapes in shape_sets:
-        for shape, r in shapes:
-            if only is not None and (tuple(shape), r) not in {(tuple(s), int(k)) for s, k in only}:
-                continue
-            for what in TORCH_OPS:
-                if not (quick and what == "float16"):
-                    cases.append(_Case("torch", set_name, shape=shape, r=r, what=what))
-            for qp in (SAME_QP, DIFF_QP):
-                spec = Q8taPixelShuffleSpec(shape, r, "4W4C", "4W4C", *qp)
-                cases.append(_Case("chain", set_name, Q8taPixelShuffleChainSpec(spec)))
-            pairs = (("4W4C", "4W4C"), ("4C1W", "4C")) if quick else BENCH_LAYOUT_PAIRS
-            for in_l, out_l in pairs:
-                cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *SAME_QP)))
-                cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *DIFF_QP)))
-            for qp in (SAME_QP, DIFF_QP):  # r specialized instead of ET-VK's push constant
-                cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, "4W4C", "4W4C", *qp,
-                                                                           specialize_r=True)))
-            block_pairs = (("4W4C", "4W4C"), ("4C1W", "4C")) if quick else BLOCK_LAYOUT_PAIRS
-            for in_l, out_l in block_pairs:  # 16 words per thread, byte transpose in registers
-                if not block_applies(in_l, out_l, r):
-                    continue
-                for qp in (SAME_QP, DIFF_QP):
-                    spec = Q8taPixelShuffleSpec(shape, r, in_l, out_l, *qp, block=True)
-                    cases.append(_Case("fused", set_name, spec))
-                    if spec.pixel_tile:  # the 4-width tile with word stores, to compare
-                        cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *qp,
-                                                                                   block=True, pixel_tile=False)))
-                if not cpu_device:  # shared-memory tables: built per workgroup, far too slow on a CPU device
-                    cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *DIFF_QP,
-                                                                               block=True, lut=True)))
-                    cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *DIFF_QP,
-                                                                               block=True, lut=2, local_x=256)))
-                if not quick and in_l == out_l:  # the transpose as two mask-and-shift stages; local size 256
-                    for qp in (SAME_QP, DIFF_QP):
-                        for kw in ({"swizzle": True}, {"local_x": 256}, {"swizzle": True, "local_x": 256}):
-                            cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, in_l, out_l, *qp,
-                                                                                       block=True, **kw)))
-            # threads in output-memory order instead of ET-VK's (W_out fastest) order
-            cases.append(_Case("fused", set_name, Q8taPixelShuffleSpec(shape, r, "4W4C", "4W4C", *SAME_QP,
-                                                                       output_order=True)))
-            float_cases = [("buffer", "channels", "float32"), ("texture", "channels", "float32")]
-            if not quick:
-                float_cases += [("buffer", "width", "float32"), ("buffer", "height", "float32"),
-                                ("texture", "width", "float32"), ("texture", "height", "float32"),
-                                ("buffer", "channels", "float16"), ("texture", "channels", "float16")]
-            for storage, packed, dtype in float_cases:
-                cases.append(_Case("float", set_name, PixelShuffleSpec(shape, r, storage, packed, dtype)))
-    return cases
-
-
-def _repeats_for(bytes_moved: int, quick: bool) -> int:
-    """Kernel runs per recording: enough to amortise tiny kernels (about 64 MiB of traffic), at most 20."""
-    if quick:
-        return 2
-    return max(1, min(20, int(64 * 2**20 // max(bytes_moved, 1))))
-
-
-def _torch_timer(device, shape, r, what):
-    """torch's pixel shuffle on the same device: CUDA (events) when the Vulkan device is an NVIDIA GPU and torch
-    sees CUDA, else the CPU (lavapipe's memory is host memory).  Returns (where, fn, sync, on_cuda, bytes)."""
-    import torch
-    import torch.nn.functional as F
-    on_cuda = device.info.vendor == "NVIDIA" and torch.cuda.is_available()
-    where = "cuda" if on_cuda else "cpu"
-    g = torch.Generator().manual_seed(0)
-    numel = int(np.prod(shape))
-    if what in ("float32", "float16"):
-        x = torch.randn(shape, generator=g).to(getattr(torch, what)).to(where)
-        fn = lambda: F.pixel_shuffle(x, r).contiguous()  # noqa: E731
-        nbytes = 2 * numel * x.element_size()
-    elif what == "int8":
-        x = torch.randint(-128, 128, shape, generator=g, dtype=torch.int8).to(where)
-        fn = lambda: F.pixel_shuffle(x, r).contiguous()  # noqa: E731
-        nbytes = 2 * numel
-    else:  # the quantized chain torch runs: dequantize → pixel_shuffle → quantize_per_tensor
-        s_in, zp_in, s_out, zp_out = DIFF_QP
-        qx = torch.quantize_per_tensor(torch.randn(shape, generator=g).to(where), s_in, zp_in, torch.qint8)
-        fn = lambda: torch.quantize_per_tensor(F.pixel_shuffle(qx.dequantize(), r), s_out, zp_out,  # noqa: E731
-                                               torch.qint8)
-        nbytes = 2 * numel + 16 * numel  # int8 in and out + two fp32 round trips
-    sync = torch.cuda.synchronize if on_cuda else None
-    return where, fn, sync, on_cuda, nbytes
-
-
-def suite_shapes(quick: bool, cpu_device: bool = False) -> list[tuple]:
-    """The (input NCHW, r) pairs bench_suite measures (its `shapes` argument picks among them)."""
-    return [(tuple(c.shape), c.r) for c in _bench_cases(quick, cpu_device) if c.kind == "torch"
-            and c.what == "int8"]
-
-
-def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True, shapes=None):
-    """Pixel shuffle benchmarks on ``device`` → a tidy DataFrame (one row per measurement; rows also go to
-    ``writer`` as they are measured).
-
-    Rows (``impl``):
-
-    * ``fused`` — the int8x4 kernel: ET-VK's layout pairs (and 4C → 4C) with passthrough qparams, 4W4C → 4W4C
-      requantize; for 4W4C → 4W4C also the ``_rspec`` variant (r specialized instead of a push constant), both
-      paths, and the ``_outorder`` variant (thread t writes output word t), passthrough;
-    * ``chain`` — dequantize → float pixel shuffle → quantize (3 dispatches), passthrough and requantize qparams;
-    * ``float`` — buffer / texture × W / H / C-packed fp32, and C-packed fp16;
-    * ``torch`` — torch's pixel shuffle on the same device: float32, float16, int8, and the quantized
-      dequantize → pixel_shuffle → quantize_per_tensor chain;
-    * ``copy`` — :func:`workbench.bench.bench_copy` at the traffic of every kernel (a copy of half the bytes moved).
-
-    Shapes: ET-VK's PERF shapes (RefineNet decoder outputs) and an 18 MiB int8 shape (``quick``: two tiny shapes,
-    r = 2 and r = 3, few samples); ``shapes`` (a list of (input NCHW, r) from ``suite_shapes``) keeps only those
-    (the distributed sweep runs one shape per work item).
-
-    Columns beyond :func:`workbench.bench.measurement_row`'s: ``variant`` (shader variant), ``r_specialized``,
-    ``output_order``,
-    ``shape`` (input NCHW), ``out_shape``, ``r``, ``impl``, ``qpath`` (passthrough / requant), ``path`` (e.g.
-    "fused-requant", "float-texture"), ``in_layout``, ``out_layout``, ``storage``, ``packed_dim``, ``dtype``,
-    ``dispatches``, ``threads``, ``repeats``, ``bytes_read``, ``bytes_written``, ``copy_GBps`` (the best Vulkan copy
-    at the same traffic: shader copy or vkCmdCopyBuffer), ``copy_fraction`` (GB/s / copy_GBps), ``shader_copy_GBps``
-    and ``shader_copy_fraction`` (against the uvec4 shader copy alone: the roofline of a compute shader),
-    ``torch_us`` and ``vs_torch`` (torch median / this median; > 1 = faster than torch), ``speedup_vs_chain`` on
-    fused rows (chain median / fused median, same shape, qparams and layouts).
-    """
-    import pandas as pd
-
-    from .. import bench
-
-    env = bench.environment(device)
-    cases = _bench_cases(quick, cpu_device=device.info.is_cpu, only=shapes)
-    if quick:
-        sample_kw = dict(min_time_s=0.005, min_samples=3, max_samples=5, warmup=1)
-    else:
-        sample_kw = dict(min_time_s=0.2)
-
-    copies = bench.CopyAtTraffic(device, [c.spec.bytes_moved() for c in cases if c.spec is not None], quick=quick,
-                                 show_progress=show_progress)
-    copy_df = copies.frame
-    copy_df["impl"] = "copy"
-    copy_df["path"] = "copy"
-    copy_df["shape_set"] = "copy"
-    rows = []
-
-    def emit(row):
-        rows.append(row)
-        if writer is not None:
-            writer.append(row)
-
-    for row in copy_df.to_dict("records"):
-        emit(row)
-
-    torch_us: dict = {}   # (shape, what) → median µs
-    chain_us: dict = {}   # (shape, qpath, in_layout, out_layout) → median µs
-    for case in bench.progress(cases, "pixel shuffle", enabled=show_progress):
-        if case.kind == "torch":
-            where, fn, sync, on_cuda, nbytes = _torch_timer(device, case.shape, case.r, case.what)
-            samples = bench.sample_callable(fn, sync=sync, cuda_events=on_cuda, **sample_kw)
-            row = bench.measurement_row(
-                f"torch.pixel_shuffle ({where})", env, samples, bytes_moved=nbytes, shape=_shape_str(case.shape),
-                out_shape=_shape_str(output_sizes(case.shape, case.r)), r=case.r, impl="torch",
-                qpath="requant" if case.what == "quantized chain" else "", path=f"torch-{case.what}",
-                storage="", packed_dim="", dtype=case.what, in_layout="", out_layout="", shape_set=case.shape_set,
-                dispatches=0, threads=0, repeats=1, timer="cuda events" if on_cuda else "wall clock")
-            torch_us[(row["shape"], case.what)] = row["median_us"]
-            emit(row)
-            continue
-        spec = case.spec
-        bytes_moved = spec.bytes_moved()
-        reps = _repeats_for(bytes_moved, quick)
-        runner_cls = {"float": PixelShuffleRun, "fused": Q8taPixelShuffleRun, "chain": Q8taChainRun}[case.kind]
-        with runner_cls(device, spec) as run:
-            with device.record(f"pixel shuffle {case.kind}") as rec:
-                for _ in range(reps):
-                    run.record(rec)
-                gpu, host = bench.sample_recording(rec, repeats=reps, **sample_kw)
-        info = dict(shape_set=case.shape_set, repeats=reps, dispatches=spec.dispatches, threads=spec.threads,
-                    bytes_read=spec.bytes_read(), bytes_written=spec.bytes_written(), timer="vulkan timestamps")
-        if case.kind == "float":
-            kernel = "pixel_shuffle"
-            info.update(variant=spec.variant, shape=_shape_str(spec.in_sizes), out_shape=_shape_str(spec.out_sizes),
-                        r=spec.r, impl="float", qpath="", path=f"float-{spec.storage}", storage=spec.storage,
-                        packed_dim=spec.packed_dim, dtype=spec.dtype, in_layout=spec.layout.name,
-                        out_layout=spec.layout.name, r_specialized=True, global_size=str(spec.global_size(device)),
-                        local_size=str(spec.local_size))
-            torch_key = spec.dtype
-        else:
-            kernel = "q8ta_pixel_shuffle"
-            f = spec if case.kind == "fused" else spec.fused
-            info.update(variant=f.variant if case.kind == "fused" else " -> ".join(Q8taChainRun.LABELS),
-                        r_specialized=f.specialize_r if case.kind == "fused" else False,
-                        block=f.block if case.kind == "fused" else False,
-                        lut=int(f.lut) if case.kind == "fused" else 0,
-                        swizzle=f.swizzle if case.kind == "fused" else False,
-                        pixel_tile=bool(f.pixel_tile) if case.kind == "fused" else False,
-                        output_order=f.output_order if case.kind == "fused" else False,
-                        shape=_shape_str(f.in_sizes), out_shape=_shape_str(f.out_sizes), r=f.r, impl=case.kind,
-                        qpath=f.path, path=f"{case.kind}-{f.path}", storage="buffer", packed_dim="channels",
-                        dtype="int8", in_layout=f.in_layout, out_layout=f.out_layout,
-                        global_size=str(spec.global_size(device)) if case.kind == "fused" else "",
-                        local_size=str(spec.local_size if case.kind == "fused" else LOCAL_SIZE))
-            torch_key = "quantized chain" if f.path == "requant" else "int8"
-        row = bench.measurement_row(kernel, env, gpu, host_ns=host, bytes_moved=bytes_moved, macs=0, **info)
-        copies.annotate(row, bytes_moved)
-        t = torch_us.get((row["shape"], torch_key), np.nan)
-        row["torch_us"] = t
-        row["vs_torch"] = t / row["median_us"]
-        key = (row["shape"], row["qpath"], row["in_layout"], row["out_layout"])
-        if case.kind == "chain":
-            chain_us[key] = row["median_us"]
-        row["speedup_vs_chain"] = chain_us.get(key, np.nan) / row["median_us"] if case.kind == "fused" else np.nan
-        emit(row)
-    return pd.DataFrame(rows)

@@ -49,7 +49,6 @@ import torch
 
 from .. import layouts as L
 from . import KernelRun, storage_global_size, texture_local_size
-from .pixel_shuffle import packed_dim_name
 
 QUANTIZE_SHADER = "quantize_affine"
 DEQUANTIZE_SHADER = "dequantize_affine"
@@ -57,7 +56,6 @@ LOCAL_SIZE = (64, 1, 1)
 STORAGES = ("buffer", "texture")
 OPS = ("quantize", "dequantize")
 SCALE_MIN = 1e-7  # the kernels clamp the scale (ET-VK's shaders did) before the reciprocal; torchao 0.18 does not
-PACKED_DIMS = {"width": "WIDTH_PACKED", "height": "HEIGHT_PACKED", "channels": "CHANNELS_PACKED"}
 
 #: Quantized dtypes: name → (torch dtype, numpy dtype, dtype min, dtype max).
 QUANT_DTYPES = {
@@ -297,7 +295,7 @@ class AffineSpec:
             raise ValueError(f"unknown storage {self.storage!r}; expected 'buffer' or 'texture'")
         object.__setattr__(self, "shape", check_shape(self.shape))
         object.__setattr__(self, "block_size", check_block_size(self.shape, self.block_size))
-        object.__setattr__(self, "packed_dim", packed_dim_name(self.packed_dim))
+        object.__setattr__(self, "packed_dim", L.packed_dim_name(self.packed_dim))
         object.__setattr__(self, "float_dtype", dtype_name(self.float_dtype, "float"))
         name, qmin, qmax = check_quant_range(self.quant_dtype, self.quant_min, self.quant_max)
         object.__setattr__(self, "quant_dtype", name)
@@ -324,7 +322,7 @@ class AffineSpec:
 
     @property
     def layout(self) -> L.Layout:
-        return L.get_layout(PACKED_DIMS[self.packed_dim], storage=self.storage)
+        return L.get_layout(L.PACKED_DIMS[self.packed_dim], storage=self.storage)
 
     @property
     def half(self) -> bool:
@@ -546,90 +544,6 @@ def reference_cases() -> list[dict]:
         dict(name="4D", shape=(8, 6, 6, 6), block_size=(2, 3, 2, 3),
              scale=list(np.round(0.05 + 0.01 * ((7 * i48) % 31), 6)), zero_point=list(((13 * i48) % 41) - 20)),
     ]
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Benchmarks
-# ---------------------------------------------------------------------------------------------------------------------
-
-#: Full-size benchmark tensor: a 1×64×128×128 fp32 activation (4 MiB).  quick: 1×8×16×16.
-BENCH_SHAPE = (1, 64, 128, 128)
-QUICK_SHAPE = (1, 8, 16, 16)
-
-
-def bench_block_shapes(shape) -> list[tuple[str, tuple]]:
-    """(granularity, block_size) pairs benchmarked for an NCHW ``shape``."""
-    n, c, h, w = shape
-    return [("per_tensor", (n, c, h, w)), ("per_channel", (1, 1, h, w)), ("per_token", (1, 1, 1, w)),
-            ("group32", (1, 1, 1, min(32, w))), ("block8x8", (1, 1, min(8, h), min(8, w))),
-            ("block4c4x4", (1, min(4, c), min(4, h), min(4, w)))]
-
-
-def _bench_specs(quick: bool) -> list[AffineSpec]:
-    shape = QUICK_SHAPE if quick else BENCH_SHAPE
-    blocks = bench_block_shapes(shape)
-    if quick:
-        blocks = [blocks[0], blocks[2], blocks[4]]
-    storages = [("buffer", "width"), ("buffer", "channels"), ("texture", "width"), ("texture", "channels")]
-    if quick:
-        storages = [("buffer", "width"), ("texture", "channels")]
-    specs = []
-    for gran, bs in blocks:
-        for storage, packed in storages:
-            for op in OPS:
-                specs.append((gran, AffineSpec(op, shape, bs, storage, packed, "float32", "int8")))
-    return specs
-
-
-def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True):
-    """Quantize / dequantize benchmarks → a tidy DataFrame (rows also go to ``writer``).
-
-    Per block shape (per-tensor, per-channel, per-token, groups of 32 along W, 8×8 HW blocks, 4C×4H×4W blocks) ×
-    storage (buffer W- and C-packed with int8x4 words; texture W- and C-packed, rgba32i) × op (quantize fp32 → int8,
-    dequantize int8 → fp32).  Columns beyond :func:`workbench.bench.measurement_row`'s: ``op``, ``variant``,
-    ``storage``, ``layout``, ``granularity``, ``block_size``, ``num_blocks``, ``shape``, ``float_dtype``,
-    ``quant_dtype``, ``threads``, ``repeats``, ``bytes_read``, ``bytes_written``, ``copy_GBps`` (best Vulkan copy of
-    the same traffic: a copy of half the bytes), ``copy_fraction``, ``shader_copy_GBps``, ``shader_copy_fraction``.
-    Copy rows (``op == "copy"``) come first.
-    """
-    import pandas as pd
-
-    from .. import bench
-
-    env = bench.environment(device)
-    specs = _bench_specs(quick)
-    sample_kw = dict(min_time_s=0.005, min_samples=3, max_samples=5, warmup=1) if quick else dict(min_time_s=0.2)
-    copies = bench.CopyAtTraffic(device, [s.bytes_moved() for _, s in specs], quick=quick,
-                                 show_progress=show_progress)
-    copy_df = copies.frame
-    copy_df["op"] = "copy"
-    rows = []
-
-    def emit(row):
-        rows.append(row)
-        if writer is not None:
-            writer.append(row)
-
-    for row in copy_df.to_dict("records"):
-        emit(row)
-    for gran, spec in bench.progress(specs, "quantize affine", enabled=show_progress):
-        moved = spec.bytes_moved()
-        reps = 2 if quick else max(1, min(20, int(64 * 2**20 // max(moved, 1))))
-        with AffineRun(device, spec) as run:
-            with device.record(f"{spec.op} affine") as rec:
-                for _ in range(reps):
-                    run.record(rec)
-                gpu, host = bench.sample_recording(rec, repeats=reps, **sample_kw)
-        row = bench.measurement_row(
-            f"{spec.op}_affine", env, gpu, host_ns=host, bytes_moved=moved, op=spec.op, variant=spec.variant,
-            storage=spec.storage, layout=spec.layout.name, granularity=gran,
-            block_size="x".join(map(str, spec.block_size)), num_blocks=spec.blocks,
-            shape="x".join(map(str, spec.shape)), float_dtype=spec.float_dtype, quant_dtype=spec.quant_dtype,
-            threads=spec.threads, repeats=reps, bytes_read=spec.bytes_read(), bytes_written=spec.bytes_written(),
-            global_size=str(spec.global_size(device)), local_size=str(spec.local_size), timer="vulkan timestamps")
-        copies.annotate(row, moved)
-        emit(row)
-    return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -14,6 +14,8 @@ from __future__ import annotations
 import torch
 
 from ..kernels import pixel_shuffle as K
+from ..kernels import pixel_shuffle_block as B
+from ..kernels import q8ta_quantize as Q
 
 __all__ = ["pixel_shuffle", "q8ta_pixel_shuffle"]
 
@@ -80,18 +82,20 @@ def q8ta_pixel_shuffle(q: torch.Tensor, upscale_factor: int, in_scale: float, in
         raise TypeError(f"q8ta_pixel_shuffle expects an int8 tensor (torch.int8), got {q.dtype}")
     if block is None:  # the block kernel runs 4× fewer, 4× fatter threads: it wins once they fill a GPU
         block = (not specialize_r and not output_order and isinstance(upscale_factor, int)
-                 and K.block_applies(in_layout, out_layout, upscale_factor)
-                 and K.Q8taPixelShuffleSpec(tuple(q.shape), 2, block=True).threads >= K.BLOCK_MIN_THREADS)
-    spec = K.Q8taPixelShuffleSpec(tuple(q.shape), upscale_factor, in_layout, out_layout, in_scale, in_zero_point,
-                                  out_scale, out_zero_point, specialize_r=specialize_r,
-                                  output_order=output_order, block=block)
+                 and B.block_applies(in_layout, out_layout, upscale_factor)
+                 and B.Q8taPixelShuffleBlockSpec(tuple(q.shape), 2).threads >= B.BLOCK_MIN_THREADS)
+    variant = {} if block else dict(specialize_r=specialize_r, output_order=output_order)
+    if block and (specialize_r or output_order):
+        raise ValueError("the block kernel has no _rspec / _outorder variants")
+    spec = B.fused_spec(tuple(q.shape), upscale_factor, in_layout, out_layout, in_scale, in_zero_point,
+                        out_scale, out_zero_point, block=block, **variant)
     if device is None:
         from .. import vk
         device = vk.get_device()
     if fused:
         run = K.Q8taPixelShuffleRun(device, spec, q)
     else:
-        run = K.Q8taChainRun(device, K.Q8taPixelShuffleChainSpec(spec), q)
+        run = Q.Q8taChainRun(device, Q.Q8taPixelShuffleChainSpec(spec), q)
     with run:
         run.run()
         y = run.output()

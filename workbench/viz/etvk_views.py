@@ -27,6 +27,7 @@ from ..etvk.run import declared, unified_statistics
 from ..etvk.codegen import ENV_VAR
 from ..kernels import conv_pw as K
 from ..kernels import pixel_shuffle as ps
+from ..kernels import pixel_shuffle_block as psb
 from ..shaders import compile_shader
 from .tile_views import _Figure
 
@@ -126,7 +127,7 @@ def pixel_shuffle_side_by_side(device, executorch, bench: pd.DataFrame, *, gpus=
     gen = etvk.Codegen(etvk.source(executorch))
     ours = bench[(bench["impl"] == "fused") & (bench["qpath"] == "passthrough") & (bench["r"] == 2)
                  & (bench["in_layout"] == "4W4C") & (bench["out_layout"] == "4W4C")
-                 & bench["variant"].isin([ps.FUSED_SHADER, ps.BLOCK_SHADER])]
+                 & bench["variant"].isin([ps.FUSED_SHADER, psb.BLOCK_SHADER])]
     rows = []
     for shape in dict.fromkeys(ours["shape"]):
         sizes = tuple(int(v) for v in shape.split("x"))
@@ -134,7 +135,7 @@ def pixel_shuffle_side_by_side(device, executorch, bench: pd.DataFrame, *, gpus=
         etvk_row = {"shape": shape, **_etvk_row(device, gen, d, gpus=gpus, quick=quick)}
         rows.append(etvk_row)
         for _, r in ours[ours["shape"] == shape].iterrows():
-            spec = ps.Q8taPixelShuffleSpec(sizes, 2, "4W4C", "4W4C", *ps.SAME_QP, block=r["variant"] == ps.BLOCK_SHADER)
+            spec = psb.fused_spec(sizes, 2, "4W4C", "4W4C", *ps.SAME_QP, block=r["variant"] == psb.BLOCK_SHADER)
             spirv = compile_shader(spec.shader, spec.defines)
             label = "per-word, ET-VK's algorithm" if r["variant"] == ps.FUSED_SHADER else "block"
             rows.append({"shape": shape, "implementation": f"workbench {r['variant']} ({label})",

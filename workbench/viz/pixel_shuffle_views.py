@@ -8,7 +8,7 @@
   (n, oh, ow)), the input words they read and through which lanes, with the word / lane maps of
   :mod:`workbench.layouts`.  :func:`word_sources` returns the same as data.
 * :func:`plot_fused_vs_chain`, :func:`plot_bandwidth` — charts of a
-  :func:`workbench.kernels.pixel_shuffle.bench_suite` DataFrame: GPU time of the fused kernel against the chain,
+  :func:`workbench.benchmarks.pixel_shuffle.bench_suite` DataFrame: GPU time of the fused kernel against the chain,
   and every kernel's GB/s against the copy roofline at the same traffic.
 * :func:`pixel_shuffle_explorer` — an ipywidgets explorer: pick sizes, r and an output element; shows the input
   element it reads, the index map with the highlight, and the fused kernel's word for a chosen layout pair.

@@ -73,9 +73,8 @@ def folder_figure(folder, roofs: dict, device: str = "") -> Figure:
     """The roofline of a results folder written by the CLI suites (`workbench bench conv-pw | coopmat |
     pixel-shuffle`, `workbench etvk bench`): the conv tiles per dot form, the cooperative-matrix GEMM where its
     results were right, torch's GEMMs, and the data-movement kernels against the copy roof."""
-    from pathlib import Path
-    folder = Path(folder)
-    load = lambda name: pd.read_csv(folder / f"{name}.csv") if (folder / f"{name}.csv").exists() else None  # noqa
+    from ..measure import ResultsReader
+    load = ResultsReader(folder).load
     compute, movement = [], []
     conv = load("conv_pw")
     if conv is not None:

@@ -302,7 +302,7 @@ class TileExplorer:
                  run: bool = True):
         import ipywidgets as widgets
         from .. import vk
-        from ..bench import environment
+        from ..measure import environment
         self.device = device or vk.get_device()
         self.shapes = [K.ConvPwShape.coerce(s) for s in shapes]
         self.out_layout = out_layout
