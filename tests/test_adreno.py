@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from workbench import adreno
+from workbench.benchmarks import conv as conv_bench
 from workbench.kernels import conv_pw
 from workbench.shaders import compile_glsl, compile_shader
 
@@ -279,7 +280,7 @@ def test_occupancy_model_matches_turnip(adreno_build, local_size):
 
 
 def test_conv_tile_n4_two_costs_registers_and_waves(adreno_build):
-    df = conv_pw.conv_pw_tile_n4_check()
+    df = conv_bench.conv_pw_tile_n4_check()
     one, two = df.iloc[0], df.iloc[1]
     assert two["Registers used"] > one["Registers used"], df.attrs["summary"]
     assert two["Max Waves Per Core"] <= one["Max Waves Per Core"], df.attrs["summary"]
@@ -288,12 +289,12 @@ def test_conv_tile_n4_two_costs_registers_and_waves(adreno_build):
 
 def test_a_driver_crash_is_blamed_on_its_shader_and_the_rest_go_on(adreno_build):
     # Mesa 25.0.7's ir3 segfaults on the a750 for the conv's OpSDotAccSat path (ir3_get_src_shared <- read_phi_src)
-    conv_dot = conv_pw.adreno_job((1, 1, 1), use_dot_ext=True)
+    conv_dot = conv_bench.adreno_job((1, 1, 1), use_dot_ext=True)
     spirv = trivial_spirv()
     results = adreno.stats_many([spirv, conv_dot, {"shader": spirv, "name": "after"}], gpu=750, errors="keep")
     assert "Max Waves Per Core" in results[0] and "Max Waves Per Core" in results[2]
     assert "SIGSEGV" in results[1]["error"]
-    table = conv_pw.conv_pw_adreno_table([(1, 1, 1)], gpu=750)
+    table = conv_bench.conv_pw_adreno_table([(1, 1, 1)], gpu=750)
     assert "SIGSEGV" in table["error"].iloc[0]
-    fallback = conv_pw.conv_pw_adreno_table([(1, 1, 1)], gpu=750, use_dot_ext=False)
+    fallback = conv_bench.conv_pw_adreno_table([(1, 1, 1)], gpu=750, use_dot_ext=False)
     assert "error" not in fallback.columns and fallback["Registers used"].iloc[0] > 0

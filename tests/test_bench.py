@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 import torch
 
-from workbench import bench, cli
+from workbench import cli, measure
+from workbench.benchmarks import copy as copy_bench
 from workbench.kernels.copy import CopySpec, record_copy
 
 
@@ -22,15 +23,15 @@ def test_copy_kernel_copies_exactly(device):
 
 
 def test_summary_statistics():
-    s = bench.summarize_ns([1000, 2000, 3000, 4000, 100000])
+    s = measure.summarize_ns([1000, 2000, 3000, 4000, 100000])
     assert s["samples"] == 5 and s["median_us"] == 3.0 and s["min_us"] == 1.0
     assert s["p10_us"] < s["median_us"] < s["p90_us"]
     with pytest.raises(ValueError):
-        bench.summarize_ns([])
+        measure.summarize_ns([])
 
 
 def test_measurement_row_throughput(device):
-    row = bench.measurement_row("k", bench.environment(device), [1e6, 1e6], bytes_moved=2_000_000, macs=500_000,
+    row = measure.measurement_row("k", measure.environment(device), [1e6, 1e6], bytes_moved=2_000_000, macs=500_000,
                                 shape="1x2x3x4")
     assert row["GB/s"] == pytest.approx(2.0) and row["GOP/s"] == pytest.approx(1.0)
     assert row["device"] == device.info.name and row["driver"] == device.info.driver_name
@@ -38,7 +39,7 @@ def test_measurement_row_throughput(device):
 
 
 def test_writer_keeps_rows_as_they_come(tmp_path):
-    writer = bench.ResultsWriter(tmp_path / "suite", {"device": "x"})
+    writer = measure.ResultsWriter(tmp_path / "suite", {"device": "x"})
     writer.append({"a": 1})
     assert pd.read_csv(tmp_path / "suite.csv")["a"].tolist() == [1]  # on disk before close
     writer.append({"a": 2, "b": 3.5})
@@ -50,19 +51,19 @@ def test_writer_keeps_rows_as_they_come(tmp_path):
 
 
 def test_bench_copy_rows(device, tmp_path):
-    with bench.ResultsWriter(tmp_path / "copy", bench.environment(device)) as writer:
-        df = bench.bench_copy(device, [0.25, 1], writer=writer, show_progress=False, min_time_s=0.01)
+    with measure.ResultsWriter(tmp_path / "copy", measure.environment(device)) as writer:
+        df = copy_bench.bench_copy(device, [0.25, 1], writer=writer, show_progress=False, min_time_s=0.01)
     where = "cuda" if device.info.vendor == "NVIDIA" and torch.cuda.is_available() else "cpu"
     assert set(df["method"]) == {"shader uvec4", "vkCmdCopyBuffer", f"torch copy_ ({where})"}
     assert len(df) == 6 and (df["GB/s"] > 0).all() and (df["samples"] >= 10).all()
     assert (df["bytes"] == (df["size_mib"] * 2**21).astype(int)).all()
     largest = df[(df.timer == "vulkan timestamps") & (df.size_mib == 1)]
-    assert bench.peak_copy_gbps(df) == largest["GB/s"].max()
+    assert copy_bench.peak_copy_gbps(df) == largest["GB/s"].max()
     assert len(pd.read_parquet(tmp_path / "copy.parquet")) == 6
 
 
 def test_dispatch_overhead(device):
-    df = bench.bench_dispatch_overhead(device, dispatches=20)
+    df = copy_bench.bench_dispatch_overhead(device, dispatches=20)
     assert (df["host_median_us"] > 0).all() and len(df) == 6
     churn = df.set_index("what")["rss_kib_per_100_pipelines"].dropna()
     assert len(churn) == 2 and (churn >= -1024).all()  # workbench.vk vs the bare binding, per 100 pipelines
@@ -94,12 +95,12 @@ def test_cli_layout(tmp_path, capsys):
 def test_stability_verdicts():
     """A clock ramp (slow first quarter), drift and wide spread are unstable; a flat set is stable."""
     flat = np.full(40, 100.0) + np.random.default_rng(0).normal(0, 0.5, 40)
-    assert bench.stability(flat)["stable"]
+    assert measure.stability(flat)["stable"]
     ramp = np.concatenate([np.full(10, 400.0), np.full(30, 100.0)])  # the first samples at an idle clock
-    verdict = bench.stability(ramp)
+    verdict = measure.stability(ramp)
     assert not verdict["stable"] and verdict["drift_pct"] < -50
     spread = np.tile([50.0, 100.0, 150.0, 200.0], 10)
-    assert not bench.stability(spread)["stable"] and bench.stability(spread)["spread_pct"] > 10
+    assert not measure.stability(spread)["stable"] and measure.stability(spread)["spread_pct"] > 10
 
 
 def test_unstable_sets_are_measured_again(device):
@@ -110,18 +111,18 @@ def test_unstable_sets_are_measured_again(device):
             device.record("stability") as rec:
         record_copy(rec, device, spec, dst, src)
         calls = {"n": 0}
-        real = bench.stability
+        real = measure.stability
 
         def fake(samples):  # the first two sets "drift", the third is fine
             calls["n"] += 1
             return {**real(samples), "stable": calls["n"] >= 3}
-        bench.stability = fake
+        measure.stability = fake
         try:
-            gpu, host = bench.sample_recording(rec, min_samples=3, min_time_s=0.0, attempts=5)
+            gpu, host = measure.sample_recording(rec, min_samples=3, min_time_s=0.0, attempts=5)
         finally:
-            bench.stability = real
+            measure.stability = real
     assert gpu.attempts == 3 and calls["n"] == 3
-    row = bench.measurement_row("copy", bench.environment(device), gpu, host_ns=host)
+    row = measure.measurement_row("copy", measure.environment(device), gpu, host_ns=host)
     assert row["attempts"] == 3 and "drift_pct" in row and "spread_pct" in row and "stable" in row
 
 
@@ -130,10 +131,9 @@ def test_keep_busy_only_on_gpus():
     devices."""
     from types import SimpleNamespace
 
-    from workbench import bench
     calls = []
     rec = SimpleNamespace(submit=lambda: calls.append(1))
-    bench.keep_busy(rec, SimpleNamespace(info=SimpleNamespace(is_cpu=True)), seconds=0.05)
+    measure.keep_busy(rec, SimpleNamespace(info=SimpleNamespace(is_cpu=True)), seconds=0.05)
     assert calls == []
-    bench.keep_busy(rec, SimpleNamespace(info=SimpleNamespace(is_cpu=False)), seconds=0.05)
+    measure.keep_busy(rec, SimpleNamespace(info=SimpleNamespace(is_cpu=False)), seconds=0.05)
     assert len(calls) > 1

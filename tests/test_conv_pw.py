@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 import torch
 
-from workbench import bench, layouts as L, occupancy as occ
+from workbench import layouts as L, measure, occupancy as occ
+from workbench.benchmarks import conv as C
 from workbench.kernels import conv_pw as K
 from workbench.ops import conv_pw as ops
 
@@ -57,17 +58,17 @@ def test_spec_dispatch_traffic_and_tile_figures():
     assert spec.macs() == 96 * 96 * 64 * 64  # N·Cout·H·W·Cin
     assert spec.global_size() == (12, 16, 64) and spec.resolved_local_size() == (8, 8, 1)
     assert spec.bytes_moved() == 64 * 64 * 96 + 24 * 24 * 16 + 3 * 24 * 16 + 64 * 64 * 96
-    assert spec.tile_figures() == occ.conv_pw_tile_figures(1, 2, 1)
+    assert spec.tile_figures() == K.conv_pw_tile_figures(1, 2, 1)
     assert spec.accumulators_per_thread == 32 and spec.variant == "q8ta_conv2d_pw_m1_n2_k1_dot"
     # ET-VK's PR #19396 numbers: N4 2 -> 1 halves the accumulators, 2.67 -> 2.0 MAC/B
-    assert K.tile_columns(spec)["tile_macs_per_byte"] == pytest.approx(8 / 3)
-    assert K.tile_columns(spec.with_tile(1, 1, 1))["tile_macs_per_byte"] == pytest.approx(2.0)
+    assert C.tile_columns(spec)["tile_macs_per_byte"] == pytest.approx(8 / 3)
+    assert C.tile_columns(spec.with_tile(1, 1, 1))["tile_macs_per_byte"] == pytest.approx(2.0)
     assert K.pick_local_size((3, 40, 1)) == (4, 16, 1) and K.pick_local_size((40, 3, 1)) == (16, 4, 1)
     table = K.variants(K.SHADER)
     assert len(table) == 216 and all(K.variant_name(*t, d, a) in table
                                      for t in K.ALL_TILES for d in (True, False) for a in (True, False))
     # the rule models: more accumulators -> a higher register bound -> no more occupancy
-    small, big = K.model_columns(1, 1, 1), K.model_columns(4, 4, 1)
+    small, big = C.model_columns(1, 1, 1), C.model_columns(4, 4, 1)
     assert small["model_registers_lower_bound"] < big["model_registers_lower_bound"]
     assert big["model_sm90_occupancy_upper_bound"] < small["model_sm90_occupancy_upper_bound"]
     assert big["model_a740_occupancy_upper_bound"] <= small["model_a740_occupancy_upper_bound"]
@@ -237,7 +238,7 @@ def test_dot_ext_on_a_device_without_it_is_refused(device, monkeypatch):
 
 
 def test_occupancy_columns_on_this_device_and_on_an_nvidia_like_one(device):
-    cols = K.statistics_columns(device, SimpleNamespace(capture_statistics=False), (8, 8, 1))
+    cols = C.statistics_columns(device, SimpleNamespace(capture_statistics=False), (8, 8, 1))
     if device.info.is_cpu:
         assert np.isnan(cols["registers"]) and np.isnan(cols["occupancy"])
         assert cols["occupancy_limiter"] == "n/a (CPU device)"
@@ -247,7 +248,7 @@ def test_occupancy_columns_on_this_device_and_on_an_nvidia_like_one(device):
     stats = {"Register Count": 68, "Binary Size": 4096, "Stack Size": 0, "Local Memory Size": 2**36,
              "Shared Memory Size": 0, "Subgroup Size": 32}
     pipeline = SimpleNamespace(capture_statistics=True, statistics=lambda: stats)
-    cols = K.statistics_columns(SimpleNamespace(info=info), pipeline, (8, 8, 1))
+    cols = C.statistics_columns(SimpleNamespace(info=info), pipeline, (8, 8, 1))
     want = occ.nvidia_occupancy(68, 64, arch="sm_90")
     assert cols["registers"] == 68 and cols["register_unit"] == "scalar32" and cols["scratch_bytes"] == 0
     assert cols["occupancy"] == want.occupancy and cols["occupancy_limiter"] == want.limiter
@@ -258,15 +259,15 @@ def test_occupancy_columns_on_this_device_and_on_an_nvidia_like_one(device):
 
 
 def test_bench_suite_quick_rows(device, tmp_path):
-    with bench.ResultsWriter(tmp_path / "conv", bench.environment(device)) as writer:
-        df = K.bench_suite(device, writer, quick=True, show_progress=False)
+    with measure.ResultsWriter(tmp_path / "conv", measure.environment(device)) as writer:
+        df = C.bench_suite(device, writer, quick=True, show_progress=False)
     ours = df[(df["method"] == "vulkan q8ta_conv2d_pw") & df["saturate"]]
     wrap = df[(df["method"] == "vulkan q8ta_conv2d_pw") & (df["saturate"] == False)]  # noqa: E712
-    assert len(ours) == len(K.QUICK_TILES) * len(K.QUICK_SHAPES)
+    assert len(ours) == len(C.QUICK_TILES) * len(C.QUICK_SHAPES)
     assert len(wrap) >= 1 and (wrap["max_lsb_diff"] == 0).all() and wrap["variant"].str.contains("_wrap_").all()
-    assert set(ours["tile"]) == {K.tile_label(*t) for t in K.QUICK_TILES}
+    assert set(ours["tile"]) == {K.tile_label(*t) for t in C.QUICK_TILES}
     assert (ours["max_lsb_diff"] <= 1).all() and (ours["median_us"] > 0).all() and (ours["GOP/s"] > 0).all()
-    assert (ours["macs"] == K.ConvPwShape.coerce(K.QUICK_SHAPES[0]).macs()).all()
+    assert (ours["macs"] == K.ConvPwShape.coerce(C.QUICK_SHAPES[0]).macs()).all()
     assert (ours["accumulators"] == 16 * ours["tile_m"] * ours["tile_n4"]).all()
     for column in ("registers", "occupancy", "occupancy_limiter", "model_sm90_occupancy_upper_bound",
                    "model_a740_occupancy_upper_bound", "macs_per_byte", "tile_macs_per_byte", "device", "driver"):
@@ -280,7 +281,7 @@ def test_bench_suite_quick_rows(device, tmp_path):
 
 def test_sweep_keeps_finished_rows_when_interrupted(device, tmp_path, monkeypatch):
     calls = []
-    real = K.measure
+    real = C.measure
 
     def flaky(*args, **kw):
         calls.append(1)
@@ -288,10 +289,10 @@ def test_sweep_keeps_finished_rows_when_interrupted(device, tmp_path, monkeypatc
             raise KeyboardInterrupt
         return real(*args, **kw)
 
-    monkeypatch.setattr(K, "measure", flaky)
-    writer = bench.ResultsWriter(tmp_path / "sweep")
+    monkeypatch.setattr(C, "measure", flaky)
+    writer = measure.ResultsWriter(tmp_path / "sweep")
     with pytest.raises(KeyboardInterrupt):
-        K.sweep(device, [(1, 1, 1), (1, 2, 1)], [(1, 8, 8, 2, 4)], writer, show_progress=False,
+        C.sweep(device, [(1, 1, 1), (1, 2, 1)], [(1, 8, 8, 2, 4)], writer, show_progress=False,
                 min_time_s=0.0, min_samples=2)
     assert len(pd.read_csv(tmp_path / "sweep.csv")) == 1
 
@@ -301,7 +302,7 @@ def _synthetic_sweep(with_registers: bool) -> pd.DataFrame:
     for m, n, k in K.ALL_TILES:
         spec = K.ConvPwSpec((1, 32, 32, 8, 8), m, n, k)
         row = {"method": "vulkan q8ta_conv2d_pw", "shape": spec.shape.label, "device": "test",
-               **K.tile_columns(spec), **K.model_columns(m, n, k), "median_us": 10.0 * m * n + k,
+               **C.tile_columns(spec), **C.model_columns(m, n, k), "median_us": 10.0 * m * n + k,
                "p10_us": 9.0 * m * n + k, "p90_us": 11.0 * m * n + k, "GOP/s": 100.0 / (m * n + k)}
         regs = 30 + 16 * m * n if with_registers else np.nan
         row.update(registers=regs, register_unit="scalar32" if with_registers else "n/a (CPU device)",
@@ -354,7 +355,7 @@ def test_tile_explorer_sliders_rerun_live(device):
 def test_sweep_checks_first_image_of_large_batches(device):
     """check="first": the reference covers image 0 only, and the row still reports its difference (0 here)."""
     from workbench.kernels import conv_pw as K
-    df = K.sweep(device, tiles=[(1, 1, 1)], shapes=[(3, 8, 12, 3, 5)], show_progress=False, check="first",
+    df = C.sweep(device, tiles=[(1, 1, 1)], shapes=[(3, 8, 12, 3, 5)], show_progress=False, check="first",
                  min_time_s=0.0, min_samples=2, target_us=10.0, adreno_gpu=None)
     assert df["max_lsb_diff"].tolist() == [0]
 
@@ -362,12 +363,44 @@ def test_sweep_checks_first_image_of_large_batches(device):
 def test_gap_suite_pairs_memory_and_register_operand_builds(device):
     """`bench conv-gap` (quick): every tile twice; the real build is checked against the reference, the load-free
     diagnostic build is labelled wrong-by-design and carries the load cost; bad `operands` is refused."""
-    from workbench.kernels import conv_pw
-    df = conv_pw.gap_suite(device, quick=True, show_progress=False)
+    df = C.gap_suite(device, quick=True, show_progress=False)
     assert len(df) == 2 * 2 and df["operands"].tolist() == ["memory", "registers"] * 2
     mem, regs = df[df["operands"] == "memory"], df[df["operands"] == "registers"]
     assert (mem["max_lsb_diff"] == 0).all() and (mem["status"] == "ok").all()
     assert regs["status"].str.startswith("diagnostic").all() and regs["load_cost"].notna().all()
     assert (df["GOP/s"] > 0).all()
     with pytest.raises(ValueError, match="operands must be"):
-        conv_pw.ConvPwSpec((1, 8, 8, 4, 4), operands="cache")
+        K.ConvPwSpec((1, 8, 8, 4, 4), operands="cache")
+
+
+# ---------------------------------------------------------------- conv tile figures (etvk.md §3.5)
+
+def test_conv_pw_old_tile_2_67_mac_per_byte():
+    old = K.conv_pw_tile_figures(1, 2, 1)
+    assert old.macs_per_step == 128 and old.bytes_per_step == 48
+    assert (old.input_bytes_per_step, old.weight_bytes_per_step) == (16, 32)
+    assert old.macs_per_byte == pytest.approx(8 / 3) and round(old.macs_per_byte, 2) == 2.67
+    assert old.accumulators == 32 and old.accumulator_registers == 32 and old.accumulator_registers_vec4 == 8
+    assert old.dot_products_per_step == 32
+
+
+def test_conv_pw_new_tile_2_0_mac_per_byte():
+    new = K.conv_pw_tile_figures(1, 1, 1)
+    assert new.macs_per_step == 64 and new.bytes_per_step == 32
+    assert new.macs_per_byte == 2.0
+    assert new.accumulators == 16 and new.accumulator_registers_vec4 == 4
+    assert new.dot_products_per_step == 16                       # "16 dot-product ops per k4"
+    assert new.macs_per_byte / K.conv_pw_tile_figures(1, 2).macs_per_byte == pytest.approx(0.75)   # −25 %
+
+
+@pytest.mark.parametrize("tile_k4", [1, 2, 4])
+def test_conv_pw_intensity_does_not_depend_on_tile_k4(tile_k4):
+    assert K.conv_pw_tile_figures(1, 2, tile_k4).macs_per_byte == pytest.approx(8 / 3)
+    assert K.conv_pw_tile_figures(1, 1, tile_k4).macs_per_byte == 2.0
+
+
+def test_conv_pw_two_width_variant():
+    assert K.conv_pw_tile_figures(0.5, 2).macs_per_byte == pytest.approx(64 / 48)           # 1.33, −50 %
+    assert K.conv_pw_tile_figures(0.5, 2, whole_input_blocks=False).macs_per_byte == pytest.approx(1.6)
+    with pytest.raises(ValueError):
+        K.conv_pw_tile_figures(0.3, 1)

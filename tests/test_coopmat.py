@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from workbench.benchmarks import coopmat as CB
 from workbench.kernels import coopmat
 from workbench.shaders import compile_shader
 
@@ -14,7 +15,7 @@ from workbench.shaders import compile_shader
                          + [("coopmat_gemm", {"RM": 2, "RN": 2, "B_COL": 1})]
                          + [("coopmat_gemm_staged", {"WM": t["wm"], "WN": t["wn"], "RM": t["rm"], "RN": t["rn"],
                                                      "KSTEPS": t["ksteps"]})
-                            for t in coopmat.GEMM_TILES if t.get("staged")]
+                            for t in CB.GEMM_TILES if t.get("staged")]
                          + [("coopmat_gemm_staged", {"DIAG": d}) for d in (1, 2, 3)]
                          + [("coopmat_gemm_staged", {"STAGES": 3, "KSTEPS": k, "EPILOGUE": e}) for k in (1, 2)
                             for e in (0, 1)]
@@ -69,7 +70,7 @@ def test_clean_skip_without_cooperative_matrix(device):
         pytest.skip("this device has cooperative matrices")
     reason = coopmat.unsupported_reason(device)
     assert reason and "cooperative matrix" in reason
-    df = coopmat.bench_suite(device, quick=True, show_progress=False)
+    df = CB.bench_suite(device, quick=True, show_progress=False)
     assert df["status"].tolist() == ["skipped"] and df["reason"].iloc[0] == reason
 
 
@@ -236,29 +237,29 @@ def test_suite_control_flow_with_host_stand_ins(device, monkeypatch, capsys):
     import vulkan as vk
     props = pd.DataFrame([{"extension": "NV", "M": 16, "N": n, "K": 32, "A": "sint8", "B": "sint8", "C": "sint32",
                            "D": "sint32", "scope": 3} for n in (8, 16)])
-    monkeypatch.setattr(coopmat, "properties", lambda dev: props)
-    monkeypatch.setattr(coopmat, "unsupported_reason", lambda dev, p=None: None)
+    monkeypatch.setattr(CB, "properties", lambda dev: props)
+    monkeypatch.setattr(CB, "unsupported_reason", lambda dev, p=None: None)
     timing = lambda: (np.full(6, 1e5), np.full(6, 1.1e5))  # noqa: E731
 
-    def fake_peak(dev, spec, samples=False, **kw):
+    def fake_peak(dev, spec, sample=None, **kw):
         if spec.chains == 8:
             raise vk.VkErrorUnknown("refused")
-        return (timing() if samples else 1e4), 0
+        return (timing() if sample is not None else 1e4), 0
 
-    monkeypatch.setattr(coopmat, "run_peak", fake_peak)
-    def fake_gemm(dev, spec, a, b, samples=False, **kw):  # the three-stage tiles fastest: the diagnostics
+    monkeypatch.setattr(CB, "run_peak", fake_peak)
+    def fake_gemm(dev, spec, a, b, sample=None, **kw):  # the three-stage tiles fastest: the diagnostics
         t = timing()                                          # (two-stage builds) must still find their tile
         return ((t[0] / 2, t[1]) if spec.stages == 3 else t), 0, 3
 
-    monkeypatch.setattr(coopmat, "run_gemm", fake_gemm)
-    monkeypatch.setattr(coopmat, "run_conv", lambda dev, spec, a, bt, samples=False, **kw: (timing(), 0, 3))
-    df = coopmat.bench_suite(device, show_progress=False, shapes=[(1, 32, 32, 4, 8)])
+    monkeypatch.setattr(CB, "run_gemm", fake_gemm)
+    monkeypatch.setattr(CB, "run_conv", lambda dev, spec, a, bt, sample=None, **kw: (timing(), 0, 3))
+    df = CB.bench_suite(device, show_progress=False, shapes=[(1, 32, 32, 4, 8)])
     probes = df[df["kernel"] == "coopmat peak"]
     assert len(probes) == 2 * 3 and (probes["status"].str.startswith("failed")).sum() == 2
     conv = df[df["kernel"] == "coopmat conv"]  # the staged tiles that fit, with the int8 epilogue
     assert len(conv) and conv["tile"].str.endswith("int8 out").all() and (conv["max_lsb_diff"] == 0).all()
     gemm = df[(df["kernel"] == "coopmat gemm") & ~df["method"].str.startswith("torch")]  # torch rows on CUDA hosts
-    fits = [t for t in coopmat.GEMM_TILES  # variants needing more shared memory than the device has are left out
+    fits = [t for t in CB.GEMM_TILES  # variants needing more shared memory than the device has are left out
             if coopmat.CoopmatGemmSpec((1, 32, 32, 4, 8), (16, 16, 32), **t).shared_bytes()
             <= device.info.shared_memory_bytes]
     checked = gemm[~gemm["status"].str.startswith("diagnostic")]

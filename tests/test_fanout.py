@@ -12,8 +12,9 @@ import pandas as pd
 import pytest
 
 from workbench import fanout
-from workbench.bench import REPO, ResultsWriter
+from workbench.measure import REPO, ResultsWriter
 from workbench.fanout import cluster as fc
+from workbench.benchmarks import conv as conv_bench
 from workbench.kernels import conv_pw
 
 SHAPES = ((1, 16, 12, 6, 10), (2, 20, 9, 5, 7))  # awkward channels and widths, batch 2
@@ -44,7 +45,7 @@ def _worker_validation_messages(address):
 
 
 def test_split_sweep_equals_the_single_process_sweep(scheduler, device):
-    single = conv_pw.sweep(device, TILES, SHAPES, show_progress=False, adreno_gpu=None, **dict(TIMING))
+    single = conv_bench.sweep(device, TILES, SHAPES, show_progress=False, adreno_gpu=None, **dict(TIMING))
     result = fanout.run_sweep(SWEEP, scheduler=scheduler, show_progress=False)
     split = result.frame
     assert "error" not in split, split.get("error")

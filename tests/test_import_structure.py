@@ -1,5 +1,7 @@
-"""The import structure: statistics collection (workbench.adreno) knows no kernel, and no module takes part in an
-import cycle with it. Imports inside functions count: a function-level import is still a dependency."""
+"""The import structure, the house's plan: the runtime (vk) at the bottom; kernels on it, knowing only layouts, quant
+and the shader toolchain; measurement (workbench.measure) knowing only the runtime; benchmarks above both; no
+import cycle anywhere; statistics collection (workbench.adreno) knows no kernel. Imports inside functions count: a
+function-level import is still a dependency."""
 import ast
 import subprocess
 import sys
@@ -60,10 +62,80 @@ def reachable(g, start) -> set[str]:
 
 def test_the_graph_sees_function_level_imports():
     g = graph()
-    # conv_pw imports adreno; etvk.run imports adreno inside a function
-    assert "workbench.adreno" in g["workbench.kernels.conv_pw"]
+    # benchmarks.conv imports adreno at module level; etvk.run imports adreno inside a function
+    assert "workbench.adreno" in g["workbench.benchmarks.conv"]
     assert "workbench.adreno" in g["workbench.etvk.run"]
     assert "workbench.vk.spirv" in g["workbench.kernels.conv_pw"]
+
+
+def strongly_connected(g) -> list[list[str]]:
+    """The import cycles: every strongly connected component of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in g.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle_anywhere():
+    assert strongly_connected(graph()) == []
+
+
+# What a kernel module may import: the layouts, the quantization references, the shader toolchain, the runtime,
+# other kernel modules, and the import-noise filter (torchao's references are imported through it).
+KERNEL_MAY_IMPORT = ("workbench.layouts", "workbench.quant", "workbench.shaders", "workbench.vk", "workbench.kernels",
+                     "workbench.quiet")
+
+
+def _within(module: str, prefixes) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_kernels_know_nothing_of_measurement():
+    g = graph()
+    wrong = {m: sorted(t for t in targets if not _within(t, KERNEL_MAY_IMPORT))
+             for m, targets in g.items() if _within(m, ("workbench.kernels",))}
+    assert not {m: t for m, t in wrong.items() if t}, wrong
+
+
+def test_measurement_knows_only_the_runtime():
+    g = graph()
+    assert all(_within(t, ("workbench.vk",)) or t == "workbench" for t in g["workbench.measure"]), g["workbench.measure"]
+    # and nothing below the benchmarks reaches up to them
+    below = [m for m in g if _within(m, ("workbench.kernels", "workbench.measure", "workbench.vk", "workbench.shaders",
+                                         "workbench.layouts", "workbench.quant"))]
+    up = {m: sorted(t for t in g[m] if _within(t, ("workbench.benchmarks", "workbench.cli"))) for m in below}
+    assert not {m: t for m, t in up.items() if t}, up
+
+
+def test_suites_are_function_references():
+    from workbench.benchmarks import SUITES, suite
+    assert SUITES and all(callable(fn) for fn in SUITES.values())
+    assert all(fn.__module__.startswith("workbench.benchmarks.") for fn in SUITES.values())
+    with pytest.raises(ValueError, match="unknown benchmark suite 'nope'; suites: "):
+        suite("nope")
 
 
 @pytest.mark.parametrize("stats_module", ["workbench.adreno", "workbench.adreno_worker"])

@@ -110,7 +110,8 @@ def test_q8ta_clone_all_directions(device):
 def test_bench_suite_rows(device):
     """``workbench bench propagation-graphs --quick``: one row per dispatch, both graphs, both settings, checked."""
     pytest.importorskip("executorch")
-    df = X.bench_suite(device, None, quick=True, show_progress=False)
+    from workbench.benchmarks.propagation import graphs_suite
+    df = graphs_suite(device, None, quick=True, show_progress=False)
     summary = X.summarize(df).set_index(["graph", "setting"])
     assert summary["transitions"].to_dict() == {("RefineNet-like head", "before"): 8,
                                                 ("RefineNet-like head", "after"): 0,

@@ -17,7 +17,6 @@ from workbench.occupancy import (
     adreno_register_footprint,
     adreno_should_double_threadsize,
     amd_occupancy,
-    conv_pw_tile_figures,
     guess_amd_family,
     guess_nvidia_arch,
     mali_occupancy,
@@ -450,39 +449,6 @@ def test_statistics_unwraps_value_objects_and_rejects_executable_maps():
 def test_statistics_unit_mismatch_is_an_error():
     with pytest.raises(ValueError, match="vec4"):
         occupancy_for_device("Turnip Adreno (TM) 740", NVIDIA_STATS, 64)
-
-
-# ---------------------------------------------------------------- conv tile figures (etvk.md §3.5)
-
-def test_conv_pw_old_tile_2_67_mac_per_byte():
-    old = conv_pw_tile_figures(1, 2, 1)
-    assert old.macs_per_step == 128 and old.bytes_per_step == 48
-    assert (old.input_bytes_per_step, old.weight_bytes_per_step) == (16, 32)
-    assert old.macs_per_byte == pytest.approx(8 / 3) and round(old.macs_per_byte, 2) == 2.67
-    assert old.accumulators == 32 and old.accumulator_registers == 32 and old.accumulator_registers_vec4 == 8
-    assert old.dot_products_per_step == 32
-
-
-def test_conv_pw_new_tile_2_0_mac_per_byte():
-    new = conv_pw_tile_figures(1, 1, 1)
-    assert new.macs_per_step == 64 and new.bytes_per_step == 32
-    assert new.macs_per_byte == 2.0
-    assert new.accumulators == 16 and new.accumulator_registers_vec4 == 4
-    assert new.dot_products_per_step == 16                       # "16 dot-product ops per k4"
-    assert new.macs_per_byte / conv_pw_tile_figures(1, 2).macs_per_byte == pytest.approx(0.75)   # −25 %
-
-
-@pytest.mark.parametrize("tile_k4", [1, 2, 4])
-def test_conv_pw_intensity_does_not_depend_on_tile_k4(tile_k4):
-    assert conv_pw_tile_figures(1, 2, tile_k4).macs_per_byte == pytest.approx(8 / 3)
-    assert conv_pw_tile_figures(1, 1, tile_k4).macs_per_byte == 2.0
-
-
-def test_conv_pw_two_width_variant():
-    assert conv_pw_tile_figures(0.5, 2).macs_per_byte == pytest.approx(64 / 48)           # 1.33, −50 %
-    assert conv_pw_tile_figures(0.5, 2, whole_input_blocks=False).macs_per_byte == pytest.approx(1.6)
-    with pytest.raises(ValueError):
-        conv_pw_tile_figures(0.3, 1)
 
 
 # ---------------------------------------------------------------- pandas helper

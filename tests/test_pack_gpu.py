@@ -115,6 +115,7 @@ def test_bad_input(device):
 
 
 def test_pack_bench_quick(device):
-    df = gpu.bench_suite(device, quick=True, show_progress=False)
+    from workbench.benchmarks import pack as pack_bench
+    df = pack_bench.bench_suite(device, quick=True, show_progress=False)
     assert set(df["layout"]) == {"-", *INT8} and df["correct"].iloc[1:].all()
     assert (df["GB/s"] > 0).all() and df["copy_fraction"].iloc[1:].notna().all()

@@ -3,6 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from workbench.benchmarks import peak as PK
 from workbench.kernels import peak
 from workbench.viz.roofline import bandwidth_points, compute_points, roofline_figure
 
@@ -18,7 +19,7 @@ def test_probe_does_exactly_the_counted_work(device, kind, ext, saturate):
     spec = peak.PeakSpec(kind, 512, 3, chains=4, unroll=2, local_size=64, use_dot_ext=ext, saturate=saturate)
     kw = {"mul": 1.0, "add": 1.0} if kind == "fp32_fma" else {}
     with device.buffer(nbytes=4 * spec.threads) as out:
-        peak._run(device, spec, out, push=spec.push_constants(**kw))
+        peak.run_once(device, spec, out, push=spec.push_constants(**kw))
         got = out.download(np.float32 if kind == "fp32_fma" else np.int32)
     np.testing.assert_array_equal(got, peak.reference(spec, **kw))
     if kind == "fp32_fma":  # hand count: thread t, chain c starts at (t & 255) + c and gains 1 per fma
@@ -66,14 +67,14 @@ def test_theoretical_rates():
 
 
 def test_peak_suite_quick(device):
-    df = peak.bench_suite(device, quick=True, show_progress=False)
+    df = PK.bench_suite(device, quick=True, show_progress=False)
     peaks = df[df["suite"] == "peak"]
     assert set(peaks["kind"]) == {"int8_dot", "fp32_fma"} and (peaks["GOP/s"] > 0).all()
     checks = df[df["suite"] == "instrument check"]
     assert len(checks) >= 1 and checks["a_us"].gt(0).all() and checks["b_us"].gt(0).all()
     assert peaks.groupby("method")["best"].sum().eq(1).all()  # one roof per probe
     assert {"theoretical_GOPs", "probe_fraction", "limits_sm_count", "local_size", "chains"} <= set(peaks.columns)
-    roofs = peak.roofs(df[df["suite"] == "copy"], peaks)
+    roofs = PK.roofs(df[df["suite"] == "copy"], peaks)
     assert roofs["copy_GBps"] > 0 and roofs["int8_GOPs"] > 0 and roofs["fp32_GFLOPs"] > 0
     assert roofs["int8_GOPs"] == max(roofs["int8_sat_GOPs"], roofs["int8_wrap_GOPs"], peaks[peaks["kind"] == "int8_dot"]["GOP/s"].max())
 
@@ -102,17 +103,17 @@ def test_roofline_check_uses_each_dot_form_roof():
         {"kernel": "coopmat gemm", "method": "vulkan coopmat gemm", "macs": 10, "GOP/s": 300.0},
         {"kernel": "coopmat gemm", "method": "torch._int_mm (cuda)", "macs": 10, "GOP/s": 900.0},  # not bounded
         {"kernel": "peak", "method": "int8 dot (OpSDot + add)", "macs": 10, "GOP/s": 60.0}])
-    checked = peak.check_under_roofs([rows], roofs)
+    checked = PK.check_under_roofs([rows], roofs)
     assert checked["roof"].tolist() == ["int8 dot (OpSDotAccSat)", "int8 dot (OpSDot + add)",
                                         "int8 cooperative matrix"]
     assert checked["above"].tolist() == [True, False, False]
 
 
 def test_filling_shapes_from_resident_threads(device):
-    from workbench.kernels import conv_pw
+    from workbench.benchmarks import conv as conv_bench
     from workbench.kernels.device_limits import DeviceLimits
     if device.info.is_cpu:
-        assert conv_pw.filling_shapes(device) == ()
+        assert conv_bench.filling_shapes(device) == ()
     # the rule itself, on an H200's limits: the M1·N1 tile launches >= 8 waves of 132 x 2048 threads
     device.__dict__.setdefault("_device_limits", {})
     saved = dict(device._device_limits)
@@ -121,7 +122,7 @@ def test_filling_shapes_from_resident_threads(device):
         info = device.info
         import dataclasses
         device.info = dataclasses.replace(info, device_type="discrete GPU")
-        shapes = conv_pw.filling_shapes(device)
+        shapes = conv_bench.filling_shapes(device)
     finally:
         device.info = info
         device._device_limits.clear()
@@ -198,7 +199,8 @@ def test_goals_from_files_written_row_by_row(tmp_path):
     conv file's `shape_kind`) are not in them: the goals pick the best probe per method themselves, and take every
     conv shape besides the ET-VK-like suite's as device-filling where `shape_kind` is missing."""
     from workbench import report
-    from workbench.kernels.conv_pw import SUITE_SHAPES, ConvPwShape
+    from workbench.benchmarks.conv import SUITE_SHAPES
+    from workbench.kernels.conv_pw import ConvPwShape
     pd.DataFrame([
         {"kernel": "copy", "method": "copy", "GB/s": 4000.0, "macs": 0},
         {"kernel": "peak", "method": "int8 dot (OpSDot + add)", "GOP/s": 90e3, "macs": 1, "local_size": 64,
@@ -222,9 +224,9 @@ def test_goals_from_files_written_row_by_row(tmp_path):
 
 def test_conv_sweep_rows_carry_shape_kind(device):
     """The shape kind is in every row as the writer gets it, not added to the DataFrame afterwards."""
-    from workbench.kernels import conv_pw
+    from workbench.benchmarks import conv as conv_bench
     written = []
     writer = type("W", (), {"append": lambda self, row: written.append(dict(row))})()
-    conv_pw.sweep(device, [(1, 1, 1)], [(1, 8, 8, 4, 4)], writer, show_progress=False, min_time_s=0.001,
+    conv_bench.sweep(device, [(1, 1, 1)], [(1, 8, 8, 4, 4)], writer, show_progress=False, min_time_s=0.001,
                   min_samples=2, target_us=50.0, adreno_gpu=None, shape_kind="fills the device")
     assert written and all(r["shape_kind"] == "fills the device" for r in written)

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from workbench import layouts as L
 from workbench import ops
 from workbench.kernels import pixel_shuffle as K
+from workbench.kernels import pixel_shuffle_block as B
+from workbench.kernels import q8ta_quantize as Q
 from workbench.vk import MissingFeatureError
 
 # (input NCHW, r): C_out not a multiple of 4, H / W not multiples of 4, batch > 1, r = 1, 2, 3, 4
@@ -121,23 +123,23 @@ def test_block_kernel_matches_etvk_kernel_and_torch(device, n, c_out, h, w, same
 
 def test_block_kernel_only_where_it_applies():
     with pytest.raises(ValueError, match="needs r = 2, got r = 3"):
-        K.Q8taPixelShuffleSpec((1, 18, 2, 2), 3, "4W4C", "4W4C", block=True)
-    with pytest.raises(ValueError, match="block kernel only"):
+        B.Q8taPixelShuffleBlockSpec((1, 18, 2, 2), 3, "4W4C", "4W4C")
+    with pytest.raises(TypeError, match="unexpected keyword"):  # options of the block kernel\'s own spec
         K.Q8taPixelShuffleSpec((1, 8, 2, 2), 2, lut=True)
-    with pytest.raises(ValueError, match="block kernel only"):
+    with pytest.raises(TypeError, match="unexpected keyword"):  # options of the block kernel\'s own spec
         K.Q8taPixelShuffleSpec((1, 8, 2, 2), 2, swizzle=True)
-    spec = K.Q8taPixelShuffleSpec((2, 20, 3, 5), 2, block=True)
+    spec = B.Q8taPixelShuffleBlockSpec((2, 20, 3, 5), 2)
     assert spec.threads == 2 * 3 * 2 * 2 and spec.variant == "q8ta_pixel_shuffle_block"
     # 16-byte accesses exactly where a block is contiguous and aligned
-    assert K.Q8taPixelShuffleSpec((1, 48, 2, 8), 2, "4C1W", "4C", block=True).vector_access == (True, False)
-    assert K.Q8taPixelShuffleSpec((1, 64, 2, 7), 2, "4C1W", "4C1W", block=True).vector_access == (False, False)
-    assert K.Q8taPixelShuffleSpec((1, 64, 2, 6), 2, "4C", "4C1W", block=True).vector_access == (True, True)
-    assert K.Q8taPixelShuffleSpec((1, 40, 2, 6), 2, "4C", "4W4C", block=True).vector_access == (False, True)
-    pixel = K.Q8taPixelShuffleSpec((2, 64, 3, 5), 2, "4W4C", "4C", block=True)  # C_out = 16: 4C in 16-byte blocks
+    assert B.Q8taPixelShuffleBlockSpec((1, 48, 2, 8), 2, "4C1W", "4C").vector_access == (True, False)
+    assert B.Q8taPixelShuffleBlockSpec((1, 64, 2, 7), 2, "4C1W", "4C1W").vector_access == (False, False)
+    assert B.Q8taPixelShuffleBlockSpec((1, 64, 2, 6), 2, "4C", "4C1W").vector_access == (True, True)
+    assert B.Q8taPixelShuffleBlockSpec((1, 40, 2, 6), 2, "4C", "4W4C").vector_access == (False, True)
+    pixel = B.Q8taPixelShuffleBlockSpec((2, 64, 3, 5), 2, "4W4C", "4C")  # C_out = 16: 4C in 16-byte blocks
     assert pixel.pixel_tile and pixel.vector_access == (True, True) and pixel.threads == 2 * 3 * 5 * 1
-    assert not K.Q8taPixelShuffleSpec((1, 64, 2, 8), 2, "4C1W", "4C", block=True, pixel_tile=False).pixel_tile
+    assert not B.Q8taPixelShuffleBlockSpec((1, 64, 2, 8), 2, "4C1W", "4C", pixel_tile=False).pixel_tile
     with pytest.raises(ValueError, match="pixel_tile needs"):
-        K.Q8taPixelShuffleSpec((1, 40, 2, 6), 2, "4C", "4C", block=True, pixel_tile=True)  # C4_out = 3
+        B.Q8taPixelShuffleBlockSpec((1, 40, 2, 6), 2, "4C", "4C", pixel_tile=True)  # C4_out = 3
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -158,18 +160,18 @@ def test_block_kernel_every_layout_pair(device, n, c_out, h, w, seed):
             kw = dict(in_layout=in_layout, out_layout=out_layout, device=device)
             got = ops.q8ta_pixel_shuffle(q, 2, *K.SAME_QP, block=True, **kw)
             assert torch.equal(got, expected_same), (shape, in_layout, out_layout)
-            if K.Q8taPixelShuffleSpec(shape, 2, in_layout, out_layout, block=True).pixel_tile:  # and the other tile
-                spec = K.Q8taPixelShuffleSpec(shape, 2, in_layout, out_layout, block=True, pixel_tile=False)
+            if B.Q8taPixelShuffleBlockSpec(shape, 2, in_layout, out_layout).pixel_tile:  # and the other tile
+                spec = B.Q8taPixelShuffleBlockSpec(shape, 2, in_layout, out_layout, pixel_tile=False)
                 with K.Q8taPixelShuffleRun(device, spec, q) as run:
                     run.run()
                     assert torch.equal(run.output(), expected_same), (shape, in_layout, out_layout, "4-width")
-            spec = K.Q8taPixelShuffleSpec(shape, 2, in_layout, out_layout, *K.SAME_QP, block=True, swizzle=True)
+            spec = B.Q8taPixelShuffleBlockSpec(shape, 2, in_layout, out_layout, *K.SAME_QP, swizzle=True)
             with K.Q8taPixelShuffleRun(device, spec, q) as run:
                 run.run()
                 assert torch.equal(run.output(), expected_same), (shape, in_layout, out_layout, "swizzle")
             per_word = ops.q8ta_pixel_shuffle(q, 2, *K.DIFF_QP, block=False, **kw)
             for kw in ({"lut": 0}, {"lut": 1}, {"lut": 2}, {"lut": 2, "swizzle": True, "local_x": 256}):
-                spec = K.Q8taPixelShuffleSpec(shape, 2, in_layout, out_layout, *K.DIFF_QP, block=True, **kw)
+                spec = B.Q8taPixelShuffleBlockSpec(shape, 2, in_layout, out_layout, *K.DIFF_QP, **kw)
                 with K.Q8taPixelShuffleRun(device, spec, q) as run:
                     run.run()
                     requant = run.output()
@@ -181,8 +183,8 @@ def test_chain_intermediates_and_requant_vs_torch(device):
     shape, r = (1, 12, 3, 5), 2
     s_in, zp_in, s_out, zp_out = K.DIFF_QP
     q = torch.randint(-128, 128, shape, generator=torch.Generator().manual_seed(4), dtype=torch.int8)
-    spec = K.Q8taPixelShuffleChainSpec(K.Q8taPixelShuffleSpec(shape, r, "4C1W", "4W4C", *K.DIFF_QP))
-    with K.Q8taChainRun(device, spec, q) as run:
+    spec = Q.Q8taPixelShuffleChainSpec(K.Q8taPixelShuffleSpec(shape, r, "4C1W", "4W4C", *K.DIFF_QP))
+    with Q.Q8taChainRun(device, spec, q) as run:
         run.run()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -295,7 +297,7 @@ def test_spec_sizes_perf_shape(device):
     assert spec.out_sizes == (1, 24, 256, 144) and spec.threads == 221_184
     assert spec.global_size(device) == (221_184, 1, 1) and spec.local_size == (64, 1, 1)
     assert spec.bytes_written() == 884_736 and spec.bytes_read() == 884_736    # int8 bytes, once each
-    chain = K.Q8taPixelShuffleChainSpec(spec)
+    chain = Q.Q8taPixelShuffleChainSpec(spec)
     assert chain.dispatches == 3 and [s.threads for s in chain.stages] == [884_736, 884_736, 221_184]
     # dequantize 1 + 4, float pixel shuffle 4 + 4, quantize 4 + 1 bytes per element: 18 vs 2 for the fused kernel
     assert chain.bytes_moved() == 18 * 884_736 == 9 * spec.bytes_moved()
@@ -311,7 +313,7 @@ def test_spec_sizes_padding_and_odd_shapes(device):
     spec = K.Q8taPixelShuffleSpec((1, 20, 3, 5), 2, "4W4C", "4C1W")
     assert spec.bytes_read() == 4 * (3 * 5 * 5) and L.get_layout("4W4C").num_words((1, 20, 3, 5)) == 3 * 8 * 5
     assert spec.threads == 2 * 6 * 10 and spec.bytes_written() == 4 * spec.threads
-    quant = K.Q8taPixelShuffleChainSpec(spec).stages[2]
+    quant = Q.Q8taPixelShuffleChainSpec(spec).stages[2]
     assert quant.threads == L.get_layout("4C1W").num_words((1, 5, 6, 10))   # every word, padding included
     ft = K.PixelShuffleSpec((2, 18, 3, 5), 3, "texture", "width")
     assert ft.out_sizes == (2, 2, 9, 15) and ft.global_size() == (4, 9, 4)   # W/4, H, C·N
@@ -361,9 +363,10 @@ def test_explorer():
 # ---------------------------------------------------------------------------------------------------------------------
 
 def test_bench_suite_quick(device, tmp_path):
-    from workbench import bench
-    with bench.ResultsWriter(tmp_path / "ps", bench.environment(device)) as writer:
-        df = K.bench_suite(device, writer, quick=True, show_progress=False)
+    from workbench import measure
+    from workbench.benchmarks import pixel_shuffle as PB
+    with measure.ResultsWriter(tmp_path / "ps", measure.environment(device)) as writer:
+        df = PB.bench_suite(device, writer, quick=True, show_progress=False)
     assert set(df["impl"]) == {"fused", "chain", "float", "torch", "copy"}
     kernels = df[df["impl"].isin(["fused", "chain", "float"])]
     for col in ("shape", "out_shape", "r", "path", "qpath", "in_layout", "out_layout", "dispatches", "bytes",

@@ -49,12 +49,12 @@ def test_magic_requant_bit_exact(device, pair, s_in, zp_in, s_out, zp_out):
     the same math on the requant copy."""
     q = torch.from_numpy(ALL_BYTES.reshape(ALL_BYTES_SHAPE))
     qp = (s_in, zp_in, s_out, zp_out)
-    spec = K.Q8taPixelShuffleSpec(ALL_BYTES_SHAPE, 2, *pair, *qp, block=True)
+    spec = B.Q8taPixelShuffleBlockSpec(ALL_BYTES_SHAPE, 2, *pair, *qp)
     got = _run(device, spec, q)
     assert np.array_equal(got.numpy(), spec.reference(q)), (pair, qp)
     assert (got.int() - _torch_q8_reference(q, *qp).int()).abs().max() <= 1, (pair, qp)
     if 255 * s_in / s_out < 2.0 ** 30:
-        convert = K.Q8taPixelShuffleSpec(ALL_BYTES_SHAPE, 2, *pair, *qp, block=True, convert=True)
+        convert = B.Q8taPixelShuffleBlockSpec(ALL_BYTES_SHAPE, 2, *pair, *qp, convert=True)
         assert torch.equal(_run(device, convert, q), got), (pair, qp)
     copy = B.Q8taRequantCopySpec(ALL_BYTES.size, *qp)
     with B.Q8taRequantCopyRun(device, copy, ALL_BYTES) as run:
@@ -71,13 +71,13 @@ def test_thread_orders_every_pair(device, pair, shape):
     q = torch.randint(-128, 128, shape, generator=torch.Generator().manual_seed(7), dtype=torch.int8)
     expected = {"same": F.pixel_shuffle(q, 2),
                 "diff": torch.from_numpy(K.Q8taPixelShuffleSpec(shape, 2, *pair, *K.DIFF_QP).reference(q))}
-    pixel = K.Q8taPixelShuffleSpec(shape, 2, *pair, block=True).pixel_tile
+    pixel = B.Q8taPixelShuffleBlockSpec(shape, 2, *pair).pixel_tile
     options = [dict(tile_co=t, pixel_tile=False) for t in (1, 4, 32)]
     if pixel:
         options += [dict(tile_co=t, pixel_tile=True) for t in (2, 8)]
     for kw in options:
         for name, qp in (("same", K.SAME_QP), ("diff", K.DIFF_QP)):  # one pipeline: passthrough is a push constant
-            spec = K.Q8taPixelShuffleSpec(shape, 2, *pair, *qp, block=True, **kw)
+            spec = B.Q8taPixelShuffleBlockSpec(shape, 2, *pair, *qp, **kw)
             assert torch.equal(_run(device, spec, q), expected[name]), (pair, shape, kw, name)
 
 
@@ -94,40 +94,40 @@ def test_pair_store_into_4c1w(device, in_layout, shape):
     tiles = [t for t in (1, 2, 4, 8, 16) if t < device.info.subgroup_size]
     for t in tiles:
         for name, qp in (("same", K.SAME_QP), ("diff", K.DIFF_QP)):
-            spec = K.Q8taPixelShuffleSpec(shape, 2, in_layout, "4C1W", *qp, block=True, tile_co=t, pair_store=True)
+            spec = B.Q8taPixelShuffleBlockSpec(shape, 2, in_layout, "4C1W", *qp, tile_co=t, pair_store=True)
             assert spec.variant.endswith("_pair")
             assert torch.equal(_run(device, spec, q), expected[name]), (in_layout, shape, t, name)
-    wide = K.Q8taPixelShuffleSpec(shape, 2, in_layout, "4C1W", block=True, tile_co=16, pair_store=True)
+    wide = B.Q8taPixelShuffleBlockSpec(shape, 2, in_layout, "4C1W", tile_co=16, pair_store=True)
     if wide.tile_co >= device.info.subgroup_size:
         with pytest.raises(ValueError, match="subgroup wider"):
             _run(device, wide, q)
     with pytest.raises(ValueError, match="pair_store needs"):
-        K.Q8taPixelShuffleSpec(shape, 2, in_layout, "4W4C", block=True, tile_co=4, pair_store=True)
+        B.Q8taPixelShuffleBlockSpec(shape, 2, in_layout, "4W4C", tile_co=4, pair_store=True)
 
 
 def test_block_options_and_errors():
-    spec = K.Q8taPixelShuffleSpec((2, 80, 3, 13), 2, "4W4C", "4C1W", block=True)   # C4_out 5, W4_in 4
+    spec = B.Q8taPixelShuffleBlockSpec((2, 80, 3, 13), 2, "4W4C", "4C1W")   # C4_out 5, W4_in 4
     assert spec.tile_co == 4 and spec.variant.endswith("_t4")                      # 4C1W: tiled by default
     assert spec.threads == 2 * 3 * 8 * 8                                           # 5 → 8 blocks, 4 → 8 widths
-    assert K.Q8taPixelShuffleSpec((2, 80, 3, 13), 2, "4C1W", "4C1W", block=True, tile_co=32).threads \
+    assert B.Q8taPixelShuffleBlockSpec((2, 80, 3, 13), 2, "4C1W", "4C1W", tile_co=32).threads \
         == 2 * 3 * 32 * 4                                                          # 5 → 32 blocks, 4 width blocks
-    assert K.Q8taPixelShuffleSpec((2, 80, 3, 13), 2, "4W4C", "4W4C", block=True).tile_co == 0
-    pixel = K.Q8taPixelShuffleSpec((2, 256, 2, 8), 2, "4C1W", "4C", block=True)
+    assert B.Q8taPixelShuffleBlockSpec((2, 80, 3, 13), 2, "4W4C", "4W4C").tile_co == 0
+    pixel = B.Q8taPixelShuffleBlockSpec((2, 256, 2, 8), 2, "4C1W", "4C")
     assert pixel.pixel_tile and pixel.tile_co == 4                                 # G = 4 channel groups
-    assert K.Q8taPixelShuffleSpec((2, 8, 2, 8), 2, "4C", "4C1W", block=True).tile_co == 1   # C4_out = 1
-    assert K.Q8taPixelShuffleSpec((2, 24, 2, 8), 2, "4C1W", "4C1W", block=True).tile_co == 2  # C4_out = 2
-    tiled = K.Q8taPixelShuffleSpec((2, 256, 2, 8), 2, "4C1W", "4C", block=True, tile_co=8)
+    assert B.Q8taPixelShuffleBlockSpec((2, 8, 2, 8), 2, "4C", "4C1W").tile_co == 1   # C4_out = 1
+    assert B.Q8taPixelShuffleBlockSpec((2, 24, 2, 8), 2, "4C1W", "4C1W").tile_co == 2  # C4_out = 2
+    tiled = B.Q8taPixelShuffleBlockSpec((2, 256, 2, 8), 2, "4C1W", "4C", tile_co=8)
     assert tiled.threads == 2 * 2 * 8 * 8                                          # G = 4 → 8, W = 8 (4 per tile)
-    cvt = K.Q8taPixelShuffleSpec((1, 16, 2, 4), 2, "4W4C", "4W4C", *K.DIFF_QP, block=True, convert=True)
+    cvt = B.Q8taPixelShuffleBlockSpec((1, 16, 2, 4), 2, "4W4C", "4W4C", *K.DIFF_QP, convert=True)
     assert cvt.variant == "q8ta_pixel_shuffle_block_cvt" and cvt.defines["REQUANT_CONVERT"]
     with pytest.raises(ValueError, match="tile_co must be one of"):
-        K.Q8taPixelShuffleSpec((1, 16, 2, 4), 2, block=True, tile_co=3)
-    with pytest.raises(ValueError, match="block kernel only"):
+        B.Q8taPixelShuffleBlockSpec((1, 16, 2, 4), 2, tile_co=3)
+    with pytest.raises(TypeError, match="unexpected keyword"):  # options of the block kernel\'s own spec
         K.Q8taPixelShuffleSpec((1, 16, 2, 4), 2, tile_co=4)
-    with pytest.raises(ValueError, match="block kernel only"):
+    with pytest.raises(TypeError, match="unexpected keyword"):  # options of the block kernel\'s own spec
         K.Q8taPixelShuffleSpec((1, 16, 2, 4), 2, convert=True)
     with pytest.raises(ValueError, match="choose one"):
-        K.Q8taPixelShuffleSpec((1, 16, 2, 4), 2, block=True, convert=True, lut=1)
+        B.Q8taPixelShuffleBlockSpec((1, 16, 2, 4), 2, convert=True, lut=1)
     with pytest.raises(ValueError, match="multiple of 16 bytes"):
         B.Q8taRequantCopySpec(100)
     with pytest.raises(ValueError, match="output scale"):
@@ -148,9 +148,10 @@ def test_requant_copy_partial_workgroup(device):
 
 
 def test_block_suite_quick(device, tmp_path):
-    from workbench import bench
-    with bench.ResultsWriter(tmp_path / "psb", bench.environment(device)) as writer:
-        df = B.bench_suite(device, writer, quick=True, show_progress=False, shape=(1, 64, 4, 8),
+    from workbench import measure
+    from workbench.benchmarks import pixel_shuffle as PB
+    with measure.ResultsWriter(tmp_path / "psb", measure.environment(device)) as writer:
+        df = PB.limit_suite(device, writer, quick=True, show_progress=False, shape=(1, 64, 4, 8),
                            pairs=[("4W4C", "4C1W")])
     assert set(df["impl"]) == {"block", "requant-copy", "copy", "torch"}
     kernels = df[df.impl.isin(["block", "requant-copy"])]
@@ -158,7 +159,7 @@ def test_block_suite_quick(device, tmp_path):
     for col in ("variant", "qpath", "tile_co", "requant_math", "copy_fraction", "vs_torch", "GB/s", "bytes"):
         assert kernels[col].notna().all(), col
     block = kernels[kernels.impl == "block"]
-    assert set(block["tile_co"]) == set(B.TILES_OTHER)  # a CPU device: the short list of thread orders
+    assert set(block["tile_co"]) == set(PB.TILES_OTHER)  # a CPU device: the short list of thread orders
     assert set(block["requant_math"]) == {"", "magic", "convert"}
     assert (kernels["bytes"] == 2 * 64 * 4 * 8).all()
     assert set(kernels[kernels.impl == "requant-copy"]["requant_math"]) == {"", "magic", "convert"}

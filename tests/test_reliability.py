@@ -156,23 +156,23 @@ def test_two_processes_benchmark_the_same_device(tmp_path):
 
 # --- metadata ----------------------------------------------------------------------------------------------------
 def test_commit_without_git_comes_from_env_or_stamp(tmp_path, monkeypatch):
-    from workbench import bench
+    from workbench import measure
     copy = tmp_path / "copy"  # a tree without .git, as copied to the GPU host
     copy.mkdir()
     monkeypatch.delenv("WORKBENCH_COMMIT", raising=False)
-    assert bench.git_commit.__wrapped__(copy) == "unknown"
+    assert measure.git_commit.__wrapped__(copy) == "unknown"
     (copy / ".workbench-commit").write_text("abc123def456\n")
-    assert bench.git_commit.__wrapped__(copy) == "abc123def456"
+    assert measure.git_commit.__wrapped__(copy) == "abc123def456"
     monkeypatch.setenv("WORKBENCH_COMMIT", "feedbeef0001")
-    assert bench.git_commit.__wrapped__(copy) == "feedbeef0001"
+    assert measure.git_commit.__wrapped__(copy) == "feedbeef0001"
     # an explicit commit wins over a .git too (a copy's .git can be stale); without it a checkout asks git
-    assert bench.git_commit.__wrapped__(bench.REPO) == "feedbeef0001"
+    assert measure.git_commit.__wrapped__(measure.REPO) == "feedbeef0001"
     monkeypatch.delenv("WORKBENCH_COMMIT")
-    assert bench.git_commit.__wrapped__(bench.REPO) not in ("unknown", "feedbeef0001")
+    assert measure.git_commit.__wrapped__(measure.REPO) not in ("unknown", "feedbeef0001")
 
 
 def test_results_folders_follow_one_rule():
-    from workbench.bench import REPO as repo, results_folder_name
+    from workbench.measure import REPO as repo, results_folder_name
     assert results_folder_name("llvmpipe (LLVM 15.0.6, 256 bits)") == "llvmpipe"
     assert results_folder_name("NVIDIA H200") == "NVIDIA_H200"
     assert results_folder_name("Adreno (TM) 740") == "Adreno_740"

@@ -177,7 +177,7 @@ def tiles(tmp_path_factory):
 
 def _accumulators(values) -> int:
     """int32 accumulators of one thread's tile: ivec4 out_accum[TILE_M][TILE_N4] (etvk.md §3.5)."""
-    from workbench.occupancy import conv_pw_tile_figures
+    from workbench.kernels.conv_pw import conv_pw_tile_figures
     return conv_pw_tile_figures(values["tile_m"], values["tile_n4"], values.get("tile_k4", 1)).accumulators
 
 

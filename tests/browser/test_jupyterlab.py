@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from workbench import layouts
-from workbench.occupancy import conv_pw_tile_figures
+from workbench.kernels.conv_pw import conv_pw_tile_figures
 
 from .conftest import CHROMIUM
 

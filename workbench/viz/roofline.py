@@ -23,7 +23,7 @@ def bandwidth_points(frames) -> pd.DataFrame:
 
 def roofline_figure(roofs: dict, compute: pd.DataFrame, movement: pd.DataFrame, *, label_col: str = "label",
                     device: str = "", max_bars: int = 14, note: str | None = None) -> Figure:
-    """`roofs` from `workbench.kernels.peak.roofs`: one line per int8 dot form (OpSDotAccSat, OpSDot + add), fp32
+    """`roofs` from `workbench.benchmarks.peak.roofs`: one line per int8 dot form (OpSDotAccSat, OpSDot + add), fp32
     FMA, and the int8 cooperative-matrix (tensor-core) roof where one was measured; `note` (e.g. "no cooperative
     matrix on this device") is written on the chart where that roof is missing."""
     fig = Figure(figsize=(12, 4.8), layout="constrained")

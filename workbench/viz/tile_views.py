@@ -23,7 +23,7 @@ from matplotlib import colors as mcolors
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from .. import occupancy as occ
+from ..benchmarks import conv as conv_bench
 from ..kernels import conv_pw as K
 
 __all__ = ["thread_tile_view", "time_vs_tile", "registers_occupancy_vs_tile", "gops_heatmap", "TileExplorer",
@@ -110,7 +110,7 @@ def thread_tile_view(tile_m: int, tile_n4: int, tile_k4: int = 1, width: int = 1
                 fontsize=8 if compact else 9, color="white", fontweight="bold", zorder=6, gid="thread-label")
     ax.set_xlim(0, cols)
     ax.set_ylim(rows, 0)
-    f = occ.conv_pw_tile_figures(tile_m, tile_n4, tile_k4)
+    f = K.conv_pw_tile_figures(tile_m, tile_n4, tile_k4)
     if compact:
         ax.set_xlabel("output width w", fontsize=8)
         ax.set_ylabel("output channel c", fontsize=8)
@@ -383,7 +383,7 @@ class TileExplorer:
         shape = self.shape
         bufs, expected = self._buffers_for(shape)
         spec = K.ConvPwSpec(shape, *self.tile, out_layout=self.out_layout, use_dot_ext=self.use_dot_ext)
-        row = K.measure(self.device, bufs, spec, env=self.env, expected=expected, **self.timing)
+        row = conv_bench.measure(self.device, bufs, spec, env=self.env, expected=expected, **self.timing)
         self.last_row = row
         history = self.history
         if len(history):
