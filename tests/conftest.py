@@ -19,7 +19,7 @@ def device():
 
 @pytest.fixture(autouse=True)
 def validation_layer_silent():
-    from workbench.vk import device as devmod
+    from workbench.vk import discovery as devmod
     inst = devmod.instance()
     before = len(inst.messages)
     yield

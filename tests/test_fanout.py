@@ -37,7 +37,7 @@ def _worker_validation_messages(address):
     from distributed import Client
 
     def messages():
-        from workbench.vk import device as devmod
+        from workbench.vk import discovery as devmod
         return [m for inst in devmod._instances.values() for m in inst.messages]
     with Client(address) as client:
         return {w: m for w, m in client.run(messages).items() if m}

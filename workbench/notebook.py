@@ -80,7 +80,7 @@ def notebooks() -> list[Path]:
 
 #: A cell tests append to a notebook: fails when the validation layer said anything in this kernel.
 VALIDATION_CHECK_CELL = (
-    "from workbench.vk import device as _devmod\n"
+    "from workbench.vk import discovery as _devmod\n"
     "_messages = [m for inst in _devmod._instances.values() for m in inst.messages]\n"
     "assert not _messages, 'validation layer reported:\\n' + '\\n'.join(_messages)\n"
     "print('validation: silent')")

@@ -244,7 +244,7 @@ def vulkan_uuid(index: int) -> str | None:
     """VkPhysicalDeviceIDProperties.deviceUUID of device `index` as 32 hex digits (CUDA reports the same UUID)."""
     import vulkan as vkapi
 
-    from ..vk import device as devmod
+    from ..vk import discovery as devmod
     physical = devmod.instance().physical_devices[index]
     ids = vkapi.VkPhysicalDeviceIDProperties()
     props2 = vkapi.VkPhysicalDeviceProperties2(pNext=ids)

@@ -4,7 +4,7 @@ Read in this order: device.py (instances, physical devices), context.py (the log
 images), spirv.py (reflection), pipeline.py (compute pipelines, statistics), recording.py (dispatch, timestamps).
 """
 from .context import Device, get_device, set_device
-from .device import DeviceInfo, instance, list_devices, select_device
+from .discovery import DeviceInfo, instance, list_devices, select_device
 from .errors import (BindingError, ClosedError, DeviceNotFoundError, FenceTimeoutError, MissingFeatureError, ValidationError,
                      VulkanError)
 from .memory import Buffer, Image

@@ -6,7 +6,7 @@ from collections import OrderedDict
 
 import vulkan as vk
 
-from . import device as devmod
+from . import discovery
 from .errors import ClosedError, FenceTimeoutError, MissingFeatureError
 from .memory import Buffer, Image
 from .pipeline import Pipeline, destroy_pipeline_objects
@@ -20,9 +20,9 @@ class Device:
     """One Vulkan device, ready for compute. Close it (or use `with`) to release every object it made."""
 
     def __init__(self, selector=None, validation: bool | None = None):
-        self.instance = devmod.instance(validation)
-        devices = [devmod._describe(i, pd) for i, pd in enumerate(self.instance.physical_devices)]
-        self.info = devmod.select_device(selector, devices)
+        self.instance = discovery.instance(validation)
+        devices = [discovery._describe(i, pd) for i, pd in enumerate(self.instance.physical_devices)]
+        self.info = discovery.select_device(selector, devices)
         self.physical_device = self.instance.physical_devices[self.info.index]
         self._live: dict[int, object] = {}
         self._samplers: dict[int, object] = {}
@@ -37,10 +37,10 @@ class Device:
         self.queue_family = candidates[0]
 
         features = self.info.features
-        extensions = [e for e in (devmod.EXT_EXECUTABLE_PROPERTIES,) if features.get("pipeline_executable_properties")]
-        if features.get("integer_dot_product") and devmod.EXT_INTEGER_DOT_PRODUCT in self.info.extensions \
+        extensions = [e for e in (discovery.EXT_EXECUTABLE_PROPERTIES,) if features.get("pipeline_executable_properties")]
+        if features.get("integer_dot_product") and discovery.EXT_INTEGER_DOT_PRODUCT in self.info.extensions \
                 and self.info.api_version < "1.3":
-            extensions.append(devmod.EXT_INTEGER_DOT_PRODUCT)
+            extensions.append(discovery.EXT_INTEGER_DOT_PRODUCT)
         # Enable only what the kernels use (robustBufferAccess & co. stay off: they cost speed).
         dot = vk.VkPhysicalDeviceShaderIntegerDotProductFeatures(
             shaderIntegerDotProduct=features.get("integer_dot_product", False))
@@ -58,11 +58,11 @@ class Device:
         # The roofline probes' optional extensions (shader clocks, SM builtins, NV cooperative matrices).
         chained = []  # every struct of the pNext chain stays referenced until vkCreateDevice
         for ext, feature, struct, fields in (
-                (devmod.EXT_SHADER_CLOCK, "shader_subgroup_clock", "VkPhysicalDeviceShaderClockFeaturesKHR",
+                (discovery.EXT_SHADER_CLOCK, "shader_subgroup_clock", "VkPhysicalDeviceShaderClockFeaturesKHR",
                  {"shaderSubgroupClock": "shader_subgroup_clock", "shaderDeviceClock": "shader_device_clock"}),
-                (devmod.EXT_SM_BUILTINS, "sm_builtins", "VkPhysicalDeviceShaderSMBuiltinsFeaturesNV",
+                (discovery.EXT_SM_BUILTINS, "sm_builtins", "VkPhysicalDeviceShaderSMBuiltinsFeaturesNV",
                  {"shaderSMBuiltins": "sm_builtins"}),
-                (devmod.EXT_COOPERATIVE_MATRIX_NV, "cooperative_matrix_nv",
+                (discovery.EXT_COOPERATIVE_MATRIX_NV, "cooperative_matrix_nv",
                  "VkPhysicalDeviceCooperativeMatrixFeaturesNV", {"cooperativeMatrix": "cooperative_matrix_nv"})):
             if features.get(feature) and ext in self.info.extensions:
                 extensions.append(ext)
@@ -73,7 +73,7 @@ class Device:
             chained.append(head)
         if features.get("maintenance4"):  # shaders built for Vulkan 1.3 take their local size through LocalSizeId
             if self.info.api_version < "1.3":
-                extensions.append(devmod.EXT_MAINTENANCE4)
+                extensions.append(discovery.EXT_MAINTENANCE4)
             head = vk.VkPhysicalDeviceMaintenance4Features(pNext=head, maintenance4=True)
             chained.append(head)
         core = vk.VkPhysicalDeviceFeatures(shaderInt16=features.get("shader_int16", False),

@@ -1,4 +1,4 @@
-"""Instances, physical devices and the logical `Device` everything else is made from."""
+"""Instances, physical devices (`DeviceInfo`: properties, features, extensions) and device selection."""
 from __future__ import annotations
 
 import os
