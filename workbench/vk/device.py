@@ -37,7 +37,8 @@ class Device:
         self.queue_family = candidates[0]
 
         features = self.info.features
-        extensions = [e for e in (discovery.EXT_EXECUTABLE_PROPERTIES,) if features.get("pipeline_executable_properties")]
+        extensions = [e for e in (discovery.EXT_EXECUTABLE_PROPERTIES,)
+                      if features.get("pipeline_executable_properties")]
         if features.get("integer_dot_product") and discovery.EXT_INTEGER_DOT_PRODUCT in self.info.extensions \
                 and self.info.api_version < "1.3":
             extensions.append(discovery.EXT_INTEGER_DOT_PRODUCT)
