@@ -57,6 +57,15 @@ def test_environment_variable_selects(monkeypatch):
         vk.select_device()
 
 
+def test_validation_messages_gathers_every_instance(device):
+    assert vk.validation_messages() == []  # the tests' instance validates, and has said nothing
+    device.instance.messages.append("a message")
+    try:
+        assert vk.validation_messages() == ["a message"]
+    finally:
+        device.instance.messages.remove("a message")
+
+
 def test_missing_feature_is_named(device):
     with pytest.raises(ValueError, match="unknown feature 'warp_drive'"):
         device.require("warp_drive")

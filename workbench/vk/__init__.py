@@ -5,7 +5,7 @@ memory.py (buffers, images), spirv.py (reflection), pipeline.py (compute pipelin
 (dispatch, timestamps).
 """
 from .device import Device, get_device, set_device
-from .discovery import DeviceInfo, instance, list_devices, select_device
+from .discovery import DeviceInfo, instance, list_devices, select_device, validation_messages
 from .errors import (BindingError, ClosedError, DeviceNotFoundError, FenceTimeoutError, MissingFeatureError, ValidationError,
                      VulkanError)
 from .memory import Buffer, Image
@@ -13,5 +13,6 @@ from .pipeline import Pipeline
 from .recording import DispatchTiming, Recording
 
 __all__ = ["Device", "get_device", "set_device", "DeviceInfo", "instance", "list_devices", "select_device",
+           "validation_messages",
            "BindingError", "ClosedError", "DeviceNotFoundError", "FenceTimeoutError", "MissingFeatureError", "ValidationError",
            "VulkanError", "Buffer", "Image", "Pipeline", "DispatchTiming", "Recording"]

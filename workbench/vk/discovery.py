@@ -108,6 +108,12 @@ def instance(validation: bool | None = None) -> Instance:
         return _instances[validation]
 
 
+def validation_messages() -> list[str]:
+    """Every message the validation layer reported to any instance of this process, in a new list."""
+    with _instances_lock:
+        return [m for inst in _instances.values() for m in inst.messages]
+
+
 @dataclass(frozen=True)
 class DeviceInfo:
     index: int
@@ -267,4 +273,5 @@ def check_validation(inst: Instance, since: int = 0) -> None:
         raise ValidationError("validation layer reported:\n" + "\n".join(inst.messages[since:]))
 
 
-__all__ = ["DeviceInfo", "Instance", "instance", "list_devices", "select_device", "MissingFeatureError"]
+__all__ = ["DeviceInfo", "Instance", "instance", "list_devices", "select_device", "validation_messages",
+           "MissingFeatureError"]
