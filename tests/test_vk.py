@@ -42,6 +42,8 @@ def test_list_devices_describes_the_default(device):
     assert set(info.features) >= {"integer_dot_product", "storage_buffer_8bit", "pipeline_executable_properties"}
     assert vk.select_device(str(info.index), devices).name == info.name
     assert vk.select_device(info.name[:5].upper(), devices).name == info.name
+    assert len(bytes.fromhex(info.device_uuid)) == 16  # VkPhysicalDeviceIDProperties.deviceUUID, in hex
+    assert devices[info.index].device_uuid == info.device_uuid
 
 
 def test_unknown_device_lists_the_devices():

@@ -139,6 +139,7 @@ class DeviceInfo:
     max_image_dimension_2d: int
     features: dict = field(default_factory=dict)
     extensions: tuple = ()
+    device_uuid: str = ""  # VkPhysicalDeviceIDProperties.deviceUUID, 32 hex digits (CUDA reports the same UUID)
 
     @property
     def is_cpu(self) -> bool:
@@ -208,7 +209,8 @@ def _query_features(physical_device, extensions):
 
 def _describe(index: int, physical_device) -> DeviceInfo:
     extensions = tuple(sorted(e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(physical_device, None)))
-    driver = vk.VkPhysicalDeviceDriverProperties()
+    ids = vk.VkPhysicalDeviceIDProperties()
+    driver = vk.VkPhysicalDeviceDriverProperties(pNext=ids)
     subgroup = vk.VkPhysicalDeviceSubgroupProperties(pNext=driver)
     props2 = vk.VkPhysicalDeviceProperties2(pNext=subgroup)
     vk.vkGetPhysicalDeviceProperties2(physical_device, props2)
@@ -232,7 +234,8 @@ def _describe(index: int, physical_device) -> DeviceInfo:
         max_push_constants_bytes=limits.maxPushConstantsSize,
         max_image_dimension_3d=limits.maxImageDimension3D,
         max_image_dimension_2d=limits.maxImageDimension2D,
-        features=_query_features(physical_device, extensions), extensions=extensions)
+        features=_query_features(physical_device, extensions), extensions=extensions,
+        device_uuid=bytes(ids.deviceUUID[i] for i in range(vk.VK_UUID_SIZE)).hex())
 
 
 def list_devices(validation: bool | None = None) -> list[DeviceInfo]:
