@@ -68,6 +68,13 @@ def test_validation_messages_gathers_every_instance(device):
         device.instance.messages.remove("a message")
 
 
+def test_cooperative_matrix_properties_are_plain_rows(device):
+    rows = device.cooperative_matrix_properties()
+    assert all(list(r) == ["extension", "M", "N", "K", "A", "B", "C", "D", "scope"] for r in rows)
+    if not {"VK_NV_cooperative_matrix", "VK_KHR_cooperative_matrix"} & set(device.info.extensions):
+        assert rows == []
+
+
 def test_missing_feature_is_named(device):
     with pytest.raises(ValueError, match="unknown feature 'warp_drive'"):
         device.require("warp_drive")

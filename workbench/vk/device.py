@@ -147,6 +147,11 @@ class Device:
         if not self.info.features[feature]:
             raise MissingFeatureError(f"{self.info.name} ({self.info.driver_name}) lacks {feature}")
 
+    def cooperative_matrix_properties(self) -> list[dict]:
+        """Every cooperative-matrix size and type the driver lists (VK_NV_ / VK_KHR_cooperative_matrix), one dict
+        per entry: extension ("NV" / "KHR"), M, N, K, A, B, C, D ("sint8", "sint32", ...), scope; [] without."""
+        return discovery.cooperative_matrix_properties(self.instance, self.physical_device, self.info.extensions)
+
     # --- factories -------------------------------------------------------------------------------------------
     def buffer(self, data=None, *, nbytes: int | None = None, name: str = "") -> Buffer:
         """A storage buffer holding `data` (numpy / torch CPU / bytes), or a zero-filled one of `nbytes`."""

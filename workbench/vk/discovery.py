@@ -21,6 +21,10 @@ EXT_SM_BUILTINS = "VK_NV_shader_sm_builtins"
 EXT_COOPERATIVE_MATRIX_NV = "VK_NV_cooperative_matrix"
 EXT_MAINTENANCE4 = "VK_KHR_maintenance4"
 EXT_COOPERATIVE_MATRIX_KHR = "VK_KHR_cooperative_matrix"
+# VkComponentTypeNV / VkComponentTypeKHR share these values (0..10). The `vulkan` binding (1.3.275.1) leaves the
+# *_NV names None, so they are spelled out here rather than read from it.
+COMPONENT_TYPES = dict(enumerate(("float16", "float32", "float64", "sint8", "sint16", "sint32", "sint64", "uint8",
+                                  "uint16", "uint32", "uint64")))
 
 
 def _version(v: int) -> str:
@@ -269,6 +273,42 @@ def select_device(selector=None, devices: list[DeviceInfo] | None = None) -> Dev
     if not matches:
         raise DeviceNotFoundError(f"no Vulkan device matches {text!r}; devices: {listing}")
     return matches[0]
+
+
+def raw_enumerate(inst: Instance, physical_device, name: str, struct: str, stype: int | None) -> list:
+    """Call an instance-level vkGetPhysicalDevice*Properties*(pd, &count, props) enumerator through its raw
+    pointer, with sType set on every element (the binding's own wrapper leaves them zero)."""
+    from vulkan import _vulkan as raw
+    ptr = raw._callApi(vk.lib.vkGetInstanceProcAddr, inst.handle, name)
+    if ptr == vk.ffi.NULL:
+        return []
+    fn = vk.ffi.cast("PFN_" + name, ptr)
+    count = vk.ffi.new("uint32_t*")
+    if fn(physical_device, count, vk.ffi.NULL) != vk.VK_SUCCESS or count[0] == 0:
+        return []
+    props = vk.ffi.new(f"{struct}[]", count[0])
+    for i in range(count[0] if stype is not None else 0):
+        props[i].sType = stype
+    if fn(physical_device, count, props) != vk.VK_SUCCESS:
+        return []
+    return [props[i] for i in range(count[0])]
+
+
+def cooperative_matrix_properties(inst: Instance, physical_device, extensions) -> list[dict]:
+    """Every (M, N, K, A, B, C, D, scope) the driver lists, from the NV and the KHR extension where present (raw
+    vkGetPhysicalDeviceCooperativeMatrixProperties* calls): one dict per entry, keys extension ("NV" / "KHR"),
+    M, N, K, A, B, C, D (component types: "sint8", "sint32", ...) and scope (3: subgroup)."""
+    rows = []
+    for ext, stype, result in (("NV", vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV, "DType"),
+                               ("KHR", vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR, "ResultType")):
+        if f"VK_{ext}_cooperative_matrix" not in extensions:
+            continue
+        for p in raw_enumerate(inst, physical_device, f"vkGetPhysicalDeviceCooperativeMatrixProperties{ext}",
+                               f"VkCooperativeMatrixProperties{ext}", stype):
+            types = (p.AType, p.BType, p.CType, getattr(p, result))  # the NV struct says D, the KHR one Result
+            rows.append({"extension": ext, "M": p.MSize, "N": p.NSize, "K": p.KSize,
+                         **{k: COMPONENT_TYPES.get(t, t) for k, t in zip("ABCD", types)}, "scope": int(p.scope)})
+    return rows
 
 
 def check_validation(inst: Instance, since: int = 0) -> None:

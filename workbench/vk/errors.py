@@ -27,3 +27,10 @@ class ClosedError(VulkanError):
 
 class ValidationError(VulkanError):
     """The Khronos validation layer reported something."""
+
+
+def driver_errors() -> tuple[type[Exception], ...]:
+    """What a call into the driver can raise: the runtime's own errors and the binding's VkError (a driver that
+    refuses a pipeline, for instance), for callers that carry on past a variant the driver refuses."""
+    import vulkan
+    return (VulkanError, vulkan.VkError)
