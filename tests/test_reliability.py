@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from workbench import vk
-from workbench.churn import measure, rss_kib
 from workbench.shaders import compile_shader
+from workbench.vk.churn import measure, rss_kib
 
 
 # --- pipeline churn ----------------------------------------------------------------------------------------------
