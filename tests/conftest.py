@@ -19,8 +19,8 @@ def device():
 
 @pytest.fixture(autouse=True)
 def validation_layer_silent():
-    from workbench.vk import device as devmod
-    inst = devmod.instance()
+    from workbench import vk
+    inst = vk.instance()
     before = len(inst.messages)
     yield
     new = inst.messages[before:]

@@ -113,11 +113,11 @@ def test_shader_addressing_on_the_host():
 def test_raw_enumerator(device):
     """The raw two-call enumerator the property queries use (count, then the array), on one lavapipe has:
     VK_EXT_calibrated_timestamps' time domains (0 = the device's own clock)."""
-    import vulkan as vk
+    from workbench.vk.discovery import raw_enumerate
     if "VK_EXT_calibrated_timestamps" not in device.info.extensions:
         pytest.skip("no VK_EXT_calibrated_timestamps")
-    domains = coopmat._raw_enumerate(device, "vkGetPhysicalDeviceCalibrateableTimeDomainsEXT", "VkTimeDomainEXT",
-                                     None)
+    domains = raw_enumerate(device.instance, device.physical_device, "vkGetPhysicalDeviceCalibrateableTimeDomainsEXT",
+                            "VkTimeDomainEXT", None)
     assert 0 in [int(d) for d in domains]
     assert coopmat.properties(device).columns.tolist()[:4] == ["extension", "M", "N", "K"]
 

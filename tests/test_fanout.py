@@ -38,8 +38,8 @@ def _worker_validation_messages(address):
     from distributed import Client
 
     def messages():
-        from workbench.vk import device as devmod
-        return [m for inst in devmod._instances.values() for m in inst.messages]
+        from workbench import vk
+        return vk.validation_messages()
     with Client(address) as client:
         return {w: m for w, m in client.run(messages).items() if m}
 

@@ -159,3 +159,30 @@ def test_importing_adreno_loads_no_kernel_module():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=PACKAGE.parent)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def vulkan_importers() -> dict[str, list[int]]:
+    """Modules that import the `vulkan` binding (at module level or inside functions, `importlib` included), with
+    the lines that do."""
+    found = {}
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                targets = [node.module or ""] if not node.level else []
+            elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                    and getattr(node.func, "attr", getattr(node.func, "id", None)) in ("import_module", "__import__"):
+                targets = [str(node.args[0].value)]
+            else:
+                continue
+            if any(t.split(".")[0] == "vulkan" for t in targets):
+                found.setdefault(name, []).append(node.lineno)
+    return found
+
+
+def test_the_runtime_is_the_only_door_to_vulkan():
+    importers = vulkan_importers()
+    assert {"workbench.vk.device", "workbench.vk.churn"} <= set(importers)  # module level, inside a function
+    outside = {m: lines for m, lines in importers.items() if not (m == "workbench.vk" or m.startswith("workbench.vk."))}
+    assert not outside, f"only workbench.vk may import the vulkan binding; these do (module: lines): {outside}"

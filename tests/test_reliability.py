@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from workbench import vk
-from workbench.churn import measure, rss_kib
 from workbench.shaders import compile_shader
+from workbench.vk.churn import measure, rss_kib
 
 
 # --- pipeline churn ----------------------------------------------------------------------------------------------
@@ -28,7 +28,7 @@ def test_reused_pipeline_still_computes(device):
 
 
 def test_parked_pipelines_are_bounded_and_released():
-    from workbench.vk.context import PARKED_PIPELINES
+    from workbench.vk.device import PARKED_PIPELINES
     spv = compile_shader("copy")
     with vk.Device() as dev:
         for size in range(1, PARKED_PIPELINES + 10):

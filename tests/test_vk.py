@@ -42,6 +42,8 @@ def test_list_devices_describes_the_default(device):
     assert set(info.features) >= {"integer_dot_product", "storage_buffer_8bit", "pipeline_executable_properties"}
     assert vk.select_device(str(info.index), devices).name == info.name
     assert vk.select_device(info.name[:5].upper(), devices).name == info.name
+    assert len(bytes.fromhex(info.device_uuid)) == 16  # VkPhysicalDeviceIDProperties.deviceUUID, in hex
+    assert devices[info.index].device_uuid == info.device_uuid
 
 
 def test_unknown_device_lists_the_devices():
@@ -55,6 +57,22 @@ def test_environment_variable_selects(monkeypatch):
     monkeypatch.setenv("WORKBENCH_DEVICE", "definitely-not-a-device")
     with pytest.raises(vk.DeviceNotFoundError, match="definitely-not-a-device"):
         vk.select_device()
+
+
+def test_validation_messages_gathers_every_instance(device):
+    assert vk.validation_messages() == []  # the tests' instance validates, and has said nothing
+    device.instance.messages.append("a message")
+    try:
+        assert vk.validation_messages() == ["a message"]
+    finally:
+        device.instance.messages.remove("a message")
+
+
+def test_cooperative_matrix_properties_are_plain_rows(device):
+    rows = device.cooperative_matrix_properties()
+    assert all(list(r) == ["extension", "M", "N", "K", "A", "B", "C", "D", "scope"] for r in rows)
+    if not {"VK_NV_cooperative_matrix", "VK_KHR_cooperative_matrix"} & set(device.info.extensions):
+        assert rows == []
 
 
 def test_missing_feature_is_named(device):

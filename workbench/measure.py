@@ -329,8 +329,6 @@ def default_results_dir(device) -> Path:
     return REPO / "data" / results_folder_name(device.info.name)
 
 
-
-
 class ResultsReader:
     """Reads a results folder (``data/<device>/``, or any folder `ResultsWriter` / notebook exports wrote): one
     table per stem, from its CSV (written row by row, so it holds every finished row), else its Parquet.

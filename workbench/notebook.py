@@ -80,8 +80,8 @@ def notebooks() -> list[Path]:
 
 #: A cell tests append to a notebook: fails when the validation layer said anything in this kernel.
 VALIDATION_CHECK_CELL = (
-    "from workbench.vk import device as _devmod\n"
-    "_messages = [m for inst in _devmod._instances.values() for m in inst.messages]\n"
+    "from workbench.vk import validation_messages as _validation_messages\n"
+    "_messages = _validation_messages()\n"
     "assert not _messages, 'validation layer reported:\\n' + '\\n'.join(_messages)\n"
     "print('validation: silent')")
 

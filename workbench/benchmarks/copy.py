@@ -112,7 +112,7 @@ def peak_copy_gbps(df: pd.DataFrame) -> float:
 def pipeline_churn_rows(device, env: dict, cycles: int = 100) -> list[dict]:
     """RSS growth per 100 create/close cycles of the copy pipeline: workbench.vk (re-uses closed pipelines) next
     to the bare `vulkan` binding (what the driver itself keeps per compiled pipeline)."""
-    from ..churn import measure  # MERGE: vk.churn
+    from ..vk.churn import measure
     rows = []
     for mode, what in (("workbench", "pipeline churn: same pipeline through workbench.vk"),
                        ("bare", "pipeline churn: same pipeline through the bare vulkan binding")):

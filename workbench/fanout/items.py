@@ -243,11 +243,5 @@ def _cuda_index_of(vulkan_index: int) -> int | None:
 
 def vulkan_uuid(index: int) -> str | None:
     """VkPhysicalDeviceIDProperties.deviceUUID of device `index` as 32 hex digits (CUDA reports the same UUID)."""
-    import vulkan as vkapi
-
-    from ..vk import device as devmod
-    physical = devmod.instance().physical_devices[index]
-    ids = vkapi.VkPhysicalDeviceIDProperties()
-    props2 = vkapi.VkPhysicalDeviceProperties2(pNext=ids)
-    vkapi.vkGetPhysicalDeviceProperties2(physical, props2)
-    return bytes(ids.deviceUUID[i] for i in range(16)).hex()
+    from .. import vk
+    return vk.list_devices()[index].device_uuid

@@ -8,8 +8,8 @@ int8 GEMM on cooperative matrices, both checked exactly against the host (numpy 
 Shaders use VK_NV_cooperative_matrix (GL_NV_integer_cooperative_matrix): Debian 12's glslang 11 has no
 GL_KHR_cooperative_matrix and its spirv-tools (2022.4) cannot assemble or validate SPV_KHR_cooperative_matrix, while
 the NV extension compiles and validates here. NVIDIA drivers expose both; where only the KHR one is there, the suite
-skips with that reason. The property lists of both are read (raw vkGetPhysicalDeviceCooperativeMatrixProperties*
-calls with sType set on every element) and reported.
+skips with that reason. The property lists of both are read (by the runtime: Device.cooperative_matrix_properties)
+and reported.
 """
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import vulkan as vk
 
 from ..shaders import compile_shader
 
@@ -26,44 +25,12 @@ SUBGROUP = 32
 WARPS_PER_GROUP = 4
 SCOPE_SUBGROUP = 3
 SLOTS = 64  # output slots of the probe (every subgroup computes the same answer)
-# VkComponentTypeNV / VkComponentTypeKHR share these values (0..10). The `vulkan` binding (1.3.275.1) leaves the
-# *_NV names None, so they are spelled out here rather than read from it.
-_COMPONENT = dict(enumerate(("float16", "float32", "float64", "sint8", "sint16", "sint32", "sint64", "uint8",
-                             "uint16", "uint32", "uint64")))
-
-
-def _raw_enumerate(device, name: str, struct: str, stype: int | None) -> list:
-    """Call an instance-level vkGetPhysicalDevice*Properties*(pd, &count, props) enumerator through its raw
-    pointer, with sType set on every element (the binding's own wrapper leaves them zero)."""
-    from vulkan import _vulkan as raw
-    ptr = raw._callApi(vk.lib.vkGetInstanceProcAddr, device.instance.handle, name)
-    if ptr == vk.ffi.NULL:
-        return []
-    fn = vk.ffi.cast("PFN_" + name, ptr)
-    count = vk.ffi.new("uint32_t*")
-    if fn(device.physical_device, count, vk.ffi.NULL) != vk.VK_SUCCESS or count[0] == 0:
-        return []
-    props = vk.ffi.new(f"{struct}[]", count[0])
-    for i in range(count[0] if stype is not None else 0):
-        props[i].sType = stype
-    if fn(device.physical_device, count, props) != vk.VK_SUCCESS:
-        return []
-    return [props[i] for i in range(count[0])]
 
 
 def properties(device) -> pd.DataFrame:
     """Every (M, N, K, A, B, C, D, scope) the driver lists, from the NV and the KHR extension where present."""
-    rows = []
-    for ext, stype, result in (("NV", vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV, "DType"),
-                               ("KHR", vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR, "ResultType")):
-        if f"VK_{ext}_cooperative_matrix" not in device.info.extensions:
-            continue
-        for p in _raw_enumerate(device, f"vkGetPhysicalDeviceCooperativeMatrixProperties{ext}",
-                                f"VkCooperativeMatrixProperties{ext}", stype):
-            types = (p.AType, p.BType, p.CType, getattr(p, result))  # the NV struct says D, the KHR one Result
-            rows.append({"extension": ext, "M": p.MSize, "N": p.NSize, "K": p.KSize,
-                         **{k: _COMPONENT.get(t, t) for k, t in zip("ABCD", types)}, "scope": int(p.scope)})
-    return pd.DataFrame(rows, columns=["extension", "M", "N", "K", "A", "B", "C", "D", "scope"])
+    return pd.DataFrame(device.cooperative_matrix_properties(),
+                        columns=["extension", "M", "N", "K", "A", "B", "C", "D", "scope"])
 
 
 def int8_sizes(props: pd.DataFrame, extension: str = "NV") -> list[tuple[int, int, int]]:

@@ -1,10 +1,11 @@
 """The Vulkan runtime: compile → pipeline → bind → dispatch → time, explicit and small.
 
-Read in this order: device.py (instances, physical devices), context.py (the logical Device), memory.py (buffers,
-images), spirv.py (reflection), pipeline.py (compute pipelines, statistics), recording.py (dispatch, timestamps).
+Read in this order: discovery.py (instances, physical devices, DeviceInfo, selection), device.py (the logical Device),
+memory.py (buffers, images), spirv.py (reflection), pipeline.py (compute pipelines, statistics), recording.py
+(dispatch, timestamps).
 """
-from .context import Device, get_device, set_device
-from .device import DeviceInfo, instance, list_devices, select_device
+from .device import Device, get_device, set_device
+from .discovery import DeviceInfo, instance, list_devices, select_device, validation_messages
 from .errors import (BindingError, ClosedError, DeviceNotFoundError, FenceTimeoutError, MissingFeatureError, ValidationError,
                      VulkanError)
 from .memory import Buffer, Image
@@ -12,5 +13,6 @@ from .pipeline import Pipeline
 from .recording import DispatchTiming, Recording
 
 __all__ = ["Device", "get_device", "set_device", "DeviceInfo", "instance", "list_devices", "select_device",
+           "validation_messages",
            "BindingError", "ClosedError", "DeviceNotFoundError", "FenceTimeoutError", "MissingFeatureError", "ValidationError",
            "VulkanError", "Buffer", "Image", "Pipeline", "DispatchTiming", "Recording"]

@@ -1,270 +1,340 @@
-"""Instances, physical devices and the logical `Device` everything else is made from."""
+"""The logical `Device`: a queue, a command pool, and factories for everything that runs on it."""
 from __future__ import annotations
 
-import os
 import threading
-from dataclasses import dataclass, field
+from collections import OrderedDict
 
 import vulkan as vk
 
-from .errors import DeviceNotFoundError, MissingFeatureError, ValidationError
-
-VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
-API_VERSION = vk.VK_MAKE_VERSION(1, 3, 0)
-DEVICE_TYPES = {0: "other", 1: "integrated GPU", 2: "discrete GPU", 3: "virtual GPU", 4: "CPU"}
-VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel", 0x5143: "Qualcomm", 0x13B5: "ARM",
-           0x10005: "Mesa", 0x1010: "Imagination", 0x106B: "Apple"}
-EXT_EXECUTABLE_PROPERTIES = "VK_KHR_pipeline_executable_properties"
-EXT_INTEGER_DOT_PRODUCT = "VK_KHR_shader_integer_dot_product"
-EXT_SHADER_CLOCK = "VK_KHR_shader_clock"
-EXT_SM_BUILTINS = "VK_NV_shader_sm_builtins"
-EXT_COOPERATIVE_MATRIX_NV = "VK_NV_cooperative_matrix"
-EXT_MAINTENANCE4 = "VK_KHR_maintenance4"
-EXT_COOPERATIVE_MATRIX_KHR = "VK_KHR_cooperative_matrix"
+from . import discovery
+from .errors import ClosedError, FenceTimeoutError, MissingFeatureError
+from .memory import Buffer, Image
+from .pipeline import Pipeline, destroy_pipeline_objects
+from .recording import Recording, fence_timeout_s
 
 
-def _version(v: int) -> str:
-    return f"{v >> 22}.{(v >> 12) & 0x3FF}.{v & 0xFFF}"
+PARKED_PIPELINES = 64  # closed pipelines a device keeps for re-use (lavapipe leaks ~100 KiB per compile)
 
 
-def _text(value) -> str:
-    return value if isinstance(value, str) else vk.ffi.string(value).decode(errors="replace")
+class Device:
+    """One Vulkan device, ready for compute. Close it (or use `with`) to release every object it made."""
 
+    def __init__(self, selector=None, validation: bool | None = None):
+        self.instance = discovery.instance(validation)
+        devices = [discovery._describe(i, pd) for i, pd in enumerate(self.instance.physical_devices)]
+        self.info = discovery.select_device(selector, devices)
+        self.physical_device = self.instance.physical_devices[self.info.index]
+        self._live: dict[int, object] = {}
+        self._samplers: dict[int, object] = {}
+        self._lock = threading.Lock()
+        # Closed pipelines kept for re-use, newest last (see Pipeline.__init__): key -> Vulkan objects.
+        self._parked: OrderedDict[tuple, list] = OrderedDict()
 
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+        families = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical_device)
+        # Prefer a compute queue with timestamps: the measurements depend on them.
+        candidates = [i for i, f in enumerate(families) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT]
+        candidates.sort(key=lambda i: families[i].timestampValidBits == 0)
+        self.queue_family = candidates[0]
 
+        features = self.info.features
+        extensions = [e for e in (discovery.EXT_EXECUTABLE_PROPERTIES,)
+                      if features.get("pipeline_executable_properties")]
+        if features.get("integer_dot_product") and discovery.EXT_INTEGER_DOT_PRODUCT in self.info.extensions \
+                and self.info.api_version < "1.3":
+            extensions.append(discovery.EXT_INTEGER_DOT_PRODUCT)
+        # Enable only what the kernels use (robustBufferAccess & co. stay off: they cost speed).
+        dot = vk.VkPhysicalDeviceShaderIntegerDotProductFeatures(
+            shaderIntegerDotProduct=features.get("integer_dot_product", False))
+        f16i8 = vk.VkPhysicalDeviceShaderFloat16Int8Features(
+            pNext=dot, shaderFloat16=features.get("shader_float16", False),
+            shaderInt8=features.get("shader_int8", False))
+        s16 = vk.VkPhysicalDevice16BitStorageFeatures(
+            pNext=f16i8, storageBuffer16BitAccess=features.get("storage_buffer_16bit", False))
+        s8 = vk.VkPhysicalDevice8BitStorageFeatures(
+            pNext=s16, storageBuffer8BitAccess=features.get("storage_buffer_8bit", False),
+            uniformAndStorageBuffer8BitAccess=features.get("uniform_and_storage_buffer_8bit", False))
+        head = s8
+        if features.get("pipeline_executable_properties"):
+            head = vk.VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR(pNext=s8, pipelineExecutableInfo=True)
+        # The roofline probes' optional extensions (shader clocks, SM builtins, NV cooperative matrices).
+        chained = []  # every struct of the pNext chain stays referenced until vkCreateDevice
+        for ext, feature, struct, fields in (
+                (discovery.EXT_SHADER_CLOCK, "shader_subgroup_clock", "VkPhysicalDeviceShaderClockFeaturesKHR",
+                 {"shaderSubgroupClock": "shader_subgroup_clock", "shaderDeviceClock": "shader_device_clock"}),
+                (discovery.EXT_SM_BUILTINS, "sm_builtins", "VkPhysicalDeviceShaderSMBuiltinsFeaturesNV",
+                 {"shaderSMBuiltins": "sm_builtins"}),
+                (discovery.EXT_COOPERATIVE_MATRIX_NV, "cooperative_matrix_nv",
+                 "VkPhysicalDeviceCooperativeMatrixFeaturesNV", {"cooperativeMatrix": "cooperative_matrix_nv"})):
+            if features.get(feature) and ext in self.info.extensions:
+                extensions.append(ext)
+                head = getattr(vk, struct)(pNext=head, **{f: features[name] for f, name in fields.items()})
+                chained.append(head)
+        if features.get("vulkan_memory_model"):  # cooperative-matrix shaders use the Vulkan memory model
+            head = vk.VkPhysicalDeviceVulkanMemoryModelFeatures(pNext=head, vulkanMemoryModel=True)
+            chained.append(head)
+        if features.get("maintenance4"):  # shaders built for Vulkan 1.3 take their local size through LocalSizeId
+            if self.info.api_version < "1.3":
+                extensions.append(discovery.EXT_MAINTENANCE4)
+            head = vk.VkPhysicalDeviceMaintenance4Features(pNext=head, maintenance4=True)
+            chained.append(head)
+        core = vk.VkPhysicalDeviceFeatures(shaderInt16=features.get("shader_int16", False),
+                                           shaderInt64=features.get("shader_int64", False))
+        features2 = vk.VkPhysicalDeviceFeatures2(pNext=head, features=core)
+        priorities = [1.0]
+        queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.queue_family, queueCount=1,
+                                                pQueuePriorities=priorities)
+        create_info = vk.VkDeviceCreateInfo(pNext=features2, queueCreateInfoCount=1, pQueueCreateInfos=[queue_info],
+                                            enabledExtensionCount=len(extensions),
+                                            ppEnabledExtensionNames=extensions or None)
+        self.handle = vk.vkCreateDevice(self.physical_device, create_info, None)
+        self.queue = vk.vkGetDeviceQueue(self.handle, self.queue_family, 0)
+        pool_info = vk.VkCommandPoolCreateInfo(queueFamilyIndex=self.queue_family,
+                                               flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT)
+        self.command_pool = vk.vkCreateCommandPool(self.handle, pool_info, None)
+        self.memory_properties = vk.vkGetPhysicalDeviceMemoryProperties(self.physical_device)
 
-class Instance:
-    """A VkInstance, with the validation layer and a messenger that collects its messages when asked for."""
+    def __repr__(self):
+        return f"Device({self.info.name!r}, driver={self.info.driver_name!r})"
 
-    def __init__(self, validation: bool):
-        self.validation = validation
-        self.messages: list[str] = []
-        layers = []
-        extensions = []
-        if validation:
-            available = {p.layerName for p in vk.vkEnumerateInstanceLayerProperties()}
-            if VALIDATION_LAYER not in available:
-                raise ValidationError(
-                    f"validation was requested but {VALIDATION_LAYER} is not installed "
-                    f"(Debian/Ubuntu package: vulkan-validationlayers); available layers: {sorted(available)}")
-            layers.append(VALIDATION_LAYER)
-            extensions.append("VK_EXT_debug_utils")
-        app_info = vk.VkApplicationInfo(pApplicationName="kernel-workbench", applicationVersion=1,
-                                        pEngineName="workbench", engineVersion=1, apiVersion=API_VERSION)
-        create_info = vk.VkInstanceCreateInfo(pApplicationInfo=app_info,
-                                              enabledLayerCount=len(layers), ppEnabledLayerNames=layers,
-                                              enabledExtensionCount=len(extensions),
-                                              ppEnabledExtensionNames=extensions)
-        self.handle = vk.vkCreateInstance(create_info, None)
-        self._messenger = None
-        if validation:
-            self._callback = self._on_message  # keep the callback alive as long as the instance
-            messenger_info = vk.VkDebugUtilsMessengerCreateInfoEXT(
-                messageSeverity=vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT
-                | vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
-                messageType=vk.VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT
-                | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT
-                | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
-                pfnUserCallback=self._callback)
-            create = vk.vkGetInstanceProcAddr(self.handle, "vkCreateDebugUtilsMessengerEXT")
-            self._messenger = create(self.handle, messenger_info, None)
-        self.physical_devices = list(vk.vkEnumeratePhysicalDevices(self.handle))
+    # --- bookkeeping -----------------------------------------------------------------------------------------
+    def _track(self, obj):
+        with self._lock:
+            self._live[id(obj)] = obj
 
-    def _on_message(self, severity, types, data, user_data):
-        message = vk.ffi.string(data.pMessage).decode(errors="replace")
-        self.messages.append(message)
-        log = os.environ.get("WORKBENCH_VALIDATION_LOG")
-        if log:  # where no one can read `messages` (a kernel JupyterLab started), a file others can check
-            try:
-                with open(log, "a") as out:
-                    out.write(f"[pid {os.getpid()}] {message}\n")
-            except OSError:
-                pass
-        return 0
+    def _untrack(self, obj):
+        with self._lock:
+            self._live.pop(id(obj), None)
 
-    def close(self):
-        if self._messenger is not None:
-            destroy = vk.vkGetInstanceProcAddr(self.handle, "vkDestroyDebugUtilsMessengerEXT")
-            destroy(self.handle, self._messenger, None)
-            self._messenger = None
-        if self.handle is not None:
-            vk.vkDestroyInstance(self.handle, None)
-            self.handle = None
+    def _park_pipeline(self, key, objects) -> None:
+        with self._lock:
+            self._parked.setdefault(key, []).append(objects)
+            self._parked.move_to_end(key)
+            evicted = []
+            while sum(len(v) for v in self._parked.values()) > PARKED_PIPELINES:
+                _, stack = next(iter(self._parked.items()))
+                evicted.append(stack.pop(0))
+                if not stack:
+                    self._parked.popitem(last=False)
+        for objects in evicted:
+            destroy_pipeline_objects(self.handle, objects)
 
+    def _unpark_pipeline(self, key):
+        with self._lock:
+            stack = self._parked.get(key)
+            if not stack:
+                return None
+            objects = stack.pop()
+            if not stack:
+                del self._parked[key]
+            return objects
 
-_instances: dict[bool, Instance] = {}
-_instances_lock = threading.Lock()
+    def live_objects(self) -> int:
+        """Objects made by this device and not yet closed (buffers, images, pipelines, recordings)."""
+        return len(self._live)
 
-
-def instance(validation: bool | None = None) -> Instance:
-    """The process's instance; validation defaults to the WORKBENCH_VALIDATION environment variable."""
-    if validation is None:
-        validation = env_flag("WORKBENCH_VALIDATION")
-    with _instances_lock:
-        if validation not in _instances:
-            _instances[validation] = Instance(validation)
-        return _instances[validation]
-
-
-@dataclass(frozen=True)
-class DeviceInfo:
-    index: int
-    name: str
-    vendor: str
-    vendor_id: int
-    device_id: int
-    device_type: str
-    driver_name: str
-    driver_info: str
-    driver_version: int
-    api_version: str
-    subgroup_size: int
-    timestamp_period_ns: float
-    timestamp_valid_bits: int
-    max_workgroup_size: tuple[int, int, int]
-    max_workgroup_invocations: int
-    max_workgroup_count: tuple[int, int, int]
-    shared_memory_bytes: int
-    max_storage_buffer_range: int
-    max_push_constants_bytes: int
-    max_image_dimension_3d: int
-    max_image_dimension_2d: int
-    features: dict = field(default_factory=dict)
-    extensions: tuple = ()
+    def check_open(self, what: str = "use") -> None:
+        if self.handle is None:
+            raise ClosedError(f"cannot {what}: device {self.info.name!r} is closed (make a new one, or "
+                              "vk.get_device() for the current one)")
 
     @property
-    def is_cpu(self) -> bool:
-        return self.device_type == "CPU"
+    def validation_messages(self) -> list[str]:
+        return self.instance.messages
 
-    def summary(self) -> dict:
-        """One flat row, for tables and DataFrame metadata."""
-        row = {k: getattr(self, k) for k in (
-            "index", "name", "vendor", "device_type", "driver_name", "driver_info", "api_version", "subgroup_size",
-            "timestamp_period_ns", "max_workgroup_invocations", "shared_memory_bytes")}
-        row.update({f"feature.{k}": v for k, v in self.features.items()})
-        return row
+    def require(self, feature: str) -> None:
+        if feature not in self.info.features:
+            raise ValueError(f"unknown feature {feature!r}; known: {sorted(self.info.features)}")
+        if not self.info.features[feature]:
+            raise MissingFeatureError(f"{self.info.name} ({self.info.driver_name}) lacks {feature}")
+
+    def cooperative_matrix_properties(self) -> list[dict]:
+        """Every cooperative-matrix size and type the driver lists (VK_NV_ / VK_KHR_cooperative_matrix), one dict
+        per entry: extension ("NV" / "KHR"), M, N, K, A, B, C, D ("sint8", "sint32", ...), scope; [] without."""
+        return discovery.cooperative_matrix_properties(self.instance, self.physical_device, self.info.extensions)
+
+    # --- factories -------------------------------------------------------------------------------------------
+    def buffer(self, data=None, *, nbytes: int | None = None, name: str = "") -> Buffer:
+        """A storage buffer holding `data` (numpy / torch CPU / bytes), or a zero-filled one of `nbytes`."""
+        self.check_open("create a buffer")
+        if (data is None) == (nbytes is None):
+            raise ValueError("give either data or nbytes")
+        if data is None:
+            return Buffer(self, nbytes, name=name)
+        from .memory import as_numpy
+        array = as_numpy(data)
+        return Buffer(self, max(array.nbytes, 1), name=name).upload(array)
+
+    def uniform(self, data, name: str = "") -> Buffer:
+        self.check_open("create a uniform buffer")
+        from .memory import as_numpy
+        array = as_numpy(data)
+        return Buffer(self, array.nbytes, uniform=True, name=name).upload(array)
+
+    def image(self, extent, fmt: str = "rgba32f", name: str = "") -> Image:
+        """A 2-D ((x, y)) or 3-D ((x, y, z)) image, bindable as a storage image and as a sampled image."""
+        self.check_open("create an image")
+        return Image(self, extent, fmt, name=name)
+
+    def sampler(self, dims: int):
+        """The device's one nearest-filter, clamp-to-edge sampler for `dims`-D images (made once).
+
+        2-D images get unnormalised coordinates, like ET-VK's texel reads; Vulkan allows those only for 1-D and
+        2-D views, so 3-D images get normalised ones. texelFetch ignores the sampler's coordinates either way."""
+        if dims not in self._samplers:
+            clamp = vk.VK_SAMPLER_ADDRESS_MODE_CLAMP_TO_EDGE
+            info = vk.VkSamplerCreateInfo(magFilter=vk.VK_FILTER_NEAREST, minFilter=vk.VK_FILTER_NEAREST,
+                                          mipmapMode=vk.VK_SAMPLER_MIPMAP_MODE_NEAREST, addressModeU=clamp,
+                                          addressModeV=clamp, addressModeW=clamp, maxLod=0.0,
+                                          borderColor=vk.VK_BORDER_COLOR_INT_TRANSPARENT_BLACK,
+                                          unnormalizedCoordinates=vk.VK_TRUE if dims == 2 else vk.VK_FALSE)
+            self._samplers[dims] = vk.vkCreateSampler(self.handle, info, None)
+        return self._samplers[dims]
+
+    def pipeline(self, spirv, *, spec_constants=None, local_size=None, capture_statistics=False,
+                 name: str = "kernel") -> Pipeline:
+        self.check_open("create a pipeline")
+        return Pipeline(self, spirv, spec_constants=spec_constants, local_size=local_size,
+                        capture_statistics=capture_statistics, name=name)
+
+    def record(self, label: str = "", timestamps: bool = True) -> Recording:
+        self.check_open("record")
+        rec = Recording(self, label, timestamps)
+        self._track(rec)
+        return rec
+
+    def run(self, pipeline: Pipeline, resources, global_size, push_constants=b"", label: str | None = None):
+        """One dispatch, submitted and waited for; returns its DispatchTiming."""
+        with self.record(label or pipeline.name) as rec:
+            rec.dispatch(pipeline, resources, global_size, push_constants, label)
+            rec.submit()
+        return rec.timings[0]
+
+    # --- helpers for memory transfers ---------------------------------------------------------------------------
+    def wait_fence(self, fence, timeout_s: float, on_timeout=None, what: str = "work"):
+        try:
+            vk.vkWaitForFences(self.handle, 1, [fence], vk.VK_TRUE, int(timeout_s * 1e9))
+        except vk.VkTimeout:
+            if on_timeout:
+                on_timeout()
+            raise FenceTimeoutError(f"{what} on {self.info.name} did not finish within {timeout_s:g} s "
+                                    "(WORKBENCH_FENCE_TIMEOUT_S sets the limit)") from None
+
+    def _one_shot(self, record_fn, what: str):
+        alloc = vk.VkCommandBufferAllocateInfo(commandPool=self.command_pool,
+                                               level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1)
+        cmd = vk.vkAllocateCommandBuffers(self.handle, alloc)[0]
+        begin = vk.VkCommandBufferBeginInfo(flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
+        vk.vkBeginCommandBuffer(cmd, begin)
+        record_fn(cmd)
+        vk.vkEndCommandBuffer(cmd)
+        fence = vk.vkCreateFence(self.handle, vk.VkFenceCreateInfo(), None)
+        submit_info = vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[cmd])
+        vk.vkQueueSubmit(self.queue, 1, [submit_info], fence)
+        try:
+            self.wait_fence(fence, fence_timeout_s(), what=what)
+        finally:
+            vk.vkDestroyFence(self.handle, fence, None)
+            vk.vkFreeCommandBuffers(self.handle, self.command_pool, 1, [cmd])
+
+    def copy_buffer(self, src: Buffer, dst: Buffer, nbytes: int, src_offset: int = 0, dst_offset: int = 0):
+        def record(cmd):
+            region = vk.VkBufferCopy(srcOffset=src_offset, dstOffset=dst_offset, size=nbytes)
+            vk.vkCmdCopyBuffer(cmd, src.handle, dst.handle, 1, [region])
+        self._one_shot(record, "buffer copy")
+
+    def fill_zero(self, buf: Buffer):
+        self._one_shot(lambda cmd: vk.vkCmdFillBuffer(cmd, buf.handle, 0, buf.alloc_size, 0), "buffer fill")
+
+    def _image_barrier(self, cmd, image: Image, old_layout, new_layout):
+        subresource = vk.VkImageSubresourceRange(aspectMask=vk.VK_IMAGE_ASPECT_COLOR_BIT, baseMipLevel=0,
+                                                 levelCount=1, baseArrayLayer=0, layerCount=1)
+        barrier = vk.VkImageMemoryBarrier(srcAccessMask=0 if old_layout == vk.VK_IMAGE_LAYOUT_UNDEFINED else
+                                          vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                                          dstAccessMask=vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
+                                          | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                                          oldLayout=old_layout, newLayout=new_layout,
+                                          srcQueueFamilyIndex=vk.VK_QUEUE_FAMILY_IGNORED,
+                                          dstQueueFamilyIndex=vk.VK_QUEUE_FAMILY_IGNORED,
+                                          image=image.handle, subresourceRange=subresource)
+        stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+        src_stage = vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT if old_layout == vk.VK_IMAGE_LAYOUT_UNDEFINED else stages
+        vk.vkCmdPipelineBarrier(cmd, src_stage, stages, 0, 0, None, 0, None, 1, [barrier])
+
+    def init_image(self, image: Image):
+        """Move a new image to the GENERAL layout (where it stays) and clear it to zero."""
+        def record(cmd):
+            self._image_barrier(cmd, image, vk.VK_IMAGE_LAYOUT_UNDEFINED, vk.VK_IMAGE_LAYOUT_GENERAL)
+            subresource = vk.VkImageSubresourceRange(aspectMask=vk.VK_IMAGE_ASPECT_COLOR_BIT, baseMipLevel=0,
+                                                     levelCount=1, baseArrayLayer=0, layerCount=1)
+            if image.dtype.kind == "i":
+                color = vk.VkClearColorValue(int32=[0, 0, 0, 0])
+            else:
+                color = vk.VkClearColorValue(float32=[0.0, 0.0, 0.0, 0.0])
+            vk.vkCmdClearColorImage(cmd, image.handle, vk.VK_IMAGE_LAYOUT_GENERAL, color, 1, [subresource])
+            self._image_barrier(cmd, image, vk.VK_IMAGE_LAYOUT_GENERAL, vk.VK_IMAGE_LAYOUT_GENERAL)
+        self._one_shot(record, "image initialisation")
+
+    def copy_image(self, staging: Buffer, image: Image, to_image: bool):
+        def record(cmd):
+            layers = vk.VkImageSubresourceLayers(aspectMask=vk.VK_IMAGE_ASPECT_COLOR_BIT, mipLevel=0,
+                                                 baseArrayLayer=0, layerCount=1)
+            x, y, z = image.extent + (1,) * (3 - len(image.extent))
+            region = vk.VkBufferImageCopy(bufferOffset=0, bufferRowLength=0, bufferImageHeight=0,
+                                          imageSubresource=layers, imageOffset=vk.VkOffset3D(x=0, y=0, z=0),
+                                          imageExtent=vk.VkExtent3D(width=x, height=y, depth=z))
+            transfer_layout = (vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL if to_image
+                               else vk.VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL)
+            self._image_barrier(cmd, image, vk.VK_IMAGE_LAYOUT_GENERAL, transfer_layout)
+            if to_image:
+                vk.vkCmdCopyBufferToImage(cmd, staging.handle, image.handle, transfer_layout, 1, [region])
+            else:
+                vk.vkCmdCopyImageToBuffer(cmd, image.handle, transfer_layout, staging.handle, 1, [region])
+            self._image_barrier(cmd, image, transfer_layout, vk.VK_IMAGE_LAYOUT_GENERAL)
+        self._one_shot(record, "image transfer")
+
+    # --- teardown --------------------------------------------------------------------------------------------
+    def close(self):
+        if self.handle is None:
+            return
+        vk.vkDeviceWaitIdle(self.handle)
+        for obj in list(self._live.values()):
+            obj.close()
+        for sampler in self._samplers.values():
+            vk.vkDestroySampler(self.handle, sampler, None)
+        self._samplers.clear()
+        for stack in self._parked.values():
+            for objects in stack:
+                destroy_pipeline_objects(self.handle, objects)
+        self._parked.clear()
+        vk.vkDestroyCommandPool(self.handle, self.command_pool, None)
+        vk.vkDestroyDevice(self.handle, None)
+        self.handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
-def _query_features(physical_device, extensions):
-    dot = vk.VkPhysicalDeviceShaderIntegerDotProductFeatures()
-    f16i8 = vk.VkPhysicalDeviceShaderFloat16Int8Features(pNext=dot)
-    s16 = vk.VkPhysicalDevice16BitStorageFeatures(pNext=f16i8)
-    s8 = vk.VkPhysicalDevice8BitStorageFeatures(pNext=s16)
-    head = s8
-    stats = None
-    if EXT_EXECUTABLE_PROPERTIES in extensions:
-        stats = vk.VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR(pNext=s8)
-        head = stats
-    # Optional extensions the roofline probes use (clock reads, SM count, tensor cores): chained only where present.
-    memory_model = None
-    if "VK_KHR_vulkan_memory_model" in extensions:
-        memory_model = head = vk.VkPhysicalDeviceVulkanMemoryModelFeatures(pNext=head)
-    maintenance4 = None  # LocalSizeId (glslang's local_size_*_id at Vulkan 1.3) needs it
-    if EXT_MAINTENANCE4 in extensions:
-        maintenance4 = head = vk.VkPhysicalDeviceMaintenance4Features(pNext=head)
-    optional = {}
-    for ext, struct, fields in ((EXT_SHADER_CLOCK, "VkPhysicalDeviceShaderClockFeaturesKHR",
-                                 {"shader_subgroup_clock": "shaderSubgroupClock",
-                                  "shader_device_clock": "shaderDeviceClock"}),
-                                (EXT_SM_BUILTINS, "VkPhysicalDeviceShaderSMBuiltinsFeaturesNV",
-                                 {"sm_builtins": "shaderSMBuiltins"}),
-                                (EXT_COOPERATIVE_MATRIX_NV, "VkPhysicalDeviceCooperativeMatrixFeaturesNV",
-                                 {"cooperative_matrix_nv": "cooperativeMatrix"}),
-                                (EXT_COOPERATIVE_MATRIX_KHR, "VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
-                                 {"cooperative_matrix_khr": "cooperativeMatrix"})):
-        if ext in extensions:
-            head = getattr(vk, struct)(pNext=head)
-            optional.update({name: (head, field) for name, field in fields.items()})
-    features2 = vk.VkPhysicalDeviceFeatures2(pNext=head)
-    vk.vkGetPhysicalDeviceFeatures2(physical_device, features2)
-    core = features2.features
-    extra = {name: bool(getattr(struct, field)) for name, (struct, field) in optional.items()}
-    for name in ("shader_subgroup_clock", "shader_device_clock", "sm_builtins", "cooperative_matrix_nv",
-                 "cooperative_matrix_khr"):
-        extra.setdefault(name, False)
-    extra["vulkan_memory_model"] = bool(memory_model.vulkanMemoryModel) if memory_model is not None else False
-    extra["maintenance4"] = bool(maintenance4.maintenance4) if maintenance4 is not None else False
-    return {
-        "integer_dot_product": bool(dot.shaderIntegerDotProduct),
-        "storage_buffer_8bit": bool(s8.storageBuffer8BitAccess),
-        "uniform_and_storage_buffer_8bit": bool(s8.uniformAndStorageBuffer8BitAccess),
-        "storage_buffer_16bit": bool(s16.storageBuffer16BitAccess),
-        "shader_float16": bool(f16i8.shaderFloat16),
-        "shader_int8": bool(f16i8.shaderInt8),
-        "shader_int16": bool(core.shaderInt16),
-        "shader_int64": bool(core.shaderInt64),
-        "pipeline_executable_properties": bool(stats.pipelineExecutableInfo) if stats is not None else False,
-        **extra,
-    }
+_current: Device | None = None
+_current_lock = threading.Lock()
 
 
-def _describe(index: int, physical_device) -> DeviceInfo:
-    extensions = tuple(sorted(e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(physical_device, None)))
-    driver = vk.VkPhysicalDeviceDriverProperties()
-    subgroup = vk.VkPhysicalDeviceSubgroupProperties(pNext=driver)
-    props2 = vk.VkPhysicalDeviceProperties2(pNext=subgroup)
-    vk.vkGetPhysicalDeviceProperties2(physical_device, props2)
-    props = props2.properties
-    limits = props.limits
-    queues = vk.vkGetPhysicalDeviceQueueFamilyProperties(physical_device)
-    compute_queue = next((q for q in queues if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT), None)
-    return DeviceInfo(
-        index=index, name=_text(props.deviceName), vendor=VENDORS.get(props.vendorID, f"{props.vendorID:#x}"),
-        vendor_id=props.vendorID, device_id=props.deviceID,
-        device_type=DEVICE_TYPES.get(props.deviceType, str(props.deviceType)),
-        driver_name=_text(driver.driverName), driver_info=_text(driver.driverInfo),
-        driver_version=props.driverVersion, api_version=_version(props.apiVersion),
-        subgroup_size=subgroup.subgroupSize, timestamp_period_ns=float(limits.timestampPeriod),
-        timestamp_valid_bits=compute_queue.timestampValidBits if compute_queue else 0,
-        max_workgroup_size=tuple(limits.maxComputeWorkGroupSize),
-        max_workgroup_invocations=limits.maxComputeWorkGroupInvocations,
-        max_workgroup_count=tuple(limits.maxComputeWorkGroupCount),
-        shared_memory_bytes=limits.maxComputeSharedMemorySize,
-        max_storage_buffer_range=limits.maxStorageBufferRange,
-        max_push_constants_bytes=limits.maxPushConstantsSize,
-        max_image_dimension_3d=limits.maxImageDimension3D,
-        max_image_dimension_2d=limits.maxImageDimension2D,
-        features=_query_features(physical_device, extensions), extensions=extensions)
+def get_device() -> Device:
+    """The workbench's current device (created on first use from WORKBENCH_DEVICE or the default rule)."""
+    global _current
+    with _current_lock:
+        if _current is None or _current.handle is None:
+            _current = Device()
+        return _current
 
 
-def list_devices(validation: bool | None = None) -> list[DeviceInfo]:
-    """Every physical device the loader sees, described; creates no logical device."""
-    inst = instance(validation)
-    return [_describe(i, pd) for i, pd in enumerate(inst.physical_devices)]
-
-
-def select_device(selector=None, devices: list[DeviceInfo] | None = None) -> DeviceInfo:
-    """Pick by index or name substring (case-insensitive); default: WORKBENCH_DEVICE, else the first discrete or
-    integrated GPU, else the first CPU device."""
-    devices = list_devices() if devices is None else devices
-    listing = "; ".join(f"[{d.index}] {d.name} ({d.device_type}, {d.driver_name})" for d in devices) or "none"
-    if not devices:
-        raise DeviceNotFoundError("no Vulkan device found: install a driver (Debian/Ubuntu: mesa-vulkan-drivers "
-                                  "libvulkan1 for the lavapipe CPU device)")
-    if selector is None or selector == "":
-        selector = os.environ.get("WORKBENCH_DEVICE") or None
-    if selector is None:
-        for kinds in (("discrete GPU", "integrated GPU"), ("virtual GPU",), ("CPU",), ("other",)):
-            for d in devices:
-                if d.device_type in kinds:
-                    return d
-    text = str(selector).strip()
-    if text.isdigit():
-        index = int(text)
-        if index < len(devices):
-            return devices[index]
-        raise DeviceNotFoundError(f"no Vulkan device with index {index}; devices: {listing}")
-    matches = [d for d in devices if text.lower() in d.name.lower() or text.lower() == d.driver_name.lower()]
-    if not matches:
-        raise DeviceNotFoundError(f"no Vulkan device matches {text!r}; devices: {listing}")
-    return matches[0]
-
-
-def check_validation(inst: Instance, since: int = 0) -> None:
-    if len(inst.messages) > since:
-        raise ValidationError("validation layer reported:\n" + "\n".join(inst.messages[since:]))
-
-
-__all__ = ["DeviceInfo", "Instance", "instance", "list_devices", "select_device", "MissingFeatureError"]
+def set_device(selector=None, validation: bool | None = None) -> Device:
+    """Make another device current (closing the previous one)."""
+    global _current
+    with _current_lock:
+        if _current is not None:
+            _current.close()
+        _current = Device(selector, validation)
+        return _current

@@ -1,6 +1,7 @@
 """Pipeline churn: RSS growth over create/destroy cycles of one compute pipeline (repro for DEVELOPERS.md).
 
     python tools/pipeline_churn.py --mode bare|workbench|module [--cycles 300] [--warmup 50]
+    python -m workbench.vk.churn [the same options]
 
 `bare` goes through the PyPI `vulkan` binding only (shader module, set layout, pipeline layout, pipeline, then
 destroy all four), `workbench` through `Device.pipeline(...).close()`, `module` only creates/destroys the shader
