@@ -13,7 +13,7 @@ from workbench.vk.churn import measure, rss_kib
 # --- pipeline churn ----------------------------------------------------------------------------------------------
 def test_pipeline_churn_stays_flat(device):
     """300 create/close cycles of one pipeline after warm-up grow RSS by < 4 MiB (lavapipe alone: ~30 MiB)."""
-    result = measure("workbench", cycles=300, warmup=30, device=device)
+    result = measure(compile_shader("copy"), "workbench", cycles=300, warmup=30, device=device)
     assert result["rss_growth_kib"] < 4096, result
 
 

@@ -10,6 +10,8 @@ import pandas as pd
 from ..kernels import linear_global_size, pipeline_for
 from ..kernels.copy import LOCAL_SIZE, SHADER, CopySpec, record_copy
 from ..measure import ResultsWriter, environment, measurement_row, progress, sample_callable, sample_recording
+from ..shaders import compile_shader
+from ..vk.churn import measure as churn
 
 COPY_SIZES_MIB = (1, 4, 16, 64, 256)
 
@@ -112,12 +114,11 @@ def peak_copy_gbps(df: pd.DataFrame) -> float:
 def pipeline_churn_rows(device, env: dict, cycles: int = 100) -> list[dict]:
     """RSS growth per 100 create/close cycles of the copy pipeline: workbench.vk (re-uses closed pipelines) next
     to the bare `vulkan` binding (what the driver itself keeps per compiled pipeline)."""
-    from ..vk.churn import measure
     rows = []
     for mode, what in (("workbench", "pipeline churn: same pipeline through workbench.vk"),
                        ("bare", "pipeline churn: same pipeline through the bare vulkan binding")):
         start = time.perf_counter_ns()
-        m = measure(mode, cycles, warmup=10, device=device)
+        m = churn(compile_shader(SHADER), mode, cycles, warmup=10, device=device)
         rows.append({"what": what, "dispatches": 0, "cycles": cycles,
                      "host_median_us": (time.perf_counter_ns() - start) / cycles / 1e3, "gpu_median_us": np.nan,
                      "rss_kib_per_100_pipelines": m["rss_growth_kib"] * 100 / cycles, **env})

@@ -1,7 +1,6 @@
 """Pipeline churn: RSS growth over create/destroy cycles of one compute pipeline (repro for DEVELOPERS.md).
 
     python tools/pipeline_churn.py --mode bare|workbench|module [--cycles 300] [--warmup 50]
-    python -m workbench.vk.churn [the same options]
 
 `bare` goes through the PyPI `vulkan` binding only (shader module, set layout, pipeline layout, pipeline, then
 destroy all four), `workbench` through `Device.pipeline(...).close()`, `module` only creates/destroys the shader
@@ -10,9 +9,7 @@ nothing is re-used). Prints one JSON line: cycles, RSS growth in KiB, KiB per cy
 """
 from __future__ import annotations
 
-import argparse
 import gc
-import json
 import os
 
 
@@ -45,14 +42,13 @@ def bare_cycle(vk, handle, code: bytes, what: str):
     vk.vkDestroyDescriptorSetLayout(handle, set_layout, None)
 
 
-def measure(mode: str = "workbench", cycles: int = 300, warmup: int = 50, device=None) -> dict:
-    """RSS growth (KiB) over `cycles` create/destroy cycles of the copy pipeline after `warmup` cycles."""
+def measure(spv, mode: str = "workbench", cycles: int = 300, warmup: int = 50, device=None) -> dict:
+    """RSS growth (KiB) over `cycles` create/destroy cycles of the pipeline of `spv` (compiled SPIR-V with one
+    storage buffer or more, e.g. the copy shader) after `warmup` cycles."""
     import vulkan as vk
 
     from workbench import vk as wvk
-    from workbench.shaders import compile_shader
     dev = device or wvk.get_device()
-    spv = compile_shader("copy")
     if mode == "workbench":
         def cycle():
             dev.pipeline(spv, local_size=(64, 1, 1)).close()
@@ -76,16 +72,3 @@ def measure(mode: str = "workbench", cycles: int = 300, warmup: int = 50, device
     grown = rss_kib() - before
     return {"mode": mode, "device": dev.info.name, "cycles": cycles, "rss_growth_kib": grown,
             "kib_per_cycle": round(grown / cycles, 2)}
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mode", default="workbench", choices=["bare", "module", "workbench", "distinct"])
-    parser.add_argument("--cycles", type=int, default=300)
-    parser.add_argument("--warmup", type=int, default=50)
-    args = parser.parse_args(argv)
-    print(json.dumps(measure(args.mode, args.cycles, args.warmup)))
-
-
-if __name__ == "__main__":
-    main()
