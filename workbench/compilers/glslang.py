@@ -12,7 +12,8 @@ Why
     ET-VK's int8 shaders ``#extension GL_EXT_integer_dot_product : require`` (also inside included ``.glslh``
     headers) and its cooperative-matrix shaders ``GL_KHR_cooperative_matrix``. Debian 12's glslc (shaderc 2023.2,
     glslang 12) knows neither, and its spirv-val (SPIRV-Tools 2023.1) does not know SPV_KHR_cooperative_matrix.
-    Debian 13 (trixie) ships shaderc 2025.2, glslang 15.1.0 and SPIRV-Tools 2025.1~rc1, which know both; their
+    Debian 13 (trixie) ships shaderc 2025.2, glslang 15.1.0+1.4.309.0 (its tarball is glslang 15.2.0, as
+    ``glslangValidator --version`` says) and SPIRV-Tools 2025.1~rc1, which know both; their
     source packages build with Debian 12's cmake 3.25 and gcc 12. ``workbench.shaders`` prefers these tools once
     they are set up (see its ``compiler_info()``).
 
@@ -204,7 +205,7 @@ def require(root=None) -> dict[str, Path]:
             f"{PACKAGES['glslang'].split('+')[0]}, spirv-val/spirv-dis from SPIRV-Tools {PACKAGES['spirv-tools']}) is "
             f"not built in {cache_root(root)} (missing: {', '.join(missing)}).\nBuild it once with `{SETUP_COMMAND}` "
             "(./setup.sh main|test does it): it fetches Debian 13's source packages and builds the four tools, "
-            "about 20 minutes on 2 cores. $WORKBENCH_GLSLANG_DIR chooses the folder.")
+            "about 6 minutes on 2 cores. $WORKBENCH_GLSLANG_DIR chooses the folder.")
     return tool_paths(root)
 
 
@@ -716,7 +717,7 @@ def _parser() -> argparse.ArgumentParser:
                                      description="glslc/glslangValidator/spirv-val for ET-VK's GLSL dialect, built "
                                                  "once from Debian 13 source and cached")
     sub = parser.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("setup", help="fetch and build once (about 20 min on 2 cores); a no-op when already built")
+    s = sub.add_parser("setup", help="fetch and build once (about 6 min on 2 cores); a no-op when already built")
     s.add_argument("--dir", default=None, help="cache folder (default $WORKBENCH_GLSLANG_DIR or "
                                                f"~/.cache/workbench/glslang/{VERSIONS_LABEL})")
     s.add_argument("--force", action="store_true", help="rebuild even when the cache is complete")
