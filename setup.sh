@@ -5,7 +5,8 @@
 #   ./setup.sh lab            set up, then start JupyterLab on the repository
 #   ./setup.sh adreno         set up, then build Turnip + the drm-shim for offline Adreno statistics
 #   ./setup.sh                set up only
-# Environment: WORKBENCH_VENV (default .venv), WORKBENCH_SKIP_ADRENO=1 (no Turnip build), WORKBENCH_TORCH_INDEX (an extra pip index for a CPU torch build,
+# Environment: WORKBENCH_VENV (default .venv), WORKBENCH_SKIP_ADRENO=1 (no Turnip build), WORKBENCH_SKIP_GLSLANG=1 (no
+# glslc build: Debian 12's glslc is used), WORKBENCH_TORCH_INDEX (an extra pip index for a CPU torch build,
 # e.g. https://download.pytorch.org/whl/cpu, where the local pip configuration has none).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -63,6 +64,14 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
 fi
 
 export PATH="$PWD/$venv/bin:$PATH"
+# The shader compiler for ET-VK's whole GLSL dialect (GL_EXT_integer_dot_product in headers, GL_KHR_cooperative_matrix):
+# glslc / glslangValidator / spirv-val built from Debian 13's shaderc, glslang and SPIRV-Tools sources once (~6 min on
+# 2 cores) and cached in ~/.cache/workbench/glslang (WORKBENCH_GLSLANG_DIR); workbench.shaders prefers it. A second run
+# finds the stamp and returns at once.
+if [[ ( "$mode" == main || "$mode" == test ) && -z "${WORKBENCH_SKIP_GLSLANG:-}" ]]; then
+  "$venv/bin/python" -m workbench.compilers.glslang setup --quiet
+  export WORKBENCH_REQUIRE_GLSLANG=1
+fi
 # Adreno statistics without a phone: Mesa's Turnip on the no-op DRM shim, built once (~5 min) and cached in
 # ~/.cache/workbench/adreno (WORKBENCH_ADRENO_DIR); a second run finds the stamp and returns at once.
 if [[ ( "$mode" == main || "$mode" == test ) && -z "${WORKBENCH_SKIP_ADRENO:-}" ]]; then

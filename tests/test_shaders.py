@@ -252,6 +252,7 @@ def fake_glslang(tmp_path, monkeypatch):
     ready = compile_glsl(COPY_SHADER, defines={"OFFSET": 1})
     (tmp_path / "ready.spv").write_bytes(ready.code)
     monkeypatch.setattr(shaders, "COMPILERS", ("no-such-glslc-here", "glslangValidator"))
+    monkeypatch.setenv("WORKBENCH_GLSLC", "system")  # PATH only, not workbench.compilers.glslang's build
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_LOG", str(log_dir))
     monkeypatch.setenv("FAKE_SPV", str(tmp_path / "ready.spv"))
@@ -285,7 +286,8 @@ def test_glslangvalidator_errors_point_at_the_original_line(fake_glslang, monkey
 
 def test_no_compiler_at_all_says_what_to_install(monkeypatch):
     monkeypatch.setattr(shaders, "COMPILERS", ("no-such-glslc-here", "no-such-glslang-here"))
-    with pytest.raises(shaders.ToolNotFoundError, match="Debian package `glslc`"):
+    monkeypatch.setenv("WORKBENCH_GLSLC", "system")
+    with pytest.raises(shaders.ToolNotFoundError, match="Debian package `glslc`.*compilers.glslang setup"):
         compile_glsl(COPY_SHADER)
 
 

@@ -6,8 +6,19 @@
     spv.code, spv.words, spv.cache_hit
 
 Compiling
-    Every shader is a compute shader. The compiler is ``glslc`` (or ``glslangValidator`` when glslc is
-    missing); every result is checked with ``spirv-val`` for the same target environment. Include search
+    Every shader is a compute shader. Every result is checked with ``spirv-val`` for the same target
+    environment. :func:`compiler_info` says which compiler and validator are used, chosen in this order:
+
+    1. ``$WORKBENCH_GLSLC``: a path or command name of a glslc or glslangValidator; ``built`` means the
+       cached build below and fails (naming what is missing and how to build it) when it is not there;
+       ``system`` skips the cached build.
+    2. The build of ``workbench.compilers.glslang`` (glslc of shaderc 2025.2 / glslang 15.1 and
+       spirv-val of SPIRV-Tools 2025.1, from Debian 13 source; ``python -m workbench.compilers.glslang
+       setup``, which ./setup.sh runs) when it is set up: it knows ET-VK's whole dialect
+       (GL_EXT_integer_dot_product, GL_KHR_cooperative_matrix). Its spirv-val then validates every
+       result, whichever compiler made it.
+    3. ``glslc`` on PATH (Debian 12's: shaderc 2023.2, glslang 12), else ``glslangValidator``, with the
+       ``spirv-val`` on PATH. Include search
     order: the directory of ``source_path`` (when given), ``shaders/include``, then ``include_dirs``.
     Define values are rendered ``True``/``False`` → ``1``/``0``, anything else → ``str(value)``.
     glslc runs with ``-g`` so that OpName survives ``-O`` (the runtime names bindings in its errors);
@@ -24,8 +35,9 @@ Cache
     SPIR-V is cached in ``$WORKBENCH_CACHE_DIR`` (default ``~/.cache/workbench/spirv``) as ``<key>.spv``,
     and in a per-process dict. The key is a sha256 over the source, the content of every file it includes
     (found by scanning ``#include`` lines recursively, not by mtimes), the sorted rendered defines, the
-    target environment, the optimize flag, and the compiler's path and ``--version`` output (looked up once
-    per process). A cache hit runs no compiler; ``COMPILER_CALLS`` counts the compilations actually run.
+    target environment, the optimize flag, and the compiler's and the validator's paths and ``--version``
+    output (looked up once per process and path), so SPIR-V of one compiler is never reused for another.
+    A cache hit runs no compiler; ``COMPILER_CALLS`` counts the compilations actually run.
 
 YAML variants (``shaders/<name>.yaml`` beside ``shaders/<name>.glsl``)
     ::
@@ -77,10 +89,11 @@ SHADER_DIR = Path(__file__).resolve().parent.parent / "shaders"
 INCLUDE_DIR = SHADER_DIR / "include"
 
 TARGET_ENVS = ("vulkan1.1", "vulkan1.2", "vulkan1.3")
-COMPILERS = ("glslc", "glslangValidator")  # in order of preference
+COMPILERS = ("glslc", "glslangValidator")  # on PATH, in order of preference
+COMPILER_ENV = "WORKBENCH_GLSLC"  # a compiler path or name, or "built" / "system"
 COMPILER_CALLS = 0  # compilations actually run in this process (cache hits do not count)
 
-_CACHE_FORMAT = "workbench-spirv-3"  # bump to invalidate every cached entry
+_CACHE_FORMAT = "workbench-spirv-4"  # bump to invalidate every cached entry
 _SPIRV_MAGIC = b"\x03\x02\x23\x07"  # 0x07230203, little endian
 # OpSourceContinued, OpSource, OpSourceExtension, OpString, OpLine, OpNoLine, OpModuleProcessed
 _SOURCE_DEBUG_OPCODES = frozenset({2, 3, 4, 7, 8, 317, 330})
@@ -149,6 +162,28 @@ class ToolNotFoundError(RuntimeError):
     """A required command-line tool (GLSL compiler, spirv-val) is not installed."""
 
 
+@dataclass(frozen=True)
+class CompilerInfo:
+    """The GLSL compiler and the SPIR-V validator :func:`compile_glsl` uses, and where they come from.
+
+    ``kind`` is ``"glslc"`` or ``"glslangValidator"`` (how the command line is formed); ``origin`` is
+    ``"env"`` ($WORKBENCH_GLSLC), ``"built"`` (workbench.compilers.glslang's cache) or ``"system"`` (PATH);
+    ``version`` / ``validator_version`` are the tools' ``--version`` output.
+    """
+
+    path: Path
+    kind: str
+    origin: str
+    version: str
+    validator: Path
+    validator_version: str
+
+    def __str__(self) -> str:
+        first = lambda text: text.splitlines()[0] if text else "?"  # noqa: E731
+        return (f"{self.kind} {self.path} ({self.origin}; {first(self.version)}), "
+                f"spirv-val {self.validator} ({first(self.validator_version)})")
+
+
 # --------------------------------------------------------------------------------------------------
 # Public entry points
 
@@ -169,14 +204,14 @@ def compile_glsl(
     rendered = _render_defines(defines)
     source_path = Path(source_path).resolve() if source_path is not None else None
     search_dirs = _search_dirs(source_path, include_dirs)
-    compiler = find_compiler()
-    key = _cache_key(source, search_dirs, rendered, target_env, optimize, compiler)
+    tools = compiler_info()
+    key = _cache_key(source, search_dirs, rendered, target_env, optimize, tools)
 
     code = _load_cached(key)
     cache_hit = code is not None
     if not cache_hit:
         shown_as = str(source_path) if source_path else f"<{name}>"
-        code = _compile(compiler, source, shown_as, search_dirs, rendered, target_env, optimize)
+        code = _compile(tools, source, shown_as, search_dirs, rendered, target_env, optimize)
         _store_cached(key, code)
     return Spirv(code=code, name=name, defines=defines, cache_hit=cache_hit,
                  source_path=source_path, key=key)
@@ -232,15 +267,53 @@ def available_shaders(shader_dir=None) -> list[str]:
     return sorted(p.stem for p in _shader_dir(shader_dir).glob("*.glsl"))
 
 
+def compiler_info() -> CompilerInfo:
+    """Which GLSL compiler and spirv-val :func:`compile_glsl` uses now (see "Compiling" in the module doc)."""
+    from .compilers import glslang as built
+
+    choice = os.environ.get(COMPILER_ENV, "").strip()
+    built_tools = None
+    if choice == "built":
+        built_tools = built.require()  # GlslangNotSetUpError: what is missing and how to build it
+    elif choice != "system" and built.is_set_up():
+        built_tools = built.tool_paths()
+    if choice and choice not in ("built", "system"):
+        found = shutil.which(choice)
+        if found is None:
+            raise ToolNotFoundError(f"${COMPILER_ENV}={choice!r} names no executable compiler "
+                                    "(a path or command name of glslc or glslangValidator; or built / system)")
+        path, origin = Path(found), "env"
+    elif built_tools is not None:
+        path, origin = built_tools["glslc"], "built"
+    else:
+        path, origin = _system_compiler(), "system"
+    validator = built_tools["spirv-val"] if built_tools is not None else _system_validator()
+    return CompilerInfo(path=path, kind="glslangValidator" if _is_glslang(path) else "glslc", origin=origin,
+                        version=_compiler_version(str(path)), validator=validator,
+                        validator_version=_compiler_version(str(validator)))
+
+
 def find_compiler() -> Path:
-    """The GLSL compiler to use: the first of COMPILERS on PATH."""
+    """The GLSL compiler to use (``compiler_info().path``)."""
+    return compiler_info().path
+
+
+def _system_compiler() -> Path:
     for candidate in COMPILERS:
         found = shutil.which(candidate)
         if found:
             return Path(found)
     raise ToolNotFoundError(
         f"no GLSL compiler found (looked for {', '.join(COMPILERS)} on PATH). "
-        "Install glslc: `apt-get install glslc` (Debian package `glslc`).")
+        "Install glslc: `apt-get install glslc` (Debian package `glslc`), or build the workbench's own: "
+        "`python -m workbench.compilers.glslang setup`.")
+
+
+def _system_validator() -> Path:
+    found = shutil.which("spirv-val")
+    if found is None:
+        raise ToolNotFoundError("spirv-val not found on PATH. Install it: `apt-get install spirv-tools`.")
+    return Path(found)
 
 
 def cache_dir() -> Path:
@@ -299,7 +372,7 @@ def _search_dirs(source_path: Path | None, include_dirs) -> list[Path]:
 # Cache
 
 
-def _cache_key(source, search_dirs, rendered_defines, target_env, optimize, compiler) -> str:
+def _cache_key(source, search_dirs, rendered_defines, target_env, optimize, tools: CompilerInfo) -> str:
     digest = hashlib.sha256()
 
     def feed(label: str, data) -> None:
@@ -315,8 +388,10 @@ def _cache_key(source, search_dirs, rendered_defines, target_env, optimize, comp
     feed("defines", json.dumps(sorted(rendered_defines.items())))
     feed("target_env", target_env)
     feed("optimize", str(bool(optimize)))
-    feed("compiler", str(compiler))
-    feed("compiler_version", _compiler_version(str(compiler)))
+    feed("compiler", str(tools.path))
+    feed("compiler_version", tools.version)
+    feed("validator", str(tools.validator))
+    feed("validator_version", tools.validator_version)
     return digest.hexdigest()
 
 
@@ -396,11 +471,14 @@ def _compiler_version(compiler: str) -> str:
 
 
 def _is_glslang(compiler: Path) -> bool:
-    return compiler.name.lower().startswith("glslangvalidator")
+    name = Path(compiler).name.lower()
+    return name.startswith("glslangvalidator") or name == "glslang"  # glslang 14+ names its standalone glslang
 
 
-def _compile(compiler, source, shown_as, search_dirs, rendered_defines, target_env, optimize) -> bytes:
+def _compile(tools: CompilerInfo, source, shown_as, search_dirs, rendered_defines, target_env,
+             optimize) -> bytes:
     global COMPILER_CALLS
+    compiler = tools.path
     sent, version_line = source, None
     if _is_glslang(compiler):
         sent, version_line = _enable_include_directive(source)
@@ -419,7 +497,7 @@ def _compile(compiler, source, shown_as, search_dirs, rendered_defines, target_e
             raise _compile_error(output or result.stdout + result.stderr, source_file, shown_as,
                                  source, version_line)
         output_file.write_bytes(_strip_source_debug(output_file.read_bytes()))
-        _validate(output_file, target_env, shown_as)
+        _validate(tools.validator, output_file, target_env, shown_as)
         return output_file.read_bytes()
 
 
@@ -475,10 +553,7 @@ def _enable_include_directive(source: str) -> tuple[str, int | None]:
     return source, None
 
 
-def _validate(spirv_file: Path, target_env: str, shown_as: str) -> None:
-    validator = shutil.which("spirv-val")
-    if validator is None:
-        raise ToolNotFoundError("spirv-val not found on PATH. Install it: `apt-get install spirv-tools`.")
+def _validate(validator: Path, spirv_file: Path, target_env: str, shown_as: str) -> None:
     result = subprocess.run([validator, "--target-env", target_env, str(spirv_file)],
                             capture_output=True, text=True)
     if result.returncode != 0:

@@ -22,11 +22,19 @@ Who expands them
 
 Who compiles them
     ``workbench.shaders.compile_glsl`` (glslc ``-O``, spirv-val, the content-keyed cache), target environment
-    ``vulkan<VK_VERSION>`` (1.1 by default) as ET-VK does.
+    ``vulkan<VK_VERSION>`` (1.1 by default) as ET-VK does. The compiler is the one ``shaders.compiler_info()``
+    names: normally the workbench's own build of Debian 13's shaderc 2025.2 / glslang 15.1
+    (``workbench.compilers.glslang``, set up by ./setup.sh), which compiles ET-VK's whole dialect as it is --
+    ``GL_EXT_integer_dot_product`` in top-level shaders and in included headers alike, ``GL_KHR_cooperative_matrix``.
 
-The integer dot product shim
+The integer dot product shim (a fallback for Debian 12's glslc only)
     ET-VK's int8 shaders ``require GL_EXT_integer_dot_product`` for ``dotPacked4x8AccSatEXT``; Debian 12's glslc
-    (shaderc 2023.2) does not know that extension. When the compiler lacks it, the ``#extension`` line is replaced
+    (shaderc 2023.2) does not know that extension. The shim exists for a machine where the compiler above is not
+    built (``WORKBENCH_GLSLC=system``, or before ``python -m workbench.compilers.glslang setup``); it rewrites only
+    the top-level shader, so a header that requires the extension still fails there -- the error then comes from
+    that compiler. :func:`compiler_has_integer_dot_product` asks the compiler in use (once per compiler and
+    version); with a compiler that has the extension the shim is never applied. When the compiler lacks it, the
+    ``#extension`` line is replaced
     by declarations of the same SPIR-V instructions through ``GL_EXT_spirv_intrinsics``: ``dotPacked4x8EXT`` →
     ``OpSDot`` and ``dotPacked4x8AccSatEXT`` → ``OpSDotAccSat``, both with ``PackedVectorFormat4x8Bit``, which is
     what a compiler with the extension emits. A ``#line`` after the block keeps every line number of the
@@ -416,9 +424,15 @@ spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [
 #define dotPacked4x8AccSatEXT(a, b, acc) workbench_sdot_acc_sat(a, b, acc, 0)"""
 
 
-@functools.lru_cache(maxsize=None)
 def compiler_has_integer_dot_product() -> bool:
-    """Whether the GLSL compiler knows GL_EXT_integer_dot_product (Debian 12's glslc does not)."""
+    """Whether the GLSL compiler in use (``shaders.compiler_info()``) knows GL_EXT_integer_dot_product: the
+    workbench's build of glslang 15 does, Debian 12's glslc does not. Asked once per compiler and version."""
+    tools = shaders.compiler_info()
+    return _has_integer_dot_product(str(tools.path), tools.version)
+
+
+@functools.lru_cache(maxsize=None)
+def _has_integer_dot_product(compiler: str, version: str) -> bool:
     probe = ("#version 450\n#extension GL_EXT_integer_dot_product : require\nlayout(local_size_x = 1) in;\n"
              "layout(set = 0, binding = 0) buffer B { int v[]; };\n"
              "void main() { v[0] = dotPacked4x8AccSatEXT(v[1], v[2], v[3]); }\n")

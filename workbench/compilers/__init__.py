@@ -1,0 +1,6 @@
+"""Shader compilers the workbench builds itself, cached outside the repository.
+
+``workbench.compilers.glslang``: glslc (shaderc), glslangValidator, spirv-val and spirv-dis from Debian 13's source
+packages, for ET-VK's whole GLSL dialect (GL_EXT_integer_dot_product, GL_KHR_cooperative_matrix), which Debian 12's
+glslc lacks. ``workbench.shaders`` uses them when they are set up.
+"""

@@ -1,0 +1,750 @@
+"""glslc, glslangValidator, spirv-val and spirv-dis for ET-VK's whole GLSL dialect, built once from Debian 13 source.
+
+    python -m workbench.compilers.glslang setup [--quiet]   # once: fetch, build, cache (./setup.sh main|test does it)
+    python -m workbench.compilers.glslang status            # JSON; exit status 1 while not set up
+
+    from workbench.compilers import glslang
+    glslang.setup()                 # the same from Python; a second call returns at once
+    glslang.tools()                 # {"glslc": Path, "glslangValidator": Path, "spirv-val": Path, "spirv-dis": Path}
+    glslang.is_set_up()
+
+Why
+    ET-VK's int8 shaders ``#extension GL_EXT_integer_dot_product : require`` (also inside included ``.glslh``
+    headers) and its cooperative-matrix shaders ``GL_KHR_cooperative_matrix``. Debian 12's glslc (shaderc 2023.2,
+    glslang 12) knows neither, and its spirv-val (SPIRV-Tools 2023.1) does not know SPV_KHR_cooperative_matrix.
+    Debian 13 (trixie) ships shaderc 2025.2, glslang 15.1.0+1.4.309.0 (its tarball is glslang 15.2.0, as
+    ``glslangValidator --version`` says) and SPIRV-Tools 2025.1~rc1, which know both; their
+    source packages build with Debian 12's cmake 3.25 and gcc 12. ``workbench.shaders`` prefers these tools once
+    they are set up (see its ``compiler_info()``).
+
+How
+    One CMake tree: shaderc's own top level with glslang, SPIRV-Tools and SPIRV-Headers as its third-party
+    subprojects (shaderc's ``SHADERC_*_DIR`` options point at the four unpacked source packages), Release, static,
+    no tests, no examples; ninja builds only the four executables (about 300 compile steps, not SPIRV-Tools'
+    other tools). The executables are stripped and copied into ``bin/``; everything they need is linked in.
+
+    Sources: ``apt-get update`` with a temporary apt configuration that lists only Debian 13's deb-src (the
+    system's sources are not touched; apt checks the index against Debian's archive key), then every file
+    ``apt-cache showsrc`` lists for the pinned upstream version is downloaded by apt's own ``apt-helper`` against
+    the SHA-256 the signed index gives. The upstream tarball is unpacked and Debian's ``debian/patches/series`` is
+    applied, except shaderc's two packaging patches that make it link Debian's *system* glslang and SPIRV-Tools
+    libraries (:data:`SKIPPED_PATCHES`): here they are built in the same tree instead. ``.dsc`` files are not used
+    (``dpkg-source -x`` would need them; some mirrors lack them), nor is spirv-headers' Debian tarball (only its
+    upstream headers and CMake file are used).
+
+Cache (``$WORKBENCH_GLSLANG_DIR``, default ``~/.cache/workbench/glslang/<versions>``)
+    ``bin/`` the four tools; ``logs/`` one full log per set-up step; ``setup.json`` the stamp (versions, Debian
+    revisions, checksums, tool ``--version`` lines, step times, sizes) -- a second :func:`setup` reads it and
+    returns at once. While building also ``downloads/``, ``src/`` and ``build/``: deleted after a successful build
+    unless ``keep_build=True``.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import collections
+import email.utils
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+
+__all__ = [
+    "PACKAGES", "TOOLS", "APT_PACKAGES", "CMAKE_OPTIONS", "BUILD_TARGETS", "SKIPPED_PATCHES",
+    "GlslangError", "GlslangNotSetUpError", "GlslangSetupError",
+    "cache_root", "tool_paths", "is_set_up", "status", "tools", "require", "setup", "main",
+]
+
+# Debian 13 (trixie) source packages, pinned by upstream version; the newest Debian revision of each is used.
+PACKAGES = {
+    "spirv-headers": "1.6.1+1.4.309.0",
+    "spirv-tools": "2025.1~rc1",
+    "glslang": "15.1.0+1.4.309.0",
+    "shaderc": "2025.2",
+}
+VERSIONS_LABEL = "shaderc-2025.2_glslang-15.1.0_spirv-tools-2025.1"  # the default cache folder's name
+DEBIAN_SUITES = ("trixie", "trixie-updates")
+DEBIAN_MIRROR = "http://deb.debian.org/debian"  # $WORKBENCH_GLSLANG_MIRROR overrides
+DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+APT_HELPER = "/usr/lib/apt/apt-helper"
+
+# Debian packages the build needs (all in Debian 12): the C++ toolchain, cmake >= 3.22.1 (SPIRV-Tools' and shaderc's
+# minimum; bookworm has 3.25), ninja, python3 (the three projects generate sources with Python scripts), patch, xz
+# (the Debian tarballs), binutils (strip).
+APT_PACKAGES = ("g++", "cmake", "ninja-build", "python3", "patch", "xz-utils", "binutils")
+
+# Debian packaging patches that do not apply to this build, with the reason.
+SKIPPED_PATCHES = {
+    "shaderc": {
+        "use-system-thirdparties.patch": "links Debian's installed glslang/SPIRV-Tools libraries; here they are "
+                                         "built in the same CMake tree",
+        "rename-libshaderc.patch": "renames libshaderc_shared.so for Debian's library package; only glslc is built",
+    },
+}
+# Debian tarballs used for their patches; spirv-headers' adds nothing the build reads.
+PATCHED = ("spirv-tools", "glslang", "shaderc")
+# The one edit of the workbench's own, as Debian's rules do it (their use-system-thirdparties.patch drops the same
+# dependency): glslc's --version text (build-version.inc) is written from the Debian versions, instead of by shaderc's
+# update_build_version.py, which without a git checkout reads the first *dated* entry of shaderc's CHANGES and would
+# call shaderc 2025.2 "v2023.8".
+SOURCE_EDITS = {"shaderc": (("glslc/CMakeLists.txt", "add_dependencies(glslc_exe build-version)",
+                             "# add_dependencies(glslc_exe build-version)  # workbench: build-version.inc is written"),)}
+
+CMAKE_OPTIONS = (
+    "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF",
+    "-DSHADERC_SKIP_TESTS=ON", "-DSHADERC_SKIP_EXAMPLES=ON", "-DSHADERC_SKIP_COPYRIGHT_CHECK=ON",
+    "-DSHADERC_ENABLE_WERROR_COMPILE=OFF", "-DSPIRV_SKIP_TESTS=ON", "-DSPIRV_WERROR=OFF", "-DGLSLANG_TESTS=OFF",
+    "-DENABLE_OPT=ON",
+)
+# ninja target -> (path in the build tree, name in bin/)
+BUILD_TARGETS = {
+    "glslc_exe": ("glslc/glslc", "glslc"),
+    "glslang-standalone": ("third_party/glslang/StandAlone/glslang", "glslangValidator"),
+    "spirv-val": ("third_party/spirv-tools/tools/spirv-val", "spirv-val"),
+    "spirv-dis": ("third_party/spirv-tools/tools/spirv-dis", "spirv-dis"),
+}
+TOOLS = tuple(name for _, name in BUILD_TARGETS.values())
+STAMP_NAME = "setup.json"
+_RECIPE = {"packages": PACKAGES, "cmake": CMAKE_OPTIONS, "targets": BUILD_TARGETS,
+           "skipped": {k: sorted(v) for k, v in SKIPPED_PATCHES.items()}, "edits": SOURCE_EDITS, "layout": 1}
+RECIPE_ID = hashlib.sha256(json.dumps(_RECIPE, sort_keys=True).encode()).hexdigest()[:16]
+
+SETUP_COMMAND = "python -m workbench.compilers.glslang setup"
+_SPIRV_MAGIC = b"\x03\x02\x23\x07"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Errors
+# ----------------------------------------------------------------------------------------------------------------
+
+class GlslangError(RuntimeError):
+    """Base class of this module's errors."""
+
+
+class GlslangNotSetUpError(GlslangError):
+    """The tools are not in the cache: run `python -m workbench.compilers.glslang setup`."""
+
+
+class GlslangSetupError(GlslangError):
+    """A set-up step failed; the message names the step, its full log and the log's last lines."""
+
+    def __init__(self, step: str, message: str, log_path: Path | None = None, tail: str = ""):
+        self.step, self.log_path, self.tail = step, log_path, tail
+        text = f"glslang setup: {step}: {message}"
+        if log_path is not None:
+            text += f"\nfull log: {log_path}"
+        if tail:
+            text += "\n--- last lines of the log ---\n" + tail
+        super().__init__(text)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Where things are
+# ----------------------------------------------------------------------------------------------------------------
+
+def cache_root(root=None) -> Path:
+    """The cache: `root`, else $WORKBENCH_GLSLANG_DIR, else ~/.cache/workbench/glslang/<versions>."""
+    if root is not None:
+        return Path(root).expanduser().resolve()
+    configured = os.environ.get("WORKBENCH_GLSLANG_DIR")
+    if configured:
+        return Path(configured).expanduser().resolve()
+    return Path.home() / ".cache" / "workbench" / "glslang" / VERSIONS_LABEL
+
+
+def tool_paths(root=None) -> dict[str, Path]:
+    """Where each tool is (or will be) in the cache: {"glslc": .../bin/glslc, ...}; nothing is checked."""
+    bin_dir = cache_root(root) / "bin"
+    return {name: bin_dir / name for name in TOOLS}
+
+
+def _read_stamp(root=None) -> dict | None:
+    try:
+        return json.loads((cache_root(root) / STAMP_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _missing(root=None) -> list[str]:
+    missing = [str(p) for p in tool_paths(root).values() if not (p.is_file() and os.access(p, os.X_OK))]
+    stamp = _read_stamp(root)
+    stamp_path = cache_root(root) / STAMP_NAME
+    if stamp is None:
+        missing.append(str(stamp_path))
+    elif stamp.get("recipe") != RECIPE_ID:
+        missing.append(f"{stamp_path} (from another build recipe: {stamp.get('recipe')} != {RECIPE_ID})")
+    return missing
+
+
+def is_set_up(root=None) -> bool:
+    """True when the cache holds all four tools and the stamp of this recipe."""
+    return not _missing(root)
+
+
+def status(root=None) -> dict:
+    """{"set_up", "root", "missing", "tools", "stamp"}: what the cache holds."""
+    missing = _missing(root)
+    return {"set_up": not missing, "root": str(cache_root(root)), "missing": missing,
+            "tools": {k: str(v) for k, v in tool_paths(root).items()}, "stamp": _read_stamp(root)}
+
+
+def require(root=None) -> dict[str, Path]:
+    """The tools' paths; GlslangNotSetUpError naming what is missing and how to build it when they are not there."""
+    missing = _missing(root)
+    if missing:
+        raise GlslangNotSetUpError(
+            f"the ET-VK shader compiler (glslc from shaderc {PACKAGES['shaderc']}, glslang "
+            f"{PACKAGES['glslang'].split('+')[0]}, spirv-val/spirv-dis from SPIRV-Tools {PACKAGES['spirv-tools']}) is "
+            f"not built in {cache_root(root)} (missing: {', '.join(missing)}).\nBuild it once with `{SETUP_COMMAND}` "
+            "(./setup.sh main|test does it): it fetches Debian 13's source packages and builds the four tools, "
+            "about 6 minutes on 2 cores. $WORKBENCH_GLSLANG_DIR chooses the folder.")
+    return tool_paths(root)
+
+
+tools = require  # the name callers read best: glslang.tools()["glslc"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Set-up helpers
+# ----------------------------------------------------------------------------------------------------------------
+
+class _Steps:
+    """Numbered step headers, elapsed times, one log file per step."""
+
+    def __init__(self, total: int, logs: Path, echo):
+        self.total, self.logs, self.echo, self.index = total, logs, echo, 0
+        self.times: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def step(self, key: str, title: str):
+        self.index += 1
+        self.echo(f"[glslang setup {self.index}/{self.total}] {title}")
+        start = time.monotonic()
+        yield self.logs / f"{self.index}-{key}.log"
+        self.times[key] = round(time.monotonic() - start, 1)
+        self.echo(f"    done in {self.times[key]:.0f} s")
+
+
+def _run_logged(step: str, command: list[str], log_path: Path, *, cwd=None, env=None, on_line=None,
+                what: str | None = None) -> None:
+    """Run `command`, everything it prints going to `log_path`; GlslangSetupError with the log's tail on failure."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    last = collections.deque(maxlen=40)
+    with open(log_path, "a") as log:
+        log.write(f"$ {' '.join(map(str, command))}\n")
+        log.flush()
+        try:
+            proc = subprocess.Popen([str(c) for c in command], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+                                    errors="replace", bufsize=1)
+        except FileNotFoundError as exc:
+            raise GlslangSetupError(step, f"cannot run {command[0]!r}: {exc}", log_path) from None
+        for line in proc.stdout:
+            log.write(line)
+            last.append(line.rstrip("\n"))
+            if on_line is not None:
+                on_line(line)
+        rc = proc.wait()
+        log.write(f"[exit status {rc}]\n")
+    if rc != 0:
+        raise GlslangSetupError(step, f"{what or command[0]} failed with exit status {rc}", log_path,
+                                "\n".join(last))
+
+
+def _missing_apt_packages(packages=APT_PACKAGES) -> list[str]:
+    missing = []
+    for package in packages:
+        result = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True)
+        if "install ok installed" not in result.stdout:
+            missing.append(package)
+    return missing
+
+
+def _as_root() -> list[str] | None:
+    if os.geteuid() == 0:
+        return []
+    if shutil.which("sudo") and subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode == 0:
+        return ["sudo", "-n"]
+    return None
+
+
+def _install_prerequisites(log_path: Path, install: bool, echo) -> None:
+    for needed in ("apt-get", "apt-cache", "dpkg-query", "dpkg"):
+        if shutil.which(needed) is None:
+            raise GlslangSetupError("prerequisites", f"needs a Debian or Ubuntu system: {needed} not found")
+    if not Path(APT_HELPER).is_file():
+        raise GlslangSetupError("prerequisites", f"{APT_HELPER} not found (Debian package `apt`)")
+    missing = _missing_apt_packages()
+    if not missing:
+        echo("    all present: " + " ".join(APT_PACKAGES))
+        return
+    command = ["apt-get", "install", "-y", "--no-install-recommends", *missing]
+    root = _as_root()
+    if not install or root is None:
+        why = "installing them was switched off" if not install else "installing needs root (or sudo -n)"
+        raise GlslangSetupError("prerequisites", f"missing Debian packages: {' '.join(missing)} ({why}). "
+                                f"Install them: sudo {' '.join(command)}")
+    echo(f"    installing {' '.join(missing)}")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    _run_logged("prerequisites", root + ["apt-get", "update", "-q"], log_path, env=env, what="apt-get update")
+    _run_logged("prerequisites", root + command, log_path, env=env, what="apt-get install")
+    still = _missing_apt_packages()
+    if still:
+        raise GlslangSetupError("prerequisites", f"still missing after apt-get install: {' '.join(still)}", log_path)
+
+
+def _apt_options(apt_dir: Path) -> list[str]:
+    """apt options that read only our deb-src list and keep every list and cache inside `apt_dir`."""
+    options = {
+        "Dir::Etc::SourceList": "/dev/null",
+        "Dir::Etc::SourceParts": str(apt_dir / "sources"),
+        "Dir::State::Lists": str(apt_dir / "lists"),
+        "Dir::Cache": str(apt_dir / "cache"),
+        "Dir::Cache::archives": str(apt_dir / "cache" / "archives"),
+        "Acquire::Languages": "none",
+        "APT::Get::Only-Source": "true",
+    }
+    if os.geteuid() == 0:
+        options["APT::Sandbox::User"] = "root"  # _apt cannot enter a private temp dir
+    else:
+        options["Debug::NoLocking"] = "true"
+    return [arg for key, value in options.items() for arg in ("-o", f"{key}={value}")]
+
+
+def _upstream(version: str) -> str:
+    """'1:2025.1~rc1-1' -> '2025.1~rc1' (no epoch, no Debian revision)."""
+    version = version.split(":", 1)[-1]
+    return version.rsplit("-", 1)[0] if "-" in version else version
+
+
+def _newer(a: str, b: str) -> bool:
+    return subprocess.run(["dpkg", "--compare-versions", a, "gt", b]).returncode == 0
+
+
+def parse_showsrc(showsrc: str, package: str, upstream: str) -> dict | None:
+    """The newest stanza of `apt-cache showsrc` output for `package` at `upstream`:
+    {"version", "directory", "files": [(sha256, size, name), ...]}; None when none matches."""
+    best = None
+    for block in re.split(r"\n\s*\n", showsrc):
+        fields, key = {}, None
+        for line in block.splitlines():
+            if line[:1] in (" ", "\t") and key:
+                fields[key] += "\n" + line.strip()
+            elif ":" in line:
+                key, value = line.split(":", 1)
+                fields[key] = value.strip()
+        if fields.get("Package") != package or "Version" not in fields:
+            continue
+        if _upstream(fields["Version"]) != upstream:
+            continue
+        files = []
+        for line in fields.get("Checksums-Sha256", "").splitlines():
+            parts = line.split()
+            if len(parts) == 3:
+                files.append((parts[0].lower(), int(parts[1]), parts[2]))
+        entry = {"version": fields["Version"], "directory": fields.get("Directory", ""), "files": files}
+        if best is None or _newer(entry["version"], best["version"]):
+            best = entry
+    return best
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fetch_sources(downloads: Path, log_path: Path, echo) -> dict:
+    """Download the upstream (and, where patched, Debian) tarball of every package; returns
+    {package: {"debian_version", "files": {kind: {"name", "sha256", "path"}}}}."""
+    downloads.mkdir(parents=True, exist_ok=True)
+    mirror = os.environ.get("WORKBENCH_GLSLANG_MIRROR", DEBIAN_MIRROR).rstrip("/")
+    found = {}
+    with tempfile.TemporaryDirectory(prefix="workbench-glslang-apt-") as tmp:
+        apt_dir = Path(tmp)
+        for sub in ("sources", "lists/partial", "cache/archives/partial"):
+            (apt_dir / sub).mkdir(parents=True, exist_ok=True)
+        signed = f"Signed-By: {DEBIAN_KEYRING}\n" if Path(DEBIAN_KEYRING).is_file() else ""
+        (apt_dir / "sources" / "workbench-glslang-src.sources").write_text(
+            f"Types: deb-src\nURIs: {mirror}\nSuites: {' '.join(DEBIAN_SUITES)}\nComponents: main\n{signed}")
+        options = _apt_options(apt_dir)
+        echo(f"    apt-get update (deb-src {mirror} {' '.join(DEBIAN_SUITES)}, temporary apt configuration)")
+        _run_logged("fetch sources", ["apt-get", *options, "update", "-q"], log_path, what="apt-get update")
+        for package, upstream in PACKAGES.items():
+            showsrc = subprocess.run(["apt-cache", *options, "showsrc", package], capture_output=True, text=True)
+            with open(log_path, "a") as log:
+                log.write(f"$ apt-cache showsrc {package} (Version lines)\n" + "\n".join(
+                    l for l in showsrc.stdout.splitlines() if l.startswith("Version:")) + "\n")
+            entry = parse_showsrc(showsrc.stdout, package, upstream)
+            if entry is None:
+                listed = re.findall(r"^Version:\s*(\S+)", showsrc.stdout, flags=re.MULTILINE)
+                raise GlslangSetupError("fetch sources", f"no {package} {upstream}-* source package in {mirror} "
+                                        f"{' '.join(DEBIAN_SUITES)} (listed: {', '.join(listed) or 'none'}; "
+                                        f"{showsrc.stderr.strip()})", log_path)
+            wanted = {"orig": ".orig.tar."}
+            if package in PATCHED:
+                wanted["debian"] = ".debian.tar."
+            files = {}
+            for kind, marker in wanted.items():
+                match = [f for f in entry["files"] if marker in f[2]]
+                if len(match) != 1:
+                    raise GlslangSetupError("fetch sources", f"{package} {entry['version']}: expected one *{marker}* "
+                                            f"file, the index lists {[f[2] for f in entry['files']]}", log_path)
+                sha, size, name = match[0]
+                target = downloads / name
+                if not (target.is_file() and _sha256(target) == sha):
+                    url = f"{mirror}/{entry['directory']}/{urllib.parse.quote(name, safe='~')}"
+                    echo(f"    {name} ({size / 2**20:.1f} MiB)")
+                    # apt-helper fetches through apt's own configuration (proxies) and checks the SHA-256 from the
+                    # index, which apt-get update verified against Debian's archive key
+                    _run_logged("fetch sources", [APT_HELPER, *options, "download-file", url, str(target),
+                                                  f"SHA256:{sha}"], log_path, what=f"download of {name}")
+                if _sha256(target) != sha:
+                    raise GlslangSetupError("fetch sources", f"{name}: SHA-256 mismatch after download", log_path)
+                files[kind] = {"name": name, "sha256": sha, "path": str(target)}
+            found[package] = {"upstream": upstream, "debian_version": entry["version"], "files": files}
+    return found
+
+
+def _unpack(package: str, info: dict, src: Path, log_path: Path, echo) -> Path:
+    """Upstream tarball into src/<package>, Debian's tarball over it, Debian's patches applied (bar the skipped)."""
+    tree = src / package
+    marker = tree / ".workbench-unpacked"
+    wanted = json.dumps({"recipe": RECIPE_ID, "debian_version": info["debian_version"],
+                         "sha256": sorted(f["sha256"] for f in info["files"].values())})
+    if marker.is_file() and marker.read_text() == wanted:
+        echo(f"    reusing {tree}")
+        return tree
+    shutil.rmtree(tree, ignore_errors=True)
+    staging = src / f".{package}.unpack"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    _run_logged("unpack", ["tar", "-xf", info["files"]["orig"]["path"], "-C", staging], log_path,
+                what=f"tar of {info['files']['orig']['name']}")
+    entries = list(staging.iterdir())
+    if len(entries) != 1 or not entries[0].is_dir():
+        raise GlslangSetupError("unpack", f"{info['files']['orig']['name']} does not hold one top folder "
+                                f"({[e.name for e in entries]})", log_path)
+    entries[0].rename(tree)
+    staging.rmdir()
+    applied, skipped = [], []
+    if "debian" in info["files"]:
+        _run_logged("unpack", ["tar", "-xf", info["files"]["debian"]["path"], "-C", tree], log_path,
+                    what=f"tar of {info['files']['debian']['name']}")
+        series = tree / "debian" / "patches" / "series"
+        names = [l.split()[0] for l in series.read_text().splitlines()
+                 if l.strip() and not l.lstrip().startswith("#")] if series.is_file() else []
+        for name in names:
+            if name in SKIPPED_PATCHES.get(package, {}):
+                skipped.append(name)
+                continue
+            _run_logged("unpack", ["patch", "-p1", "--batch", "--forward", "-i", tree / "debian" / "patches" / name],
+                        log_path, cwd=tree, what=f"Debian patch {package}/{name}")
+            applied.append(name)
+    for relative, find, replace in SOURCE_EDITS.get(package, ()):
+        path = tree / relative
+        text = path.read_text()
+        if text.count(find) != 1:
+            raise GlslangSetupError("unpack", f"{path}: expected one line {find!r} to edit", log_path)
+        path.write_text(text.replace(find, replace))
+        with open(log_path, "a") as log:
+            log.write(f"workbench edit of {path}: {find!r} -> {replace!r}\n")
+    echo(f"    {package} {info['debian_version']}: {len(applied)} Debian patch(es) applied"
+         + (f", skipped {', '.join(skipped)}" if skipped else ""))
+    info["patches_applied"], info["patches_skipped"] = applied, skipped
+    marker.write_text(wanted)
+    return tree
+
+
+def _source_date_epoch(shaderc_tree: Path) -> str | None:
+    """The date of shaderc's Debian changelog entry: the version strings of the tools then do not carry the build
+    day (their sources are no git checkouts, so their build scripts fall back to a date)."""
+    try:
+        for line in (shaderc_tree / "debian" / "changelog").read_text().splitlines():
+            if line.startswith(" -- ") and "  " in line[4:]:
+                return str(int(email.utils.parsedate_to_datetime(line[4:].split("  ", 1)[1]).timestamp()))
+    except (OSError, ValueError, TypeError):
+        pass
+    return None
+
+
+def _build_env(trees: dict) -> dict:
+    env = dict(os.environ)
+    env["GIT_DIR"] = "/nonexistent"  # the version scripts run `git describe` in the sources: never another repo's
+    env["GIT_CEILING_DIRECTORIES"] = str(Path(trees["shaderc"]).parent)
+    epoch = _source_date_epoch(trees["shaderc"])
+    if epoch:
+        env["SOURCE_DATE_EPOCH"] = epoch
+    for name in ("PYTHONPATH", "PYTHONHOME"):
+        env.pop(name, None)
+    return env
+
+
+def _ninja_progress(echo):
+    pattern = re.compile(r"^\[(\d+)/(\d+)\]")
+    state = {"shown": -1}
+
+    def on_line(line: str):
+        m = pattern.match(line)
+        if m:
+            done, total = int(m.group(1)), int(m.group(2))
+            percent = 100 * done // max(total, 1)
+            if percent // 10 > state["shown"] // 10 or done == total:
+                state["shown"] = percent
+                echo(f"    ninja [{done}/{total}] {percent}%")
+    return on_line
+
+
+def _dir_bytes(path: Path) -> int:
+    total = 0
+    for dirpath, _, names in os.walk(path):
+        for name in names:
+            p = Path(dirpath) / name
+            if not p.is_symlink():
+                total += p.stat().st_size
+    return total
+
+
+@contextlib.contextmanager
+def _lock(root: Path):
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".setup.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise GlslangSetupError("lock", f"another glslang setup is running on {root}") from None
+        yield
+
+
+def _version_line(path: Path) -> str:
+    result = subprocess.run([str(path), "--version"], capture_output=True, text=True)
+    return " | ".join(l.strip() for l in (result.stdout + result.stderr).splitlines()[:3] if l.strip())
+
+
+# The probes the set-up compiles with the new glslc: the dot product from an included header, and a KHR cooperative
+# matrix multiply-add (int8 A/B, int32 accumulator).
+_PROBE_HEADER = """#extension GL_EXT_integer_dot_product : require
+int probe_dot(int a, int b, int acc) { return dotPacked4x8AccSatEXT(a, b, acc); }
+"""
+_PROBE_DOT = """#version 450
+#include "probe_dot.glslh"
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0) buffer B { int v[]; };
+void main() { v[0] = probe_dot(v[1], v[2], v[3]); }
+"""
+_PROBE_COOPMAT = """#version 450
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int32 : require
+layout(local_size_x = 32) in;
+layout(set = 0, binding = 0) buffer A { int8_t a[]; };
+layout(set = 0, binding = 1) buffer C { int32_t c[]; };
+void main() {
+  coopmat<int8_t, gl_ScopeSubgroup, 16, 32, gl_MatrixUseA> ma;
+  coopmat<int8_t, gl_ScopeSubgroup, 32, 16, gl_MatrixUseB> mb;
+  coopmat<int32_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> mc = coopmat<int32_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0);
+  coopMatLoad(ma, a, 0, 32, gl_CooperativeMatrixLayoutRowMajor);
+  coopMatLoad(mb, a, 512, 16, gl_CooperativeMatrixLayoutRowMajor);
+  mc = coopMatMulAdd(ma, mb, mc);
+  coopMatStore(mc, c, 0, 16, gl_CooperativeMatrixLayoutRowMajor);
+}
+"""
+OP_SDOT_ACC_SAT = 4453
+OP_COOPMAT_MULADD_KHR = 4459
+
+
+def opcodes(code: bytes) -> list[int]:
+    """The opcode of every instruction of a SPIR-V module, in order (walks the instruction stream)."""
+    import array
+    words = array.array("I")
+    words.frombytes(code)
+    if sys.byteorder != "little":
+        words.byteswap()
+    out, index = [], 5
+    while index < len(words):
+        count, op = words[index] >> 16, words[index] & 0xFFFF
+        if count == 0:
+            raise ValueError(f"malformed SPIR-V: instruction of word count 0 at word {index}")
+        out.append(op)
+        index += count
+    return out
+
+
+def _smoke_test(bin_dir: Path, log_path: Path) -> dict:
+    """Compile both probes with the new glslc, validate them with the new spirv-val, check the key opcodes."""
+    found = {}
+    with tempfile.TemporaryDirectory(prefix="workbench-glslang-probe-") as tmp:
+        work = Path(tmp)
+        (work / "probe_dot.glslh").write_text(_PROBE_HEADER)
+        for name, text, env, opcode in (("dot", _PROBE_DOT, "vulkan1.1", OP_SDOT_ACC_SAT),
+                                        ("coopmat", _PROBE_COOPMAT, "vulkan1.3", OP_COOPMAT_MULADD_KHR)):
+            source, output = work / f"{name}.comp", work / f"{name}.spv"
+            source.write_text(text)
+            _run_logged("install", [bin_dir / "glslc", "-fshader-stage=compute", f"--target-env={env}", "-O",
+                                    "-I", work, source, "-o", output], log_path, what=f"glslc on the {name} probe")
+            _run_logged("install", [bin_dir / "spirv-val", "--target-env", env, output], log_path,
+                        what=f"spirv-val on the {name} probe")
+            if opcode not in opcodes(output.read_bytes()):
+                raise GlslangSetupError("install", f"the {name} probe's SPIR-V lacks opcode {opcode}", log_path)
+            found[name] = f"opcode {opcode} present, spirv-val ({env}) passed"
+    return found
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Set-up
+# ----------------------------------------------------------------------------------------------------------------
+
+def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build: bool = False,
+          install_prerequisites: bool = True, progress: bool = True) -> dict:
+    """Fetch Debian 13's spirv-headers, spirv-tools, glslang and shaderc sources; build glslc, glslangValidator,
+    spirv-val and spirv-dis; cache them in <root>/bin.
+
+    Steps (each logged in full to <root>/logs/): 1 Debian build prerequisites (apt-get install where missing),
+    2 the source packages (temporary apt configuration, checksums from the signed index), 3 unpack + Debian
+    patches, 4 cmake configure (one tree, shaderc on top), 5 ninja the four executables, 6 strip + copy into bin/,
+    compile two probes (dot product from an included header, KHR cooperative matrix) and validate them, write the
+    stamp, delete downloads/, src/, build/ (unless `keep_build`). A second call finds the stamp and returns at once
+    (`force=True` rebuilds).
+
+    Returns status(). Raises GlslangSetupError naming the failed step, its full log and its last lines.
+    """
+    root = cache_root(root)
+    echo = (lambda text: print(text, flush=True)) if progress else (lambda text: None)
+    if not force and is_set_up(root):
+        stamp = _read_stamp(root) or {}
+        echo(f"glslang setup: already set up in {root} (built {stamp.get('built_at', '?')}); force=True rebuilds")
+        return status(root)
+    started = time.monotonic()
+    jobs = int(jobs or os.cpu_count() or 2)
+    with _lock(root):
+        logs = root / "logs"
+        shutil.rmtree(logs, ignore_errors=True)
+        logs.mkdir(parents=True)
+        stamp_path = root / STAMP_NAME
+        if stamp_path.exists():
+            stamp_path.unlink()
+        steps = _Steps(6, logs, echo)
+        echo(f"glslang setup: shaderc {PACKAGES['shaderc']} + glslang {PACKAGES['glslang']} + SPIRV-Tools "
+             f"{PACKAGES['spirv-tools']} from Debian 13 source into {root}")
+
+        with steps.step("prerequisites", "Debian build prerequisites") as log:
+            _install_prerequisites(log, install_prerequisites, echo)
+        with steps.step("sources", "source packages from Debian 13") as log:
+            sources = _fetch_sources(root / "downloads", log, echo)
+        with steps.step("unpack", "unpack, apply Debian's patches") as log:
+            trees = {package: _unpack(package, info, root / "src", log, echo) for package, info in sources.items()}
+        build = root / "build"
+        env = _build_env(trees)
+        with steps.step("configure", "cmake configure (shaderc with glslang, SPIRV-Tools, SPIRV-Headers in-tree)") \
+                as log:
+            options = [*CMAKE_OPTIONS,
+                       f"-DSHADERC_SPIRV_HEADERS_DIR={trees['spirv-headers']}",
+                       f"-DSHADERC_SPIRV_TOOLS_DIR={trees['spirv-tools']}",
+                       f"-DSHADERC_GLSLANG_DIR={trees['glslang']}"]
+            configured = build / "workbench-cmake-options.json"
+            wanted = json.dumps([str(trees["shaderc"]), *options])
+            if build.exists() and (force or not configured.is_file() or configured.read_text() != wanted):
+                shutil.rmtree(build)
+            if not build.exists():
+                _run_logged("configure", ["cmake", "-S", trees["shaderc"], "-B", build, *options], log, env=env,
+                            what="cmake")
+                configured.write_text(wanted)
+            else:
+                echo("    reusing the configured build directory")
+            # glslc --version, in the form of Debian's glslc (see SOURCE_EDITS)
+            (build / "build-version.inc").write_text("".join(
+                f'"{package} {sources[package]["debian_version"]}\\n"\n'
+                for package in ("shaderc", "spirv-tools", "glslang")))
+        with steps.step("build", f"ninja -j{jobs} {' '.join(BUILD_TARGETS)}") as log:
+            _run_logged("build", ["ninja", "-C", build, "-j", str(jobs), *BUILD_TARGETS], log, env=env,
+                        on_line=_ninja_progress(echo), what="ninja")
+        with steps.step("install", "strip into bin/, compile and validate two probes, stamp") as log:
+            bin_dir = root / "bin"
+            shutil.rmtree(bin_dir, ignore_errors=True)
+            bin_dir.mkdir()
+            for built_path, name in BUILD_TARGETS.values():
+                built = build / built_path
+                if not built.is_file():
+                    raise GlslangSetupError("install", f"ninja finished but {built} is missing", log)
+                shutil.copy2(built, bin_dir / name)
+                if shutil.which("strip"):
+                    _run_logged("install", ["strip", "--strip-unneeded", bin_dir / name], log, what="strip")
+            probes = _smoke_test(bin_dir, log)
+            echo("    probes: " + "; ".join(f"{k}: {v}" for k, v in probes.items()))
+            stamp = {
+                "recipe": RECIPE_ID, "built_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "packages": {p: {k: v for k, v in info.items() if k != "files"} |
+                             {"files": {kind: {"name": f["name"], "sha256": f["sha256"]}
+                                        for kind, f in info["files"].items()}}
+                             for p, info in sources.items()},
+                "tools": {name: {"path": str(bin_dir / name), "bytes": (bin_dir / name).stat().st_size,
+                                 "version": _version_line(bin_dir / name)} for name in TOOLS},
+                "cmake_options": list(CMAKE_OPTIONS), "jobs": jobs, "probes": probes,
+                "build_dir_bytes": _dir_bytes(build), "source_bytes": _dir_bytes(root / "src"),
+                "step_seconds": dict(steps.times),
+            }
+            stamp_path.write_text(json.dumps(stamp, indent=2) + "\n")  # is_set_up() from here on
+            if not keep_build:  # the static executables need none of these; a rebuild makes them again
+                for folder in (build, root / "src", root / "downloads"):
+                    shutil.rmtree(folder, ignore_errors=True)
+        stamp["step_seconds"] = dict(steps.times)
+        stamp["total_seconds"] = round(time.monotonic() - started, 1)
+        stamp["kept_build"] = keep_build
+        stamp["cache_bytes"] = _dir_bytes(root)
+        stamp_path.write_text(json.dumps(stamp, indent=2) + "\n")
+        echo(f"glslang setup: done in {stamp['total_seconds'] / 60:.1f} min; cache {stamp['cache_bytes'] / 2**20:.0f} "
+             f"MiB in {root}")
+    return status(root)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Command line: python -m workbench.compilers.glslang {setup,status}
+# ----------------------------------------------------------------------------------------------------------------
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m workbench.compilers.glslang",
+                                     description="glslc/glslangValidator/spirv-val for ET-VK's GLSL dialect, built "
+                                                 "once from Debian 13 source and cached")
+    sub = parser.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("setup", help="fetch and build once (about 6 min on 2 cores); a no-op when already built")
+    s.add_argument("--dir", default=None, help="cache folder (default $WORKBENCH_GLSLANG_DIR or "
+                                               f"~/.cache/workbench/glslang/{VERSIONS_LABEL})")
+    s.add_argument("--force", action="store_true", help="rebuild even when the cache is complete")
+    s.add_argument("--jobs", "-j", type=int, default=None, help="ninja jobs (default: CPU count)")
+    s.add_argument("--keep-build", action="store_true", help="keep downloads/, src/ and build/")
+    s.add_argument("--no-install", action="store_true",
+                   help="do not apt-get install missing prerequisites (fail and name them)")
+    s.add_argument("--quiet", action="store_true", help="no progress output")
+    s = sub.add_parser("status", help="is it built, where, which versions (JSON; exit status 1 when not built)")
+    s.add_argument("--dir", default=None)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "setup":
+            setup(args.dir, force=args.force, jobs=args.jobs, keep_build=args.keep_build,
+                  install_prerequisites=not args.no_install, progress=not args.quiet)
+        elif args.command == "status":
+            print(json.dumps(status(args.dir), indent=2))
+            return 0 if is_set_up(args.dir) else 1
+    except GlslangError as exc:
+        print(f"workbench.compilers.glslang: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
