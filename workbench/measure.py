@@ -1,4 +1,5 @@
-"""How the workbench measures (and nothing else: no kernel, no suite): sampling, statistics, tidy rows with metadata, and exports that never lose rows.
+"""How the workbench measures, and nothing else (no kernel, no suite): sampling, statistics, tidy rows with
+metadata, exports that never lose rows, and the reader of results folders.
 
 Method (close to nvbench's "batch" measurement, with Vulkan timestamps):
 - a recording holds the dispatches of one sample; it is recorded once and submitted again for every sample;
@@ -220,6 +221,32 @@ def measurement_row(kernel: str, env: dict, gpu_ns, *, host_ns=None, bytes_moved
     row["attempts"] = int(getattr(gpu_ns, "attempts", 1))
     row.update(env)
     return row
+
+
+def sampling(quick: bool, *, quick_min_time_s: float = 0.005) -> dict:
+    """`sample_recording` / `sample_callable` options of a suite: a few short samples when `quick` (tests, smoke
+    runs), else at least 0.2 s of samples."""
+    if quick:
+        return dict(min_time_s=quick_min_time_s, min_samples=3, max_samples=5, warmup=1)
+    return dict(min_time_s=0.2)
+
+
+class Rows(list):
+    """A suite's rows as they are measured: a list that also appends each row to `writer` (a ResultsWriter, or
+    None) the moment it is added, so an interrupted suite keeps every finished row on disk."""
+
+    def __init__(self, writer=None):
+        super().__init__()
+        self.writer = writer
+
+    def append(self, row: dict) -> None:
+        super().append(row)
+        if self.writer is not None:
+            self.writer.append(row)
+
+    def extend(self, rows) -> None:
+        for row in rows:
+            self.append(row)
 
 
 class ResultsWriter:

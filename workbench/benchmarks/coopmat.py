@@ -12,7 +12,7 @@ import pandas as pd
 from ..kernels.coopmat import (WARPS_PER_GROUP, CoopmatGemmSpec, CoopmatPeakSpec, gemm_operands, gemm_reference,
                                int8_sizes, properties, run_conv, run_gemm, run_peak, unsupported_reason)
 from ..kernels.device_limits import device_limits, theoretical_gops
-from ..measure import environment, measurement_row, sample_callable, sample_recording
+from ..measure import Rows, environment, measurement_row, sample_callable, sample_recording
 from ..vk.errors import driver_errors
 from .conv import filling_shapes
 
@@ -46,15 +46,9 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     one row says why (status "skipped")."""
     props = properties(device)
     reason = unsupported_reason(device, props)
-    rows = []
-
-    def emit(row):
-        rows.append(row)
-        if writer is not None:
-            writer.append(row)
-
+    rows = Rows(writer)
     if reason:
-        emit(skip_row(device, reason))
+        rows.append(skip_row(device, reason))
         return pd.DataFrame(rows)
     env = environment(device)
     limits = device_limits(device)
@@ -70,7 +64,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     refused = (*driver_errors(), ValueError)  # driver errors, and local sizes past its limits
 
     def failed(kernel, error, **cols):  # a driver that refuses one variant: say so, carry on with the others
-        emit({"kernel": kernel, "method": "int8 cooperative matrix (NV)", "status": f"failed: {error}", **cols,
+        rows.append({"kernel": kernel, "method": "int8 cooperative matrix (NV)", "status": f"failed: {error}", **cols,
               **env})
 
     for size in int8_sizes(props):
@@ -86,13 +80,13 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
             spec = CoopmatPeakSpec(size, subgroups, iterations, chains)
             (gpu, host), err = run_peak(device, spec, sample=sampler(min_samples=5, warmup=1))
             row = measurement_row("coopmat peak", env, gpu, host_ns=host, macs=spec.macs(),
-                                        method="int8 cooperative matrix (NV)", coop_size="x".join(map(str, size)),
-                                        chains=chains, subgroups=subgroups, iterations=iterations,
-                                        max_abs_diff=err, status="ok" if err == 0 else "WRONG")
+                                  method="int8 cooperative matrix (NV)", coop_size="x".join(map(str, size)),
+                                  chains=chains, subgroups=subgroups, iterations=iterations,
+                                  max_abs_diff=err, status="ok" if err == 0 else "WRONG")
             row["theoretical_GOPs"] = theory
             row["probe_fraction"] = row["GOP/s"] / theory if np.isfinite(theory) else math.nan
             row.update(limits.columns())
-            emit(row)
+            rows.append(row)
     shapes = shapes or (((1, 64, 64, 32, 32),) if quick else tuple(filling_shapes(device)) + (SQUARE_GEMM,))
     tiles = [{"rm": 1, "rn": 1}] if quick else GEMM_TILES
     smem_limit = device.info.shared_memory_bytes
@@ -120,7 +114,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
                 kind, env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(), macs=spec.macs(), method=method,
                 shape=label, coop_size="x".join(map(str, spec.size)), tile=spec.label,
                 gemm="x".join(map(str, spec.gemm)), repeats=repeats, status=status, **{error_column: err})
-            emit(row)
+            rows.append(row)
             if kind == "coopmat gemm" and spec.staged and spec.stages == 2 and status == "ok":
                 staged_gemms.append((row["GOP/s"], spec))
 
@@ -142,7 +136,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
                 measure("coopmat gemm", replace(best, diagnostic=diagnostic), run_gemm, GEMM_METHOD, "max_abs_diff")
         emit_torch = _torch_int_mm_row(device, shape, env)
         if emit_torch:
-            emit(emit_torch)
+            rows.append(emit_torch)
     df = pd.DataFrame(rows)
     checked = df[~df["status"].astype(str).str.startswith("diagnostic")]  # diagnostic builds: wrong by design
     wrong = checked[checked["status"] != "ok"]  # WRONG results and variants the driver refused

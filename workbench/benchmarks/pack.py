@@ -31,7 +31,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
             record_copy(rec, device, CopySpec(copy_bytes), b, a)
         gpu, host = sample_recording(rec, repeats=reps, min_time_s=min_time)
     copy_row = measurement_row("copy", env, gpu, host_ns=host, bytes_moved=2 * copy_bytes,
-                                     shape="x".join(map(str, sizes)), layout="-", direction="copy")
+                               shape="x".join(map(str, sizes)), layout="-", direction="copy")
     rows.append(copy_row)
     if writer:
         writer.append(copy_row)
@@ -53,9 +53,9 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
         expected = packed if direction == "pack" else nchw
         ok = bool(np.array_equal(result[:expected.size], expected))
         row = measurement_row(f"{direction}", env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(),
-                                    shape="x".join(map(str, sizes)), layout=layout, direction=direction,
-                                    kernel_variant=spec.shader, label=f"{layout} (block)" if block else layout,
-                                    correct=ok, padded_words=spec.num_words)
+                              shape="x".join(map(str, sizes)), layout=layout, direction=direction,
+                              kernel_variant=spec.shader, label=f"{layout} (block)" if block else layout,
+                              correct=ok, padded_words=spec.num_words)
         row["copy_fraction"] = row["GB/s"] / copy_row["GB/s"]
         rows.append(row)
         if writer:

@@ -57,9 +57,9 @@ def bench_peak(device, writer=None, *, quick: bool = False, show_progress: bool 
                             saturate=saturate)
             gpu, host = _sample(device, spec, out, min_time_s=0.02 if quick else 0.2)
             row = measurement_row("peak", env, gpu, host_ns=host, macs=spec.macs(), method=spec.label,
-                                        kind=kind, threads=threads, iterations=iterations, chains=chains,
-                                        unroll=spec.unroll, local_size=local, saturate=saturate,
-                                        instructions_per_thread=spec.instructions_per_thread())
+                                  kind=kind, threads=threads, iterations=iterations, chains=chains,
+                                  unroll=spec.unroll, local_size=local, saturate=saturate,
+                                  instructions_per_thread=spec.instructions_per_thread())
             row["ops_unit"] = "int8 ops (2 per MAC)" if kind == "int8_dot" else "FLOPs (2 per FMA)"
             theory = theoretical_gops(limits, kind) if ext else math.nan
             row["theoretical_GOPs"] = theory

@@ -34,7 +34,7 @@ from ..kernels.pixel_shuffle import (DIFF_QP, FUSED_LAYOUTS, LOCAL_SIZE, SAME_QP
 from ..kernels.pixel_shuffle_block import (REQUANT_COPY_SHADER, Q8taPixelShuffleBlockSpec, Q8taRequantCopyRun,
                                            Q8taRequantCopySpec, block_applies)
 from ..kernels.q8ta_quantize import Q8taChainRun, Q8taPixelShuffleChainSpec
-from ..measure import environment, measurement_row, progress, sample_callable, sample_recording
+from ..measure import Rows, environment, measurement_row, progress, sample_callable, sample_recording, sampling
 from ..shaders import compile_shader
 from .copy import CopyAtTraffic
 
@@ -193,26 +193,16 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
 
     env = environment(device)
     cases = _bench_cases(quick, cpu_device=device.info.is_cpu, only=shapes)
-    if quick:
-        sample_kw = dict(min_time_s=0.005, min_samples=3, max_samples=5, warmup=1)
-    else:
-        sample_kw = dict(min_time_s=0.2)
+    sample_kw = sampling(quick)
 
     copies = CopyAtTraffic(device, [c.spec.bytes_moved() for c in cases if c.spec is not None], quick=quick,
-                                 show_progress=show_progress)
+                           show_progress=show_progress)
     copy_df = copies.frame
     copy_df["impl"] = "copy"
     copy_df["path"] = "copy"
     copy_df["shape_set"] = "copy"
-    rows = []
-
-    def emit(row):
-        rows.append(row)
-        if writer is not None:
-            writer.append(row)
-
-    for row in copy_df.to_dict("records"):
-        emit(row)
+    rows = Rows(writer)
+    rows.extend(copy_df.to_dict("records"))
 
     torch_us: dict = {}   # (shape, what) → median µs
     chain_us: dict = {}   # (shape, qpath, in_layout, out_layout) → median µs
@@ -227,7 +217,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
                 storage="", packed_dim="", dtype=case.what, in_layout="", out_layout="", shape_set=case.shape_set,
                 dispatches=0, threads=0, repeats=1, timer="cuda events" if on_cuda else "wall clock")
             torch_us[(row["shape"], case.what)] = row["median_us"]
-            emit(row)
+            rows.append(row)
             continue
         spec = case.spec
         bytes_moved = spec.bytes_moved()
@@ -274,7 +264,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
         if case.kind == "chain":
             chain_us[key] = row["median_us"]
         row["speedup_vs_chain"] = chain_us.get(key, np.nan) / row["median_us"] if case.kind == "fused" else np.nan
-        emit(row)
+        rows.append(row)
     return pd.DataFrame(rows)
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -412,28 +402,21 @@ def limit_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     shape = tuple(shape or (QUICK_SHAPE if quick else SHAPE))
     env = environment(device)
     specs = block_specs(shape, cpu_device=device.info.is_cpu, pairs=pairs) + requant_copy_specs(shape)
-    sample_kw = dict(min_time_s=0.01, min_samples=3, max_samples=5, warmup=1) if quick else dict(min_time_s=0.2)
+    sample_kw = sampling(quick, quick_min_time_s=0.01)
     _compile_all(specs)
     copies = CopyAtTraffic(device, [s.bytes_moved() for s in specs], quick=quick, show_progress=show_progress)
-    rows = []
-
-    def emit(row):
-        rows.append(row)
-        if writer is not None:
-            writer.append(row)
-
-    for row in copies.frame.assign(impl="copy", path="copy").to_dict("records"):
-        emit(row)
+    rows = Rows(writer)
+    rows.extend(copies.frame.assign(impl="copy", path="copy").to_dict("records"))
     torch_us = {}
     for what, qpath in (("int8", "passthrough"), ("quantized chain", "requant")):
         where, fn, sync, on_cuda, nbytes = _torch_timer(device, shape, 2, what)
         samples = sample_callable(fn, sync=sync, cuda_events=on_cuda, **sample_kw)
         row = measurement_row(f"torch.pixel_shuffle ({where})", env, samples, bytes_moved=nbytes,
-                                    shape=shape_str(shape), out_shape=shape_str(output_sizes(shape, 2)),
-                                    impl="torch", qpath=qpath, path=f"torch-{what}", dtype=what,
-                                    timer="cuda events" if on_cuda else "wall clock")
+                              shape=shape_str(shape), out_shape=shape_str(output_sizes(shape, 2)),
+                              impl="torch", qpath=qpath, path=f"torch-{what}", dtype=what,
+                              timer="cuda events" if on_cuda else "wall clock")
         torch_us[qpath] = row["median_us"]
-        emit(row)
+        rows.append(row)
     buffers = _Buffers(device, shape)
     try:
         for spec in progress(specs, "pixel shuffle block", enabled=show_progress):
@@ -456,12 +439,12 @@ def limit_suite(device, writer=None, *, quick: bool = False, show_progress: bool
                         threads=spec.threads, dispatches=1, repeats=1, bytes_read=spec.bytes_read(),
                         bytes_written=spec.bytes_written(), timer="vulkan timestamps")
             row = measurement_row(REQUANT_COPY_SHADER if copy_kernel else "q8ta_pixel_shuffle_block", env,
-                                        gpu, host_ns=host, bytes_moved=spec.bytes_moved(), macs=0, **info)
+                                  gpu, host_ns=host, bytes_moved=spec.bytes_moved(), macs=0, **info)
             copies.annotate(row, spec.bytes_moved())
             row["torch_us"] = torch_us[spec.path]
             row["vs_torch"] = row["torch_us"] / row["median_us"]
             row["exact"] = check_exact(device, spec)
-            emit(row)
+            rows.append(row)
     finally:
         buffers.close()
     return pd.DataFrame(rows)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..kernels.quantize_affine import OPS, AffineRun, AffineSpec
-from ..measure import environment, measurement_row, progress, sample_recording
+from ..measure import Rows, environment, measurement_row, progress, sample_recording, sampling
 from .copy import CopyAtTraffic
 
 
@@ -51,20 +51,13 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     """
     env = environment(device)
     specs = _bench_specs(quick)
-    sample_kw = dict(min_time_s=0.005, min_samples=3, max_samples=5, warmup=1) if quick else dict(min_time_s=0.2)
+    sample_kw = sampling(quick)
     copies = CopyAtTraffic(device, [s.bytes_moved() for _, s in specs], quick=quick,
-                                 show_progress=show_progress)
+                           show_progress=show_progress)
     copy_df = copies.frame
     copy_df["op"] = "copy"
-    rows = []
-
-    def emit(row):
-        rows.append(row)
-        if writer is not None:
-            writer.append(row)
-
-    for row in copy_df.to_dict("records"):
-        emit(row)
+    rows = Rows(writer)
+    rows.extend(copy_df.to_dict("records"))
     for gran, spec in progress(specs, "quantize affine", enabled=show_progress):
         moved = spec.bytes_moved()
         reps = 2 if quick else max(1, min(20, int(64 * 2**20 // max(moved, 1))))
@@ -81,7 +74,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
             threads=spec.threads, repeats=reps, bytes_read=spec.bytes_read(), bytes_written=spec.bytes_written(),
             global_size=str(spec.global_size(device)), local_size=str(spec.local_size), timer="vulkan timestamps")
         copies.annotate(row, moved)
-        emit(row)
+        rows.append(row)
     return pd.DataFrame(rows)
 
 

@@ -122,7 +122,7 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
             if measure:
                 gpu, host = sample_recording(rec, min_time_s=min_time_s, max_time_s=max_time_s)
                 timed = measurement_row(d.kernel, environment(device), gpu, host_ns=host,
-                                              bytes_moved=d.bytes_moved, macs=d.macs)
+                                        bytes_moved=d.bytes_moved, macs=d.macs)
                 timed.pop("kernel")
                 row.update(timed)
             else:

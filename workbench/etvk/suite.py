@@ -2,7 +2,6 @@
 same traffic, on one device in one run — the rows behind the README's "ET-VK's own kernels" figures."""
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from .. import measure
@@ -64,7 +63,7 @@ def bench_suite(device, writer=None, *, executorch=None, quick: bool = False, sh
     """ET-VK's kernels at its working tree, the conv at both sides of PR #19396, the workbench's pixel shuffle
     kernels at the same shapes, and the copy at each kernel's traffic (`copy_GBps`, `copy_fraction`)."""
     gpu = not device.info.is_cpu
-    sample_kw = dict(min_time_s=0.005, min_samples=3, max_samples=5, warmup=1) if quick else dict(min_time_s=0.2)
+    sample_kw = measure.sampling(quick)
     gen = Codegen(source(executorch))
     plan = [(gen, k, o) for k, o in cases(quick, gpu)]
     for rev in revisions:  # the seed PR's accumulator change, on the conv shapes
@@ -77,14 +76,8 @@ def bench_suite(device, writer=None, *, executorch=None, quick: bool = False, sh
     dispatches += [(gen, with_local_size(largest, local)) for local in LOCAL_SIZE_STUDY
                    if all(-(-g // l) <= m for g, l, m in zip(largest.global_size, local, limit))]
     copies = CopyAtTraffic(device, [d.bytes_moved for _, d in dispatches], quick=quick,
-                                 show_progress=show_progress)
-    rows = []
-
-    def emit(row):
-        rows.append(row)
-        if writer is not None:
-            writer.append(row)
-
+                           show_progress=show_progress)
+    rows = measure.Rows(writer)
     for g, d in measure.progress(dispatches, "ET-VK kernels", enabled=show_progress):
         row = execute(device, g, d, measure=True, statistics=True,
                       min_time_s=sample_kw.get("min_time_s", 0.2), max_time_s=5.0)
@@ -93,12 +86,12 @@ def bench_suite(device, writer=None, *, executorch=None, quick: bool = False, sh
             raise AssertionError(f"ET-VK's {d.variant} ({g.source.label}) does not match torch: "
                                  f"max |diff| {row['max_abs_diff']}, mismatch {row['mismatch']:.3%}")
         copies.annotate(row, d.bytes_moved)
-        emit(row)
+        rows.append(row)
         if d.kernel == "q8ta_pixel_shuffle" and g is gen and not d.params.get("local_size_override"):
             for wb in _workbench_pixel_shuffle(device, tuple(int(v) for v in row["shape"].split("x")),
                                                row["path"] == "requant", row["in_layout"], row["out_layout"],
                                                sample_kw):
                 copies.annotate(wb, wb["bytes"])
                 wb["etvk_over_this"] = row["median_us"] / wb["median_us"]
-                emit(wb)
+                rows.append(wb)
     return pd.DataFrame(rows)

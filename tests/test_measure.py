@@ -1,4 +1,4 @@
-"""The measuring method, the exports and the copy roofline (a benchmark run small, not a timed test)."""
+"""workbench.measure: statistics, stability, rows, ResultsWriter / ResultsReader; the copy benchmark and the runtime's costs."""
 import json
 
 import numpy as np
@@ -137,3 +137,29 @@ def test_keep_busy_only_on_gpus():
     assert calls == []
     measure.keep_busy(rec, SimpleNamespace(info=SimpleNamespace(is_cpu=False)), seconds=0.05)
     assert len(calls) > 1
+
+
+def test_results_reader_reads_what_the_writer_wrote(tmp_path):
+    with measure.ResultsWriter(tmp_path / "suite", {"device": "x"}) as writer:
+        rows = measure.Rows(writer)
+        rows.append({"kernel": "a", "GB/s": 1.0})
+        rows.extend([{"kernel": "b", "GB/s": 2.0}])
+    assert [r["kernel"] for r in rows] == ["a", "b"] and len(writer.rows) == 2   # each row written through at once
+    results = measure.ResultsReader(tmp_path)
+    assert results.names() == ["suite"] and results.has("suite") and not results.has("other")
+    assert list(results["suite"]["kernel"]) == ["a", "b"]
+    assert results.metadata("suite")["device"] == "x" and results.metadata("other") == {}
+    assert results.load("missing") is None
+    assert list(results.load("missing", "suite")["GB/s"]) == [1.0, 2.0]   # the first name the folder holds
+
+
+def test_results_reader_falls_back_to_parquet_and_reads_an_empty_csv(tmp_path):
+    pd.DataFrame({"x": [1, 2]}).to_parquet(tmp_path / "only_parquet.parquet")
+    (tmp_path / "started.csv").write_text("")   # a run stopped before its first row
+    results = measure.ResultsReader(tmp_path)
+    assert list(results["only_parquet"]["x"]) == [1, 2]
+    assert results["started"].empty
+    with pytest.raises(FileNotFoundError, match=r"no peak\.csv or peak\.parquet in .* \(it holds: only_parquet, "
+                                                r"started\)"):
+        results["peak"]
+    assert measure.ResultsReader(tmp_path / "nowhere").names() == []
