@@ -207,25 +207,27 @@ def test_live_vec4_shader_compiles_with_n_accumulators():
 
 
 def test_cli_arguments():
+    from workbench.cli import adreno as adreno_cli
     parser = argparse.ArgumentParser(prog="workbench")
-    adreno.add_cli_parser(parser.add_subparsers(dest="command", required=True))
+    adreno_cli.register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["adreno", "setup", "--force", "-j", "2", "--keep-build"])
     assert (args.adreno_command, args.force, args.jobs, args.keep_build, args.fn) == \
-        ("setup", True, 2, True, adreno.cli_main)
+        ("setup", True, 2, True, adreno_cli.setup)
     args = parser.parse_args(["adreno", "stats", "copy", "--gpu", "740,660", "-D", "DTYPE=uint", "--spec", "3=2"])
     assert args.shaders == ["copy"] and args.gpu == "740,660" and args.define == ["DTYPE=uint"]
     args = parser.parse_args(["adreno", "status", "--dir", "/tmp/nowhere-adreno"])
-    assert adreno.cli_main(args) == 1  # not set up there
+    assert args.fn(args) == 1  # not set up there
 
 
 def test_kernel_commands_join_the_adreno_cli():
+    from workbench.cli import adreno as adreno_cli
     parser = argparse.ArgumentParser(prog="workbench")
-    conv_pw.add_adreno_cli(adreno.add_cli_parser(parser.add_subparsers(dest="command", required=True)))
+    adreno_cli.register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["adreno", "conv", "--tiles", "1,1,1;1,2,1", "--dir", "/tmp/nowhere-adreno"])
-    assert (args.adreno_command, args.tiles, args.fn) == ("conv", "1,1,1;1,2,1", conv_pw._adreno_cli_main)
+    assert (args.adreno_command, args.tiles, args.fn) == ("conv", "1,1,1;1,2,1", adreno_cli.conv)
     assert args.fn(args) == 1  # not set up there: a one-line error, not a traceback
     args = parser.parse_args(["adreno", "status", "--dir", "/tmp/nowhere-adreno"])
-    assert args.fn is adreno.cli_main
+    assert args.fn is adreno_cli.status
 
 
 # ------------------------------------------------------------------------------------------------ build needed

@@ -186,3 +186,16 @@ def test_the_runtime_is_the_only_door_to_vulkan():
     assert {"workbench.vk.device", "workbench.vk.churn"} <= set(importers)  # module level, inside a function
     outside = {m: lines for m, lines in importers.items() if not (m == "workbench.vk" or m.startswith("workbench.vk."))}
     assert not outside, f"only workbench.vk may import the vulkan binding; these do (module: lines): {outside}"
+
+
+def test_every_command_family_registers_the_same_way():
+    import argparse
+
+    from workbench import cli
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    for family in cli.FAMILIES:
+        assert callable(family.register), family.__name__
+        family.register(sub)
+    assert {"devices", "bench", "roofline-check", "sweep", "join", "layout", "main", "adreno", "etvk"} <= \
+        set(sub.choices)

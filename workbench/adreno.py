@@ -60,7 +60,6 @@ __all__ = [
     "AdrenoError", "AdrenoNotSetUpError", "AdrenoSetupError", "AdrenoCompileError",
     "cache_root", "is_set_up", "build_files", "shim_env", "check_gpu", "setup", "status",
     "stats", "stats_many", "stats_rows", "model_columns", "live_vec4_shader", "check_occupancy_model",
-    "add_cli_parser", "cli_main",
 ]
 
 MESA_VERSION = "25.0.7"
@@ -926,92 +925,3 @@ def check_occupancy_model(register_counts=range(4, 49, 4), gpu=DEFAULT_GPU, loca
             "occupancy": turnip_waves / MAX_WAVES, "gpu": gpu_id, "local_size": local,
         })
     return pd.DataFrame(rows)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Command line (the lead wires these into workbench.cli)
-# ----------------------------------------------------------------------------------------------------------------
-
-def add_cli_parser(subparsers):
-    """Add `adreno {setup,status,stats,check}` to the `workbench` command's subparsers; returns the `adreno`
-    subparsers, where kernel modules add their own commands (`kernels.conv_pw.add_adreno_cli`: `adreno conv`), so
-    that statistics collection never imports a kernel spec."""
-    p = subparsers.add_parser("adreno", help="Adreno statistics without a phone (Turnip on the freedreno drm-shim)")
-    sub = p.add_subparsers(dest="adreno_command", required=True)
-    s = sub.add_parser("setup", help=f"fetch and build Mesa {MESA_VERSION} Turnip + drm-shim once (~5 min), cached")
-    s.add_argument("--dir", default=None, help="cache folder (default $WORKBENCH_ADRENO_DIR or "
-                                               f"~/.cache/workbench/adreno/mesa-{MESA_VERSION})")
-    s.add_argument("--force", action="store_true", help="rebuild even when the cache is complete")
-    s.add_argument("--jobs", "-j", type=int, default=None, help="ninja jobs (default: CPU count)")
-    s.add_argument("--keep-build", action="store_true",
-                   help="keep venv/, src/ and build/ (about 450 MB) for rebuilds and debugging")
-    s.add_argument("--no-install", action="store_true",
-                   help="do not apt-get install missing prerequisites (fail and name them)")
-    s.add_argument("--quiet", action="store_true", help="no progress output")
-    s = sub.add_parser("status", help="is the Adreno build set up, where, built when")
-    s.add_argument("--dir", default=None)
-    s = sub.add_parser("stats", help="every Turnip statistic of shaders (names in shaders/, .glsl or .spv files)")
-    s.add_argument("shaders", nargs="+")
-    s.add_argument("--gpu", default=str(DEFAULT_GPU), help=f"one of {', '.join(map(str, SUPPORTED_GPUS))}, or "
-                                                           "several comma-separated")
-    s.add_argument("--define", "-D", action="append", default=[], help="NAME=VALUE (repeatable)")
-    s.add_argument("--spec", action="append", default=[], help="ID=VALUE specialization constant (repeatable)")
-    s.add_argument("--local-size", default=None, help="X[,Y,Z]")
-    s.add_argument("--dir", default=None)
-    s = sub.add_parser("check", help="occupancy.adreno_occupancy vs Turnip on synthetic shaders")
-    s.add_argument("--registers", default="4,8,12,16,20,24,28,32,40,48", help="live vec4 counts, comma-separated")
-    s.add_argument("--gpu", default=str(DEFAULT_GPU))
-    s.add_argument("--local-size", default="64")
-    s.add_argument("--dir", default=None)
-    p.set_defaults(fn=cli_main)
-    return sub
-
-
-def _number(text: str):
-    text = text.strip()
-    if text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    for kind in (int, float):
-        try:
-            return kind(text, 0) if kind is int else kind(text)
-        except ValueError:
-            pass
-    return text
-
-
-def cli_main(args) -> int:
-    """Run one `workbench adreno ...` command from parsed arguments; returns the exit status."""
-    import pandas as pd
-    show = lambda df: print(df.to_string(index=False))  # noqa: E731
-    try:
-        with pd.option_context("display.max_columns", None, "display.width", 220):
-            command = args.adreno_command
-            if command == "setup":
-                setup(args.dir, force=args.force, jobs=args.jobs, keep_build=args.keep_build,
-                      install_prerequisites=not args.no_install, progress=not args.quiet)
-            elif command == "status":
-                print(json.dumps(status(args.dir), indent=2))
-                return 0 if is_set_up(args.dir) else 1
-            elif command == "stats":
-                gpus = [check_gpu(g) for g in args.gpu.split(",")]
-                defines = dict(d.split("=", 1) if "=" in d else (d, "1") for d in args.define)
-                spec = {int(k): _number(v) for k, v in (s.split("=", 1) for s in args.spec)}
-                local = [int(v) for v in args.local_size.split(",")] if args.local_size else None
-                df = stats_rows(args.shaders, gpus, root=args.dir, defines=defines or None, spec_constants=spec,
-                                local_size=local)
-                for _, row in df.iterrows():
-                    print(f"== {row['name']} on {row['device']} (local size {row['local_size']})")
-                    for key, value in row.items():
-                        if key not in ("name", "device", "local_size") and not (isinstance(value, float)
-                                                                             and value != value):
-                            print(f"  {key:<36} {value}")
-            elif command == "check":
-                counts = [int(v) for v in args.registers.split(",")]
-                local = tuple(int(v) for v in args.local_size.split(","))
-                df = check_occupancy_model(counts, args.gpu, local, root=args.dir)
-                show(df)
-                return 0 if df["agree"].all() else 1
-    except AdrenoError as exc:
-        print(f"workbench adreno: error: {exc}", file=sys.stderr)
-        return 1
-    return 0

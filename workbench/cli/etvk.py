@@ -1,8 +1,9 @@
 """`workbench etvk list | stats | run | diff | bench` — ET-VK's own kernels from a checkout."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
+
+from .common import device as chosen_device
 
 EPILOG = ("The checkout: --executorch PATH or $WORKBENCH_EXECUTORCH (a clone of pytorch/executorch; only "
           "backends/vulkan is read, and --rev reads a revision with git archive, leaving the working tree alone).")
@@ -28,16 +29,11 @@ def _print(df, csv: str | None) -> None:
         print(f"wrote {csv}")
 
 
-def _device(args):
-    from .. import vk
-    return vk.get_device() if args.device is None else vk.set_device(args.device)
-
-
 def cmd_list(args) -> int:
     import pandas as pd
 
-    from . import Codegen, source
-    from .dispatch import KERNELS
+    from ..etvk import Codegen, source
+    from ..etvk.dispatch import KERNELS
     gen = Codegen(source(args.executorch, rev=args.rev))
     rows = [{"variant": name, "template": path.name, "runs_here_as": next((k for k in KERNELS if name.startswith(k)), "")}
             for name, path in gen.variants().items()
@@ -65,8 +61,8 @@ def _options(args) -> dict:
 def cmd_run(args) -> int:
     import pandas as pd
 
-    from . import Codegen, run, source
-    device = _device(args)
+    from ..etvk import Codegen, run, source
+    device = chosen_device(args)
     gen = Codegen(source(args.executorch, rev=args.rev))
     rows = [run(device, gen, name, statistics=True, **_options(args)) for name in args.kernels]
     df = pd.DataFrame(rows)
@@ -80,9 +76,9 @@ def cmd_run(args) -> int:
 
 
 def cmd_stats(args) -> int:
-    from . import Codegen, make, source, stats_rows
-    from .dispatch import KERNELS
-    device = _device(args)
+    from ..etvk import Codegen, make, source, stats_rows
+    from ..etvk.dispatch import KERNELS
+    device = chosen_device(args)
     gen = Codegen(source(args.executorch, rev=args.rev))
     variants, dispatches = [], {}
     for name in args.names:  # an op name (its default variant and dispatch) or a variant name
@@ -100,10 +96,10 @@ def cmd_stats(args) -> int:
 
 
 def cmd_diff(args) -> int:
-    from . import diff
+    from ..etvk import diff
     if len(args.rev) != 2:
         raise ValueError(f"diff takes exactly two --rev (A and B), got {len(args.rev)}")
-    device = _device(args)
+    device = chosen_device(args)
     gpus = tuple(int(g) for g in args.adreno.split(",")) if args.adreno else ()
     kernels = [(name, _options(args)) for name in args.kernels]
     df = diff(device, args.executorch, args.rev[0], args.rev[1], kernels, gpus=gpus, measure=not args.no_time)
@@ -113,8 +109,8 @@ def cmd_diff(args) -> int:
 
 def cmd_bench(args) -> int:
     from .. import measure
-    from .suite import bench_suite
-    device = _device(args)
+    from ..etvk.suite import bench_suite
+    device = chosen_device(args)
     out = Path(args.out) if args.out else measure.default_results_dir(device)
     with measure.ResultsWriter(out / "etvk", measure.environment(device)) as writer:
         df = bench_suite(device, writer, executorch=args.executorch, quick=args.quick)
@@ -126,8 +122,8 @@ def cmd_bench(args) -> int:
     return 0
 
 
-def add_cli_parser(sub) -> None:
-    from .run import ADRENO_GPUS, kernel_names
+def register(sub) -> None:
+    from ..etvk.run import ADRENO_GPUS, kernel_names
     etvk = sub.add_parser("etvk", help="ET-VK's own kernels from an ExecuTorch checkout", epilog=EPILOG)
     verbs = etvk.add_subparsers(dest="verb", required=True)
 
@@ -179,8 +175,3 @@ def add_cli_parser(sub) -> None:
     p.add_argument("--out", help="results folder (default data/<device>/)")
     p.add_argument("--quick", action="store_true", help="tiny shapes, few samples")
     p.set_defaults(fn=cmd_bench)
-
-
-def main(argv=None) -> int:  # pragma: no cover - the workbench CLI dispatches here
-    from ..cli import main as workbench_main
-    return workbench_main(["etvk", *(argv or sys.argv[1:])])
