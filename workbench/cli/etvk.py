@@ -1,4 +1,4 @@
-"""`workbench etvk list | stats | run | diff | bench` — ET-VK's own kernels from a checkout."""
+"""`workbench etvk list | stats | run | diff | compile-all | check | bench` — ET-VK's own kernels from a checkout."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -122,6 +122,41 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_compile_all(args) -> int:
+    import time
+
+    from ..etvk import Codegen, source
+    from ..etvk.compile_all import compile_all, summary
+    gen = Codegen(source(args.executorch, rev=args.rev))
+    names = [n for n in gen.variants() if not args.match or any(m in n for m in args.match)]
+    start = time.perf_counter()
+    df = compile_all(gen, names, jobs=args.jobs, show_progress=not args.quiet)
+    failed = df[~df["ok"]]
+    if len(failed):
+        _print(failed[["variant", "error_at", "error"]], None)
+    if args.csv:
+        df.to_csv(args.csv, index=False)
+        print(f"wrote {args.csv}")
+    print(summary(df) + f"; {time.perf_counter() - start:.0f} s wall")
+    return 0 if df["ok"].all() else 1
+
+
+def cmd_check(args) -> int:
+    from ..etvk.check import check
+    report = check(args.executorch, rev=args.rev)
+    for title, frame in (("missing: no variant has these names", report.missing),
+                         ("unresolved: names built from run-time values (what is known of them)", report.unresolved),
+                         ("templates no name of the C++ reaches", report.unrequested)):
+        if len(frame):
+            print(f"== {title}")
+            _print(frame, None)
+    if args.csv:
+        report.names.to_csv(args.csv, index=False)
+        print(f"wrote {args.csv}")
+    print(report.summary())
+    return 1 if len(report.missing) else 0
+
+
 def register(sub) -> None:
     from ..etvk.run import ADRENO_GPUS, kernel_names
     etvk = sub.add_parser("etvk", help="ET-VK's own kernels from an ExecuTorch checkout", epilog=EPILOG)
@@ -170,6 +205,16 @@ def register(sub) -> None:
     p.add_argument("--adreno", default=",".join(map(str, ADRENO_GPUS)), help="Adreno GPUs (comma-separated)")
     p.add_argument("--no-time", action="store_true", help="statistics only, no timed runs")
     p.set_defaults(fn=cmd_diff)
+    p = verbs.add_parser("compile-all", help="every shader variant of the checkout compiled (parallel, cached): "
+                                             "a row per variant, failures with their template file:line")
+    common(p)
+    p.add_argument("match", nargs="*", help="only variants containing one of these")
+    p.add_argument("--jobs", "-j", type=int, default=None, help="compilers at once (default: CPU count)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(fn=cmd_compile_all)
+    p = verbs.add_parser("check", help="every kernel name the checkout's C++ can request exists among its variants")
+    common(p)
+    p.set_defaults(fn=cmd_check)
     p = verbs.add_parser("bench", help="ET-VK's kernels beside the workbench's and the copy roofline")
     p.add_argument("--executorch", help="ExecuTorch checkout (default: $WORKBENCH_EXECUTORCH)")
     p.add_argument("--out", help="results folder (default data/<device>/)")

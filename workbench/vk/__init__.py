@@ -5,14 +5,14 @@ memory.py (buffers, images), spirv.py (reflection), pipeline.py (compute pipelin
 (dispatch, timestamps).
 """
 from .device import Device, get_device, set_device
-from .discovery import DeviceInfo, instance, list_devices, select_device, validation_messages
+from .discovery import DeviceInfo, instance, instances, list_devices, select_device, validation_messages
 from .errors import (BindingError, ClosedError, DeviceNotFoundError, FenceTimeoutError, MissingFeatureError, ValidationError,
                      VulkanError)
 from .memory import Buffer, Image
 from .pipeline import Pipeline
 from .recording import DispatchTiming, Recording
 
-__all__ = ["Device", "get_device", "set_device", "DeviceInfo", "instance", "list_devices", "select_device",
+__all__ = ["Device", "get_device", "set_device", "DeviceInfo", "instance", "instances", "list_devices", "select_device",
            "validation_messages",
            "BindingError", "ClosedError", "DeviceNotFoundError", "FenceTimeoutError", "MissingFeatureError", "ValidationError",
            "VulkanError", "Buffer", "Image", "Pipeline", "DispatchTiming", "Recording"]

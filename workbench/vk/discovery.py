@@ -112,6 +112,12 @@ def instance(validation: bool | None = None) -> Instance:
         return _instances[validation]
 
 
+def instances() -> list[Instance]:
+    """The instances this process has made (at most one with validation and one without)."""
+    with _instances_lock:
+        return list(_instances.values())
+
+
 def validation_messages() -> list[str]:
     """Every message the validation layer reported to any instance of this process, in a new list."""
     with _instances_lock:
