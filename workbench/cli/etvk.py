@@ -33,7 +33,7 @@ def cmd_list(args) -> int:
     import pandas as pd
 
     from ..etvk import Codegen, source
-    from ..etvk.dispatch import KERNELS
+    from ..etvk.families import KERNELS
     gen = Codegen(source(args.executorch, rev=args.rev))
     rows = [{"variant": name, "template": path.name, "runs_here_as": next((k for k in KERNELS if name.startswith(k)), "")}
             for name, path in gen.variants().items()
@@ -77,7 +77,7 @@ def cmd_run(args) -> int:
 
 def cmd_stats(args) -> int:
     from ..etvk import Codegen, make, source, stats_rows
-    from ..etvk.dispatch import KERNELS
+    from ..etvk.families import KERNELS
     device = chosen_device(args)
     gen = Codegen(source(args.executorch, rev=args.rev))
     variants, dispatches = [], {}

@@ -16,7 +16,8 @@ import torch
 
 from ..measure import environment, measurement_row, sample_recording
 from ..vk.spirv import reflect
-from .dispatch import KERNELS, Dispatch
+from .dispatch import Dispatch
+from .families import KERNELS
 from .codegen import Codegen, UnknownKernelError, source
 
 ADRENO_GPUS = (740, 750, 730)

@@ -1,0 +1,19 @@
+"""ET-VK's op families, one module each, each a `make(gen, **options) -> Dispatch` per op written from ET-VK's C++
+at the revision the conventions were read from (``backends/vulkan/runtime/graph/ops/impl``). KERNELS maps an op
+name to its make function; ``workbench.etvk.run`` runs them."""
+from __future__ import annotations
+
+from .pixel_shuffle import pixel_shuffle
+from .q8ta_clone import q8ta_clone
+from .q8ta_conv2d_pw import q8ta_conv2d_pw
+from .q8ta_pixel_shuffle import q8ta_pixel_shuffle
+from .q8ta_quantize import q8ta_dequantize, q8ta_quantize
+
+KERNELS = {
+    "q8ta_conv2d_pw": q8ta_conv2d_pw,
+    "q8ta_pixel_shuffle": q8ta_pixel_shuffle,
+    "pixel_shuffle": pixel_shuffle,
+    "q8ta_quantize": q8ta_quantize,
+    "q8ta_dequantize": q8ta_dequantize,
+    "q8ta_clone": q8ta_clone,
+}
