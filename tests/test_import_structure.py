@@ -130,6 +130,16 @@ def test_measurement_knows_only_the_runtime():
     assert not {m: t for m, t in up.items() if t}, up
 
 
+def test_nothing_imports_the_command_line():
+    """The command line is the top layer: no library module imports workbench.cli (workbench.etvk once did, through
+    etvk/cli.py, in a cycle with it)."""
+    g = graph()
+    users = {m: sorted(t for t in targets if _within(t, ("workbench.cli",)))
+             for m, targets in g.items() if not _within(m, ("workbench.cli",))}
+    assert not {m: t for m, t in users.items() if t}, users
+    assert "workbench.etvk" in g["workbench.cli.etvk"]  # the graph sees the command line's own imports
+
+
 def test_suites_are_function_references():
     from workbench.benchmarks import SUITES, suite
     assert SUITES and all(callable(fn) for fn in SUITES.values())
