@@ -33,6 +33,7 @@ LINEAR = [
     dict(shape=(5, 132), out_features=3, bias=False),
     dict(shape=(9, 68), out_features=27, fallback=True),
     dict(shape=(2, 12), out_features=17, fallback=True, relu=True, bias=False),
+    dict(shape=(37, 516), out_features=75),
 ]
 GEMV = [
     dict(shape=(1, 36), out_features=10),

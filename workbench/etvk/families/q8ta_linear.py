@@ -21,7 +21,9 @@ What the C++ and the templates fix:
 * weight sums ``weight.sum(1)`` (int32), scales and bias are padded to a multiple of 4 by ET-VK's export
   (patterns/quantized_linear.py). The shaders read TILE_N4 = 2 blocks of 4 per thread without a bound check, i.e.
   up to ``8·ceil(N / 8)`` entries; the workbench pads these three buffers to that (zeros) so the read stays inside
-  them (robust buffer access is off); what lies past N is never written. The weight texture keeps ET-VK's extent.
+  them (robust buffer access is off); what lies past N is never written. The weight texture keeps ET-VK's extent
+  (``N4 × K4``): with N4 odd the last thread's second ``texelFetch`` lands one texel past it — undefined in Vulkan
+  without robust image access (lavapipe returns zeros) — and feeds only columns that are never written.
 
 Batch: ET-VK's shaders have no term for dims beyond H — the global size and the indexing cover the output's last
 two dims only (ET-VK's export calls M, ``input_shape[-2]``, the batch size and picks the gemv at M == 1). Leading
@@ -221,7 +223,9 @@ def pack_q8_linear_weight(gen: Codegen, shape=(40, 64), *, storage: str = "textu
     if storage not in ("texture2d", "buffer"):
         raise ValueError(f"storage must be 'texture2d' or 'buffer', got {storage!r}")
     if weight is None:
-        n, k = (int(s) for s in shape)
+        *lead, n, k = (int(s) for s in shape)
+        if any(s != 1 for s in lead) or min(n, k) < 1:
+            raise ValueError(f"pack_q8_linear_weight: the weight is [N, K] (leading sizes 1), given {tuple(shape)}")
         if k % 4:
             raise ValueError(f"pack_q8_linear_weight: K must be a multiple of 4 (VK_CHECK_COND(K % 4 == 0) in "
                              f"QuantizedLinear.cpp); got K={k}")
