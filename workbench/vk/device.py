@@ -70,7 +70,10 @@ class Device:
                 head = getattr(vk, struct)(pNext=head, **{f: features[name] for f, name in fields.items()})
                 chained.append(head)
         if features.get("vulkan_memory_model"):  # cooperative-matrix shaders use the Vulkan memory model
-            head = vk.VkPhysicalDeviceVulkanMemoryModelFeatures(pNext=head, vulkanMemoryModel=True)
+            # with it on, a shader's Device-scope barrier (glslang's memoryBarrierShared()) needs DeviceScope too
+            head = vk.VkPhysicalDeviceVulkanMemoryModelFeatures(
+                pNext=head, vulkanMemoryModel=True,
+                vulkanMemoryModelDeviceScope=features.get("vulkan_memory_model_device_scope", False))
             chained.append(head)
         if features.get("maintenance4"):  # shaders built for Vulkan 1.3 take their local size through LocalSizeId
             if self.info.api_version < "1.3":

@@ -202,6 +202,8 @@ def _query_features(physical_device, extensions):
                  "cooperative_matrix_khr"):
         extra.setdefault(name, False)
     extra["vulkan_memory_model"] = bool(memory_model.vulkanMemoryModel) if memory_model is not None else False
+    extra["vulkan_memory_model_device_scope"] = (bool(memory_model.vulkanMemoryModelDeviceScope)
+                                                 if memory_model is not None else False)
     extra["maintenance4"] = bool(maintenance4.maintenance4) if maintenance4 is not None else False
     return {
         "integer_dot_product": bool(dot.shaderIntegerDotProduct),
