@@ -40,10 +40,7 @@ Subgroup size
 """
 from __future__ import annotations
 
-import collections
 import contextlib
-import fcntl
-import hashlib
 import inspect
 import json
 import os
@@ -55,6 +52,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from .compilers import debian_source
+
 __all__ = [
     "MESA_VERSION", "SUPPORTED_GPUS", "DEFAULT_GPU", "APT_PACKAGES", "PIP_PACKAGES", "MESON_OPTIONS",
     "AdrenoError", "AdrenoNotSetUpError", "AdrenoSetupError", "AdrenoCompileError",
@@ -62,10 +61,7 @@ __all__ = [
     "stats", "stats_many", "stats_rows", "model_columns", "live_vec4_shader", "check_occupancy_model",
 ]
 
-MESA_VERSION = "25.0.7"
-DEBIAN_SUITES = ("trixie", "trixie-updates")   # Debian 13: mesa 25.0.7-2+deb13u1
-DEBIAN_MIRROR = "http://deb.debian.org/debian"  # $WORKBENCH_ADRENO_MIRROR overrides
-DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+MESA_VERSION = "25.0.7"  # Debian 13's mesa 25.0.7-2+deb13u1 (debian_source.DEBIAN_SUITES)
 DEFAULT_GPU = 740
 # FD_GPU_ID values the shim knows (occupancy.md B10) that the workbench supports: a740 by default; a730 and a750
 # (same register file as a740) and a660 (64 vec4 per fibre slot instead of 96) for comparison.
@@ -93,10 +89,10 @@ TURNIP_TARGET = "src/freedreno/vulkan/libvulkan_freedreno.so"
 SHIM_TARGET = "src/freedreno/drm-shim/libfreedreno_noop_drm_shim.so"
 DEVENV_ICD = "src/freedreno/vulkan/freedreno_devenv_icd.x86_64.json"
 TURNIP_LIB, SHIM_LIB, ICD_NAME = "libvulkan_freedreno.so", "libfreedreno_noop_drm_shim.so", "freedreno_icd.json"
-STAMP_NAME = "setup.json"
+STAMP_NAME = debian_source.STAMP_NAME
 _RECIPE = {"mesa": MESA_VERSION, "options": MESON_OPTIONS, "targets": (TURNIP_TARGET, SHIM_TARGET),
            "pip": PIP_PACKAGES, "layout": 1}
-RECIPE_ID = hashlib.sha256(json.dumps(_RECIPE, sort_keys=True).encode()).hexdigest()[:16]
+RECIPE_ID = debian_source.recipe_id(_RECIPE)
 
 SUBGROUP_SIZE_NEEDS = (
     "workbench.vk cannot request a subgroup size yet. Needed there: at device creation, enable "
@@ -124,17 +120,10 @@ class AdrenoNotSetUpError(AdrenoError):
     """The Turnip + drm-shim build is not in the cache: run `workbench adreno setup`."""
 
 
-class AdrenoSetupError(AdrenoError):
+class AdrenoSetupError(AdrenoError, debian_source.SetupError):
     """A set-up step failed; the message names the step, its full log and the log's last lines."""
 
-    def __init__(self, step: str, message: str, log_path: Path | None = None, tail: str = ""):
-        self.step, self.log_path, self.tail = step, log_path, tail
-        text = f"adreno setup: {step}: {message}"
-        if log_path is not None:
-            text += f"\nfull log: {log_path}"
-        if tail:
-            text += "\n--- last lines of the log ---\n" + tail
-        super().__init__(text)
+    label = "adreno setup"
 
 
 class AdrenoCompileError(AdrenoError):
@@ -147,12 +136,8 @@ class AdrenoCompileError(AdrenoError):
 
 def cache_root(root=None) -> Path:
     """The build cache: `root`, else $WORKBENCH_ADRENO_DIR, else ~/.cache/workbench/adreno/mesa-25.0.7."""
-    if root is not None:
-        return Path(root).expanduser().resolve()
-    configured = os.environ.get("WORKBENCH_ADRENO_DIR")
-    if configured:
-        return Path(configured).expanduser().resolve()
-    return Path.home() / ".cache" / "workbench" / "adreno" / f"mesa-{MESA_VERSION}"
+    return debian_source.cache_dir(root, "WORKBENCH_ADRENO_DIR",
+                                   Path.home() / ".cache" / "workbench" / "adreno" / f"mesa-{MESA_VERSION}")
 
 
 def build_files(root=None) -> dict[str, Path]:
@@ -163,21 +148,13 @@ def build_files(root=None) -> dict[str, Path]:
 
 
 def _read_stamp(root=None) -> dict | None:
-    try:
-        return json.loads(build_files(root)["stamp"].read_text())
-    except (OSError, ValueError):
-        return None
+    return debian_source.read_stamp(build_files(root)["stamp"])
 
 
 def _missing_products(root=None) -> list[str]:
     files = build_files(root)
     missing = [str(files[k]) for k in ("turnip", "shim", "icd") if not files[k].is_file()]
-    stamp = _read_stamp(root)
-    if stamp is None:
-        missing.append(str(files["stamp"]))
-    elif stamp.get("recipe") != RECIPE_ID:
-        missing.append(f"{files['stamp']} (from another build recipe: {stamp.get('recipe')} != {RECIPE_ID})")
-    return missing
+    return missing + debian_source.stamp_missing(files["stamp"], RECIPE_ID)
 
 
 def is_set_up(root=None) -> bool:
@@ -248,91 +225,25 @@ def shim_env(gpu=DEFAULT_GPU, root=None, base: dict | None = None) -> dict:
 # Set-up: fetch Debian 13's Mesa source, build Turnip + the no-op shim, cache them
 # ----------------------------------------------------------------------------------------------------------------
 
-class _Steps:
-    """Numbered step headers, elapsed times, one log file per step."""
-
-    def __init__(self, total: int, logs: Path, echo):
-        self.total, self.logs, self.echo, self.index = total, logs, echo, 0
-        self.times: dict[str, float] = {}
-
-    @contextlib.contextmanager
-    def step(self, key: str, title: str):
-        self.index += 1
-        self.echo(f"[adreno setup {self.index}/{self.total}] {title}")
-        start = time.monotonic()
-        yield self.logs / f"{self.index}-{key}.log"
-        self.times[key] = round(time.monotonic() - start, 1)
-        self.echo(f"    done in {self.times[key]:.0f} s")
-
-
 def _tail(lines, n: int = 40) -> str:
     return "\n".join(list(lines)[-n:])
 
 
-def _run_logged(step: str, command: list[str], log_path: Path, *, cwd=None, env=None, on_line=None,
-                what: str | None = None) -> None:
+def _run_logged(step: str, command: list[str], log_path: Path, **kwargs) -> None:
     """Run `command`, writing everything it prints to `log_path`; AdrenoSetupError with the tail on failure."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    last = collections.deque(maxlen=60)
-    with open(log_path, "a") as log:
-        log.write(f"$ {' '.join(command)}\n")
-        log.flush()
-        try:
-            proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1)
-        except FileNotFoundError as exc:
-            raise AdrenoSetupError(step, f"cannot run {command[0]!r}: {exc}", log_path) from None
-        for line in proc.stdout:
-            log.write(line)
-            last.append(line.rstrip("\n"))
-            if on_line is not None:
-                on_line(line)
-        rc = proc.wait()
-        log.write(f"[exit status {rc}]\n")
-    if rc != 0:
-        raise AdrenoSetupError(step, f"{what or command[0]} failed with exit status {rc}", log_path, _tail(last))
+    debian_source.run_logged(step, command, log_path, error=AdrenoSetupError, **kwargs)
 
 
 def _missing_apt_packages(packages=APT_PACKAGES) -> list[str]:
-    if shutil.which("dpkg-query") is None:
-        return list(packages)
-    missing = []
-    for package in packages:
-        result = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True)
-        if "install ok installed" not in result.stdout:
-            missing.append(package)
-    return missing
-
-
-def _as_root() -> list[str] | None:
-    if os.geteuid() == 0:
-        return []
-    if shutil.which("sudo") and subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode == 0:
-        return ["sudo", "-n"]
-    return None
+    return debian_source.missing_apt_packages(packages)
 
 
 def _install_prerequisites(log_path: Path, install: bool, echo) -> None:
     if shutil.which("apt-get") is None or shutil.which("dpkg-query") is None:
         raise AdrenoSetupError("prerequisites", "needs a Debian or Ubuntu system (apt-get source, dpkg); "
                                "apt-get or dpkg-query not found")
-    missing = _missing_apt_packages()
-    if not missing:
-        echo("    all present: " + " ".join(APT_PACKAGES))
-        return
-    command = "apt-get install -y --no-install-recommends " + " ".join(missing)
-    root = _as_root()
-    if not install or root is None:
-        why = "installing them was switched off" if not install else "installing needs root (or sudo -n)"
-        raise AdrenoSetupError("prerequisites", f"missing Debian packages: {' '.join(missing)} ({why}). "
-                               f"Install them: sudo {command}")
-    echo(f"    installing {' '.join(missing)}")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    _run_logged("prerequisites", root + ["apt-get", "update", "-q"], log_path, env=env, what="apt-get update")
-    _run_logged("prerequisites", root + command.split(), log_path, env=env, what="apt-get install")
-    still = _missing_apt_packages()
-    if still:
-        raise AdrenoSetupError("prerequisites", f"still missing after apt-get install: {' '.join(still)}", log_path)
+    debian_source.install_prerequisites(APT_PACKAGES, log_path, install, echo, error=AdrenoSetupError,
+                                        missing=_missing_apt_packages)
 
 
 def _make_venv(venv: Path, log_path: Path) -> Path:
@@ -350,35 +261,10 @@ def _make_venv(venv: Path, log_path: Path) -> Path:
     return venv / "bin"
 
 
-def _apt_options(apt_dir: Path) -> list[str]:
-    """apt options that read only our deb-src list and keep every list and cache inside `apt_dir`."""
-    options = {
-        "Dir::Etc::SourceList": "/dev/null",
-        "Dir::Etc::SourceParts": str(apt_dir / "sources"),
-        "Dir::State::Lists": str(apt_dir / "lists"),
-        "Dir::Cache": str(apt_dir / "cache"),
-        "Dir::Cache::archives": str(apt_dir / "cache" / "archives"),
-        "Acquire::Languages": "none",
-        "APT::Get::Only-Source": "true",
-    }
-    if os.geteuid() == 0:
-        options["APT::Sandbox::User"] = "root"  # _apt cannot enter a private temp dir
-    else:
-        options["Debug::NoLocking"] = "true"
-    return [arg for key, value in options.items() for arg in ("-o", f"{key}={value}")]
-
-
 def _pick_version(showsrc: str) -> str | None:
     """The newest Debian version of upstream MESA_VERSION listed by apt-cache showsrc."""
-    versions = sorted({m.group(1) for m in re.finditer(r"^Version:\s*(\S+)", showsrc, flags=re.MULTILINE)
-                       if m.group(1).split(":")[-1].startswith(MESA_VERSION + "-")})
-    if not versions:
-        return None
-    best = versions[0]
-    for v in versions[1:]:
-        if subprocess.run(["dpkg", "--compare-versions", v, "gt", best]).returncode == 0:
-            best = v
-    return best
+    return debian_source.newest(v for v in re.findall(r"^Version:\s*(\S+)", showsrc, flags=re.MULTILINE)
+                                if v.split(":")[-1].startswith(MESA_VERSION + "-"))
 
 
 def _fetch_source(src_dir: Path, log_path: Path, echo) -> tuple[Path, str]:
@@ -391,30 +277,15 @@ def _fetch_source(src_dir: Path, log_path: Path, echo) -> tuple[Path, str]:
     if src_dir.exists():
         shutil.rmtree(src_dir)
     src_dir.mkdir(parents=True)
-    mirror = os.environ.get("WORKBENCH_ADRENO_MIRROR", DEBIAN_MIRROR)
-    with tempfile.TemporaryDirectory(prefix="workbench-aptsrc-") as tmp:
-        apt_dir = Path(tmp)
-        for sub in ("sources", "lists/partial", "cache/archives/partial"):
-            (apt_dir / sub).mkdir(parents=True, exist_ok=True)
-        signed = f"Signed-By: {DEBIAN_KEYRING}\n" if Path(DEBIAN_KEYRING).is_file() else ""
-        (apt_dir / "sources" / "workbench-mesa-src.sources").write_text(
-            f"Types: deb-src\nURIs: {mirror}\nSuites: {' '.join(DEBIAN_SUITES)}\nComponents: main\n{signed}")
-        options = _apt_options(apt_dir)
-        echo(f"    apt-get update (deb-src {mirror} {' '.join(DEBIAN_SUITES)}, temporary apt configuration)")
-        _run_logged("fetch source", ["apt-get", *options, "update", "-q"], log_path, what="apt-get update")
-        showsrc = subprocess.run(["apt-cache", *options, "showsrc", "mesa"], capture_output=True, text=True)
-        with open(log_path, "a") as log:
-            log.write("$ apt-cache showsrc mesa (Version lines)\n"
-                      + "\n".join(l for l in showsrc.stdout.splitlines() if l.startswith("Version:")) + "\n")
+    mirror = os.environ.get("WORKBENCH_ADRENO_MIRROR", debian_source.DEBIAN_MIRROR)
+    with debian_source.AptSources("mesa", mirror, log_path, step="fetch source", error=AdrenoSetupError,
+                                  echo=echo) as apt:
+        showsrc = apt.showsrc("mesa")
         version = _pick_version(showsrc.stdout)
         if version is None:
-            listed = re.findall(r"^Version:\s*(\S+)", showsrc.stdout, flags=re.MULTILINE)
-            raise AdrenoSetupError("fetch source", f"no mesa {MESA_VERSION}-* source package in "
-                                   f"{mirror} {' '.join(DEBIAN_SUITES)} (listed: {', '.join(listed) or 'none'}; "
-                                   f"{showsrc.stderr.strip()})", log_path)
+            raise apt.no_source("mesa", MESA_VERSION, showsrc)
         echo(f"    apt-get source mesa={version} (about 47 MB)")
-        _run_logged("fetch source", ["apt-get", *options, "source", "-q", f"mesa={version}"], log_path,
-                    cwd=src_dir, what="apt-get source")
+        apt.run(["apt-get", *apt.options, "source", "-q", f"mesa={version}"], cwd=src_dir, what="apt-get source")
     if not (tree / "meson.build").is_file():
         raise AdrenoSetupError("fetch source", f"apt-get source left no {tree}/meson.build", log_path)
     for archive in src_dir.glob("mesa_*.tar.*"):  # unpacked: the tarballs are 47 MB of nothing
@@ -424,44 +295,8 @@ def _fetch_source(src_dir: Path, log_path: Path, echo) -> tuple[Path, str]:
 
 
 def _build_env(venv_bin: Path) -> dict:
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([str(venv_bin), env.get("PATH", "")])
-    env.pop("PYTHONPATH", None)
-    env.pop("PYTHONHOME", None)
-    env["VIRTUAL_ENV"] = str(venv_bin.parent)
-    return env
-
-
-def _ninja_progress(show: bool):
-    """A line handler that turns ninja's [i/n] lines into a tqdm bar (a terminal or notebook) or a line per 5 %."""
-    pattern = re.compile(r"^\[(\d+)/(\d+)\]")
-    state = {"bar": None, "shown": -1}
-    interactive = sys.stderr.isatty() or "ipykernel" in sys.modules
-
-    def on_line(line: str):
-        m = pattern.match(line)
-        if not m or not show:
-            return
-        done, total = int(m.group(1)), int(m.group(2))
-        if interactive:
-            if state["bar"] is None:
-                from tqdm.auto import tqdm
-                state["bar"] = tqdm(total=total, desc="ninja", unit="step")
-            bar = state["bar"]
-            bar.total = total
-            bar.update(done - bar.n)
-        else:
-            percent = 100 * done // max(total, 1)
-            if percent // 5 > state["shown"] // 5 or done == total:
-                state["shown"] = percent
-                print(f"    ninja [{done}/{total}] {percent}%  {line[m.end():].strip()[:90]}", flush=True)
-
-    def close():
-        if state["bar"] is not None:
-            state["bar"].close()
-
-    on_line.close = close
-    return on_line
+    return debian_source.clean_env(PATH=os.pathsep.join([str(venv_bin), os.environ.get("PATH", "")]),
+                                   VIRTUAL_ENV=str(venv_bin.parent))
 
 
 def _write_icd(lib: Path, devenv_icd: Path) -> Path:
@@ -475,27 +310,6 @@ def _write_icd(lib: Path, devenv_icd: Path) -> Path:
                                "ICD": {"library_path": str(lib / TURNIP_LIB), "api_version": api_version}},
                               indent=2) + "\n")
     return icd
-
-
-def _dir_bytes(path: Path) -> int:
-    total = 0
-    for dirpath, _, names in os.walk(path):
-        for name in names:
-            p = Path(dirpath) / name
-            if not p.is_symlink():
-                total += p.stat().st_size
-    return total
-
-
-@contextlib.contextmanager
-def _lock(root: Path):
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".setup.lock", "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise AdrenoSetupError("lock", f"another `workbench adreno setup` is running on {root}") from None
-        yield
 
 
 def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build: bool = False,
@@ -520,15 +334,9 @@ def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build
              f"built {stamp.get('built_at', '?')}); force=True rebuilds")
         return status(root)
     started = time.monotonic()
-    with _lock(root):
-        logs = root / "logs"
-        if logs.exists():
-            shutil.rmtree(logs)
-        logs.mkdir(parents=True)
-        stamp_path = build_files(root)["stamp"]
-        if stamp_path.exists():
-            stamp_path.unlink()
-        steps = _Steps(6, logs, echo)
+    stamp_path = build_files(root)["stamp"]
+    with debian_source.setup_session(root, steps=6, error=AdrenoSetupError, what="`workbench adreno setup`",
+                                     echo=echo) as steps:
         echo(f"adreno setup: Mesa {MESA_VERSION} Turnip + freedreno drm-shim into {root}")
 
         with steps.step("prerequisites", "Debian build prerequisites") as log:
@@ -540,19 +348,14 @@ def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build
         env = _build_env(venv_bin)
         build = root / "build"
         with steps.step("configure", "meson configure (Turnip + drm-shim only)") as log:
-            configured = build / "workbench-meson-options.json"
-            wanted = json.dumps([str(tree), *MESON_OPTIONS])
-            if build.exists() and (force or not configured.is_file() or configured.read_text() != wanted):
-                shutil.rmtree(build)
-            if not build.exists():
-                _run_logged("configure", [str(venv_bin / "meson"), "setup", str(build), str(tree),
-                                          *MESON_OPTIONS], log, env=env, what="meson setup")
-                configured.write_text(wanted)
-            else:
-                echo("    reusing the configured build directory")
+            debian_source.configure_once(
+                build, "workbench-meson-options.json", [str(tree), *MESON_OPTIONS],
+                lambda: _run_logged("configure", [str(venv_bin / "meson"), "setup", str(build), str(tree),
+                                                  *MESON_OPTIONS], log, env=env, what="meson setup"),
+                force=force, echo=echo)
         with steps.step("build", f"ninja {TURNIP_TARGET} {SHIM_TARGET}") as log:
             ninja = shutil.which("ninja", path=env["PATH"]) or "ninja"
-            handler = _ninja_progress(progress)
+            handler = debian_source.ninja_progress(echo, every=5, detail=True, bar=progress)
             try:
                 _run_logged("build", [ninja, "-C", str(build), "-j", str(jobs or os.cpu_count() or 2),
                                       TURNIP_TARGET, SHIM_TARGET], log, env=env, on_line=handler, what="ninja")
@@ -560,17 +363,11 @@ def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build
                 handler.close()
         with steps.step("install", "install into lib/, test compile on the fake a740, stamp") as log:
             lib = root / "lib"
-            if lib.exists():
-                shutil.rmtree(lib)
-            lib.mkdir()
-            for target, name in ((TURNIP_TARGET, TURNIP_LIB), (SHIM_TARGET, SHIM_LIB)):
-                built = build / target
-                if not built.is_file():
-                    raise AdrenoSetupError("install", f"ninja finished but {built} is missing", log)
-                shutil.copy2(built, lib / name)
+            debian_source.copy_products(build, lib, ((TURNIP_TARGET, TURNIP_LIB), (SHIM_TARGET, SHIM_LIB)), log,
+                                        error=AdrenoSetupError)
             _write_icd(lib, build / DEVENV_ICD)
-            build_bytes = _dir_bytes(build)
-            source_bytes = _dir_bytes(root / "src")
+            build_bytes = debian_source.dir_bytes(build)
+            source_bytes = debian_source.dir_bytes(root / "src")
             stamp = {
                 "recipe": RECIPE_ID, "mesa": MESA_VERSION, "debian_version": debian_version,
                 "built_at": time.strftime("%Y-%m-%d %H:%M:%S"), "meson_options": list(MESON_OPTIONS),
@@ -578,7 +375,7 @@ def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build
                 "files": {name: {"path": str(lib / name), "bytes": (lib / name).stat().st_size}
                           for name in (TURNIP_LIB, SHIM_LIB)},
             }
-            stamp_path.write_text(json.dumps(stamp, indent=2) + "\n")  # is_set_up() from here on
+            debian_source.write_stamp(stamp_path, stamp)  # is_set_up() from here on
             if smoke_test:
                 try:
                     found = stats(_smoke_spirv(), gpu=DEFAULT_GPU, root=root, name="setup_smoke_test")
@@ -594,14 +391,11 @@ def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build
             if not keep_build:  # the libraries need none of these; a rebuild makes them again
                 for folder in (build, root / "src", root / "venv"):
                     shutil.rmtree(folder, ignore_errors=True)
-            stamp["step_seconds"] = dict(steps.times, install=round(time.monotonic() - started
-                                                                    - sum(steps.times.values()), 1))
-            stamp["total_seconds"] = round(time.monotonic() - started, 1)
-            stamp["kept_build"] = keep_build
-            stamp["cache_bytes"] = _dir_bytes(root)
-            stamp_path.write_text(json.dumps(stamp, indent=2) + "\n")
-        echo(f"adreno setup: done in {stamp['total_seconds'] / 60:.1f} min; cache {stamp['cache_bytes'] / 2**20:.0f} "
-             f"MiB in {root}")
+            debian_source.finish_stamp(
+                stamp, stamp_path, root, started=started, keep_build=keep_build,
+                step_seconds=dict(steps.times, install=round(time.monotonic() - started
+                                                             - sum(steps.times.values()), 1)))
+        echo(debian_source.done_message("adreno setup", stamp, root))
     return status(root)
 
 

@@ -3,4 +3,8 @@
 ``workbench.compilers.glslang``: glslc (shaderc), glslangValidator, spirv-val and spirv-dis from Debian 13's source
 packages, for ET-VK's whole GLSL dialect (GL_EXT_integer_dot_product, GL_KHR_cooperative_matrix), which Debian 12's
 glslc lacks. ``workbench.shaders`` uses them when they are set up.
+
+``workbench.compilers.debian_source``: what that build shares with ``workbench.adreno``'s Mesa build -- Debian
+13's source packages fetched (temporary apt configuration), checked and unpacked, the build steps logged into a
+cache folder with a lock and a stamp.
 """

@@ -41,21 +41,18 @@ Cache (``$WORKBENCH_GLSLANG_DIR``, default ``~/.cache/workbench/glslang/<version
 from __future__ import annotations
 
 import argparse
-import contextlib
-import collections
 import email.utils
-import fcntl
-import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
 from pathlib import Path
+
+from . import debian_source
+from .debian_source import parse_showsrc  # noqa: F401  (public here since this module was written)
 
 __all__ = [
     "PACKAGES", "TOOLS", "APT_PACKAGES", "CMAKE_OPTIONS", "BUILD_TARGETS", "SKIPPED_PATCHES",
@@ -71,10 +68,7 @@ PACKAGES = {
     "shaderc": "2025.2",
 }
 VERSIONS_LABEL = "shaderc-2025.2_glslang-15.1.0_spirv-tools-2025.1"  # the default cache folder's name
-DEBIAN_SUITES = ("trixie", "trixie-updates")
-DEBIAN_MIRROR = "http://deb.debian.org/debian"  # $WORKBENCH_GLSLANG_MIRROR overrides
-DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
-APT_HELPER = "/usr/lib/apt/apt-helper"
+APT_HELPER = debian_source.APT_HELPER
 
 # Debian packages the build needs (all in Debian 12): the C++ toolchain, cmake >= 3.22.1 (SPIRV-Tools' and shaderc's
 # minimum; bookworm has 3.25), ninja, python3 (the three projects generate sources with Python scripts), patch, xz
@@ -112,10 +106,10 @@ BUILD_TARGETS = {
     "spirv-dis": ("third_party/spirv-tools/tools/spirv-dis", "spirv-dis"),
 }
 TOOLS = tuple(name for _, name in BUILD_TARGETS.values())
-STAMP_NAME = "setup.json"
+STAMP_NAME = debian_source.STAMP_NAME
 _RECIPE = {"packages": PACKAGES, "cmake": CMAKE_OPTIONS, "targets": BUILD_TARGETS,
            "skipped": {k: sorted(v) for k, v in SKIPPED_PATCHES.items()}, "edits": SOURCE_EDITS, "layout": 1}
-RECIPE_ID = hashlib.sha256(json.dumps(_RECIPE, sort_keys=True).encode()).hexdigest()[:16]
+RECIPE_ID = debian_source.recipe_id(_RECIPE)
 
 SETUP_COMMAND = "python -m workbench.compilers.glslang setup"
 _SPIRV_MAGIC = b"\x03\x02\x23\x07"
@@ -133,17 +127,10 @@ class GlslangNotSetUpError(GlslangError):
     """The tools are not in the cache: run `python -m workbench.compilers.glslang setup`."""
 
 
-class GlslangSetupError(GlslangError):
+class GlslangSetupError(GlslangError, debian_source.SetupError):
     """A set-up step failed; the message names the step, its full log and the log's last lines."""
 
-    def __init__(self, step: str, message: str, log_path: Path | None = None, tail: str = ""):
-        self.step, self.log_path, self.tail = step, log_path, tail
-        text = f"glslang setup: {step}: {message}"
-        if log_path is not None:
-            text += f"\nfull log: {log_path}"
-        if tail:
-            text += "\n--- last lines of the log ---\n" + tail
-        super().__init__(text)
+    label = "glslang setup"
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -152,12 +139,8 @@ class GlslangSetupError(GlslangError):
 
 def cache_root(root=None) -> Path:
     """The cache: `root`, else $WORKBENCH_GLSLANG_DIR, else ~/.cache/workbench/glslang/<versions>."""
-    if root is not None:
-        return Path(root).expanduser().resolve()
-    configured = os.environ.get("WORKBENCH_GLSLANG_DIR")
-    if configured:
-        return Path(configured).expanduser().resolve()
-    return Path.home() / ".cache" / "workbench" / "glslang" / VERSIONS_LABEL
+    return debian_source.cache_dir(root, "WORKBENCH_GLSLANG_DIR",
+                                   Path.home() / ".cache" / "workbench" / "glslang" / VERSIONS_LABEL)
 
 
 def tool_paths(root=None) -> dict[str, Path]:
@@ -167,21 +150,12 @@ def tool_paths(root=None) -> dict[str, Path]:
 
 
 def _read_stamp(root=None) -> dict | None:
-    try:
-        return json.loads((cache_root(root) / STAMP_NAME).read_text())
-    except (OSError, ValueError):
-        return None
+    return debian_source.read_stamp(cache_root(root) / STAMP_NAME)
 
 
 def _missing(root=None) -> list[str]:
     missing = [str(p) for p in tool_paths(root).values() if not (p.is_file() and os.access(p, os.X_OK))]
-    stamp = _read_stamp(root)
-    stamp_path = cache_root(root) / STAMP_NAME
-    if stamp is None:
-        missing.append(str(stamp_path))
-    elif stamp.get("recipe") != RECIPE_ID:
-        missing.append(f"{stamp_path} (from another build recipe: {stamp.get('recipe')} != {RECIPE_ID})")
-    return missing
+    return missing + debian_source.stamp_missing(cache_root(root) / STAMP_NAME, RECIPE_ID)
 
 
 def is_set_up(root=None) -> bool:
@@ -216,64 +190,13 @@ tools = require  # the name callers read best: glslang.tools()["glslc"]
 # Set-up helpers
 # ----------------------------------------------------------------------------------------------------------------
 
-class _Steps:
-    """Numbered step headers, elapsed times, one log file per step."""
-
-    def __init__(self, total: int, logs: Path, echo):
-        self.total, self.logs, self.echo, self.index = total, logs, echo, 0
-        self.times: dict[str, float] = {}
-
-    @contextlib.contextmanager
-    def step(self, key: str, title: str):
-        self.index += 1
-        self.echo(f"[glslang setup {self.index}/{self.total}] {title}")
-        start = time.monotonic()
-        yield self.logs / f"{self.index}-{key}.log"
-        self.times[key] = round(time.monotonic() - start, 1)
-        self.echo(f"    done in {self.times[key]:.0f} s")
-
-
-def _run_logged(step: str, command: list[str], log_path: Path, *, cwd=None, env=None, on_line=None,
-                what: str | None = None) -> None:
+def _run_logged(step: str, command: list, log_path: Path, **kwargs) -> None:
     """Run `command`, everything it prints going to `log_path`; GlslangSetupError with the log's tail on failure."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    last = collections.deque(maxlen=40)
-    with open(log_path, "a") as log:
-        log.write(f"$ {' '.join(map(str, command))}\n")
-        log.flush()
-        try:
-            proc = subprocess.Popen([str(c) for c in command], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-                                    errors="replace", bufsize=1)
-        except FileNotFoundError as exc:
-            raise GlslangSetupError(step, f"cannot run {command[0]!r}: {exc}", log_path) from None
-        for line in proc.stdout:
-            log.write(line)
-            last.append(line.rstrip("\n"))
-            if on_line is not None:
-                on_line(line)
-        rc = proc.wait()
-        log.write(f"[exit status {rc}]\n")
-    if rc != 0:
-        raise GlslangSetupError(step, f"{what or command[0]} failed with exit status {rc}", log_path,
-                                "\n".join(last))
+    debian_source.run_logged(step, command, log_path, error=GlslangSetupError, **kwargs)
 
 
 def _missing_apt_packages(packages=APT_PACKAGES) -> list[str]:
-    missing = []
-    for package in packages:
-        result = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True)
-        if "install ok installed" not in result.stdout:
-            missing.append(package)
-    return missing
-
-
-def _as_root() -> list[str] | None:
-    if os.geteuid() == 0:
-        return []
-    if shutil.which("sudo") and subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode == 0:
-        return ["sudo", "-n"]
-    return None
+    return debian_source.missing_apt_packages(packages)
 
 
 def _install_prerequisites(log_path: Path, install: bool, echo) -> None:
@@ -282,115 +205,20 @@ def _install_prerequisites(log_path: Path, install: bool, echo) -> None:
             raise GlslangSetupError("prerequisites", f"needs a Debian or Ubuntu system: {needed} not found")
     if not Path(APT_HELPER).is_file():
         raise GlslangSetupError("prerequisites", f"{APT_HELPER} not found (Debian package `apt`)")
-    missing = _missing_apt_packages()
-    if not missing:
-        echo("    all present: " + " ".join(APT_PACKAGES))
-        return
-    command = ["apt-get", "install", "-y", "--no-install-recommends", *missing]
-    root = _as_root()
-    if not install or root is None:
-        why = "installing them was switched off" if not install else "installing needs root (or sudo -n)"
-        raise GlslangSetupError("prerequisites", f"missing Debian packages: {' '.join(missing)} ({why}). "
-                                f"Install them: sudo {' '.join(command)}")
-    echo(f"    installing {' '.join(missing)}")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    _run_logged("prerequisites", root + ["apt-get", "update", "-q"], log_path, env=env, what="apt-get update")
-    _run_logged("prerequisites", root + command, log_path, env=env, what="apt-get install")
-    still = _missing_apt_packages()
-    if still:
-        raise GlslangSetupError("prerequisites", f"still missing after apt-get install: {' '.join(still)}", log_path)
-
-
-def _apt_options(apt_dir: Path) -> list[str]:
-    """apt options that read only our deb-src list and keep every list and cache inside `apt_dir`."""
-    options = {
-        "Dir::Etc::SourceList": "/dev/null",
-        "Dir::Etc::SourceParts": str(apt_dir / "sources"),
-        "Dir::State::Lists": str(apt_dir / "lists"),
-        "Dir::Cache": str(apt_dir / "cache"),
-        "Dir::Cache::archives": str(apt_dir / "cache" / "archives"),
-        "Acquire::Languages": "none",
-        "APT::Get::Only-Source": "true",
-    }
-    if os.geteuid() == 0:
-        options["APT::Sandbox::User"] = "root"  # _apt cannot enter a private temp dir
-    else:
-        options["Debug::NoLocking"] = "true"
-    return [arg for key, value in options.items() for arg in ("-o", f"{key}={value}")]
-
-
-def _upstream(version: str) -> str:
-    """'1:2025.1~rc1-1' -> '2025.1~rc1' (no epoch, no Debian revision)."""
-    version = version.split(":", 1)[-1]
-    return version.rsplit("-", 1)[0] if "-" in version else version
-
-
-def _newer(a: str, b: str) -> bool:
-    return subprocess.run(["dpkg", "--compare-versions", a, "gt", b]).returncode == 0
-
-
-def parse_showsrc(showsrc: str, package: str, upstream: str) -> dict | None:
-    """The newest stanza of `apt-cache showsrc` output for `package` at `upstream`:
-    {"version", "directory", "files": [(sha256, size, name), ...]}; None when none matches."""
-    best = None
-    for block in re.split(r"\n\s*\n", showsrc):
-        fields, key = {}, None
-        for line in block.splitlines():
-            if line[:1] in (" ", "\t") and key:
-                fields[key] += "\n" + line.strip()
-            elif ":" in line:
-                key, value = line.split(":", 1)
-                fields[key] = value.strip()
-        if fields.get("Package") != package or "Version" not in fields:
-            continue
-        if _upstream(fields["Version"]) != upstream:
-            continue
-        files = []
-        for line in fields.get("Checksums-Sha256", "").splitlines():
-            parts = line.split()
-            if len(parts) == 3:
-                files.append((parts[0].lower(), int(parts[1]), parts[2]))
-        entry = {"version": fields["Version"], "directory": fields.get("Directory", ""), "files": files}
-        if best is None or _newer(entry["version"], best["version"]):
-            best = entry
-    return best
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    debian_source.install_prerequisites(APT_PACKAGES, log_path, install, echo, error=GlslangSetupError,
+                                        missing=_missing_apt_packages)
 
 
 def _fetch_sources(downloads: Path, log_path: Path, echo) -> dict:
     """Download the upstream (and, where patched, Debian) tarball of every package; returns
     {package: {"debian_version", "files": {kind: {"name", "sha256", "path"}}}}."""
     downloads.mkdir(parents=True, exist_ok=True)
-    mirror = os.environ.get("WORKBENCH_GLSLANG_MIRROR", DEBIAN_MIRROR).rstrip("/")
+    mirror = os.environ.get("WORKBENCH_GLSLANG_MIRROR", debian_source.DEBIAN_MIRROR).rstrip("/")
     found = {}
-    with tempfile.TemporaryDirectory(prefix="workbench-glslang-apt-") as tmp:
-        apt_dir = Path(tmp)
-        for sub in ("sources", "lists/partial", "cache/archives/partial"):
-            (apt_dir / sub).mkdir(parents=True, exist_ok=True)
-        signed = f"Signed-By: {DEBIAN_KEYRING}\n" if Path(DEBIAN_KEYRING).is_file() else ""
-        (apt_dir / "sources" / "workbench-glslang-src.sources").write_text(
-            f"Types: deb-src\nURIs: {mirror}\nSuites: {' '.join(DEBIAN_SUITES)}\nComponents: main\n{signed}")
-        options = _apt_options(apt_dir)
-        echo(f"    apt-get update (deb-src {mirror} {' '.join(DEBIAN_SUITES)}, temporary apt configuration)")
-        _run_logged("fetch sources", ["apt-get", *options, "update", "-q"], log_path, what="apt-get update")
+    with debian_source.AptSources("glslang", mirror, log_path, step="fetch sources", error=GlslangSetupError,
+                                  echo=echo) as apt:
         for package, upstream in PACKAGES.items():
-            showsrc = subprocess.run(["apt-cache", *options, "showsrc", package], capture_output=True, text=True)
-            with open(log_path, "a") as log:
-                log.write(f"$ apt-cache showsrc {package} (Version lines)\n" + "\n".join(
-                    l for l in showsrc.stdout.splitlines() if l.startswith("Version:")) + "\n")
-            entry = parse_showsrc(showsrc.stdout, package, upstream)
-            if entry is None:
-                listed = re.findall(r"^Version:\s*(\S+)", showsrc.stdout, flags=re.MULTILINE)
-                raise GlslangSetupError("fetch sources", f"no {package} {upstream}-* source package in {mirror} "
-                                        f"{' '.join(DEBIAN_SUITES)} (listed: {', '.join(listed) or 'none'}; "
-                                        f"{showsrc.stderr.strip()})", log_path)
+            entry = apt.newest(package, upstream)
             wanted = {"orig": ".orig.tar."}
             if package in PATCHED:
                 wanted["debian"] = ".debian.tar."
@@ -400,17 +228,8 @@ def _fetch_sources(downloads: Path, log_path: Path, echo) -> dict:
                 if len(match) != 1:
                     raise GlslangSetupError("fetch sources", f"{package} {entry['version']}: expected one *{marker}* "
                                             f"file, the index lists {[f[2] for f in entry['files']]}", log_path)
-                sha, size, name = match[0]
-                target = downloads / name
-                if not (target.is_file() and _sha256(target) == sha):
-                    url = f"{mirror}/{entry['directory']}/{urllib.parse.quote(name, safe='~')}"
-                    echo(f"    {name} ({size / 2**20:.1f} MiB)")
-                    # apt-helper fetches through apt's own configuration (proxies) and checks the SHA-256 from the
-                    # index, which apt-get update verified against Debian's archive key
-                    _run_logged("fetch sources", [APT_HELPER, *options, "download-file", url, str(target),
-                                                  f"SHA256:{sha}"], log_path, what=f"download of {name}")
-                if _sha256(target) != sha:
-                    raise GlslangSetupError("fetch sources", f"{name}: SHA-256 mismatch after download", log_path)
+                sha, _, name = match[0]
+                target = apt.download(entry, match[0], downloads)
                 files[kind] = {"name": name, "sha256": sha, "path": str(target)}
             found[package] = {"upstream": upstream, "debian_version": entry["version"], "files": files}
     return found
@@ -425,32 +244,12 @@ def _unpack(package: str, info: dict, src: Path, log_path: Path, echo) -> Path:
     if marker.is_file() and marker.read_text() == wanted:
         echo(f"    reusing {tree}")
         return tree
-    shutil.rmtree(tree, ignore_errors=True)
-    staging = src / f".{package}.unpack"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    _run_logged("unpack", ["tar", "-xf", info["files"]["orig"]["path"], "-C", staging], log_path,
-                what=f"tar of {info['files']['orig']['name']}")
-    entries = list(staging.iterdir())
-    if len(entries) != 1 or not entries[0].is_dir():
-        raise GlslangSetupError("unpack", f"{info['files']['orig']['name']} does not hold one top folder "
-                                f"({[e.name for e in entries]})", log_path)
-    entries[0].rename(tree)
-    staging.rmdir()
+    debian_source.unpack_upstream(info["files"]["orig"]["path"], tree, log_path, error=GlslangSetupError)
     applied, skipped = [], []
     if "debian" in info["files"]:
-        _run_logged("unpack", ["tar", "-xf", info["files"]["debian"]["path"], "-C", tree], log_path,
-                    what=f"tar of {info['files']['debian']['name']}")
-        series = tree / "debian" / "patches" / "series"
-        names = [l.split()[0] for l in series.read_text().splitlines()
-                 if l.strip() and not l.lstrip().startswith("#")] if series.is_file() else []
-        for name in names:
-            if name in SKIPPED_PATCHES.get(package, {}):
-                skipped.append(name)
-                continue
-            _run_logged("unpack", ["patch", "-p1", "--batch", "--forward", "-i", tree / "debian" / "patches" / name],
-                        log_path, cwd=tree, what=f"Debian patch {package}/{name}")
-            applied.append(name)
+        applied, skipped = debian_source.apply_debian_patches(
+            tree, info["files"]["debian"]["path"], log_path, package=package,
+            skip=SKIPPED_PATCHES.get(package, {}), error=GlslangSetupError)
     for relative, find, replace in SOURCE_EDITS.get(package, ()):
         path = tree / relative
         text = path.read_text()
@@ -479,51 +278,12 @@ def _source_date_epoch(shaderc_tree: Path) -> str | None:
 
 
 def _build_env(trees: dict) -> dict:
-    env = dict(os.environ)
-    env["GIT_DIR"] = "/nonexistent"  # the version scripts run `git describe` in the sources: never another repo's
-    env["GIT_CEILING_DIRECTORIES"] = str(Path(trees["shaderc"]).parent)
+    # the version scripts run `git describe` in the sources: never another repo's
+    env = debian_source.clean_env(GIT_DIR="/nonexistent", GIT_CEILING_DIRECTORIES=str(Path(trees["shaderc"]).parent))
     epoch = _source_date_epoch(trees["shaderc"])
     if epoch:
         env["SOURCE_DATE_EPOCH"] = epoch
-    for name in ("PYTHONPATH", "PYTHONHOME"):
-        env.pop(name, None)
     return env
-
-
-def _ninja_progress(echo):
-    pattern = re.compile(r"^\[(\d+)/(\d+)\]")
-    state = {"shown": -1}
-
-    def on_line(line: str):
-        m = pattern.match(line)
-        if m:
-            done, total = int(m.group(1)), int(m.group(2))
-            percent = 100 * done // max(total, 1)
-            if percent // 10 > state["shown"] // 10 or done == total:
-                state["shown"] = percent
-                echo(f"    ninja [{done}/{total}] {percent}%")
-    return on_line
-
-
-def _dir_bytes(path: Path) -> int:
-    total = 0
-    for dirpath, _, names in os.walk(path):
-        for name in names:
-            p = Path(dirpath) / name
-            if not p.is_symlink():
-                total += p.stat().st_size
-    return total
-
-
-@contextlib.contextmanager
-def _lock(root: Path):
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".setup.lock", "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise GlslangSetupError("lock", f"another glslang setup is running on {root}") from None
-        yield
 
 
 def _version_line(path: Path) -> str:
@@ -627,14 +387,9 @@ def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build
         return status(root)
     started = time.monotonic()
     jobs = int(jobs or os.cpu_count() or 2)
-    with _lock(root):
-        logs = root / "logs"
-        shutil.rmtree(logs, ignore_errors=True)
-        logs.mkdir(parents=True)
-        stamp_path = root / STAMP_NAME
-        if stamp_path.exists():
-            stamp_path.unlink()
-        steps = _Steps(6, logs, echo)
+    stamp_path = root / STAMP_NAME
+    with debian_source.setup_session(root, steps=6, error=GlslangSetupError, what="glslang setup",
+                                     echo=echo) as steps:
         echo(f"glslang setup: shaderc {PACKAGES['shaderc']} + glslang {PACKAGES['glslang']} + SPIRV-Tools "
              f"{PACKAGES['spirv-tools']} from Debian 13 source into {root}")
 
@@ -652,34 +407,24 @@ def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build
                        f"-DSHADERC_SPIRV_HEADERS_DIR={trees['spirv-headers']}",
                        f"-DSHADERC_SPIRV_TOOLS_DIR={trees['spirv-tools']}",
                        f"-DSHADERC_GLSLANG_DIR={trees['glslang']}"]
-            configured = build / "workbench-cmake-options.json"
-            wanted = json.dumps([str(trees["shaderc"]), *options])
-            if build.exists() and (force or not configured.is_file() or configured.read_text() != wanted):
-                shutil.rmtree(build)
-            if not build.exists():
-                _run_logged("configure", ["cmake", "-S", trees["shaderc"], "-B", build, *options], log, env=env,
-                            what="cmake")
-                configured.write_text(wanted)
-            else:
-                echo("    reusing the configured build directory")
+            debian_source.configure_once(
+                build, "workbench-cmake-options.json", [str(trees["shaderc"]), *options],
+                lambda: _run_logged("configure", ["cmake", "-S", trees["shaderc"], "-B", build, *options], log,
+                                    env=env, what="cmake"),
+                force=force, echo=echo)
             # glslc --version, in the form of Debian's glslc (see SOURCE_EDITS)
             (build / "build-version.inc").write_text("".join(
                 f'"{package} {sources[package]["debian_version"]}\\n"\n'
                 for package in ("shaderc", "spirv-tools", "glslang")))
         with steps.step("build", f"ninja -j{jobs} {' '.join(BUILD_TARGETS)}") as log:
             _run_logged("build", ["ninja", "-C", build, "-j", str(jobs), *BUILD_TARGETS], log, env=env,
-                        on_line=_ninja_progress(echo), what="ninja")
+                        on_line=debian_source.ninja_progress(echo), what="ninja")
         with steps.step("install", "strip into bin/, compile and validate two probes, stamp") as log:
             bin_dir = root / "bin"
-            shutil.rmtree(bin_dir, ignore_errors=True)
-            bin_dir.mkdir()
-            for built_path, name in BUILD_TARGETS.values():
-                built = build / built_path
-                if not built.is_file():
-                    raise GlslangSetupError("install", f"ninja finished but {built} is missing", log)
-                shutil.copy2(built, bin_dir / name)
+            for path in debian_source.copy_products(build, bin_dir, BUILD_TARGETS.values(), log,
+                                                    error=GlslangSetupError):
                 if shutil.which("strip"):
-                    _run_logged("install", ["strip", "--strip-unneeded", bin_dir / name], log, what="strip")
+                    _run_logged("install", ["strip", "--strip-unneeded", path], log, what="strip")
             probes = _smoke_test(bin_dir, log)
             echo("    probes: " + "; ".join(f"{k}: {v}" for k, v in probes.items()))
             stamp = {
@@ -691,20 +436,17 @@ def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build
                 "tools": {name: {"path": str(bin_dir / name), "bytes": (bin_dir / name).stat().st_size,
                                  "version": _version_line(bin_dir / name)} for name in TOOLS},
                 "cmake_options": list(CMAKE_OPTIONS), "jobs": jobs, "probes": probes,
-                "build_dir_bytes": _dir_bytes(build), "source_bytes": _dir_bytes(root / "src"),
+                "build_dir_bytes": debian_source.dir_bytes(build),
+                "source_bytes": debian_source.dir_bytes(root / "src"),
                 "step_seconds": dict(steps.times),
             }
-            stamp_path.write_text(json.dumps(stamp, indent=2) + "\n")  # is_set_up() from here on
+            debian_source.write_stamp(stamp_path, stamp)  # is_set_up() from here on
             if not keep_build:  # the static executables need none of these; a rebuild makes them again
                 for folder in (build, root / "src", root / "downloads"):
                     shutil.rmtree(folder, ignore_errors=True)
-        stamp["step_seconds"] = dict(steps.times)
-        stamp["total_seconds"] = round(time.monotonic() - started, 1)
-        stamp["kept_build"] = keep_build
-        stamp["cache_bytes"] = _dir_bytes(root)
-        stamp_path.write_text(json.dumps(stamp, indent=2) + "\n")
-        echo(f"glslang setup: done in {stamp['total_seconds'] / 60:.1f} min; cache {stamp['cache_bytes'] / 2**20:.0f} "
-             f"MiB in {root}")
+        debian_source.finish_stamp(stamp, stamp_path, root, started=started, keep_build=keep_build,
+                                   step_seconds=steps.times)
+        echo(debian_source.done_message("glslang setup", stamp, root))
     return status(root)
 
 
