@@ -6,6 +6,7 @@ from __future__ import annotations
 from .pixel_shuffle import pixel_shuffle
 from .q8ta_clone import q8ta_clone
 from .q8ta_conv2d_pw import q8ta_conv2d_pw
+from .q8ta_elementwise import q8ta_binary, q8ta_unary
 from .q8ta_pixel_shuffle import q8ta_pixel_shuffle
 from .q8ta_quantize import q8ta_dequantize, q8ta_quantize
 
@@ -16,4 +17,6 @@ KERNELS = {
     "q8ta_quantize": q8ta_quantize,
     "q8ta_dequantize": q8ta_dequantize,
     "q8ta_clone": q8ta_clone,
+    "q8ta_binary": q8ta_binary,
+    "q8ta_unary": q8ta_unary,
 }
