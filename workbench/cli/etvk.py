@@ -35,7 +35,8 @@ def cmd_list(args) -> int:
     from ..etvk import Codegen, source
     from ..etvk.families import KERNELS
     gen = Codegen(source(args.executorch, rev=args.rev))
-    rows = [{"variant": name, "template": path.name, "runs_here_as": next((k for k in KERNELS if name.startswith(k)), "")}
+    rows = [{"variant": name, "template": path.name,
+             "runs_here_as": next((k for k in KERNELS if name.startswith(k) or path.stem == k), "")}
             for name, path in gen.variants().items()
             if not args.match or any(m in name for m in args.match)]
     print(f"{len(rows)} shader variants in {gen.source.glsl_dir} ({gen.source.label}; generator: "
@@ -48,7 +49,7 @@ def _options(args) -> dict:
     opts = {}
     if args.shape:
         opts["shape"] = _shape(args.shape)
-    for key in ("out_channels", "in_layout", "out_layout", "storage", "layout", "r"):
+    for key in ("out_channels", "in_layout", "out_layout", "storage", "layout", "r", "op"):
         value = getattr(args, key, None)
         if value is not None:
             opts[key] = value
@@ -176,6 +177,7 @@ def register(sub) -> None:
         p.add_argument("--layout", help="pixel_shuffle: the float layout (CHANNELS_PACKED, WIDTH_PACKED, …)")
         p.add_argument("--storage", choices=["buffer", "texture3d"], help="float tensors' storage")
         p.add_argument("--r", type=int, help="pixel_shuffle: upscale factor")
+        p.add_argument("--op", help="q8ta_binary / q8ta_unary: the op (add; relu)")
         p.add_argument("--fallback", action="store_true", help="q8ta_conv2d_pw: the variant without dot products")
         p.add_argument("--requantize", action="store_true", help="q8ta_pixel_shuffle: different output qparams")
         p.add_argument("--relu", action="store_true", help="q8ta_conv2d_pw: fused ReLU")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from .pixel_shuffle import pixel_shuffle
 from .q8ta_clone import q8ta_clone
 from .q8ta_conv2d_pw import q8ta_conv2d_pw
+from .q8ta_elementwise import q8ta_binary, q8ta_unary
 from .q8ta_linear import pack_q8_linear_weight, q8ta_linear, q8ta_linear_gemv
 from .q8ta_pixel_shuffle import q8ta_pixel_shuffle
 from .q8ta_quantize import q8ta_dequantize, q8ta_quantize
@@ -20,4 +21,6 @@ KERNELS = {
     "q8ta_linear": q8ta_linear,
     "q8ta_linear_gemv": q8ta_linear_gemv,
     "pack_q8_linear_weight": pack_q8_linear_weight,
+    "q8ta_binary": q8ta_binary,
+    "q8ta_unary": q8ta_unary,
 }
