@@ -4,7 +4,8 @@
     packed = prepack_weights(weight_int8, weight_scales, bias)          # host-side prepack (tile-independent)
     with ConvPwBuffers(device, spec, q_input, packed) as bufs:
         out = bufs.run(spec, qparams)                                     # int8 NCHW numpy array
-    df = sweep(device, tiles=[(1, 1, 1), (1, 2, 1)], shapes=[(1, 96, 96, 64, 64)])
+
+Sweeps over tiles and shapes, with registers and occupancy columns, are `workbench.benchmarks.conv`.
 
 The kernel (shaders/q8ta_conv2d_pw.glsl, variants in shaders/q8ta_conv2d_pw.yaml):
 * one thread computes 4·TILE_M output widths × 4·TILE_N4 output channels of one output row, holding
@@ -16,7 +17,7 @@ The kernel (shaders/q8ta_conv2d_pw.glsl, variants in shaders/q8ta_conv2d_pw.yaml
   both x and y ≥ 6, else (4, 16, 1) when x < 6, else (16, 4, 1).
 
 Weight prepack (choice: a **storage buffer** of ivec4, not ET-VK's RGBA32I texture — int8 tensors are buffer-only
-in the workbench and the runtime binds storage images, not sampled textures; the bytes per load are the same 16):
+in the workbench's own kernels; the bytes per load are the same 16):
 element [k4·OC4P + oc4] holds, in component j, the 4 weights w[4·oc4 + j, 4·k4 + b] (byte b = input channel
 4·k4 + b) — ET-VK's texel (x = oc4, y = k4). OC4P and IC4P = OC4 and IC4 rounded up to multiples of 4
 (zero-filled), so the same prepacked weights serve every TILE_N4 and TILE_K4: the last K step of a TILE_K4 > 1

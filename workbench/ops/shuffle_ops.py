@@ -74,8 +74,9 @@ def q8ta_pixel_shuffle(q: torch.Tensor, upscale_factor: int, in_scale: float, in
     ``x·inv_scale + zp`` in one fma).  ``in_layout`` / ``out_layout``: channels-packed int8 layouts (4W4C, 4C1W,
     4C), chosen independently.  Fused-kernel variants: ``specialize_r`` (r a specialization constant; ET-VK passes
     a push constant), ``output_order`` (thread t writes output word t; ET-VK orders threads W_out fastest),
-    ``block`` (the 16-byte block transpose, 4W4C → 4W4C with r = 2 only; None picks it where it applies, no other
-    variant was asked for and it has at least ``BLOCK_MIN_THREADS`` threads: on an H200 it was slower below that). Returns an int8 tensor of the input's rank.
+    ``block`` (the 16-byte block transpose, ``kernels.pixel_shuffle_block``: any channels-packed pair, r = 2 only; None
+    picks it where it applies, no other variant was asked for and it has at least ``BLOCK_MIN_THREADS`` threads: on an
+    H200 it was slower below that). Returns an int8 tensor of the input's rank.
     """
     _check_tensor(q, "q8ta_pixel_shuffle")
     if q.dtype != torch.int8:
