@@ -17,8 +17,35 @@ QUANTIZE_SHADER = "q8ta_quantize"
 DEQUANTIZE_SHADER = "q8ta_dequantize"
 
 
+class _Q8taConvertSpec:
+    """What the quantize and dequantize specs share: one dispatch of ET-VK's {64, 1, 1} work groups, no defines,
+    the (output, input) BufferMetadata of the same sizes, traffic read + written."""
+
+    dispatches = 1
+    local_size = LOCAL_SIZE
+
+    @property
+    def defines(self) -> dict:
+        return {}
+
+    def metadata(self) -> tuple[bytes, bytes]:
+        return (L.get_layout(self.out_layout).buffer_metadata(self.sizes),
+                L.get_layout(self.in_layout).buffer_metadata(self.sizes))
+
+    def global_size(self, device=None):
+        if device is None:
+            return (math.ceil(self.threads / LOCAL_SIZE[0]) * LOCAL_SIZE[0], 1, 1)
+        return linear_global_size(device, self.threads, LOCAL_SIZE[0])
+
+    def bytes_written(self) -> int:
+        return 4 * self.threads
+
+    def bytes_moved(self) -> int:
+        return self.bytes_read() + self.bytes_written()
+
+
 @dataclass(frozen=True)
-class Q8taDequantizeSpec:
+class Q8taDequantizeSpec(_Q8taConvertSpec):
     """int8x4 (any int8 layout) → fp32 buffer (any float buffer layout); one thread per output element."""
 
     sizes: tuple
@@ -28,8 +55,6 @@ class Q8taDequantizeSpec:
     zero_point: int = 0
 
     shader = DEQUANTIZE_SHADER
-    dispatches = 1
-    local_size = LOCAL_SIZE
 
     def __post_init__(self):
         object.__setattr__(self, "sizes", L.normalize_sizes(self.sizes))
@@ -40,37 +65,18 @@ class Q8taDequantizeSpec:
             raise ValueError(f"q8ta_dequantize writes a float buffer layout, got {out.name}")
         check_qparams(self.scale, self.zero_point, "dequantize")
 
-    @property
-    def defines(self) -> dict:
-        return {}
-
     def spec_constants(self) -> dict:
         return {3: L.get_layout(self.in_layout).spec_constant(), 4: L.get_layout(self.out_layout).spec_constant()}
 
     def push_constants(self) -> bytes:
         return np.array([self.scale], np.float32).tobytes() + np.array([self.zero_point], np.int32).tobytes()
 
-    def metadata(self) -> tuple[bytes, bytes]:
-        return (L.get_layout(self.out_layout).buffer_metadata(self.sizes),
-                L.get_layout(self.in_layout).buffer_metadata(self.sizes))
-
     @property
     def threads(self) -> int:
         return int(np.prod(self.sizes))
 
-    def global_size(self, device=None):
-        if device is None:
-            return (math.ceil(self.threads / LOCAL_SIZE[0]) * LOCAL_SIZE[0], 1, 1)
-        return linear_global_size(device, self.threads, LOCAL_SIZE[0])
-
     def bytes_read(self) -> int:
         return 4 * touched_words(L.get_layout(self.in_layout), self.sizes)
-
-    def bytes_written(self) -> int:
-        return 4 * self.threads
-
-    def bytes_moved(self) -> int:
-        return self.bytes_read() + self.bytes_written()
 
     def reference(self, q) -> np.ndarray:
         a = np.asarray(q)
@@ -79,7 +85,7 @@ class Q8taDequantizeSpec:
 
 
 @dataclass(frozen=True)
-class Q8taQuantizeSpec:
+class Q8taQuantizeSpec(_Q8taConvertSpec):
     """fp32 buffer (any float buffer layout) → int8x4 (any int8 layout); one thread per output word (all words,
     padding included: padding lanes get the zero point)."""
 
@@ -90,8 +96,6 @@ class Q8taQuantizeSpec:
     zero_point: int = 0
 
     shader = QUANTIZE_SHADER
-    dispatches = 1
-    local_size = LOCAL_SIZE
 
     def __post_init__(self):
         object.__setattr__(self, "sizes", L.normalize_sizes(self.sizes))
@@ -102,10 +106,6 @@ class Q8taQuantizeSpec:
             raise ValueError(f"q8ta_quantize writes an int8x4 layout, got {self.out_layout}")
         check_qparams(self.scale, self.zero_point, "quantize")
 
-    @property
-    def defines(self) -> dict:
-        return {}
-
     def spec_constants(self) -> dict:
         """3 input layout, 4 output layout; the float input is addressed through its metadata strides alone, so
         the compiler drops constant 3 and it is not passed."""
@@ -114,27 +114,12 @@ class Q8taQuantizeSpec:
     def push_constants(self) -> bytes:
         return inverse_scale(self.scale).tobytes() + np.array([self.zero_point], np.int32).tobytes()
 
-    def metadata(self) -> tuple[bytes, bytes]:
-        return (L.get_layout(self.out_layout).buffer_metadata(self.sizes),
-                L.get_layout(self.in_layout).buffer_metadata(self.sizes))
-
     @property
     def threads(self) -> int:
         return L.get_layout(self.out_layout).num_words(self.sizes)
 
-    def global_size(self, device=None):
-        if device is None:
-            return (math.ceil(self.threads / LOCAL_SIZE[0]) * LOCAL_SIZE[0], 1, 1)
-        return linear_global_size(device, self.threads, LOCAL_SIZE[0])
-
     def bytes_read(self) -> int:
         return 4 * int(np.prod(self.sizes))
-
-    def bytes_written(self) -> int:
-        return 4 * self.threads
-
-    def bytes_moved(self) -> int:
-        return self.bytes_read() + self.bytes_written()
 
     def reference(self, x) -> np.ndarray:
         """ET-VK's order: clamp(roundEven(x * inv_scale) + zp)."""
