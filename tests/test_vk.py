@@ -342,3 +342,15 @@ def test_local_size_id_at_vulkan_1_3(device):
         assert p.reflection.local_size_id and p.reflection.local_size_from_spec
         device.run(p, [out], (64, 1, 1))
         np.testing.assert_array_equal(out.download(np.uint32), 3200 + np.arange(64) % 32)
+
+
+def test_a_refused_pipeline_leaves_nothing_behind():
+    """A pipeline refused after reflection (an undeclared specialization constant) creates no Vulkan object: the
+    device it was asked of closes without the validation layer's 'child objects not destroyed'."""
+    from workbench.shaders import compile_shader
+    spv = compile_shader("copy")
+    with vk.Device() as dev:
+        with pytest.raises(vk.BindingError, match=r"specialization constant ids \[9\] are not declared"):
+            dev.pipeline(spv, spec_constants={9: 1})
+        assert dev.live_objects() == 0
+    assert [m for m in dev.instance.messages if "vkDestroyDevice" in m] == []

@@ -74,6 +74,22 @@ class Pipeline:
         if self.push_constant_size > limit:
             raise BindingError(f"{name}: push constants of {self.push_constant_size} B exceed the device's {limit} B")
 
+        # Specialization: local size on ids 0..2 (when the shader asks for it), then the kernel's own constants.
+        # Checked and encoded before any Vulkan object exists, so a refused constant leaves nothing behind.
+        values = dict(self.spec_constants)
+        if self.reflection.local_size_from_spec:
+            values.update({0: self.local_size[0], 1: self.local_size[1], 2: self.local_size[2]})
+        unknown = sorted(set(values) - set(self.reflection.spec_constants))
+        if unknown:
+            raise BindingError(f"{name}: specialization constant ids {unknown} are not declared by the shader "
+                               f"(declared: {sorted(self.reflection.spec_constants)})")
+        data = b""
+        placed = []
+        for spec_id, value in sorted(values.items()):
+            chunk = _spec_bytes(self.reflection.spec_constants[spec_id], value, spec_id)
+            placed.append((spec_id, len(data), len(chunk)))
+            data += chunk
+
         handle = device.handle
         # lavapipe never frees a compiled pipeline's JIT code (~100 KiB each, tools/pipeline_churn.py): re-use a
         # closed pipeline with the same code and constants instead of compiling it again.
@@ -84,6 +100,22 @@ class Pipeline:
             self.set_layout, self.layout, self.module, self.handle = parked
             device._track(self)
             return
+        self.set_layout = self.layout = self.module = self.handle = None
+        try:
+            self._create(handle, code, data, placed, capture_statistics)
+        except BaseException:  # a driver that refuses the pipeline: destroy what was made before it
+            if self.handle is not None:
+                vk.vkDestroyPipeline(handle, self.handle, None)
+            if self.module is not None:
+                vk.vkDestroyShaderModule(handle, self.module, None)
+            if self.layout is not None:
+                vk.vkDestroyPipelineLayout(handle, self.layout, None)
+            if self.set_layout is not None:
+                vk.vkDestroyDescriptorSetLayout(handle, self.set_layout, None)
+            raise
+        device._track(self)
+
+    def _create(self, handle, code: bytes, data: bytes, placed, capture_statistics: bool) -> None:
         layout_bindings = [vk.VkDescriptorSetLayoutBinding(binding=b.binding, descriptorType=DESCRIPTOR_TYPES[b.kind],
                                                            descriptorCount=1,
                                                            stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
@@ -101,21 +133,8 @@ class Pipeline:
         self.layout = vk.vkCreatePipelineLayout(handle, layout_info, None)
         module_info = vk.VkShaderModuleCreateInfo(codeSize=len(code), pCode=code)
         self.module = vk.vkCreateShaderModule(handle, module_info, None)
-
-        # Specialization: local size on ids 0..2 (when the shader asks for it), then the kernel's own constants.
-        values = dict(self.spec_constants)
-        if self.reflection.local_size_from_spec:
-            values.update({0: self.local_size[0], 1: self.local_size[1], 2: self.local_size[2]})
-        unknown = sorted(set(values) - set(self.reflection.spec_constants))
-        if unknown:
-            raise BindingError(f"{name}: specialization constant ids {unknown} are not declared by the shader "
-                               f"(declared: {sorted(self.reflection.spec_constants)})")
-        data = b""
-        entries = []
-        for spec_id, value in sorted(values.items()):
-            chunk = _spec_bytes(self.reflection.spec_constants[spec_id], value, spec_id)
-            entries.append(vk.VkSpecializationMapEntry(constantID=spec_id, offset=len(data), size=len(chunk)))
-            data += chunk
+        entries = [vk.VkSpecializationMapEntry(constantID=spec_id, offset=offset, size=size)
+                   for spec_id, offset, size in placed]
         self._spec_data = vk.ffi.new("char[]", data or b"\0")
         spec_info = vk.VkSpecializationInfo(mapEntryCount=len(entries), pMapEntries=entries or None,
                                             dataSize=len(data), pData=self._spec_data)
@@ -124,7 +143,6 @@ class Pipeline:
         pipeline_info = vk.VkComputePipelineCreateInfo(stage=stage, layout=self.layout,
                                                        flags=CAPTURE_STATISTICS if capture_statistics else 0)
         self.handle = vk.vkCreateComputePipelines(handle, None, 1, [pipeline_info], None)[0]
-        device._track(self)
 
     def _resolve_local_size(self, local_size):
         literal = self.reflection.local_size
