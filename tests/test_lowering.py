@@ -1,4 +1,4 @@
-"""ExecuTorch's real lowering (workbench.lowering): export → pt2e int8 (XNNPACKQuantizer) → VulkanPartitioner, the
+"""ExecuTorch's real lowering (workbench.etvk.model.lowering): export → pt2e int8 (XNNPACKQuantizer) → VulkanPartitioner, the
 final tagged graphs read back, the before/after #19395 switch, CPU fallbacks and stage-named failures.
 Lowered programs are cached per session (each lowering takes seconds)."""
 import warnings
@@ -7,8 +7,8 @@ import pytest
 import torch
 
 pytest.importorskip("executorch")
-from workbench import lowering as LW  # noqa: E402
-from workbench import models as M  # noqa: E402
+from workbench.etvk.model import lowering as LW  # noqa: E402
+from workbench.etvk.model import zoo as M  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -100,7 +100,7 @@ def test_failures_name_their_stage():
 def test_real_graph_int8_ops_run_on_the_device(device, refinenet, transitions_model):
     """The real graphs' q8ta_pixel_shuffle / q8ta_add / int8 transitions, each at the shape, layouts and qparams the
     real passes gave it, run with the workbench's kernels in one recording; outputs checked inside (AssertionError)."""
-    from workbench.lowered_run import run_int8_ops
+    from workbench.etvk.model.lowered_run import run_int8_ops
     df = run_int8_ops(transitions_model, device, repeats=1)
     ran = df[df["kernel"].notna()]
     assert set(ran["op"]) == {"clone", "q8ta_add"} and (ran["gpu_us_median"] > 0).all()

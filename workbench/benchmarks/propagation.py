@@ -7,11 +7,11 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from .. import graph_exec
-from .. import models as M
-from ..int8_graph import ConvViewConv, RefineNetHead, refinenet_input_shape
-from ..lowered_run import run_int8_ops
-from ..lowering import compare_settings
+from ..etvk.model import graph_exec
+from ..etvk.model import zoo as M
+from ..etvk.model.int8_graph import ConvViewConv, RefineNetHead, refinenet_input_shape
+from ..etvk.model.lowered_run import run_int8_ops
+from ..etvk.model.lowering import compare_settings
 from ..measure import environment, progress
 
 

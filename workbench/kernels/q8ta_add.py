@@ -1,5 +1,5 @@
 """``q8ta_add``: quantized add of two int8x4 tensors in one layout (ET-VK's ``et_vk.q8ta_add``, which the real
-partitioner produces for a residual add; see ``workbench.lowering``).
+partitioner produces for a residual add; see ``workbench.etvk.model.lowering``).
 
     spec = Q8taAddSpec(sizes, "4W4C", a_qparams=(sa, za), b_qparams=(sb, zb), out_qparams=(so, zo))
     out = q8ta_add(a_int8, b_int8, ...)           # NCHW torch int8 in / out, on the current device

@@ -1,4 +1,4 @@
-"""Pictures of ExecuTorch's real tagged graphs (``workbench.lowering.Lowered``): one box per op, left → right by
+"""Pictures of ExecuTorch's real tagged graphs (``workbench.etvk.model.lowering.Lowered``): one box per op, left → right by
 topological depth, coloured by the storage / layout ``TagMemoryMetaPass`` chose; transitions it inserted are red,
 ops left on the CPU grey.
 

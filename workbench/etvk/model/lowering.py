@@ -28,7 +28,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
-from .quiet import import_quietly
+from ...quiet import import_quietly
 
 STAGES = ("export", "quantize", "re-export", "lower")
 IDENTITY_OPS = ("clone", "_clone_dim_order", "view_copy", "alias_copy")
@@ -259,7 +259,7 @@ def lower(model, example, setting: str = "after", name: str | None = None, expor
 
 
 def import_quietly_ctx():
-    from .quiet import quiet_imports
+    from ...quiet import quiet_imports
     return quiet_imports()
 
 

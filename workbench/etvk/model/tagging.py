@@ -18,7 +18,7 @@ TRANSITION` node per inserted clone, where the pass put it), ready for ``workben
 from __future__ import annotations
 
 from .int8_graph import TRANSITION, Graph, Node, Repr
-from .quiet import import_quietly
+from ...quiet import import_quietly
 
 TEXTURE_LIMITS = (16384, 16384, 2048)
 SETTINGS = ("before", "after")
