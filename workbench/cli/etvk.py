@@ -1,4 +1,5 @@
-"""`workbench etvk list | stats | run | diff | compile-all | check | bench` — ET-VK's own kernels from a checkout."""
+"""`workbench etvk list | stats | run | diff | compile-all | check | bench` — ET-VK's own kernels from a checkout;
+`build | profile | explorer` (models on ET-VK's own runtime) are in ``cli.etvk_model``."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -222,3 +223,5 @@ def register(sub) -> None:
     p.add_argument("--out", help="results folder (default data/<device>/)")
     p.add_argument("--quick", action="store_true", help="tiny shapes, few samples")
     p.set_defaults(fn=cmd_bench)
+    from . import etvk_model
+    etvk_model.register(verbs)

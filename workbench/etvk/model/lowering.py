@@ -118,6 +118,7 @@ class Lowered:
     tagged: list                          # one torch.fx.GraphModule per Vulkan delegate (final tagged graph)
     transitions: list                     # names of the clone nodes TagMemoryMetaPass inserted, per delegate
     seconds: dict = field(default_factory=dict)
+    node_ids: list = field(default_factory=list)   # per delegate: delegate_node_id → node name (ET-VK's events)
 
     def cpu_ops(self) -> list[str]:
         """Ops of the top-level program left on the CPU (not delegated)."""
@@ -213,13 +214,18 @@ def quantize(model, example, calibration=None, name: str | None = None):
 
 @contextlib.contextmanager
 def _capture(et):
-    """Record each delegate's final tagged graph and the transitions TagMemoryMetaPass inserts, for one lowering."""
+    """Record each delegate's final tagged graph, the transitions TagMemoryMetaPass inserts and the delegate debug
+    identifiers ET-VK's graph builder gives its nodes (``DelegateMappingBuilder``: the ``delegate_node_id`` of the
+    runtime's events), for one lowering."""
     pre, tag = et["preprocess"], et["tag_pass"]
-    graphs, transitions = [], []
-    real_builder, real_insert = pre.VkGraphBuilder, tag.insert_transition_node
+    mapping = import_quietly("executorch.exir.backend.utils").DelegateMappingBuilder
+    graphs, transitions, node_ids = [], [], []
+    real_builder, real_insert, real_entry = pre.VkGraphBuilder, tag.insert_transition_node, \
+        mapping.insert_delegate_mapping_entry
 
     def builder(program, *args, **kwargs):
         graphs.append(program.graph_module)
+        node_ids.append({})
         return real_builder(program, *args, **kwargs)
 
     def insert(*args, **kwargs):
@@ -229,11 +235,19 @@ def _capture(et):
         transitions[len(graphs)].add(node.name)
         return node
 
-    pre.VkGraphBuilder, tag.insert_transition_node = builder, insert
+    def entry(self, nodes=None, *args, **kwargs):
+        identifier = real_entry(self, nodes, *args, **kwargs)
+        if node_ids and nodes is not None:
+            first = nodes[0] if isinstance(nodes, (list, tuple)) else nodes
+            node_ids[-1][int(identifier)] = getattr(first, "name", str(first))
+        return identifier
+
+    pre.VkGraphBuilder, tag.insert_transition_node, mapping.insert_delegate_mapping_entry = builder, insert, entry
     try:
-        yield graphs, transitions
+        yield graphs, transitions, node_ids
     finally:
         pre.VkGraphBuilder, tag.insert_transition_node = real_builder, real_insert
+        mapping.insert_delegate_mapping_entry = real_entry
         while len(transitions) < len(graphs):
             transitions.append(set())
 
@@ -249,13 +263,13 @@ def lower(model, example, setting: str = "after", name: str | None = None, expor
         seconds["quantize"] = time.perf_counter() - t
     t = time.perf_counter()
     try:
-        with identity_ops(setting), _capture(et) as (graphs, transitions), import_quietly_ctx():
+        with identity_ops(setting), _capture(et) as (graphs, transitions, node_ids), import_quietly_ctx():
             edge = et["exir"].to_edge_transform_and_lower(
                 exported, partitioner=[et["partitioner"].VulkanPartitioner()])
     except Exception as e:
         raise LoweringError("lower", name, e) from e
     seconds["lower"] = time.perf_counter() - t
-    return Lowered(name, setting, edge, graphs, transitions[:len(graphs)], seconds)
+    return Lowered(name, setting, edge, graphs, transitions[:len(graphs)], seconds, node_ids)
 
 
 def import_quietly_ctx():

@@ -111,3 +111,37 @@ class NotExportable(nn.Module):
         if x.sum() > 0:
             return x * 2
         return x
+
+
+def mobilenet_v2(width_mult: float = 1.0, num_classes: int = 1000, seed: int = 4) -> nn.Module:
+    """torchvision's MobileNetV2 built from its code with random weights (nothing is downloaded): a real CNN with
+    depthwise, pointwise and strided convolutions, inverted residual adds, ReLU6 and a linear classifier."""
+    try:
+        from torchvision.models import mobilenet_v2 as tv_mobilenet_v2
+    except ImportError as e:
+        raise ImportError("MobileNetV2 comes from torchvision's code: pip install --no-deps torchvision==0.28.0 "
+                          "(./setup.sh installs it)") from e
+    torch.manual_seed(seed)
+    return _seeded(tv_mobilenet_v2(weights=None, width_mult=width_mult, num_classes=num_classes), seed)
+
+
+# name → (factory, default input shape): what `make`, the CLI (`etvk profile MODEL`) and the child lowering know
+MODELS = {
+    "refinenet_like": (RefineNetLike, REFINENET_INPUT),
+    "residual_add": (ResidualAdd, (1, 3, 16, 16)),
+    "float_between": (FloatBetween, (1, 3, 16, 8)),
+    "mobilenet_v2": (mobilenet_v2, (1, 3, 224, 224)),
+}
+
+
+def make(name: str, input_shape=None, seed: int = 0, **kwargs):
+    """(model, example inputs) for a model of :data:`MODELS`; `input_shape` overrides the default, the input is
+    seeded uniform noise in [-1, 1) (a fixed, reproducible input for the runtime and the reference alike)."""
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; expected one of {sorted(MODELS)}")
+    factory, default = MODELS[name]
+    shape = tuple(int(s) for s in (input_shape or default))
+    if len(shape) != 4 or min(shape) < 1:
+        raise ValueError(f"{name}: the input is N×C×H×W with every size >= 1, got {shape}")
+    g = torch.Generator().manual_seed(seed)
+    return factory(**kwargs), (torch.rand(shape, generator=g) * 2 - 1,)

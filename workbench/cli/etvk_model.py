@@ -1,0 +1,109 @@
+"""`workbench etvk build | profile | explorer` — models on ET-VK's own runtime, built from the user's checkout."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .common import table
+
+
+def cmd_build(args) -> int:
+    from ..etvk.model import build
+    runtime = build.build(args.executorch, rev=args.rev, jobs=args.jobs, force=args.force, quiet=args.quiet)
+    info = runtime.info
+    print(f"{runtime.runner}")
+    print(f"ExecuTorch {runtime.label} ({runtime.short}); configure {info.get('configure_s', 0):.0f} s + build "
+          f"{info.get('build_s', 0):.0f} s on {info.get('cores')} cores ({info.get('jobs')} jobs); executor_runner "
+          f"{info.get('runner_bytes', 0) / 2**20:.1f} MiB, build tree {info.get('build_dir_bytes', 0) / 2**20:.0f} MiB")
+    return 0
+
+
+def _write(frames: dict, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for stem, df in frames.items():
+        df.to_csv(out / f"{stem}.csv", index=False)
+    print(f"wrote {', '.join(f'{s}.csv' for s in frames)} in {out}")
+
+
+def cmd_profile(args) -> int:
+    from ..etvk.model import profile
+    revs = args.rev or [None]
+    try:
+        profile.cases(revs, args.identity_ops or None)
+    except ValueError as e:
+        print(f"profile: {e}", file=sys.stderr)
+        return 2
+    shape = tuple(int(s) for s in args.shape.split(",")) if args.shape else None
+    p = profile.profile(args.model, executorch=args.executorch, revs=revs, settings=args.identity_ops or None,
+                        runs=args.runs, warmup=args.warmup, input_shape=shape, runtime=args.runtime, quiet=args.quiet)
+    for rev in p.revisions:
+        k = p.kernels[p.kernels["revision"] == rev]
+        print(f"== {args.model} @ {rev}: {int(k['dispatches'].sum())} dispatches, "
+              f"{k['gpu_us'].sum():,.1f} µs of GPU time ({p.dispatches['device'].iat[0]})")
+        print(table(k, ["kernel", "dispatches", "gpu_us", "gpu_us_median", "operators"]))
+    print("== phases (µs, median)")
+    print(table(p.phases, ["revision", "phase", "us", "us_min", "us_max", "runs"]))
+    print("== outputs against the quantized model in torch")
+    print(table(p.outputs, ["revision", "output", "shape", "max_abs_diff", "mean_abs_diff", "reference_abs_max"]))
+    if len(p.revisions) == 2:
+        print(f"== {p.revisions[0]} → {p.revisions[1]}")
+        print(table(p.compare))
+    if args.out:
+        frames = {"etvk_profile_dispatches": p.dispatches, "etvk_profile_kernels": p.kernels,
+                  "etvk_profile_phases": p.phases, "etvk_profile_outputs": p.outputs}
+        if len(p.revisions) == 2:
+            frames["etvk_profile_compare"] = p.compare.assign(model=args.model, a=p.revisions[0], b=p.revisions[1])
+        _write({f"{stem}_{args.model}": df for stem, df in frames.items()}, Path(args.out))
+    return 0
+
+
+def cmd_explorer(args) -> int:
+    from ..etvk.model import explorer, profile
+    p = profile.profile(args.model, executorch=args.executorch, revs=[args.rev], runs=args.runs,
+                        warmup=args.warmup, runtime=args.runtime, quiet=args.quiet)
+    path = explorer.write_node_data(p, args.out)
+    print(f"wrote {path}: per-node Vulkan times for Model Explorer's node-data overlay")
+    return 0
+
+
+def register(verbs) -> None:
+    """Adds the model verbs to `workbench etvk`."""
+    def checkout(p, many=False):
+        p.add_argument("--executorch", help="ExecuTorch checkout (default: $WORKBENCH_EXECUTORCH)")
+        if many:
+            p.add_argument("--rev", action="append", default=[],
+                           help="a revision (give it twice for an A/B; default: the working tree)")
+        else:
+            p.add_argument("--rev", help="a git revision of the checkout (default: its working tree)")
+
+    def running(p):
+        p.add_argument("model", help="a model: refinenet_like, residual_add, float_between, mobilenet_v2")
+        p.add_argument("--runs", type=int, default=20, help="timed executions after warm-up (default 20)")
+        p.add_argument("--warmup", type=int, default=3, help="executions not counted (default 3)")
+        p.add_argument("--runtime", default="own",
+                       help="own (each revision's own runtime), newest (the working tree's), or a path to an "
+                            "executor_runner built elsewhere")
+        p.add_argument("--quiet", action="store_true", help="no progress lines")
+
+    p = verbs.add_parser("build", help="build ExecuTorch's runtime with ET-VK (executor_runner + ETDump), cached")
+    checkout(p)
+    p.add_argument("--jobs", "-j", type=int, help="parallel compile jobs (default: CPU count)")
+    p.add_argument("--force", action="store_true", help="build again even when cached")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(fn=cmd_build)
+
+    p = verbs.add_parser("profile", help="a model on ET-VK's own runtime: per-dispatch GPU times from its ETDump")
+    checkout(p, many=True)
+    running(p)
+    p.add_argument("--shape", help="input N,C,H,W (default: the model's)")
+    p.add_argument("--identity-ops", action="append", choices=["before", "after"], default=[],
+                   help="register clone / view_copy / alias_copy as before PR #19395 or as the revision does "
+                        "(give both, with one --rev, for an A/B of the switch)")
+    p.add_argument("--out", help="also write the tables as CSV into this folder")
+    p.set_defaults(fn=cmd_profile)
+
+    p = verbs.add_parser("explorer", help="per-node Vulkan times as a Model Explorer node-data JSON file")
+    checkout(p)
+    running(p)
+    p.add_argument("--out", required=True, help="the node-data JSON file to write")
+    p.set_defaults(fn=cmd_explorer)

@@ -1,0 +1,176 @@
+"""From one dispatch of a model on ET-VK's runtime to the same shader at the same shape through the workbench's own
+dispatch: times side by side, the output checked against torch, the statistics of every compiler the workbench has.
+
+    p = profile.profile("residual_add", executorch=...)
+    drill.options(p, dispatch_id=2)          # ("q8ta_conv2d_pw", {"shape": (1, 16, 16, 16), "out_channels": 16, …})
+    drill.drill(p, dispatch_id=2)            # one row: runtime µs, workbench µs, ratio, correct, …
+    drill.fidelity(p)                        # every dispatch whose family the workbench has, as rows
+
+What the event gives (its JSON: sizes, dtype, storage, packed dim of every tensor argument, the scalars) is
+completed by the lowering's record of the node (:mod:`.revision`: the int8 layouts TagMemoryMetaPass chose, the
+op's scalar arguments), joined through ``delegate_node_id``. :data:`FAMILY_OPTIONS` says, per kernel family the
+workbench dispatches, how a dispatch becomes that family's ``make`` options; a kernel without one is listed as
+not drillable, with the reason.
+"""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+# ET-VK's int8 layout names (TagMemoryMetaPass) → the workbench's; PACKED_INT8_CONV2D is resolved per device at
+# load time (4C1W, or 4C where ET-VK prefers it) — the workbench runs it as 4C1W
+INT8_LAYOUTS = {"PACKED_INT8_4W4C": "4W4C", "PACKED_INT8_4H4W": "4H4W", "PACKED_INT8_4W": "4W", "PACKED_INT8_4C": "4C",
+                "PACKED_INT8_4C1W": "4C1W", "PACKED_INT8_CONV2D": "4C1W"}
+FLOAT_LAYOUTS = {0: "WIDTH_PACKED", 1: "HEIGHT_PACKED", 2: "CHANNELS_PACKED"}
+
+
+class NotDrillable(ValueError):
+    """The dispatch's kernel has no family in the workbench, or the event lacks what the family needs."""
+
+
+def _tensors(args) -> list[dict]:
+    return [a for a in args if a.get("type") == "TENSOR"]
+
+
+def _sizes(a) -> tuple:
+    return tuple(int(s) for s in a["sizes"])
+
+
+def _storage(a) -> str:
+    return "texture3d" if a.get("storage", "").startswith("TEXTURE") else "buffer"
+
+
+def _int8(name) -> str:
+    if name not in INT8_LAYOUTS:
+        raise NotDrillable(f"no int8 layout recorded for this node (got {name!r}; expected one of "
+                           f"{sorted(INT8_LAYOUTS)})")
+    return INT8_LAYOUTS[name]
+
+
+def _conv_pw(row, node, args):
+    ins, out = _tensors(args)[0], _tensors(args)[-1]
+    refs = [a for a in args if a.get("type") == "TENSORREF"]
+    activation = next((s for s in node.get("scalars", []) if s in ("relu", "none")), "none")
+    return {"shape": _sizes(ins), "out_channels": _sizes(out)[1], "out_layout": _int8(node.get("layout")),
+            "bias": len(refs) >= 4, "relu": activation == "relu", "fallback": "fallback" in row["kernel"]}
+
+
+def _quantize(row, node, args):
+    ins, out = _tensors(args)[0], _tensors(args)[-1]
+    return {"shape": _sizes(ins), "storage": _storage(ins), "in_layout": FLOAT_LAYOUTS[int(ins["packed_dim"])],
+            "out_layout": _int8(node.get("layout"))}
+
+
+def _dequantize(row, node, args):
+    ins, out = _tensors(args)[0], _tensors(args)[-1]
+    layouts = node.get("input_layouts") or [None]
+    return {"shape": _sizes(ins), "storage": _storage(out), "in_layout": _int8(layouts[0]),
+            "out_layout": FLOAT_LAYOUTS[int(out["packed_dim"])]}
+
+
+def _binary(row, node, args):
+    a, b, out = _tensors(args)[0], _tensors(args)[1], _tensors(args)[-1]
+    layouts = node.get("input_layouts") or [None, None]
+    return {"shape": _sizes(a), "other_shape": _sizes(b), "op": "add", "in_layout": _int8(layouts[0]),
+            "other_layout": _int8(layouts[1] if len(layouts) > 1 else layouts[0]),
+            "out_layout": _int8(node.get("layout"))}
+
+
+def _clone(row, node, args):
+    ins = _tensors(args)[0]
+    layouts = node.get("input_layouts") or [None]
+    return {"shape": _sizes(ins), "in_layout": _int8(layouts[0]), "out_layout": _int8(node.get("layout"))}
+
+
+def _pixel_shuffle(row, node, args):
+    ins, out = _tensors(args)[0], _tensors(args)[-1]
+    layouts = node.get("input_layouts") or [None]
+    r = _sizes(out)[-1] // _sizes(ins)[-1]
+    return {"shape": _sizes(ins), "r": r, "in_layout": _int8(layouts[0]), "out_layout": _int8(node.get("layout"))}
+
+
+# kernel-name prefix → (workbench family, options from (row, node, event args)); longest prefix wins
+FAMILY_OPTIONS = {
+    "q8ta_conv2d_pw": ("q8ta_conv2d_pw", _conv_pw),
+    "q8ta_quantize": ("q8ta_quantize", _quantize),
+    "q8ta_dequantize": ("q8ta_dequantize", _dequantize),
+    "q8ta_add": ("q8ta_binary", _binary),
+    "q8ta_binary": ("q8ta_binary", _binary),
+    "q8ta_clone": ("q8ta_clone", _clone),
+    "q8ta_pixel_shuffle": ("q8ta_pixel_shuffle", _pixel_shuffle),
+}
+
+
+def _node_for(profile, row) -> dict:
+    program = profile.programs[row["revision"]]
+    ids = program.summary.get("delegate_node_ids") or [{}]
+    node_id = row.get("delegate_node_id")
+    if node_id is None or pd.isna(node_id):
+        raise NotDrillable(f"dispatch {row['dispatch_id']} ({row['kernel']}) is ET-VK's own staging, not an op")
+    name = next((d[str(int(node_id))] for d in ids if str(int(node_id)) in d), None)
+    if name is None:
+        raise NotDrillable(f"delegate_node_id {int(node_id)} is not among the lowering's recorded nodes")
+    node = dict(program.summary.get("nodes", {}).get(name, {}))
+    node["name"] = name
+    return node
+
+
+def options(profile, dispatch_id: int, revision: str | None = None) -> tuple[str, dict]:
+    """(workbench family, its make options) for one dispatch of a :class:`~.profile.Profile`."""
+    rows = profile.dispatches
+    revision = revision or profile.revisions[0]
+    match = rows[(rows["revision"] == revision) & (rows["dispatch_id"] == int(dispatch_id))]
+    if match.empty:
+        raise ValueError(f"no dispatch {dispatch_id} at {revision!r}; expected one of "
+                         f"{sorted(rows[rows['revision'] == revision]['dispatch_id'])}")
+    row = match.iloc[0]
+    prefix = max((p for p in FAMILY_OPTIONS if row["kernel"].startswith(p)), key=len, default=None)
+    if prefix is None:
+        raise NotDrillable(f"{row['kernel']}: the workbench has no dispatch for this kernel family (it has "
+                           f"{', '.join(sorted(FAMILY_OPTIONS))})")
+    family, make_options = FAMILY_OPTIONS[prefix]
+    args = json.loads(profile.dispatches.loc[match.index[0], "args"])
+    return family, make_options(row, _node_for(profile, row), args)
+
+
+def drill(profile, dispatch_id: int, revision: str | None = None, *, device=None, gen=None, executorch=None,
+          measure: bool = True, statistics: bool = True) -> dict:
+    """The dispatch through the workbench's own dispatch: one row beside ET-VK's runtime time."""
+    from ... import vk
+    from ..codegen import Codegen, source
+    from ..run import run as run_family
+    revision = revision or profile.revisions[0]
+    family, opts = options(profile, dispatch_id, revision)
+    rows = profile.dispatches
+    row = rows[(rows["revision"] == revision) & (rows["dispatch_id"] == int(dispatch_id))].iloc[0]
+    device = device or vk.get_device()
+    if gen is None:
+        commit = row["etvk_commit"]
+        gen = Codegen(source(executorch) if revision.startswith("working tree") else
+                      source(executorch, rev=commit))
+    got = run_family(device, gen, family, measure=measure, statistics=statistics, **opts)
+    out = {"model": row["model"], "revision": revision, "dispatch_id": int(dispatch_id), "operator": row["operator"],
+           "kernel": row["kernel"], "family": family, "options": json.dumps(opts, default=list),
+           "runtime_us": float(row["gpu_us"]), "workbench_variant": got.get("variant"),
+           "workbench_us": got.get("median_us"), "correct": got.get("correct"),
+           "same_variant": got.get("variant") == row["kernel"], "global_size": got.get("global_size"),
+           "local_size": got.get("local_size")}
+    if out["workbench_us"]:
+        out["ratio"] = out["workbench_us"] / out["runtime_us"]
+    out.update({k: v for k, v in got.items() if k in ("registers", "spills", "device", "driver", "commit")})
+    return out
+
+
+def fidelity(profile, revision: str | None = None, **kwargs) -> pd.DataFrame:
+    """:func:`drill` for every dispatch whose family the workbench dispatches; the others as rows with a reason."""
+    revision = revision or profile.revisions[0]
+    rows = []
+    for _, r in profile.dispatches[profile.dispatches["revision"] == revision].iterrows():
+        try:
+            rows.append(drill(profile, int(r["dispatch_id"]), revision, **kwargs))
+        except NotDrillable as e:
+            rows.append({"model": r["model"], "revision": revision, "dispatch_id": int(r["dispatch_id"]),
+                         "operator": r["operator"], "kernel": r["kernel"], "runtime_us": float(r["gpu_us"]),
+                         "not_drillable": str(e)})
+    return pd.DataFrame(rows)

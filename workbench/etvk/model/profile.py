@@ -1,0 +1,180 @@
+"""A model on ET-VK's own runtime, every dispatch timed by ET-VK itself; one revision, or two side by side.
+
+    from workbench.etvk.model import profile
+    p = profile.profile("mobilenet_v2", executorch="/path/to/executorch")            # the working tree
+    p.dispatches        # one row per dispatch: revision, operator, kernel, dispatch_id, gpu_us (median), device …
+    p.kernels           # per revision and kernel: dispatches, GPU µs
+    p.phases            # ETVK_COPY_INPUTS, ETVK_COMPUTE_GRAPH_EXECUTE, …
+    ab = profile.profile("refinenet_like", executorch=..., revs=["0cafcb20e3", "24da2f65cd"])
+    ab.compare          # per kernel: dispatches and µs at A and at B, and B / A
+
+    workbench etvk profile MODEL [--rev A [--rev B]] [--runs N]      # the same rows from the command line
+
+Per revision: the model is lowered by that revision's ET-VK Python (:mod:`.revision`, a child process) and run on
+the runtime built from that revision (:mod:`.build`). Where that revision's runtime does not build here — ET-VK
+builds on Linux desktops since ExecuTorch #20138 (June 2026) — pass ``runtime="newest"`` (or the CLI's
+``--runtime newest``): the revision's program then runs on the working tree's runtime, and every row says so in
+``runtime_commit`` / ``runtime_note``. The times are ET-VK's QueryPool timestamps from the ETDump
+(:mod:`.events`), medians over `runs` executions after `warmup`; on a GPU the workbench first keeps the device busy
+for a second so that the runner starts at a loaded clock.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from . import build as B
+from . import events as E
+from . import revision as R
+from . import runtime as RT
+
+
+@dataclass
+class Profile:
+    model: str
+    dispatches: pd.DataFrame
+    phases: pd.DataFrame
+    kernels: pd.DataFrame
+    outputs: pd.DataFrame
+    programs: dict = field(default_factory=dict)     # revision label → revision.Program
+    runs: dict = field(default_factory=dict)         # revision label → runtime.RunResult
+
+    @property
+    def revisions(self) -> list[str]:
+        return list(dict.fromkeys(self.dispatches["revision"]))
+
+    @property
+    def compare(self) -> pd.DataFrame:
+        """Per kernel, dispatches and total GPU µs at each of two revisions, and their ratio (B / A)."""
+        revs = self.revisions
+        if len(revs) != 2:
+            raise ValueError(f"a comparison needs two revisions, this profile has {len(revs)}: {revs}")
+        return compare(self.kernels, revs[0], revs[1])
+
+
+def compare(kernels: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
+    """The A/B frame from per-revision kernel tables (`kernels` has a `revision` column)."""
+    ka = kernels[kernels["revision"] == a].set_index("kernel")
+    kb = kernels[kernels["revision"] == b].set_index("kernel")
+    names = list(dict.fromkeys(list(ka.index) + list(kb.index)))
+    rows = []
+    for k in names:
+        da = int(ka["dispatches"].get(k, 0))
+        db = int(kb["dispatches"].get(k, 0))
+        ua = float(ka["gpu_us"].get(k, 0.0))
+        ub = float(kb["gpu_us"].get(k, 0.0))
+        rows.append({"kernel": k, "dispatches_a": da, "dispatches_b": db, "gpu_us_a": ua, "gpu_us_b": ub,
+                     "ratio": ub / ua if ua else math.nan, "saved_us": ua - ub})
+    out = pd.DataFrame(rows)
+    total = {"kernel": "(all)", "dispatches_a": int(out["dispatches_a"].sum()),
+             "dispatches_b": int(out["dispatches_b"].sum()), "gpu_us_a": float(out["gpu_us_a"].sum()),
+             "gpu_us_b": float(out["gpu_us_b"].sum())}
+    total["ratio"] = total["gpu_us_b"] / total["gpu_us_a"] if total["gpu_us_a"] else math.nan
+    total["saved_us"] = total["gpu_us_a"] - total["gpu_us_b"]
+    out = pd.concat([out, pd.DataFrame([total])], ignore_index=True)
+    out.attrs.update(a=a, b=b)
+    return out
+
+
+def _warm_gpu(device, seconds: float) -> None:
+    """Copies on the workbench's device for `seconds` (GPUs only), so the runner starts at a loaded clock."""
+    if device.info.is_cpu or seconds <= 0:
+        return
+    from ... import vk
+    from ...kernels.copy import CopySpec, record_copy
+    from ...measure import keep_busy
+    spec = CopySpec(64 << 20)
+    src, dst = device.buffer(spec.nbytes), device.buffer(spec.nbytes)
+    try:
+        rec = vk.Recording(device)
+        record_copy(rec, device, spec, dst, src)
+        keep_busy(rec, device, seconds)
+        rec.close()
+    finally:
+        src.close()
+        dst.close()
+
+
+def _runtime_for(executorch, rev, runtime, echo):
+    """(Runtime, note) for `rev`: its own build, or the newest (working tree's) where asked or where its own fails."""
+    if runtime not in (None, "own", "newest"):
+        built = runtime if isinstance(runtime, B.Runtime) else B.from_path(runtime)
+        return built, f"given runtime {built.runner}"
+    if runtime == "newest" or rev is None:
+        return B.build(executorch, None, quiet=False), "" if rev is None else "the working tree's runtime (asked)"
+    try:
+        return B.build(executorch, rev), ""
+    except B.RuntimeBuildError as e:
+        echo(f"{rev}: its own runtime does not build here ({str(e).splitlines()[0]}); running its program on the "
+             "working tree's runtime")
+        return B.build(executorch, None), f"own runtime failed to build: {str(e).splitlines()[0]}"
+
+
+def cases(revs=(None,), settings=None) -> list[tuple]:
+    """(revision, identity-op setting, label) for each side: one or two revisions, or one revision under the two
+    settings of :func:`~.lowering.identity_ops` (``"before"`` re-registers the identity ops as before PR #19395)."""
+    revs = list(revs) or [None]
+    settings = list(settings or ["after"])
+    if len(revs) > 2 or len(settings) > 2 or (len(revs) == 2 and len(settings) == 2):
+        raise ValueError(f"one or two sides: two revisions, or one revision under two identity-op settings; "
+                         f"got revisions {revs} and settings {settings}")
+    out = []
+    for rev in revs:
+        for setting in settings:
+            label = rev or "working tree"
+            if setting == "before":
+                label += " (identity ops as before #19395)"
+            out.append((rev, setting, label))
+    return out
+
+
+def profile(model: str, *, executorch=None, revs=(None,), settings=None, runs: int = 20, warmup: int = 3,
+            model_kwargs=None, input_shape=None, out_dir=None, runtime=None, device=None,
+            warm_seconds: float = 1.5, quiet: bool = False) -> Profile:
+    """Lower `model` with each revision's ET-VK Python and run it on ET-VK's runtime; per-dispatch rows."""
+    import sys
+    from ... import vk
+    from ...measure import environment
+    echo = (lambda *_: None) if quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+    sides = cases(revs, settings)
+    if runs < 1 or warmup < 0:
+        raise ValueError(f"runs must be >= 1 and warmup >= 0, got runs={runs}, warmup={warmup}")
+    device = device or vk.get_device()
+    env = environment(device)
+    base = Path(out_dir) if out_dir else Path.home() / ".cache" / "workbench" / "etvk-profile" / model
+    kwargs = dict(model_kwargs or {})
+    if input_shape is not None:
+        kwargs["input_shape"] = list(input_shape)
+    dispatches, phases, kernels, outputs, programs, results = [], [], [], [], {}, {}
+    for rev, setting, label in sides:
+        folder = base / ((rev or "working-tree") + ("-before" if setting == "before" else ""))
+        echo(f"{model} @ {label}: lowering with that revision's ET-VK Python …")
+        program = R.lower(model, executorch=executorch, rev=rev, out_dir=folder, model_kwargs=kwargs,
+                          setting=setting)
+        built, note = _runtime_for(executorch, rev, runtime, echo)
+        echo(f"{model} @ {label}: {warmup + runs} executions on ET-VK's runtime {built.short} ({env['device']}) …")
+        _warm_gpu(device, warm_seconds)
+        result = RT.run(built, program, executions=warmup + runs, out_dir=folder)
+        frame = E.inspector_frame(result.etdump)
+        table = E.dispatch_table(E.dispatch_rows(result.etdump, frame), warmup=warmup)
+        columns = {"model": model, "revision": label, "identity_ops": setting, "etvk_commit": program.summary["commit"],
+                   "etvk_python": program.summary["etvk_python"], "runtime_commit": built.commit,
+                   "runtime_note": note, "input_shape": "x".join(map(str, program.summary["input_shapes"][0])),
+                   "device": env["device"], "driver": env["driver"], "driver_info": env["driver_info"],
+                   "commit": env["commit"], "date": env["date"]}
+        dispatches.append(table.assign(**columns))
+        phases.append(E.phase_table(E.phase_rows(result.etdump, frame), warmup=warmup).assign(**columns))
+        kernels.append(E.kernel_table(table).assign(**columns))
+        import torch
+        reference = torch.load(program.reference)
+        for i, (got, want) in enumerate(zip(result.outputs, reference)):
+            diff = (got.double() - want.double()).abs()
+            outputs.append({**columns, "output": i, "shape": "x".join(map(str, want.shape)),
+                            "max_abs_diff": float(diff.max()), "mean_abs_diff": float(diff.mean()),
+                            "reference_abs_max": float(want.abs().max()), "validation_messages": len(result.validation)})
+        programs[label], results[label] = program, result
+    return Profile(model, pd.concat(dispatches, ignore_index=True), pd.concat(phases, ignore_index=True),
+                   pd.concat(kernels, ignore_index=True), pd.DataFrame(outputs), programs, results)
