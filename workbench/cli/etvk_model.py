@@ -1,4 +1,6 @@
-"""`workbench etvk build | profile | explorer` — models on ET-VK's own runtime, built from the user's checkout."""
+"""`workbench etvk build | profile | lower | execute | replay | explorer` — models on ET-VK's own runtime, built from
+the user's checkout. `profile` = `lower` (here: the revision's Python) + `execute` (any machine with the runtime and a
+Vulkan device; no ExecuTorch Python needed) + reading the ETDumps (`profile --from`)."""
 from __future__ import annotations
 
 import sys
@@ -25,20 +27,10 @@ def _write(frames: dict, out: Path) -> None:
     print(f"wrote {', '.join(f'{s}.csv' for s in frames)} in {out}")
 
 
-def cmd_profile(args) -> int:
-    from ..etvk.model import profile
-    revs = args.rev or [None]
-    try:
-        profile.cases(revs, args.identity_ops or None)
-    except ValueError as e:
-        print(f"profile: {e}", file=sys.stderr)
-        return 2
-    shape = tuple(int(s) for s in args.shape.split(",")) if args.shape else None
-    p = profile.profile(args.model, executorch=args.executorch, revs=revs, settings=args.identity_ops or None,
-                        runs=args.runs, warmup=args.warmup, input_shape=shape, runtime=args.runtime, quiet=args.quiet)
+def _report(p, args) -> int:
     for rev in p.revisions:
         k = p.kernels[p.kernels["revision"] == rev]
-        print(f"== {args.model} @ {rev}: {int(k['dispatches'].sum())} dispatches, "
+        print(f"== {p.model} @ {rev}: {int(k['dispatches'].sum())} dispatches, "
               f"{k['gpu_us'].sum():,.1f} µs of GPU time ({p.dispatches['device'].iat[0]})")
         print(table(k, ["kernel", "dispatches", "gpu_us", "gpu_us_median", "operators"]))
     print("== phases (µs, median)")
@@ -49,11 +41,71 @@ def cmd_profile(args) -> int:
         print(f"== {p.revisions[0]} → {p.revisions[1]}")
         print(table(p.compare))
     if args.out:
-        frames = {"etvk_profile_dispatches": p.dispatches, "etvk_profile_kernels": p.kernels,
+        frames = {"etvk_profile_dispatches": p.dispatches.drop(columns=["args"]), "etvk_profile_kernels": p.kernels,
                   "etvk_profile_phases": p.phases, "etvk_profile_outputs": p.outputs}
         if len(p.revisions) == 2:
-            frames["etvk_profile_compare"] = p.compare.assign(model=args.model, a=p.revisions[0], b=p.revisions[1])
-        _write({f"{stem}_{args.model}": df for stem, df in frames.items()}, Path(args.out))
+            frames["etvk_profile_compare"] = p.compare.assign(model=p.model, a=p.revisions[0], b=p.revisions[1])
+        _write({f"{stem}_{p.model}": df for stem, df in frames.items()}, Path(args.out))
+    return 0
+
+
+def cmd_profile(args) -> int:
+    from ..etvk.model import profile
+    if args.from_:
+        return _report(profile.read(args.from_), args)
+    if not args.model:
+        print("profile: name a model, or read executed programs with --from FOLDER …", file=sys.stderr)
+        return 2
+    revs = args.rev or [None]
+    try:
+        profile.cases(revs, args.identity_ops or None)
+    except ValueError as e:
+        print(f"profile: {e}", file=sys.stderr)
+        return 2
+    shape = tuple(int(s) for s in args.shape.split(",")) if args.shape else None
+    p = profile.profile(args.model, executorch=args.executorch, revs=revs, settings=args.identity_ops or None,
+                        runs=args.runs, warmup=args.warmup, input_shape=shape, runtime=args.runtime, quiet=args.quiet)
+    return _report(p, args)
+
+
+def cmd_lower(args) -> int:
+    from ..etvk.model import profile
+    shape = tuple(int(s) for s in args.shape.split(",")) if args.shape else None
+    sides = profile.lower(args.model, executorch=args.executorch, revs=args.rev or [None],
+                          settings=args.identity_ops or None, input_shape=shape, out_dir=args.out, quiet=args.quiet)
+    for side in sides:
+        print(f"{side['label']}: {side['folder']}")
+    return 0
+
+
+def cmd_execute(args) -> int:
+    from ..etvk.model import profile
+    for folder in args.folders:
+        profile.execute(folder, args.runtime, runs=args.runs, warmup=args.warmup, quiet=args.quiet)
+        print(f"executed {folder}")
+    return 0
+
+
+def cmd_replay(args) -> int:
+    """Each (family, options) row of a JSON file (``drill.replay_file``) through the workbench's dispatch."""
+    import json
+
+    import pandas as pd
+
+    from .. import vk
+    from ..etvk import Codegen, source
+    from ..etvk.run import run as run_family
+    gen = Codegen(source(args.executorch, rev=args.rev))
+    device = vk.get_device()
+    rows = []
+    for item in json.loads(Path(args.file).read_text()):
+        got = run_family(device, gen, item["family"], measure=True, statistics=args.statistics, **item["options"])
+        rows.append({**{k: v for k, v in item.items() if k != "options"}, "options": json.dumps(item["options"]),
+                     **got})
+        print(f"{item['family']} {got.get('variant')}: {got.get('median_us', float('nan')):.2f} µs, "
+              f"correct={got.get('correct')}", flush=True)
+        pd.DataFrame(rows).to_csv(args.csv, index=False)   # every finished row, at once
+    print(f"wrote {args.csv}")
     return 0
 
 
@@ -61,8 +113,10 @@ def cmd_explorer(args) -> int:
     from ..etvk.model import explorer, profile
     p = profile.profile(args.model, executorch=args.executorch, revs=[args.rev], runs=args.runs,
                         warmup=args.warmup, runtime=args.runtime, quiet=args.quiet)
-    path = explorer.write_node_data(p, args.out)
-    print(f"wrote {path}: per-node Vulkan times for Model Explorer's node-data overlay")
+    paths = explorer.write_node_data(p, args.out)
+    print("wrote " + ", ".join(str(x) for x in paths))
+    graph, data = paths[0], paths[1]
+    print(f"open with: model-explorer {graph} --node_data_paths={data}")
     return 0
 
 
@@ -76,8 +130,9 @@ def register(verbs) -> None:
         else:
             p.add_argument("--rev", help="a git revision of the checkout (default: its working tree)")
 
-    def running(p):
-        p.add_argument("model", help="a model: refinenet_like, residual_add, float_between, mobilenet_v2")
+    def running(p, optional=False):
+        p.add_argument("model", nargs="?" if optional else None,
+                       help="a model: refinenet_like, residual_add, float_between, mobilenet_v2")
         p.add_argument("--runs", type=int, default=20, help="timed executions after warm-up (default 20)")
         p.add_argument("--warmup", type=int, default=3, help="executions not counted (default 3)")
         p.add_argument("--runtime", default="own",
@@ -94,7 +149,9 @@ def register(verbs) -> None:
 
     p = verbs.add_parser("profile", help="a model on ET-VK's own runtime: per-dispatch GPU times from its ETDump")
     checkout(p, many=True)
-    running(p)
+    running(p, optional=True)
+    p.add_argument("--from", dest="from_", nargs="+", metavar="FOLDER",
+                   help="read programs executed elsewhere (`etvk execute`) instead of lowering and running")
     p.add_argument("--shape", help="input N,C,H,W (default: the model's)")
     p.add_argument("--identity-ops", action="append", choices=["before", "after"], default=[],
                    help="register clone / view_copy / alias_copy as before PR #19395 or as the revision does "
@@ -102,8 +159,33 @@ def register(verbs) -> None:
     p.add_argument("--out", help="also write the tables as CSV into this folder")
     p.set_defaults(fn=cmd_profile)
 
+    p = verbs.add_parser("lower", help="lower a model with each revision's ET-VK Python into folders to execute")
+    checkout(p, many=True)
+    p.add_argument("model", help="a model: refinenet_like, residual_add, float_between, mobilenet_v2")
+    p.add_argument("--shape", help="input N,C,H,W (default: the model's)")
+    p.add_argument("--identity-ops", action="append", choices=["before", "after"], default=[])
+    p.add_argument("--out", required=True, help="folder to write one subfolder per side into")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(fn=cmd_lower)
+
+    p = verbs.add_parser("execute", help="run lowered programs on ET-VK's runtime here (ETDump + outputs beside them)")
+    p.add_argument("folders", nargs="+", help="folders `etvk lower` wrote")
+    p.add_argument("--runtime", required=True, help="the executor_runner to use (e.g. from `etvk build`)")
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(fn=cmd_execute)
+
+    p = verbs.add_parser("replay", help="dispatches of a model (a JSON list of family + options) through the "
+                                        "workbench's own dispatch, timed")
+    checkout(p)
+    p.add_argument("file", help="JSON: [{\"family\": …, \"options\": {…}, …}] (drill.replay_file writes it)")
+    p.add_argument("--csv", required=True, help="the rows, written after each one")
+    p.add_argument("--statistics", action="store_true", help="driver statistics too")
+    p.set_defaults(fn=cmd_replay)
+
     p = verbs.add_parser("explorer", help="per-node Vulkan times as a Model Explorer node-data JSON file")
     checkout(p)
     running(p)
-    p.add_argument("--out", required=True, help="the node-data JSON file to write")
+    p.add_argument("--out", required=True, help="folder for the graph and node-data JSON files")
     p.set_defaults(fn=cmd_explorer)

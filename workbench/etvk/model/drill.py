@@ -125,6 +125,8 @@ def options(profile, dispatch_id: int, revision: str | None = None) -> tuple[str
         raise ValueError(f"no dispatch {dispatch_id} at {revision!r}; expected one of "
                          f"{sorted(rows[rows['revision'] == revision]['dispatch_id'])}")
     row = match.iloc[0]
+    if pd.isna(row.get("delegate_node_id")):
+        raise NotDrillable(f"dispatch {dispatch_id} ({row['kernel']}) is ET-VK's own staging copy, not an op")
     prefix = max((p for p in FAMILY_OPTIONS if row["kernel"].startswith(p)), key=len, default=None)
     if prefix is None:
         raise NotDrillable(f"{row['kernel']}: the workbench has no dispatch for this kernel family (it has "
@@ -174,3 +176,33 @@ def fidelity(profile, revision: str | None = None, **kwargs) -> pd.DataFrame:
                          "operator": r["operator"], "kernel": r["kernel"], "runtime_us": float(r["gpu_us"]),
                          "not_drillable": str(e)})
     return pd.DataFrame(rows)
+
+
+def replay_items(profile, revision: str | None = None) -> list[dict]:
+    """Every drillable dispatch as {model, revision, dispatch_id, kernel, family, options}: the input of
+    ``workbench etvk replay`` (the workbench's dispatch of the same cases, on another machine)."""
+    revision = revision or profile.revisions[0]
+    items = []
+    for _, r in profile.dispatches[profile.dispatches["revision"] == revision].iterrows():
+        try:
+            family, opts = options(profile, int(r["dispatch_id"]), revision)
+        except NotDrillable:
+            continue
+        items.append({"model": r["model"], "revision": revision, "dispatch_id": int(r["dispatch_id"]),
+                      "kernel": r["kernel"], "family": family,
+                      "options": {k: list(v) if isinstance(v, tuple) else v for k, v in opts.items()}})
+    return items
+
+
+def fidelity_table(profile, replayed: pd.DataFrame, revision: str | None = None) -> pd.DataFrame:
+    """ET-VK's runtime µs beside the workbench's (rows ``etvk replay`` wrote), per dispatch, with the ratio."""
+    revision = revision or profile.revisions[0]
+    runtime = profile.dispatches[profile.dispatches["revision"] == revision][
+        ["model", "dispatch_id", "operator", "kernel", "gpu_us", "device"]].rename(columns={"gpu_us": "runtime_us"})
+    wb = replayed.rename(columns={"median_us": "workbench_us", "variant": "workbench_variant"})[
+        ["model", "dispatch_id", "family", "workbench_variant", "workbench_us", "correct", "global_size",
+         "local_size", "options"]]
+    out = runtime.merge(wb, on=["model", "dispatch_id"], how="inner")
+    out["same_variant"] = out["workbench_variant"] == out["kernel"]
+    out["ratio"] = out["workbench_us"] / out["runtime_us"]
+    return out

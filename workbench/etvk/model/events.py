@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -39,12 +40,15 @@ def inspector_frame(etdump) -> pd.DataFrame:
     if not path.is_file():
         raise EtdumpError(f"no ETDump at {path}")
     devtools = import_quietly("executorch.devtools")
-    try:
-        inspector = devtools.Inspector(etdump_path=str(path))
-    except Exception as e:
-        raise EtdumpError(f"{path} is not an ETDump executorch.devtools.Inspector can read: "
-                          f"{type(e).__name__}: {e}") from e
-    return inspector.to_dataframe()
+    with warnings.catch_warnings():
+        # "Output Buffer not found" (no debug buffer was asked for) and importlib's deprecations: nothing to act on
+        warnings.simplefilter("ignore")
+        try:
+            inspector = devtools.Inspector(etdump_path=str(path))
+        except Exception as e:
+            raise EtdumpError(f"{path} is not an ETDump executorch.devtools.Inspector can read: "
+                              f"{type(e).__name__}: {e}") from e
+        return inspector.to_dataframe()
 
 
 def parse_event_name(name: str) -> dict | None:

@@ -119,6 +119,7 @@ class Lowered:
     transitions: list                     # names of the clone nodes TagMemoryMetaPass inserted, per delegate
     seconds: dict = field(default_factory=dict)
     node_ids: list = field(default_factory=list)   # per delegate: delegate_node_id → node name (ET-VK's events)
+    programs: list = field(default_factory=list)   # per delegate: the ExportedProgram VkGraphBuilder serialized
 
     def cpu_ops(self) -> list[str]:
         """Ops of the top-level program left on the CPU (not delegated)."""
@@ -219,12 +220,13 @@ def _capture(et):
     runtime's events), for one lowering."""
     pre, tag = et["preprocess"], et["tag_pass"]
     mapping = import_quietly("executorch.exir.backend.utils").DelegateMappingBuilder
-    graphs, transitions, node_ids = [], [], []
+    graphs, transitions, node_ids, programs = [], [], [], []
     real_builder, real_insert, real_entry = pre.VkGraphBuilder, tag.insert_transition_node, \
         mapping.insert_delegate_mapping_entry
 
     def builder(program, *args, **kwargs):
         graphs.append(program.graph_module)
+        programs.append(program)
         node_ids.append({})
         return real_builder(program, *args, **kwargs)
 
@@ -244,7 +246,7 @@ def _capture(et):
 
     pre.VkGraphBuilder, tag.insert_transition_node, mapping.insert_delegate_mapping_entry = builder, insert, entry
     try:
-        yield graphs, transitions, node_ids
+        yield graphs, transitions, node_ids, programs
     finally:
         pre.VkGraphBuilder, tag.insert_transition_node = real_builder, real_insert
         mapping.insert_delegate_mapping_entry = real_entry
@@ -263,13 +265,14 @@ def lower(model, example, setting: str = "after", name: str | None = None, expor
         seconds["quantize"] = time.perf_counter() - t
     t = time.perf_counter()
     try:
-        with identity_ops(setting), _capture(et) as (graphs, transitions, node_ids), import_quietly_ctx():
+        with identity_ops(setting), _capture(et) as (graphs, transitions, node_ids, programs), \
+                import_quietly_ctx():
             edge = et["exir"].to_edge_transform_and_lower(
                 exported, partitioner=[et["partitioner"].VulkanPartitioner()])
     except Exception as e:
         raise LoweringError("lower", name, e) from e
     seconds["lower"] = time.perf_counter() - t
-    return Lowered(name, setting, edge, graphs, transitions[:len(graphs)], seconds, node_ids)
+    return Lowered(name, setting, edge, graphs, transitions[:len(graphs)], seconds, node_ids, programs)
 
 
 def import_quietly_ctx():

@@ -20,6 +20,7 @@ for a second so that the runner starts at a loaded clock.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,47 +135,108 @@ def cases(revs=(None,), settings=None) -> list[tuple]:
 def profile(model: str, *, executorch=None, revs=(None,), settings=None, runs: int = 20, warmup: int = 3,
             model_kwargs=None, input_shape=None, out_dir=None, runtime=None, device=None,
             warm_seconds: float = 1.5, quiet: bool = False) -> Profile:
-    """Lower `model` with each revision's ET-VK Python and run it on ET-VK's runtime; per-dispatch rows."""
-    import sys
-    from ... import vk
-    from ...measure import environment
-    echo = (lambda *_: None) if quiet else (lambda m: print(m, file=sys.stderr, flush=True))
-    sides = cases(revs, settings)
+    """Lower `model` with each revision's ET-VK Python and run it on ET-VK's runtime; per-dispatch rows.
+    The three stages (:func:`lower`, :func:`execute`, :func:`read`) also run apart: lowered here, executed on
+    another machine (``workbench etvk execute``), read back here."""
+    echo = _echo(quiet)
     if runs < 1 or warmup < 0:
         raise ValueError(f"runs must be >= 1 and warmup >= 0, got runs={runs}, warmup={warmup}")
-    device = device or vk.get_device()
-    env = environment(device)
     base = Path(out_dir) if out_dir else Path.home() / ".cache" / "workbench" / "etvk-profile" / model
+    sides = lower(model, executorch=executorch, revs=revs, settings=settings, model_kwargs=model_kwargs,
+                  input_shape=input_shape, out_dir=base, quiet=quiet)
+    for side in sides:
+        built, note = _runtime_for(executorch, side["rev"], runtime, echo)
+        execute(side["folder"], built, runs=runs, warmup=warmup, device=device, warm_seconds=warm_seconds,
+                note=note, quiet=quiet)
+    return read([side["folder"] for side in sides])
+
+
+def _echo(quiet):
+    import sys
+    return (lambda *_: None) if quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+
+
+def lower(model: str, *, executorch=None, revs=(None,), settings=None, model_kwargs=None, input_shape=None,
+          out_dir, quiet: bool = False) -> list[dict]:
+    """Stage 1: the model lowered by each side's ET-VK Python into `out_dir`/<side>/ (a .pte, inputs, the torch
+    reference, summary.json with the side's label). Returns [{"rev", "setting", "label", "folder"}]."""
+    echo = _echo(quiet)
     kwargs = dict(model_kwargs or {})
     if input_shape is not None:
         kwargs["input_shape"] = list(input_shape)
-    dispatches, phases, kernels, outputs, programs, results = [], [], [], [], {}, {}
-    for rev, setting, label in sides:
-        folder = base / ((rev or "working-tree") + ("-before" if setting == "before" else ""))
+    out = []
+    for rev, setting, label in cases(revs, settings):
+        folder = Path(out_dir) / ((rev or "working-tree") + ("-before" if setting == "before" else ""))
         echo(f"{model} @ {label}: lowering with that revision's ET-VK Python …")
         program = R.lower(model, executorch=executorch, rev=rev, out_dir=folder, model_kwargs=kwargs,
                           setting=setting)
-        built, note = _runtime_for(executorch, rev, runtime, echo)
-        echo(f"{model} @ {label}: {warmup + runs} executions on ET-VK's runtime {built.short} ({env['device']}) …")
-        _warm_gpu(device, warm_seconds)
-        result = RT.run(built, program, executions=warmup + runs, out_dir=folder)
-        frame = E.inspector_frame(result.etdump)
-        table = E.dispatch_table(E.dispatch_rows(result.etdump, frame), warmup=warmup)
-        columns = {"model": model, "revision": label, "identity_ops": setting, "etvk_commit": program.summary["commit"],
-                   "etvk_python": program.summary["etvk_python"], "runtime_commit": built.commit,
-                   "runtime_note": note, "input_shape": "x".join(map(str, program.summary["input_shapes"][0])),
-                   "device": env["device"], "driver": env["driver"], "driver_info": env["driver_info"],
-                   "commit": env["commit"], "date": env["date"]}
+        program.summary["side_label"] = label
+        (folder / "summary.json").write_text(json.dumps(program.summary, indent=1, default=str))
+        out.append({"rev": rev, "setting": setting, "label": label, "folder": folder})
+    return out
+
+
+def execute(folder, runtime, *, runs: int = 20, warmup: int = 3, device=None, warm_seconds: float = 1.5,
+            note: str = "", quiet: bool = False) -> RT.RunResult:
+    """Stage 2: the lowered program in `folder` run ``warmup + runs`` times on `runtime` (a Runtime, or the path
+    of an executor_runner) on this machine's Vulkan device; writes run.etdp, the outputs and run.json (the device,
+    driver, clocks, commit, the runtime's commit and the counts) beside the program. Needs no ExecuTorch Python."""
+    from ... import vk
+    from ...measure import environment
+    folder = Path(folder)
+    summary = json.loads((folder / "summary.json").read_text())
+    program = R.Program(folder / "model.pte", [folder / n for n in summary["input_files"]],
+                        folder / "reference.pt", summary)
+    built = runtime if isinstance(runtime, B.Runtime) else B.from_path(runtime)
+    device = device or vk.get_device()
+    env = environment(device)
+    _echo(quiet)(f"{summary['model']} @ {summary.get('side_label', summary['revision'])}: {warmup + runs} "
+                 f"executions on ET-VK's runtime {built.short} ({env['device']}) …")
+    _warm_gpu(device, warm_seconds)
+    result = RT.run(built, program, executions=warmup + runs, out_dir=folder)
+    (folder / "run.json").write_text(json.dumps({**env, "runs": runs, "warmup": warmup, "runtime_commit": built.commit,
+                                                 "runtime_note": note, "seconds": round(result.seconds, 2),
+                                                 "validation_messages": result.validation}, indent=1))
+    return result
+
+
+def read(folders) -> Profile:
+    """Stage 3: the rows of executed programs (each folder holds summary.json, run.json, run.etdp, outputs)."""
+    import torch
+    dispatches, phases, kernels, outputs, programs, results = [], [], [], [], {}, {}
+    model = None
+    for folder in map(Path, folders):
+        summary = json.loads((folder / "summary.json").read_text())
+        if not (folder / "run.json").is_file():
+            raise FileNotFoundError(f"{folder} has not been executed (no run.json): run profile.execute on it")
+        run = json.loads((folder / "run.json").read_text())
+        program = R.Program(folder / "model.pte", [folder / n for n in summary["input_files"]],
+                            folder / "reference.pt", summary)
+        label = summary.get("side_label", summary["revision"])
+        model = summary["model"]
+        etdump = folder / "run.etdp"
+        frame = E.inspector_frame(etdump)
+        table = E.dispatch_table(E.dispatch_rows(etdump, frame), warmup=run["warmup"])
+        columns = {"model": model, "revision": label, "identity_ops": summary["setting"],
+                   "etvk_commit": summary["commit"], "etvk_python": summary["etvk_python"],
+                   "runtime_commit": run["runtime_commit"], "runtime_note": run.get("runtime_note", ""),
+                   "input_shape": "x".join(map(str, summary["input_shapes"][0])), "device": run["device"],
+                   "driver": run["driver"], "driver_info": run["driver_info"], "commit": run["commit"],
+                   "date": run["date"], **({"sm_clock_mhz_at_start": run["sm_clock_mhz_at_start"]}
+                                           if "sm_clock_mhz_at_start" in run else {})}
         dispatches.append(table.assign(**columns))
-        phases.append(E.phase_table(E.phase_rows(result.etdump, frame), warmup=warmup).assign(**columns))
+        phases.append(E.phase_table(E.phase_rows(etdump, frame), warmup=run["warmup"]).assign(**columns))
         kernels.append(E.kernel_table(table).assign(**columns))
-        import torch
         reference = torch.load(program.reference)
-        for i, (got, want) in enumerate(zip(result.outputs, reference)):
-            diff = (got.double() - want.double()).abs()
+        got = RT.read_outputs(folder, summary)
+        for i, (g, want) in enumerate(zip(got, reference)):
+            diff = (g.double() - want.double()).abs()
             outputs.append({**columns, "output": i, "shape": "x".join(map(str, want.shape)),
                             "max_abs_diff": float(diff.max()), "mean_abs_diff": float(diff.mean()),
-                            "reference_abs_max": float(want.abs().max()), "validation_messages": len(result.validation)})
-        programs[label], results[label] = program, result
+                            "reference_abs_max": float(want.abs().max()),
+                            "validation_messages": len(run.get("validation_messages", []))})
+        programs[label] = program
+    if not programs:
+        raise ValueError("no executed programs given")
     return Profile(model, pd.concat(dispatches, ignore_index=True), pd.concat(phases, ignore_index=True),
                    pd.concat(kernels, ignore_index=True), pd.DataFrame(outputs), programs, results)

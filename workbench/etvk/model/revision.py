@@ -153,6 +153,8 @@ def _child(args) -> int:
         names.append(name)
     table = lowered.table()
     nodes = _node_info(lowered)
+    from .explorer import write_graphs
+    graph_files = write_graphs(lowered.programs, out)
     summary = {"model": args.model, "kwargs": json.loads(args.kwargs), "setting": args.setting,
                "revision": args.label, "commit": args.commit, "etvk_python": origin,
                "input_shapes": [list(x.shape) for x in example], "input_dtypes": [str(x.dtype) for x in example],
@@ -160,7 +162,7 @@ def _child(args) -> int:
                "output_dtypes": [str(r.dtype) for r in reference],
                "counts": lowered.counts(), "cpu_ops": lowered.cpu_ops(),
                "delegate_node_ids": [{str(k): v for k, v in ids.items()} for ids in lowered.node_ids],
-               "nodes": nodes,
+               "nodes": nodes, "explorer_graphs": graph_files,
                "table": json.loads(table.astype({"shape": str}).to_json(orient="records")),
                "seconds": {"quantize": round(quantize_s, 2), "lower": round(lowered.seconds.get("lower", 0), 2),
                            "to_executorch": round(to_executorch_s, 2)},

@@ -65,10 +65,15 @@ def run(runtime, program, *, executions: int = 10, out_dir=None, timeout: float 
         raise RuntimeRunError(f"executor_runner failed (exit {proc.returncode}) on {program.pte}:\n{tail}")
     if not etdump.is_file():
         raise RuntimeRunError(f"executor_runner wrote no ETDump ({etdump}); was it built with the event tracer?")
-    outputs = []
+    return RunResult(etdump, read_outputs(out, program.summary), seconds, executions, text, validation)
+
+
+def read_outputs(folder, summary: dict) -> list:
+    """The raw output files the runner wrote (``output-<i>.bin``) as torch tensors of the lowered shapes."""
     import torch
-    for i, (shape, dtype) in enumerate(zip(program.summary["output_shapes"], program.summary["output_dtypes"])):
-        path = out / f"output-{i}.bin"
+    outputs = []
+    for i, (shape, dtype) in enumerate(zip(summary["output_shapes"], summary["output_dtypes"])):
+        path = Path(folder) / f"output-{i}.bin"
         if not path.is_file():
             raise RuntimeRunError(f"executor_runner wrote no output {i} ({path})")
         array = np.fromfile(path, dtype=DTYPES.get(dtype, np.float32))
@@ -76,4 +81,4 @@ def run(runtime, program, *, executions: int = 10, out_dir=None, timeout: float 
             raise RuntimeRunError(f"output {i}: expected {shape} ({int(np.prod(shape))} elements of {dtype}), "
                                   f"the runner wrote {array.size}")
         outputs.append(torch.from_numpy(array.reshape(shape)))
-    return RunResult(etdump, outputs, seconds, executions, text, validation)
+    return outputs

@@ -113,16 +113,69 @@ class NotExportable(nn.Module):
         return x
 
 
-def mobilenet_v2(width_mult: float = 1.0, num_classes: int = 1000, seed: int = 4) -> nn.Module:
-    """torchvision's MobileNetV2 built from its code with random weights (nothing is downloaded): a real CNN with
-    depthwise, pointwise and strided convolutions, inverted residual adds, ReLU6 and a linear classifier."""
-    try:
-        from torchvision.models import mobilenet_v2 as tv_mobilenet_v2
-    except ImportError as e:
-        raise ImportError("MobileNetV2 comes from torchvision's code: pip install --no-deps torchvision==0.28.0 "
-                          "(./setup.sh installs it)") from e
-    torch.manual_seed(seed)
-    return _seeded(tv_mobilenet_v2(weights=None, width_mult=width_mult, num_classes=num_classes), seed)
+class _ConvBNReLU6(nn.Sequential):
+    def __init__(self, cin: int, cout: int, kernel: int = 3, stride: int = 1, groups: int = 1):
+        super().__init__(nn.Conv2d(cin, cout, kernel, stride, (kernel - 1) // 2, groups=groups, bias=False),
+                         nn.BatchNorm2d(cout), nn.ReLU6(inplace=False))
+
+
+class _InvertedResidual(nn.Module):
+    """MobileNetV2's block: 1×1 expand (ReLU6) → 3×3 depthwise (stride s, ReLU6) → 1×1 linear projection; the input
+    is added back when the stride is 1 and the channels match."""
+
+    def __init__(self, cin: int, cout: int, stride: int, expand: int):
+        super().__init__()
+        hidden = cin * expand
+        layers = [] if expand == 1 else [_ConvBNReLU6(cin, hidden, 1)]
+        layers += [_ConvBNReLU6(hidden, hidden, 3, stride, groups=hidden),
+                   nn.Conv2d(hidden, cout, 1, bias=False), nn.BatchNorm2d(cout)]
+        self.conv = nn.Sequential(*layers)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x):
+        return x + self.conv(x) if self.residual else self.conv(x)
+
+
+def _divisible(v: float, divisor: int = 8) -> int:
+    out = max(divisor, int(v + divisor / 2) // divisor * divisor)
+    return out + divisor if out < 0.9 * v else out
+
+
+class MobileNetV2(nn.Module):
+    """MobileNetV2 (Sandler et al. 2018, table 2: the (t, c, n, s) bottleneck settings, width multiplier, channels
+    rounded to multiples of 8, 1280-wide last conv, dropout-free linear classifier), random weights, eval mode
+    (batch norms with random running statistics, folded into the convs by ExecuTorch's passes). Written here
+    because torchvision's PyPI wheel is a CUDA build that does not load beside the CPU torch."""
+
+    SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                (6, 320, 1, 1))
+
+    def __init__(self, width_mult: float = 1.0, num_classes: int = 1000, seed: int = 4):
+        super().__init__()
+        cin = _divisible(32 * width_mult)
+        last = _divisible(1280 * max(1.0, width_mult))
+        layers = [_ConvBNReLU6(3, cin, 3, 2)]
+        for t, c, n, s in self.SETTINGS:
+            cout = _divisible(c * width_mult)
+            for i in range(n):
+                layers.append(_InvertedResidual(cin, cout, s if i == 0 else 1, t))
+                cin = cout
+        layers.append(_ConvBNReLU6(cin, last, 1))
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Linear(last, num_classes)
+        _seeded(self, seed)
+        g = torch.Generator().manual_seed(seed + 1)
+        for m in self.modules():       # plausible batch-norm statistics, so activations stay in range
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.1)
+                m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+                m.weight.data.copy_(torch.rand(m.num_features, generator=g) * 0.5 + 0.75)
+                m.bias.data.copy_(torch.randn(m.num_features, generator=g) * 0.1)
+
+    def forward(self, x):
+        x = self.features(x)
+        x = nn.functional.adaptive_avg_pool2d(x, 1).flatten(1)
+        return self.classifier(x)
 
 
 # name → (factory, default input shape): what `make`, the CLI (`etvk profile MODEL`) and the child lowering know
@@ -130,7 +183,7 @@ MODELS = {
     "refinenet_like": (RefineNetLike, REFINENET_INPUT),
     "residual_add": (ResidualAdd, (1, 3, 16, 16)),
     "float_between": (FloatBetween, (1, 3, 16, 8)),
-    "mobilenet_v2": (mobilenet_v2, (1, 3, 224, 224)),
+    "mobilenet_v2": (MobileNetV2, (1, 3, 224, 224)),
 }
 
 

@@ -1,0 +1,264 @@
+"""ET-VK's own runtime in the loop (workbench.etvk.model: build, revision, runtime, events, profile, drill).
+
+Without a checkout (CI): the ETDump reading, the per-dispatch join, the A/B frame and the drill-down's option
+mapping run on files a real run here produced (tests/etvk_runtime/: ExecuTorch cff6f4dd32's executor_runner on
+lavapipe, the residual model, 3 executions; the RefineNet-like model at 1×3×64×32 with the identity ops registered
+as before and after PR #19395); the build's error paths run on a synthetic git tree.
+With a checkout (WORKBENCH_EXECUTORCH): the build (cached), a profile on lavapipe against torch, the #19395 A/B.
+"""
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from workbench.etvk.model import build as B
+from workbench.etvk.model import drill as D
+from workbench.etvk.model import events as E
+from workbench.etvk.model import profile as P
+from workbench.etvk.model import revision as R
+
+DATA = Path(__file__).parent / "etvk_runtime"
+CHECKOUT = os.environ.get("WORKBENCH_EXECUTORCH")
+needs_checkout = pytest.mark.skipif(not CHECKOUT, reason="WORKBENCH_EXECUTORCH is not set: building ET-VK's "
+                                    "runtime and lowering with a revision's Python need an ExecuTorch checkout")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# ETDump → rows (a real ETDump)
+
+@pytest.fixture(scope="module")
+def residual():
+    frame = E.inspector_frame(DATA / "residual_add" / "run.etdp")
+    return frame, E.dispatch_rows(None, frame)
+
+
+def test_every_dispatch_of_every_execution_is_a_row(residual):
+    _, rows = residual
+    assert rows["execution"].nunique() == 3
+    per = rows.groupby("execution").size()
+    assert (per == per.iloc[0]).all() and per.iloc[0] == 9
+    # ET-VK's own names: 4 pointwise convs, one quantized add, quantize / dequantize, two staging copies
+    kernels = rows[rows["execution"] == 0]["kernel"].tolist()
+    assert kernels.count("q8ta_conv2d_pw_float") == 4
+    assert "q8ta_add_buffer" in kernels and "q8ta_quantize_texture3d_float" in kernels
+    staging = rows[rows["operator"] == "(staging)"]
+    assert set(staging["kernel"]) == {"nchw_to_image_texture3d_float_float"}
+    assert staging["delegate_node_id"].isna().all()
+    convs = rows[rows["kernel"] == "q8ta_conv2d_pw_float"]
+    assert set(convs["operator"]) == {"q8ta_conv2d_pw"} and convs["delegate_node_id"].notna().all()
+    assert (rows["gpu_us"] > 0).all()
+    first = convs[convs["execution"] == 0].iloc[0]
+    assert first["input_sizes"] == "1x3x16x16" and first["output_sizes"] == "1x16x16x16"
+    assert first["output_dtype"] == "Int8x4" and first["output_storage"] == "BUFFER"
+
+
+def test_medians_drop_the_warm_up(residual):
+    _, rows = residual
+    table = E.dispatch_table(rows, warmup=1)
+    assert len(table) == 9 and (table["runs"] == 2).all()
+    one = rows[(rows["dispatch_id"] == 2) & (rows["execution"] >= 1)]["gpu_us"]
+    assert table.set_index("dispatch_id").loc[2, "gpu_us"] == pytest.approx(one.median())
+    with pytest.raises(ValueError, match="expected more than 3"):
+        E.dispatch_table(rows, warmup=3)
+
+
+def test_phases_and_kernels(residual):
+    frame, rows = residual
+    phases = E.phase_table(E.phase_rows(None, frame), warmup=1)
+    assert {"ETVK_COPY_INPUTS", "ETVK_COMPUTE_GRAPH_EXECUTE", "ETVK_COPY_OUTPUTS"} <= set(phases["phase"])
+    table = E.dispatch_table(rows, warmup=1)
+    kernels = E.kernel_table(table)
+    assert kernels["dispatches"].sum() == len(table)
+    assert kernels["gpu_us"].sum() == pytest.approx(table["gpu_us"].sum())
+    conv = kernels.set_index("kernel").loc["q8ta_conv2d_pw_float"]
+    assert conv["dispatches"] == 4 and conv["operators"] == "q8ta_conv2d_pw"
+
+
+def test_event_names_that_are_not_dispatches():
+    assert E.parse_event_name("ETVK_COPY_INPUTS") is None
+    assert E.parse_event_name("{not json") is None
+    assert E.parse_event_name('{"dispatch_id": 3}') is None       # no kernel_name
+    staged = E.parse_event_name('{"kernel_name": "nchw_to_image_texture3d_float_float", "operator_id": 0, '
+                                '"dispatch_id": 0}')
+    assert staged["operator"] == "(staging)" and staged["dispatch_id"] == 0
+
+
+def test_a_file_that_is_not_an_etdump(tmp_path):
+    with pytest.raises(E.EtdumpError, match="no ETDump at"):
+        E.inspector_frame(tmp_path / "missing.etdp")
+    bad = tmp_path / "bad.etdp"
+    bad.write_bytes(b"\x00" * 64)
+    with pytest.raises(E.EtdumpError, match="not an ETDump"):
+        E.inspector_frame(bad)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The A/B frame (two real ETDumps)
+
+def _kernels(side: str) -> pd.DataFrame:
+    rows = E.dispatch_rows(DATA / "refinenet_like" / side / "run.etdp")
+    return E.kernel_table(E.dispatch_table(rows, warmup=1)).assign(revision=side)
+
+
+def test_the_ab_frame_counts_each_kernel_at_both_sides():
+    kernels = pd.concat([_kernels("before"), _kernels("after")], ignore_index=True)
+    ab = P.compare(kernels, "before", "after")
+    total = ab.set_index("kernel").loc["(all)"]
+    per = ab[ab["kernel"] != "(all)"]
+    assert total["dispatches_a"] == per["dispatches_a"].sum() and total["dispatches_b"] == per["dispatches_b"].sum()
+    assert total["saved_us"] == pytest.approx(total["gpu_us_a"] - total["gpu_us_b"])
+    clones = ab.set_index("kernel").loc[[k for k in per["kernel"] if k.startswith("q8ta_clone")]]
+    # the RefineNet-like model's int8 clones: the before-registration makes them, #19395's removes them
+    assert clones["dispatches_a"].sum() > clones["dispatches_b"].sum()
+    with pytest.raises(ValueError, match="two revisions"):
+        P.Profile("m", kernels.assign(revision="x"), kernels, kernels, kernels).compare
+
+
+def test_sides_are_one_or_two():
+    assert [c[2] for c in P.cases(["a", "b"])] == ["a", "b"]
+    assert [c[2] for c in P.cases([None], ["before", "after"])] == \
+        ["working tree (identity ops as before #19395)", "working tree"]
+    with pytest.raises(ValueError, match="one or two sides"):
+        P.cases(["a", "b", "c"])
+    with pytest.raises(ValueError, match="one or two sides"):
+        P.cases(["a", "b"], ["before", "after"])
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# From a dispatch to the workbench's family
+
+@pytest.fixture(scope="module")
+def residual_profile(residual):
+    frame, rows = residual
+    summary = json.loads((DATA / "residual_add" / "summary.json").read_text())
+    table = E.dispatch_table(rows, warmup=1).assign(revision="working tree", model="residual_add",
+                                                     etvk_commit=summary["commit"])
+    program = R.Program(DATA / "residual_add" / "model.pte", [], DATA / "residual_add" / "reference.pt", summary)
+    return P.Profile("residual_add", table, pd.DataFrame(), E.kernel_table(table), pd.DataFrame(),
+                     {"working tree": program})
+
+
+def test_a_conv_dispatch_becomes_the_family_options(residual_profile):
+    family, opts = D.options(residual_profile, 2)
+    assert family == "q8ta_conv2d_pw"
+    assert opts["shape"] == (1, 3, 16, 16) and opts["out_channels"] == 16
+    assert opts["out_layout"] in ("4W4C", "4C1W") and opts["bias"] is True and opts["fallback"] is False
+    family, opts = D.options(residual_profile, 5)
+    assert family == "q8ta_binary" and opts["shape"] == opts["other_shape"] == (1, 16, 16, 16)
+    family, opts = D.options(residual_profile, 1)
+    assert family == "q8ta_quantize" and opts["storage"] == "texture3d" and opts["in_layout"] == "CHANNELS_PACKED"
+
+
+def test_what_cannot_be_drilled_says_why(residual_profile):
+    with pytest.raises(D.NotDrillable, match="staging"):
+        D.options(residual_profile, 0)
+    with pytest.raises(ValueError, match="no dispatch 99"):
+        D.options(residual_profile, 99)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The build's error paths (a synthetic tree)
+
+def _git(tree, *args):
+    subprocess.run(["git", "-C", str(tree), *args], check=True, capture_output=True,
+                   env=dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+                            GIT_COMMITTER_EMAIL="t@t"))
+
+
+@pytest.fixture
+def tree(tmp_path):
+    root = tmp_path / "executorch"
+    glsl = root / "backends/vulkan/runtime/graph/ops/glsl"
+    glsl.mkdir(parents=True)
+    (glsl / "x.yaml").write_text("x: {}\n")
+    (root / "backends/vulkan/__init__.py").write_text("")
+    (root / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.24)\n")
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "synthetic")
+    return root
+
+
+def test_a_missing_tool_is_named(tree, monkeypatch):
+    real = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda t: None if t == "ninja" else real(t))
+    with pytest.raises(B.RuntimeBuildError, match="not found on PATH: ninja"):
+        B.build(tree)
+
+
+def test_missing_submodules_are_named(tree, monkeypatch):
+    monkeypatch.setattr(B, "glslc", lambda: Path("/usr/bin/true"))
+    monkeypatch.setattr(B, "missing_tools", lambda tools=B.TOOLS: [])
+    with pytest.raises(B.RuntimeBuildError, match="third-party/flatcc") as e:
+        B.build(tree)
+    assert "git -C" in str(e.value) and "submodule update --init" in str(e.value)
+
+
+def test_a_revision_without_the_desktop_build_is_refused(tree, tmp_path, monkeypatch):
+    monkeypatch.setattr(B, "glslc", lambda: Path("/usr/bin/true"))
+    monkeypatch.setattr(B, "missing_tools", lambda tools=B.TOOLS: [])
+    monkeypatch.setenv(B.ENV_VAR, str(tmp_path / "cache"))
+    with pytest.raises(B.RuntimeBuildError, match="is not a submodule at"):
+        B.build(tree, rev="HEAD")
+
+
+def test_an_unknown_revision_is_named(tree, monkeypatch):
+    monkeypatch.setattr(B, "glslc", lambda: Path("/usr/bin/true"))
+    monkeypatch.setattr(B, "missing_tools", lambda tools=B.TOOLS: [])
+    with pytest.raises(Exception, match="revision 'nosuchrev' not found"):
+        B.build(tree, rev="nosuchrev")
+
+
+def test_no_glslc_for_the_dialect_says_what_to_run(monkeypatch):
+    from workbench.compilers import glslang
+
+    def refuse(*a, **k):
+        raise glslang.GlslangNotSetUpError("not set up")
+    monkeypatch.setattr(glslang, "require", refuse)
+    with pytest.raises(B.RuntimeBuildError, match="workbench.compilers.glslang setup"):
+        B.glslc()
+
+
+def test_the_revision_python_is_exported_once(tree, tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_ETVK_CACHE", str(tmp_path / "etvk"))
+    folder, commit, label = R.python_tree(tree, "HEAD")
+    assert (folder / "backends/vulkan/__init__.py").is_file() and label == "HEAD" and len(commit) == 40
+    again, _, _ = R.python_tree(tree, "HEAD")
+    assert again == folder
+    overlay, _, label = R.python_tree(tree, None)
+    assert label == "working tree" and (overlay / "backends/vulkan").resolve() == (tree / "backends/vulkan").resolve()
+
+
+def test_an_unknown_model_is_named(tree):
+    with pytest.raises(ValueError, match="unknown model 'resnet'; expected one of"):
+        R.lower("resnet", executorch=tree, out_dir="/tmp/never")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# With a checkout: the real build, a profile on lavapipe, the #19395 A/B
+
+@needs_checkout
+def test_profile_on_etvk_runtime_matches_torch(tmp_path):
+    p = P.profile("residual_add", executorch=CHECKOUT, runs=3, warmup=1, out_dir=tmp_path, quiet=True)
+    assert (p.outputs["max_abs_diff"] <= p.outputs["reference_abs_max"] * 0.02).all()
+    assert (p.outputs["validation_messages"] == 0).all()
+    kernels = set(p.dispatches["kernel"])
+    assert "q8ta_conv2d_pw_float" in kernels and "q8ta_add_buffer" in kernels
+    assert (p.dispatches["runtime_commit"] == p.dispatches["etvk_commit"]).all()
+    assert p.dispatches["etvk_python"].iat[0].startswith(str(Path(CHECKOUT).resolve()))
+    row = D.drill(p, 2, executorch=CHECKOUT, statistics=False)
+    assert row["correct"] and row["same_variant"] and row["workbench_us"] > 0
+
+
+@needs_checkout
+def test_identity_ops_before_and_after_19395_on_the_runtime(tmp_path):
+    p = P.profile("refinenet_like", executorch=CHECKOUT, settings=["before", "after"], runs=2, warmup=1,
+                  input_shape=(1, 3, 64, 32), out_dir=tmp_path, quiet=True)
+    ab = p.compare.set_index("kernel")
+    clones = [k for k in ab.index if k.startswith("q8ta_clone")]
+    assert ab.loc[clones, "dispatches_a"].sum() > ab.loc[clones, "dispatches_b"].sum()
+    assert (p.outputs["validation_messages"] == 0).all()

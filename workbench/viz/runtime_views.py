@@ -1,0 +1,78 @@
+"""Pictures of a model on ET-VK's own runtime (``workbench.etvk.model.profile``), for notebook 06.
+
+    fig = plot_operator_kernels(profile)      # GPU µs per operator, stacked by the shader variants that served it
+    fig = plot_dispatches(profile)            # every dispatch in order, coloured by operator
+    fig = plot_ab(profile)                    # per kernel: dispatches and µs at two revisions
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from .tile_views import _Figure
+
+
+def _colors(names):
+    cmap = plt.get_cmap("tab20")
+    return {n: cmap(i % 20) for i, n in enumerate(names)}
+
+
+def plot_operator_kernels(profile, revision: str | None = None):
+    """One bar per operator (total GPU µs over its dispatches), stacked by shader variant."""
+    revision = revision or profile.revisions[0]
+    d = profile.dispatches[profile.dispatches["revision"] == revision]
+    pivot = d.pivot_table(index="operator", columns="kernel", values="gpu_us", aggfunc="sum", fill_value=0.0)
+    pivot = pivot.loc[pivot.sum(axis=1).sort_values().index]
+    colors = _colors(pivot.columns)
+    fig, ax = plt.subplots(figsize=(10, 0.45 * len(pivot) + 1.8))
+    left = np.zeros(len(pivot))
+    for kernel in pivot.columns:
+        ax.barh(pivot.index, pivot[kernel], left=left, color=colors[kernel], label=kernel)
+        left += pivot[kernel].values
+    counts = d.groupby("operator").size()
+    for y, (op, total) in enumerate(pivot.sum(axis=1).items()):
+        ax.text(total, y, f"  {total:,.1f} µs · {counts[op]} dispatches", va="center", fontsize=8)
+    ax.set_xlabel("GPU µs per inference (ET-VK's QueryPool, median over runs)")
+    ax.set_title(f"{profile.model} on ET-VK's runtime · {revision} · {d['device'].iat[0]}")
+    ax.set_xlim(0, left.max() * 1.35 if len(left) else 1)
+    ax.legend(fontsize=7, loc="lower right", title="shader variant", title_fontsize=8)
+    fig.tight_layout()
+    return _Figure(fig)
+
+
+def plot_dispatches(profile, revision: str | None = None):
+    """Every dispatch of one inference in ET-VK's order, its bar coloured by operator."""
+    revision = revision or profile.revisions[0]
+    d = profile.dispatches[profile.dispatches["revision"] == revision].sort_values("dispatch_id")
+    colors = _colors(sorted(d["operator"].unique()))
+    fig, ax = plt.subplots(figsize=(12, 3.2))
+    ax.bar(d["dispatch_id"], d["gpu_us"], color=[colors[o] for o in d["operator"]], width=0.85)
+    for op, c in colors.items():
+        ax.bar([], [], color=c, label=op)
+    ax.set_xlabel("dispatch id")
+    ax.set_ylabel("GPU µs")
+    ax.set_title(f"{profile.model}: {len(d)} dispatches, {d['gpu_us'].sum():,.1f} µs")
+    ax.legend(fontsize=7, ncol=4)
+    fig.tight_layout()
+    return _Figure(fig)
+
+
+def plot_ab(profile):
+    """Per kernel, GPU µs at both sides of a profile with two revisions (or identity-op settings)."""
+    ab = profile.compare
+    ab = ab[ab["kernel"] != "(all)"].sort_values("gpu_us_a")
+    a, b = ab.attrs.get("a", "A"), ab.attrs.get("b", "B")
+    y = np.arange(len(ab))
+    fig, ax = plt.subplots(figsize=(10, 0.4 * len(ab) + 1.8))
+    ax.barh(y - 0.2, ab["gpu_us_a"], height=0.4, label=f"{a}")
+    ax.barh(y + 0.2, ab["gpu_us_b"], height=0.4, label=f"{b}")
+    for i, r in enumerate(ab.itertuples()):
+        if r.dispatches_a != r.dispatches_b:
+            ax.text(max(r.gpu_us_a, r.gpu_us_b), i, f"  {r.dispatches_a} → {r.dispatches_b} dispatches",
+                    va="center", fontsize=8)
+    ax.set_yticks(y, ab["kernel"], fontsize=8)
+    ax.set_xlabel("GPU µs per inference")
+    ax.set_title(f"{profile.model}: {a} → {b}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _Figure(fig)
