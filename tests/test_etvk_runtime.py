@@ -111,9 +111,12 @@ def test_the_ab_frame_counts_each_kernel_at_both_sides():
     per = ab[ab["kernel"] != "(all)"]
     assert total["dispatches_a"] == per["dispatches_a"].sum() and total["dispatches_b"] == per["dispatches_b"].sum()
     assert total["saved_us"] == pytest.approx(total["gpu_us_a"] - total["gpu_us_b"])
-    clones = ab.set_index("kernel").loc[[k for k in per["kernel"] if k.startswith("q8ta_clone")]]
-    # the RefineNet-like model's int8 clones: the before-registration makes them, #19395's removes them
-    assert clones["dispatches_a"].sum() > clones["dispatches_b"].sum()
+    # measured: this export path (XNNPACKQuantizer fences the ops it does not quantize; RemoveRedundantOpsTransform
+    # drops clones before TagMemoryMetaPass) leaves no identity op between packed int8 tensors, so the identity-op
+    # registration of #19395 changes nothing on the runtime: 47 dispatches, no q8ta_clone, either way
+    assert not any(k.startswith("q8ta_clone") for k in per["kernel"])
+    assert (per["dispatches_a"] == per["dispatches_b"]).all() and total["dispatches_a"] == 47
+    assert per.set_index("kernel").loc["q8ta_pixel_shuffle", "dispatches_b"] == 4
     with pytest.raises(ValueError, match="two revisions"):
         P.Profile("m", kernels.assign(revision="x"), kernels, kernels, kernels).compare
 
@@ -258,7 +261,8 @@ def test_profile_on_etvk_runtime_matches_torch(tmp_path):
 def test_identity_ops_before_and_after_19395_on_the_runtime(tmp_path):
     p = P.profile("refinenet_like", executorch=CHECKOUT, settings=["before", "after"], runs=2, warmup=1,
                   input_shape=(1, 3, 64, 32), out_dir=tmp_path, quiet=True)
-    ab = p.compare.set_index("kernel")
-    clones = [k for k in ab.index if k.startswith("q8ta_clone")]
-    assert ab.loc[clones, "dispatches_a"].sum() > ab.loc[clones, "dispatches_b"].sum()
+    ab = p.compare
+    per = ab[ab["kernel"] != "(all)"]
+    assert not any(k.startswith("q8ta_clone") for k in per["kernel"])      # see the committed-run test above
+    assert (per["dispatches_a"] == per["dispatches_b"]).all()
     assert (p.outputs["validation_messages"] == 0).all()

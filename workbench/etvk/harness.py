@@ -1,0 +1,139 @@
+"""ET-VK's own op harness (``backends/vulkan/test/custom_ops``): its ``test_q8ta_*`` / ``test_q8csw_*`` binaries,
+built from the user's checkout against the runtime :mod:`workbench.etvk.model.build` made, run here, their printed
+per-shader lines as tidy rows.
+
+    from workbench.etvk import harness
+    built = harness.build("/path/to/executorch")             # the binaries the revision has (cached)
+    rows = harness.run(built, "test_q8ta_conv2d_pw")           # one row per shader line and per case line
+    harness.parse(text)                                        # the same from captured output
+
+The harness prints (utils.cpp, ``BenchmarkResult::print_summary``) one line per case: the shader (its name cut to
+44 characters + ".." past 46), its global and local work-group sizes, the case's kernel name, a size string, the
+average µs over its iterations, GFLOP/s and PASSED / FAILED / SKIPPED; a case with several shaders prints one line
+per shader (no GFLOP/s, no status) and then the operator's line. :func:`parse` reads both; a cut name is resolved
+to the full variant name when the caller gives the variant list and one variant has that prefix.
+
+Build: ``cmake --install`` of the runtime's build tree into ``<runtime>/install``, then the harness's own CMake
+project (``find_package(executorch … vulkan_backend)``) with the same glslc, Release, only the binaries asked for.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+HARNESS_DIR = "backends/vulkan/test/custom_ops"
+DEFAULT_TESTS = ("test_q8ta_conv2d_pw", "test_q8ta_conv2d", "test_q8ta_conv2d_dw", "test_q8ta_linear",
+                 "test_q8ta_binary", "test_q8ta_unary", "test_q8ta_clone", "test_q8ta_qdq", "test_q8ta_pixel_shuffle",
+                 "test_q8csw_linear", "test_q8csw_conv2d", "test_q8ta_conv2d_transposed")
+
+_WG = r"\((\d+),(\d+),(\d+)\)"
+LINE = re.compile(r"^(?P<name>\S+)\s+(?:" + _WG + r"\s+" + _WG + r")?\s*(?P<rest>.*?)\s+(?P<us>[0-9.]+) μs"
+                  r"(?:\s+(?P<gflops>[0-9.]+) GFLOP/s)?\s*(?P<status>PASSED|FAILED|SKIPPED)?\s*$")
+
+
+class HarnessError(RuntimeError):
+    """The harness could not be built or run; the message names the step and its log."""
+
+
+def parse(text: str, variants=None, test: str = "") -> pd.DataFrame:
+    """The per-shader and per-case lines of one harness binary's output, in order."""
+    rows, case = [], 0
+    names = list(variants or [])
+    for line in text.splitlines():
+        m = LINE.match(line.rstrip())
+        if not m:
+            continue
+        name = m.group("name")
+        shader_line = m.group(2) is not None
+        if name.endswith("..") and names:
+            full = [v for v in names if v.startswith(name[:-2])]
+            name = full[0] if len(full) == 1 else name
+        rest = m.group("rest").split()
+        row = {"test": test, "case": case, "line": "shader" if shader_line else "operator", "name": name,
+               "global_wg": "x".join(m.group(i) for i in (2, 3, 4)) if shader_line else "",
+               "local_wg": "x".join(m.group(i) for i in (5, 6, 7)) if shader_line else "",
+               "case_name": rest[0] if rest else "", "size": " ".join(rest[1:]) if len(rest) > 1 else "",
+               "avg_us": float(m.group("us")),
+               "gflops": float(m.group("gflops")) if m.group("gflops") else None,
+               "status": m.group("status") or ""}
+        rows.append(row)
+        if row["status"]:   # the case's closing line (one-shader cases close on their shader line)
+            case += 1
+    return pd.DataFrame(rows, columns=["test", "case", "line", "name", "global_wg", "local_wg", "case_name", "size",
+                                       "avg_us", "gflops", "status"])
+
+
+def _run(step: str, command, log: Path, cwd=None) -> None:
+    with open(log, "w") as f:
+        proc = subprocess.run([str(c) for c in command], stdout=f, stderr=subprocess.STDOUT, cwd=cwd)
+    if proc.returncode:
+        tail = log.read_text(errors="replace").strip().splitlines()[-12:]
+        raise HarnessError(f"the harness's {step} step failed (exit {proc.returncode}); log {log}:\n" + "\n".join(tail))
+
+
+def available(source: Path, tests=DEFAULT_TESTS) -> list[str]:
+    """The harness binaries of `tests` this revision has (a ``<name>.cpp`` in custom_ops)."""
+    folder = Path(source) / HARNESS_DIR
+    return [t for t in tests if (folder / f"{t}.cpp").is_file()]
+
+
+def build(executorch=None, rev: str | None = None, tests=DEFAULT_TESTS, *, jobs: int | None = None,
+          quiet: bool = False) -> dict:
+    """The harness binaries, built against the cached runtime of the checkout at `rev`. Returns
+    {"bin": folder, "tests": [names], "seconds": …}."""
+    from .model import build as runtime_build
+    echo = (lambda *_: None) if quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+    runtime = runtime_build.build(executorch, rev, jobs=jobs, quiet=quiet)
+    source = Path(runtime.info["source"])
+    names = available(source, tests)
+    if not names:
+        raise HarnessError(f"{source / HARNESS_DIR} has none of {', '.join(tests)}")
+    home = runtime.root
+    bin_dir = home / "harness" / "bin"
+    missing = [n for n in names if not (bin_dir / n).is_file()]
+    t0 = time.perf_counter()
+    if missing:
+        logs = home / "logs"
+        install = home / "install"
+        if not (install / "lib").is_dir():
+            echo(f"installing the runtime into {install} …")
+            _run("install", ["cmake", "--install", home / "build", "--prefix", install], logs / "install.log")
+        tree = home / "harness" / "build"
+        echo(f"configuring ET-VK's op harness ({len(missing)} binaries) …")
+        _run("configure", ["cmake", "-S", source / HARNESS_DIR, "-B", tree, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                           f"-DCMAKE_PREFIX_PATH={install}", f"-DEXECUTORCH_ROOT={source}",
+                           f"-DGLSLC_PATH={runtime_build.glslc()}", f"-DPYTHON_EXECUTABLE={sys.executable}"],
+             logs / "harness-configure.log")
+        echo(f"building {', '.join(missing)} …")
+        _run("build", ["ninja", "-C", tree, f"-j{jobs or os.cpu_count() or 2}", *missing], logs / "harness-build.log")
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        for n in missing:
+            built = next((p for p in tree.rglob(n) if p.is_file() and os.access(p, os.X_OK)), None)
+            if built is None:
+                raise HarnessError(f"ninja built {n} but it is not under {tree}")
+            (bin_dir / n).write_bytes(built.read_bytes())
+            (bin_dir / n).chmod(0o755)
+    return {"bin": bin_dir, "tests": names, "seconds": round(time.perf_counter() - t0, 1),
+            "commit": runtime.commit}
+
+
+def run(binary, *, variants=None, timeout: float = 900) -> pd.DataFrame:
+    """One harness binary, run here; its lines as rows (``test`` = the binary's name)."""
+    binary = Path(binary)
+    if not binary.is_file():
+        raise HarnessError(f"no harness binary at {binary}")
+    try:
+        proc = subprocess.run([str(binary)], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        raise HarnessError(f"{binary.name} ran over {timeout:.0f} s") from e
+    rows = parse(proc.stdout, variants, binary.name)
+    if proc.returncode and rows.empty:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-10:])
+        raise HarnessError(f"{binary.name} failed (exit {proc.returncode}):\n{tail}")
+    return rows.assign(exit_code=proc.returncode)
