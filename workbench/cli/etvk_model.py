@@ -109,6 +109,31 @@ def cmd_replay(args) -> int:
     return 0
 
 
+def cmd_harness(args) -> int:
+    """ET-VK's op harness: build the binaries this revision has, run them here, their lines as one CSV."""
+    import pandas as pd
+
+    from ..etvk import Codegen, harness, source
+    built = harness.build(args.executorch, rev=args.rev, tests=args.tests or harness.DEFAULT_TESTS,
+                          jobs=args.jobs, quiet=args.quiet)
+    print(f"{len(built['tests'])} harness binaries in {built['bin']} ({built['seconds']:.0f} s)")
+    if args.build_only:
+        return 0
+    variants = list(Codegen(source(args.executorch, rev=args.rev)).variants())
+    frames = []
+    for name in built["tests"]:
+        rows = harness.run(built["bin"] / name, variants=variants)
+        frames.append(rows)
+        ok = (rows["status"] == "PASSED").sum()
+        bad = (rows["status"] == "FAILED").sum()
+        print(f"{name}: {rows['case'].nunique()} cases, {ok} PASSED, {bad} FAILED", flush=True)
+        if args.csv:
+            pd.concat(frames, ignore_index=True).to_csv(args.csv, index=False)   # every finished binary
+    if args.csv:
+        print(f"wrote {args.csv}")
+    return 0
+
+
 def cmd_explorer(args) -> int:
     from ..etvk.model import explorer, profile
     p = profile.profile(args.model, executorch=args.executorch, revs=[args.rev], runs=args.runs,
@@ -183,6 +208,16 @@ def register(verbs) -> None:
     p.add_argument("--csv", required=True, help="the rows, written after each one")
     p.add_argument("--statistics", action="store_true", help="driver statistics too")
     p.set_defaults(fn=cmd_replay)
+
+    p = verbs.add_parser("harness", help="ET-VK's own op harness (custom_ops test_q8ta_* / test_q8csw_*): build, "
+                                         "run, per-shader rows")
+    checkout(p)
+    p.add_argument("tests", nargs="*", help="harness binaries (default: the int8 ones this revision has)")
+    p.add_argument("--jobs", "-j", type=int)
+    p.add_argument("--build-only", action="store_true", help="build, do not run")
+    p.add_argument("--csv", help="the rows, written after each binary")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(fn=cmd_harness)
 
     p = verbs.add_parser("explorer", help="per-node Vulkan times as a Model Explorer node-data JSON file")
     checkout(p)
