@@ -3,6 +3,7 @@ at the revision the conventions were read from (``backends/vulkan/runtime/graph/
 name to its make function; ``workbench.etvk.run`` runs them."""
 from __future__ import annotations
 
+from .linear_q8ta_q8csw import linear_q8ta_q8csw_tiled
 from .pixel_shuffle import pixel_shuffle
 from .q8ta_clone import q8ta_clone
 from .q8ta_conv2d_pw import q8ta_conv2d_pw
@@ -23,4 +24,5 @@ KERNELS = {
     "pack_q8_linear_weight": pack_q8_linear_weight,
     "q8ta_binary": q8ta_binary,
     "q8ta_unary": q8ta_unary,
+    "linear_q8ta_q8csw_tiled": linear_q8ta_q8csw_tiled,
 }
