@@ -3,6 +3,7 @@ at the revision the conventions were read from (``backends/vulkan/runtime/graph/
 name to its make function; ``workbench.etvk.run`` runs them."""
 from __future__ import annotations
 
+from .conv2d_q8ta_q8csw_q8to import conv2d_q8ta_q8csw_q8to, conv2d_q8ta_q8csw_q8to_linear_tiled, pack_q8_conv2d_weights
 from .linear_q8ta_q8csw import linear_q8ta_q8csw_tiled
 from .pixel_shuffle import pixel_shuffle
 from .q8ta_clone import q8ta_clone
@@ -25,4 +26,7 @@ KERNELS = {
     "q8ta_binary": q8ta_binary,
     "q8ta_unary": q8ta_unary,
     "linear_q8ta_q8csw_tiled": linear_q8ta_q8csw_tiled,
+    "conv2d_q8ta_q8csw_q8to": conv2d_q8ta_q8csw_q8to,
+    "conv2d_q8ta_q8csw_q8to_linear_tiled": conv2d_q8ta_q8csw_q8to_linear_tiled,
+    "pack_q8_conv2d_weights": pack_q8_conv2d_weights,
 }
