@@ -292,6 +292,21 @@ class Codegen:
         return {name: Path(path) for name, (path, _) in sorted(self._outputs.items())
                 if path.endswith(".glsl")}
 
+    def derive(self, base: str, name: str, **params) -> str:
+        """Register `name`: the template of variant `base` expanded with some of its yaml parameters changed
+        (a workbench-made variant, e.g. another subgroup tiling; ET-VK's own variants are left as they are).
+        Returns `name`; asking again with the same parameters is a no-op, with others a ValueError."""
+        path, base_params = self._lookup(base)
+        unknown = sorted(set(params) - set(base_params))
+        if unknown:
+            raise ValueError(f"{base}'s template has no parameters {unknown}; its yaml parameters: "
+                             f"{sorted(k for k, v in base_params.items() if k.isupper() and not callable(v))}")
+        derived = {**base_params, **params, "NAME": name}
+        if name in self._outputs and self._outputs[name] != (path, derived):
+            raise ValueError(f"variant {name!r} already exists with other parameters")
+        self._outputs[name] = (path, derived)
+        return name
+
     def variants_of(self, template: str) -> list[str]:
         return [name for name, path in self.variants().items() if path.stem == template]
 
