@@ -32,6 +32,22 @@ kernel relies on it: its window load checks bounds per block of 4 columns, not p
 ``W .. align4(W) - 1`` are read as data. ``input_pad_lanes="zp"`` (default) packs as q8ta_quantize would;
 ``"zero"`` packs zeros there (as a producer that writes 0 would) to show what that costs.
 
+Findings (tests/test_etvk_families_q8csw.py):
+
+* the direct kernel ignores horizontal dilation: ``perform_conv1d`` (conv2d_q8_utils.glslh) takes window column
+  ``out_w · stride_x + kx``, not ``… + kx · dilation_x`` (the window itself is loaded for the dilated extent). The
+  C++ sends dilated convs there whenever Kh·Kw > 10 or groups > 1; smallest: ``shape=(1, 8, 1, 3), out_channels=8,
+  groups=2, kernel_size=(1, 2), dilation=(1, 2), padding=0``. Vertical dilation is right.
+* the linear-tiled kernel computes 8 output channels per thread but takes the quant group of the first
+  (``group_idx = n / out_channels_per_group``): a grouped pointwise conv (always sent there) with
+  ``OC_g % 8 == 4`` reads the previous group's input for every second block of 4; smallest:
+  ``shape=(1, 8, 1, 1), out_channels=8, groups=2, kernel_size=1, padding=0``.
+* the direct kernel's window array holds MAX_WINDOW_WIDTH = 16 words and the C++ never checks
+  ``3·stride_x + (Kw - 1)·dilation_x + 1`` against it (e.g. Kw 7, stride 2, dilation 2: 19): the family refuses
+  such shapes rather than run a shader that writes past a local array.
+* ``load_weight_block`` reads a buffer weight under ``PACKED_INT8_WEIGHTS_BUFFER``, a macro no template defines
+  (the templates define WEIGHT_BUFFER): harmless today, only texture2d weights are generated.
+
 Batch: the shaders index the output's (W, H, C) only (global z = H, no batch term): leading sizes > 1 are refused,
 ``etvk_batch=True`` dispatches as the C++ would (batch 0 alone is computed).
 
