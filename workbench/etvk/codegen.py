@@ -301,9 +301,16 @@ class Codegen:
         if unknown:
             raise ValueError(f"{base}'s template has no parameters {unknown}; its yaml parameters: "
                              f"{sorted(k for k, v in base_params.items() if k.isupper() and not callable(v))}")
-        derived = {**base_params, **params, "NAME": name}
-        if name in self._outputs and self._outputs[name] != (path, derived):
-            raise ValueError(f"variant {name!r} already exists with other parameters")
+        # the binding / constant_id counters start afresh (the generator's DEFAULT_ENV; the base's lists have
+        # been advanced by its own expansions)
+        counters = {key: list(value) for key, value in getattr(self.module, "DEFAULT_ENV", {}).items()
+                    if isinstance(value, list)} or {"B": [0], "C": [3]}
+        derived = {**base_params, **counters, **params, "NAME": name}
+        if name in self._outputs:
+            same = {k: v for k, v in self._outputs[name][1].items() if k not in counters}
+            if self._outputs[name][0] != path or same != {k: v for k, v in derived.items() if k not in counters}:
+                raise ValueError(f"variant {name!r} already exists with other parameters")
+            return name
         self._outputs[name] = (path, derived)
         return name
 
