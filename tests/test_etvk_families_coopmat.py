@@ -9,7 +9,8 @@ the host reference agrees with float64, and the bindings / spec constants match 
 On a device with int8 cooperative matrices (NVIDIA: 32-lane subgroups, int8 at 16x16x32):
 ``WORKBENCH_EXECUTORCH=… python -m pytest tests/test_etvk_families_coopmat.py -v -rs`` runs ET-VK's variant where
 the device has what it needs (64-lane subgroups, 16x16x16 int8) and the workbench-made ``tiling="sg32"`` variant
-where it has 32-lane subgroups and 16x16x32 int8.
+where it has 32-lane subgroups and 16x16x32 int8, with ET-VK's skewed shared-memory stride for B (sg32) and with a
+16-byte-aligned one (sg32_aligned).
 """
 import os
 from types import SimpleNamespace
@@ -58,7 +59,7 @@ RUNS = [
 
 
 @needs_checkout
-@pytest.mark.parametrize("tiling", [None, "sg32"], ids=["etvk", "sg32"])
+@pytest.mark.parametrize("tiling", [None, "sg32", "sg32_aligned"], ids=["etvk", "sg32", "sg32_aligned"])
 @pytest.mark.parametrize("options", RUNS, ids=["-".join(f"{k}={v}" for k, v in c.items()) or "default" for c in RUNS])
 def test_coopmat_linear_matches_torch(device, real, options, tiling):
     options = {**options, "tiling": tiling}
@@ -96,6 +97,11 @@ def test_the_template_compiles_with_the_workbench_glslc(real, variant):
     assert {6022, 39, 9} <= _capabilities(spirv)  # CooperativeMatrixKHR, Int8, Float16
     d = etvk.make(real, "linear_dq8ca_qw_coopmat", weight_storage=variant.split("_")[-2], tiling="sg32")
     assert d.variant.startswith(variant + "__workbench_") and 6022 in _capabilities(real.compile(d.variant))
+    a = etvk.make(real, "linear_dq8ca_qw_coopmat", weight_storage=variant.split("_")[-2], tiling="sg32_aligned")
+    text = real.expand(a.variant).text
+    assert "B_STRIDE_U32    = B_USEFUL_U32 + 4u" in text and "MMA_K = 32" in text
+    assert 6022 in _capabilities(real.compile(a.variant))
+    assert "B_STRIDE_U32    = B_USEFUL_U32 + 1u" in real.expand(variant).text  # ET-VK's own variant untouched
 
 
 @needs_checkout
@@ -109,7 +115,7 @@ def test_etvks_q4_packing_shader_matches_the_numpy_packing(device, real, options
 
 
 @needs_checkout
-@pytest.mark.parametrize("tiling", [None, "sg32"])
+@pytest.mark.parametrize("tiling", [None, "sg32", "sg32_aligned"])
 def test_dispatch_is_the_cpps(real, tiling):
     d = etvk.make(real, "linear_dq8ca_qw_coopmat", shape=(256, 128), out_features=192, group_size=64, tiling=tiling)
     spirv = real.compile(d.variant)

@@ -285,6 +285,7 @@ class Codegen:
         self._generator = self.module.SPVGenerator(str(src.glsl_dir), _environment(self.module), None)
         self._outputs = self._generator.output_file_map  # name → (template path, params)
         self._expanded: dict[str, Expanded] = {}
+        self._patches: dict[str, tuple] = {}  # derived variant → ((old, new), ...) applied to its expansion
         self._header_dir: Path | None = None
 
     def variants(self) -> dict[str, Path]:
@@ -292,10 +293,16 @@ class Codegen:
         return {name: Path(path) for name, (path, _) in sorted(self._outputs.items())
                 if path.endswith(".glsl")}
 
-    def derive(self, base: str, name: str, **params) -> str:
+    def derive(self, base: str, name: str, *, patches=(), **params) -> str:
         """Register `name`: the template of variant `base` expanded with some of its yaml parameters changed
-        (a workbench-made variant, e.g. another subgroup tiling; ET-VK's own variants are left as they are).
+        (a workbench-made variant, e.g. another subgroup tiling; ET-VK's own variants are left as they are), and
+        `patches`, ``(old, new)`` text replacements of the expansion (each old must occur; same line count).
         Returns `name`; asking again with the same parameters is a no-op, with others a ValueError."""
+        patches = tuple((str(a), str(b)) for a, b in patches)
+        if any(a.count("\n") != b.count("\n") for a, b in patches):
+            raise ValueError("a patch must keep the line count (template line mapping)")
+        if name in self._patches and self._patches[name] != patches:
+            raise ValueError(f"variant {name!r} already exists with other patches")
         path, base_params = self._lookup(base)
         unknown = sorted(set(params) - set(base_params))
         if unknown:
@@ -312,6 +319,8 @@ class Codegen:
                 raise ValueError(f"variant {name!r} already exists with other parameters")
             return name
         self._outputs[name] = (path, derived)
+        if patches:
+            self._patches[name] = patches
         return name
 
     def variants_of(self, template: str) -> list[str]:
@@ -329,6 +338,11 @@ class Codegen:
         if name not in self._expanded:
             path, params = self._lookup(name)
             text = self._preprocess(Path(path), params)
+            for before, after in self._patches.get(name, ()):
+                if before not in text:
+                    raise ValueError(f"{name}: the expanded template has no {before!r} to replace (the template "
+                                     f"changed; the workbench-made variant needs updating)")
+                text = text.replace(before, after)
             lines = _template_lines(self.module, Path(path), params, text)
             self._expanded[name] = Expanded(name, Path(path), params, text, lines)
         return self._expanded[name]

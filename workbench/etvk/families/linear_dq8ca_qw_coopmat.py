@@ -29,6 +29,14 @@ memory past the A tile and store rows of the next tile. ``tiling="sg32"`` expand
 16×16×32): a workbench-made variant, named so, to check the arithmetic on 32-lane devices; ``tiling`` may also be a
 dict of those yaml parameters.
 
+Possible finding (not run here: no device with int8 cooperative matrices): B is staged in shared memory column-major
+with a column stride of ``MMA_K / 4 + 1`` uints (the "+1 skew" against bank conflicts): 20 bytes at MMA_K 16, 36 at
+32. Vulkan asks the Pointer and Stride of OpCooperativeMatrixLoadKHR to be aligned to the lesser of 16 bytes and a
+column's natural alignment (VUID-RuntimeSpirv-OpCooperativeMatrixLoadKHR-08986, as recalled; a runtime rule the
+validation layer cannot see), which a 20- or 36-byte stride is not. ``tiling="sg32_aligned"`` (or the workbench-only
+key ``B_SKEW_U32``) replaces the skew, ``B_STRIDE_U32 = B_USEFUL_U32 + 4u`` (48 bytes at MMA_K 32), so a device that
+rejects or mis-loads the skewed stride can be told apart from one whose arithmetic differs.
+
 The reference is the shader's arithmetic in torch: per quant group g, ``acc = Σ int8_in · int4_w`` (int32),
 ``adjusted = acc - zp[m] · wsum[g, n]``, ``result += float(adjusted) · (float(in_scale[m]) · float(w_scale[g, n]))``
 in fp32 (multiply, then add), then ``float16(result)``. With one group the sum is one product and the comparison is
@@ -54,8 +62,10 @@ from .linear_q8ta_q8csw import check_template
 TEMPLATE = "linear_dq8ca_qw_coopmat"
 SINCE = "4a95dff0af"
 WG_TILE_M, WG_TILE_N, WG_TILE_K, WG_SIZE = 128, 64, 32, 256  # kDq8caQ4gswCoopmatDims
-TILINGS = {"sg32": {"SUBGROUP_SIZE": 32, "SG_GRID_X": 4, "SG_GRID_Y": 2, "MMA_K": 32}}
-TILING_KEYS = ("SUBGROUP_SIZE", "SG_GRID_X", "SG_GRID_Y", "MMA_M", "MMA_N", "MMA_K")
+TILINGS = {"sg32": {"SUBGROUP_SIZE": 32, "SG_GRID_X": 4, "SG_GRID_Y": 2, "MMA_K": 32},
+           "sg32_aligned": {"SUBGROUP_SIZE": 32, "SG_GRID_X": 4, "SG_GRID_Y": 2, "MMA_K": 32, "B_SKEW_U32": 4}}
+TILING_KEYS = ("SUBGROUP_SIZE", "SG_GRID_X", "SG_GRID_Y", "MMA_M", "MMA_N", "MMA_K", "B_SKEW_U32")
+SKEW_LINE = "const uint B_STRIDE_U32    = B_USEFUL_U32 + 1u; // +1 skew"
 
 
 def pack_q4_weight(w4: np.ndarray) -> np.ndarray:
@@ -159,7 +169,7 @@ def linear_dq8ca_qw_coopmat(gen: Codegen, shape=(128, 64), out_features: int = 6
     """``linear_dq8ca_q4gsw_coopmat_buffer_<weight_storage>_half``: int8 input ``[M, K]`` quantized per row (scale
     and zero point per row, as ET-VK's dynamic quantization makes them) × int4 group-symmetric weight ``[N, K]``
     (a half scale per group of `group_size` columns and output channel) → half ``[M, N]``. `tiling`: None (ET-VK's
-    yaml), "sg32" or a dict of yaml tile parameters (a workbench-made variant)."""
+    yaml), "sg32", "sg32_aligned" or a dict of yaml tile parameters and B_SKEW_U32 (a workbench-made variant)."""
     op = TEMPLATE
     sizes = tuple(int(s) for s in (shape if hasattr(shape, "__len__") else (shape,)))
     while len(sizes) > 2 and sizes[0] == 1:  # leading sizes of 1 (the CLI's N,C,H,W)
@@ -187,18 +197,23 @@ def linear_dq8ca_qw_coopmat(gen: Codegen, shape=(128, 64), out_features: int = 6
     base = f"linear_dq8ca_q4gsw_coopmat_buffer_{weight_storage}_half"
     check_template(gen, base, op, SINCE)
     overrides = _tiling_params(tiling)
-    params = {key: int(gen.expand(base).params[key]) for key in TILING_KEYS} if gen is not None else \
-        {"SUBGROUP_SIZE": 64, "SG_GRID_X": 2, "SG_GRID_Y": 2, "MMA_M": 16, "MMA_N": 16, "MMA_K": 16}
+    params = {key: int(gen.expand(base).params[key]) for key in TILING_KEYS if key != "B_SKEW_U32"} \
+        if gen is not None else {"SUBGROUP_SIZE": 64, "SG_GRID_X": 2, "SG_GRID_Y": 2, "MMA_M": 16, "MMA_N": 16,
+                                 "MMA_K": 16}
+    params["B_SKEW_U32"] = 1  # the template's constant "+1 skew" of B's column stride in shared memory
     params.update(overrides)
     if params["SG_GRID_X"] * params["SG_GRID_Y"] * params["SUBGROUP_SIZE"] != WG_SIZE or \
             WG_TILE_M % (params["SG_GRID_Y"] * params["MMA_M"]) or WG_TILE_N % (params["SG_GRID_X"] * params["MMA_N"]) \
-            or WG_TILE_K % params["MMA_K"] or params["MMA_K"] % 4:
+            or WG_TILE_K % params["MMA_K"] or params["MMA_K"] % 4 or params["B_SKEW_U32"] < 0:
         raise ValueError(f"{op}: a tiling must keep {WG_SIZE} threads (SG_GRID_X·SG_GRID_Y·SUBGROUP_SIZE; the C++'s "
                          f"local size) and split the 128x64x32 tile into MMA tiles; given {params}")
     variant = base
     if overrides and gen is not None:
         tag = "_".join(f"{key.lower()}{params[key]}" for key in TILING_KEYS if key in overrides)
-        variant = gen.derive(base, f"{base}__workbench_{tag}", **overrides)
+        yaml = {key: v for key, v in overrides.items() if key != "B_SKEW_U32"}
+        patches = [(SKEW_LINE, SKEW_LINE.replace("+ 1u; // +1", f"+ {params['B_SKEW_U32']}u; // +{params['B_SKEW_U32']}"))] \
+            if params["B_SKEW_U32"] != 1 else []
+        variant = gen.derive(base, f"{base}__workbench_{tag}", patches=patches, **yaml)
 
     g = torch.Generator().manual_seed(seed)
     groups = k // group_size
