@@ -221,6 +221,7 @@ def test_host_im2col_is_the_logical_window():
     ("conv2d_q8ta_q8csw_q8to_linear_tiled", dict(storage="buffer"), 16, set(range(3, 20))),
     ("conv2d_q8ta_q8csw_q8to_linear_tiled", dict(storage="texture3d"), 16, set(range(3, 20))),
     ("pack_q8_conv2d_weights", dict(), 32, set()),
+    ("pack_q4_linear_weight", dict(), 24, set()),
 ])
 def test_dispatch_is_the_cpps(real, kernel, options, push_bytes, spec_ids):
     d = etvk.make(real, kernel, **options)

@@ -75,9 +75,11 @@ def check_template(gen: Codegen, variant: str, template: str, since: str = "") -
     """A clear error when the checkout's revision has no such variant (older or newer than the conventions here)."""
     if gen is not None and variant not in gen.variants():
         have = [v for v in gen.variants() if v.startswith(template)]
+        advice = (f"use a revision at or after {since}" if since else
+                  "the workbench's conventions for it were read from cff6f4dd32")
         raise ValueError(f"{template}: the checkout ({gen.source.label}) has no shader variant {variant!r}"
                          f"{' (added in ' + since + ')' if since else ''}; its variants of {template}: "
-                         f"{have or 'none'} — use a revision at or after cff6f4dd32")
+                         f"{have or 'none'} — {advice}")
 
 
 def linear_q8ta_q8csw_tiled(gen: Codegen, shape=(12, 64), out_features: int | None = 40, *, storage: str = "texture3d",
