@@ -85,7 +85,41 @@ def test_a_device_without_int8_coopmat_is_told_what_is_missing(device, real):
     with pytest.raises(vk.MissingFeatureError, match=r"linear_dq8ca_qw_coopmat needs|subgroups"):
         etvk.run(device, real, "linear_dq8ca_qw_coopmat", measure=False)
     if not device.info.features.get("cooperative_matrix_khr"):
-        assert reason.endswith("has no VK_KHR_cooperative_matrix")
+        assert reason.endswith(": no VK_KHR_cooperative_matrix")
+
+
+def _fake_device(subgroup: int, sizes):
+    """A device as the requires check sees it: features, subgroup size, the KHR property list."""
+    rows = [{"extension": "KHR", "M": m, "N": n, "K": k, "A": a, "B": a, "C": c, "D": c, "scope": 3}
+            for m, n, k, a, c in sizes]
+    return SimpleNamespace(info=SimpleNamespace(name="Fake GPU", driver_name="fake", subgroup_size=subgroup,
+                                                features={"cooperative_matrix_khr": True}),
+                           cooperative_matrix_properties=lambda: rows)
+
+
+def test_requires_on_an_h200_like_and_an_rdna_like_device():
+    """NVIDIA Hopper lists int8 16x16x32 / 16x8x32 (and fp16 16x16x16 with fp16 / fp32 C) at 32 lanes: ET-VK's tiling
+    is refused naming both gaps and the workbench-made sg32 tilings fit; an RDNA-like device (64 lanes, 16x16x16
+    int8) runs ET-VK's own."""
+    import importlib
+    cm = importlib.import_module("workbench.etvk.families.linear_dq8ca_qw_coopmat")  # the module, not the function
+    hopper = _fake_device(32, [(16, 16, 32, "sint8", "sint32"), (16, 8, 32, "sint8", "sint32"),
+                               (16, 16, 16, "float16", "float32"), (16, 16, 16, "float16", "float16")])
+    etvk_tiling = cm._requires(dict(cm.ETVK_TILING))
+    with pytest.raises(vk.MissingFeatureError, match=r"int8 x int8 -> int32 sizes are \['16x16x32', '16x8x32'\], "
+                                                     r"not 16x16x16; its subgroups have 32 lanes.*expects 64.*"
+                                                     r"tiling 'sg32' or 'sg32_aligned' fits it"):
+        etvk_tiling(hopper)
+    for preset in cm.TILINGS.values():
+        cm._requires({**cm.ETVK_TILING, **preset})(hopper)  # no error
+    rdna = _fake_device(64, [(16, 16, 16, "sint8", "sint32"), (16, 16, 16, "float16", "float32"),
+                             (16, 16, 16, "float16", "float16")])
+    etvk_tiling(rdna)
+    with pytest.raises(vk.MissingFeatureError, match=r"its subgroups have 64 lanes, the tiling expects 32"):
+        cm._requires({**cm.ETVK_TILING, **cm.TILINGS["sg32"]})(rdna)
+    no_f16 = _fake_device(64, [(16, 16, 16, "sint8", "sint32")])
+    with pytest.raises(vk.MissingFeatureError, match=r"no float32 accumulator of 16x16; no float16 accumulator"):
+        etvk_tiling(no_f16)
 
 
 # --- everywhere ---------------------------------------------------------------------------------------------------

@@ -134,38 +134,50 @@ def _tiling_params(tiling) -> dict:
     return params
 
 
+ETVK_TILING = {"SUBGROUP_SIZE": 64, "SG_GRID_X": 2, "SG_GRID_Y": 2, "MMA_M": 16, "MMA_N": 16, "MMA_K": 16,
+               "B_SKEW_U32": 1}  # linear_dq8ca_qw_coopmat.yaml at cff6f4dd32
+
+
+def _problems(device, p: dict) -> list[str]:
+    """What `device` lacks for the tiling `p` (empty: it can run it)."""
+    mma = (p["MMA_M"], p["MMA_N"], p["MMA_K"])
+    if not device.info.features.get("cooperative_matrix_khr"):
+        return ["no VK_KHR_cooperative_matrix"]
+    props = [r for r in device.cooperative_matrix_properties() if r["extension"] == "KHR" and r["scope"] == 3]
+    int8 = [r for r in props if r["A"] == r["B"] == "sint8" and r["C"] == r["D"] == "sint32"]
+    problems = []
+    if not any((r["M"], r["N"], r["K"]) == mma for r in int8):
+        have = sorted({f"{r['M']}x{r['N']}x{r['K']}" for r in int8}) or "none"
+        problems.append(f"its int8 x int8 -> int32 sizes are {have}, not {mma[0]}x{mma[1]}x{mma[2]}")
+    for ctype in ("float32", "float16"):
+        if not any(r["M"] == mma[0] and r["N"] == mma[1] and r["C"] == ctype for r in props):
+            problems.append(f"no {ctype} accumulator of {mma[0]}x{mma[1]}")
+    if device.info.subgroup_size != p["SUBGROUP_SIZE"]:
+        problems.append(f"its subgroups have {device.info.subgroup_size} lanes, the tiling expects "
+                        f"{p['SUBGROUP_SIZE']} ({p['SG_GRID_X']}x{p['SG_GRID_Y']} subgroups from gl_SubgroupID; "
+                        f"ET-VK's C++ gates on subgroup_size() == 64)")
+    return problems
+
+
 def _requires(p: dict):
     mma = (p["MMA_M"], p["MMA_N"], p["MMA_K"])
 
     def check(device) -> None:
-        name = f"{device.info.name} ({device.info.driver_name})"
-        what = (f"VK_KHR_cooperative_matrix with int8 A/B and int32 C at {mma[0]}x{mma[1]}x{mma[2]} "
-                f"(subgroup scope)")
-        if not device.info.features.get("cooperative_matrix_khr"):
-            raise vk.MissingFeatureError(f"{TEMPLATE} needs {what}; {name} has no VK_KHR_cooperative_matrix")
-        props = [r for r in device.cooperative_matrix_properties() if r["extension"] == "KHR" and r["scope"] == 3]
-        int8 = [r for r in props if r["A"] == r["B"] == "sint8" and r["C"] == r["D"] == "sint32"]
-        if not any((r["M"], r["N"], r["K"]) == mma for r in int8):
-            have = sorted({f"{r['M']}x{r['N']}x{r['K']}" for r in int8}) or "none"
-            raise vk.MissingFeatureError(f"{TEMPLATE} needs {what}; {name} lists int8 sizes {have}"
-                                         f"{' — try tiling=' + repr({'MMA_K': int8[0]['K']}) if int8 else ''}")
-        for ctype in ("float32", "float16"):
-            if not any(r["M"] == mma[0] and r["N"] == mma[1] and r["C"] == ctype for r in props):
-                raise vk.MissingFeatureError(f"{TEMPLATE} needs {ctype} accumulators of {mma[0]}x{mma[1]} "
-                                             f"(VK_KHR_cooperative_matrix); {name} lists none")
-        if device.info.subgroup_size != p["SUBGROUP_SIZE"]:
-            hint = "; tiling='sg32' is the workbench-made 32-lane tiling" if device.info.subgroup_size == 32 else ""
-            raise vk.MissingFeatureError(
-                f"{TEMPLATE} (SUBGROUP_SIZE={p['SUBGROUP_SIZE']}) tiles its work group into "
-                f"{p['SG_GRID_X']}x{p['SG_GRID_Y']} subgroups of {p['SUBGROUP_SIZE']} lanes from gl_SubgroupID "
-                f"(ET-VK's C++ gates on subgroup_size() == 64); {name} has {device.info.subgroup_size}-lane "
-                f"subgroups — expected {p['SUBGROUP_SIZE']}{hint}")
+        problems = _problems(device, p)
+        if not problems:
+            return
+        fitting = [t for t, preset in TILINGS.items() if not _problems(device, {**ETVK_TILING, **preset})]
+        raise vk.MissingFeatureError(
+            f"{TEMPLATE} needs VK_KHR_cooperative_matrix with int8 A/B and int32 C at {mma[0]}x{mma[1]}x{mma[2]} "
+            f"(subgroup scope) and {p['SUBGROUP_SIZE']}-lane subgroups; {device.info.name} "
+            f"({device.info.driver_name}): {'; '.join(problems)}"
+            f"{' — the workbench-made tiling ' + ' or '.join(map(repr, fitting)) + ' fits it' if fitting else ''}")
     return check
 
 
 def linear_dq8ca_qw_coopmat(gen: Codegen, shape=(128, 64), out_features: int = 64, *, group_size: int = 32,
                             weight_storage: str = "texture2d", bias: bool = False, tiling=None,
-                            seed: int = 0) -> Dispatch:
+                            out_channels: int | None = None, seed: int = 0) -> Dispatch:
     """``linear_dq8ca_q4gsw_coopmat_buffer_<weight_storage>_half``: int8 input ``[M, K]`` quantized per row (scale
     and zero point per row, as ET-VK's dynamic quantization makes them) × int4 group-symmetric weight ``[N, K]``
     (a half scale per group of `group_size` columns and output channel) → half ``[M, N]``. `tiling`: None (ET-VK's
@@ -178,7 +190,7 @@ def linear_dq8ca_qw_coopmat(gen: Codegen, shape=(128, 64), out_features: int = 6
         raise ValueError(f"{op}: the input is [M, K] (ET-VK's can_use_q4gsw_coopmat refuses rank > 2 outputs: the "
                          f"shader covers gl_WorkGroupID.xy only); given {sizes}")
     m, k = sizes
-    n = int(out_features)
+    n = int(out_channels if out_channels is not None else out_features)  # out_channels: the CLI's --out-channels
     group_size = int(group_size)
     if weight_storage not in ("texture2d", "buffer"):
         raise ValueError(f"{op}: weight_storage 'texture2d' or 'buffer' (the yaml's two variants), "
@@ -197,10 +209,9 @@ def linear_dq8ca_qw_coopmat(gen: Codegen, shape=(128, 64), out_features: int = 6
     base = f"linear_dq8ca_q4gsw_coopmat_buffer_{weight_storage}_half"
     check_template(gen, base, op, SINCE)
     overrides = _tiling_params(tiling)
-    params = {key: int(gen.expand(base).params[key]) for key in TILING_KEYS if key != "B_SKEW_U32"} \
-        if gen is not None else {"SUBGROUP_SIZE": 64, "SG_GRID_X": 2, "SG_GRID_Y": 2, "MMA_M": 16, "MMA_N": 16,
-                                 "MMA_K": 16}
-    params["B_SKEW_U32"] = 1  # the template's constant "+1 skew" of B's column stride in shared memory
+    params = dict(ETVK_TILING)  # B_SKEW_U32: the template's constant "+1 skew" of B's column stride in shared memory
+    if gen is not None:
+        params.update({key: int(gen.expand(base).params[key]) for key in TILING_KEYS if key != "B_SKEW_U32"})
     params.update(overrides)
     if params["SG_GRID_X"] * params["SG_GRID_Y"] * params["SUBGROUP_SIZE"] != WG_SIZE or \
             WG_TILE_M % (params["SG_GRID_Y"] * params["MMA_M"]) or WG_TILE_N % (params["SG_GRID_X"] * params["MMA_N"]) \
