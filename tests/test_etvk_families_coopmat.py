@@ -229,7 +229,10 @@ def test_a_checkout_before_the_template_is_named():
 @needs_checkout
 def test_the_revision_before_the_template_is_refused_by_name():
     """A real checkout at 4a95dff0af^ (git archive): the family says which commit added the template."""
-    old = etvk.Codegen(etvk.source(CHECKOUT, rev="4a95dff0af^"))
+    try:
+        old = etvk.Codegen(etvk.source(CHECKOUT, rev="4a95dff0af^"))
+    except etvk.CheckoutError as error:  # a trimmed checkout (e.g. the GPU machine's) may lack that revision
+        pytest.skip(str(error))
     with pytest.raises(ValueError, match=r"no shader variant 'linear_dq8ca_q4gsw_coopmat_buffer_texture2d_half' "
                                          r"\(added in 4a95dff0af\); its variants of linear_dq8ca_qw_coopmat: none "
                                          r"— use a revision at or after 4a95dff0af"):
