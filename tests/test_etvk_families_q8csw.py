@@ -36,7 +36,9 @@ def _ids(cases):
 
 def _exact(device, gen, kernel, options):
     row = etvk.run(device, gen, kernel, measure=False, **options)
-    assert row["correct"] and row["max_abs_diff"] == 0, row  # the reference is the shader's own arithmetic
+    assert row["correct"], row
+    if device.info.driver_name == "llvmpipe":  # the reference is the shader's own arithmetic, as lavapipe rounds it
+        assert row["max_abs_diff"] == 0, row   # (elsewhere the Dispatch allows a fused / unfused multiply-add)
     return row
 
 
