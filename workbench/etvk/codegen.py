@@ -285,12 +285,43 @@ class Codegen:
         self._generator = self.module.SPVGenerator(str(src.glsl_dir), _environment(self.module), None)
         self._outputs = self._generator.output_file_map  # name → (template path, params)
         self._expanded: dict[str, Expanded] = {}
+        self._patches: dict[str, tuple] = {}  # derived variant → ((old, new), ...) applied to its expansion
         self._header_dir: Path | None = None
 
     def variants(self) -> dict[str, Path]:
         """Every compute shader variant the templates generate, name → template."""
         return {name: Path(path) for name, (path, _) in sorted(self._outputs.items())
                 if path.endswith(".glsl")}
+
+    def derive(self, base: str, name: str, *, patches=(), **params) -> str:
+        """Register `name`: the template of variant `base` expanded with some of its yaml parameters changed
+        (a workbench-made variant, e.g. another subgroup tiling; ET-VK's own variants are left as they are), and
+        `patches`, ``(old, new)`` text replacements of the expansion (each old must occur; same line count).
+        Returns `name`; asking again with the same parameters is a no-op, with others a ValueError."""
+        patches = tuple((str(a), str(b)) for a, b in patches)
+        if any(a.count("\n") != b.count("\n") for a, b in patches):
+            raise ValueError("a patch must keep the line count (template line mapping)")
+        if name in self._patches and self._patches[name] != patches:
+            raise ValueError(f"variant {name!r} already exists with other patches")
+        path, base_params = self._lookup(base)
+        unknown = sorted(set(params) - set(base_params))
+        if unknown:
+            raise ValueError(f"{base}'s template has no parameters {unknown}; its yaml parameters: "
+                             f"{sorted(k for k, v in base_params.items() if k.isupper() and not callable(v))}")
+        # the binding / constant_id counters start afresh (the generator's DEFAULT_ENV; the base's lists have
+        # been advanced by its own expansions)
+        counters = {key: list(value) for key, value in getattr(self.module, "DEFAULT_ENV", {}).items()
+                    if isinstance(value, list)} or {"B": [0], "C": [3]}
+        derived = {**base_params, **counters, **params, "NAME": name}
+        if name in self._outputs:
+            same = {k: v for k, v in self._outputs[name][1].items() if k not in counters}
+            if self._outputs[name][0] != path or same != {k: v for k, v in derived.items() if k not in counters}:
+                raise ValueError(f"variant {name!r} already exists with other parameters")
+            return name
+        self._outputs[name] = (path, derived)
+        if patches:
+            self._patches[name] = patches
+        return name
 
     def variants_of(self, template: str) -> list[str]:
         return [name for name, path in self.variants().items() if path.stem == template]
@@ -307,6 +338,11 @@ class Codegen:
         if name not in self._expanded:
             path, params = self._lookup(name)
             text = self._preprocess(Path(path), params)
+            for before, after in self._patches.get(name, ()):
+                if before not in text:
+                    raise ValueError(f"{name}: the expanded template has no {before!r} to replace (the template "
+                                     f"changed; the workbench-made variant needs updating)")
+                text = text.replace(before, after)
             lines = _template_lines(self.module, Path(path), params, text)
             self._expanded[name] = Expanded(name, Path(path), params, text, lines)
         return self._expanded[name]

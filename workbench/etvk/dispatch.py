@@ -45,6 +45,7 @@ class Dispatch:
     bytes_moved: int = 0
     macs: int = 0
     params: dict = field(default_factory=dict)  # columns for the result row
+    requires: object = None  # device -> None, or raises vk.MissingFeatureError naming what the device lacks
 
 
 # --------------------------------------------------------------------------------------------------

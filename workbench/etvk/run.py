@@ -44,7 +44,8 @@ def declared(spirv, spec_constants: dict) -> dict:
 
 # SPIR-V capabilities → the device feature each needs (the shader itself says what it uses)
 CAPABILITY_FEATURES = {6019: "integer_dot_product", 4433: "storage_buffer_16bit", 4448: "storage_buffer_8bit",
-                       9: "shader_float16", 39: "shader_int8", 22: "shader_int16", 11: "shader_int64"}
+                       9: "shader_float16", 39: "shader_int8", 22: "shader_int16", 11: "shader_int64",
+                       6022: "cooperative_matrix_khr", 5345: "vulkan_memory_model"}
 
 
 def _capabilities(spirv) -> set[int]:
@@ -102,6 +103,8 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
             min_time_s: float = 0.2, max_time_s: float = 5.0) -> dict:
     """Compile, bind, dispatch once, check against torch; then time (re-submitting one recording) when asked."""
     spirv = gen.compile(d.variant)
+    if d.requires is not None:  # the family's own account first (cooperative-matrix types and sizes, subgroups)
+        d.requires(device)
     _require_features(device, spirv)
     capture = statistics and bool(device.info.features.get("pipeline_executable_properties"))
     row = {"kernel": d.kernel, "variant": d.variant, **d.params, "source": gen.source.label,

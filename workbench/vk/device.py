@@ -64,7 +64,9 @@ class Device:
                 (discovery.EXT_SM_BUILTINS, "sm_builtins", "VkPhysicalDeviceShaderSMBuiltinsFeaturesNV",
                  {"shaderSMBuiltins": "sm_builtins"}),
                 (discovery.EXT_COOPERATIVE_MATRIX_NV, "cooperative_matrix_nv",
-                 "VkPhysicalDeviceCooperativeMatrixFeaturesNV", {"cooperativeMatrix": "cooperative_matrix_nv"})):
+                 "VkPhysicalDeviceCooperativeMatrixFeaturesNV", {"cooperativeMatrix": "cooperative_matrix_nv"}),
+                (discovery.EXT_COOPERATIVE_MATRIX_KHR, "cooperative_matrix_khr",  # ET-VK's coopmat shaders
+                 "VkPhysicalDeviceCooperativeMatrixFeaturesKHR", {"cooperativeMatrix": "cooperative_matrix_khr"})):
             if features.get(feature) and ext in self.info.extensions:
                 extensions.append(ext)
                 head = getattr(vk, struct)(pNext=head, **{f: features[name] for f, name in fields.items()})
