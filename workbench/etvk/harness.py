@@ -78,9 +78,11 @@ def _run(step: str, command, log: Path, cwd=None) -> None:
 
 
 def available(source: Path, tests=DEFAULT_TESTS) -> list[str]:
-    """The harness binaries of `tests` this revision has (a ``<name>.cpp`` in custom_ops)."""
-    folder = Path(source) / HARNESS_DIR
-    return [t for t in tests if (folder / f"{t}.cpp").is_file()]
+    """The harness binaries of `tests` this revision builds: its CMakeLists registers them with
+    ``add_operator_prototype(NAME)`` (a ``.cpp`` alone, e.g. test_q8ta_linear.cpp at cff6f4dd32, is not built)."""
+    cmake = Path(source) / HARNESS_DIR / "CMakeLists.txt"
+    registered = set(re.findall(r"add_operator_prototype\((\w+)\)", cmake.read_text())) if cmake.is_file() else set()
+    return [t for t in tests if t in registered]
 
 
 def build(executorch=None, rev: str | None = None, tests=DEFAULT_TESTS, *, jobs: int | None = None,
@@ -101,9 +103,13 @@ def build(executorch=None, rev: str | None = None, tests=DEFAULT_TESTS, *, jobs:
     if missing:
         logs = home / "logs"
         install = home / "install"
-        if not (install / "lib").is_dir():
-            echo(f"installing the runtime into {install} …")
+        if not (install / ".complete").is_file():
+            # find_package(executorch) needs every exported library: build the tree's default targets, then install
+            echo(f"building the rest of the runtime's libraries and installing them into {install} …")
+            _run("build-all", ["ninja", "-C", home / "build", f"-j{jobs or os.cpu_count() or 2}"],
+                 logs / "build-all.log")
             _run("install", ["cmake", "--install", home / "build", "--prefix", install], logs / "install.log")
+            (install / ".complete").write_text("")
         tree = home / "harness" / "build"
         echo(f"configuring ET-VK's op harness ({len(missing)} binaries) …")
         _run("configure", ["cmake", "-S", source / HARNESS_DIR, "-B", tree, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
