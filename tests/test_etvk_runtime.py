@@ -266,3 +266,12 @@ def test_identity_ops_before_and_after_19395_on_the_runtime(tmp_path):
     assert not any(k.startswith("q8ta_clone") for k in per["kernel"])      # see the committed-run test above
     assert (per["dispatches_a"] == per["dispatches_b"]).all()
     assert (p.outputs["validation_messages"] == 0).all()
+
+
+def test_the_warm_up_load_runs_and_leaves_nothing_behind():
+    from workbench import vk
+    device = vk.get_device()
+    P._warm_gpu(device, 0.05, cpu_too=True)      # the copy pipeline stays cached on the device, as pipeline_for keeps it
+    before = device.live_objects()
+    P._warm_gpu(device, 0.05, cpu_too=True)
+    assert device.live_objects() == before

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,20 +81,20 @@ def compare(kernels: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
     return out
 
 
-def _warm_gpu(device, seconds: float) -> None:
-    """Copies on the workbench's device for `seconds` (GPUs only), so the runner starts at a loaded clock."""
-    if device.info.is_cpu or seconds <= 0:
+def _warm_gpu(device, seconds: float, *, cpu_too: bool = False) -> None:
+    """Copies on the workbench's device for `seconds` (GPUs only unless `cpu_too`), so the runner starts at a
+    loaded clock."""
+    if (device.info.is_cpu and not cpu_too) or seconds <= 0:
         return
-    from ... import vk
     from ...kernels.copy import CopySpec, record_copy
-    from ...measure import keep_busy
     spec = CopySpec(64 << 20)
-    src, dst = device.buffer(spec.nbytes), device.buffer(spec.nbytes)
+    src, dst = device.buffer(nbytes=spec.nbytes), device.buffer(nbytes=spec.nbytes)
     try:
-        rec = vk.Recording(device)
-        record_copy(rec, device, spec, dst, src)
-        keep_busy(rec, device, seconds)
-        rec.close()
+        with device.record(label="warm-up", timestamps=False) as rec:
+            record_copy(rec, device, spec, dst, src)
+            until = time.perf_counter() + seconds
+            while time.perf_counter() < until:
+                rec.submit()
     finally:
         src.close()
         dst.close()
