@@ -45,7 +45,7 @@ def _report(p, args) -> int:
                   "etvk_profile_phases": p.phases, "etvk_profile_outputs": p.outputs}
         if len(p.revisions) == 2:
             frames["etvk_profile_compare"] = p.compare.assign(model=p.model, a=p.revisions[0], b=p.revisions[1])
-        _write({f"{stem}_{p.model}": df for stem, df in frames.items()}, Path(args.out))
+        _write({f"{stem}_{args.name or p.model}": df for stem, df in frames.items()}, Path(args.out))
     return 0
 
 
@@ -182,6 +182,7 @@ def register(verbs) -> None:
                    help="register clone / view_copy / alias_copy as before PR #19395 or as the revision does "
                         "(give both, with one --rev, for an A/B of the switch)")
     p.add_argument("--out", help="also write the tables as CSV into this folder")
+    p.add_argument("--name", help="the files' suffix (default: the model's name)")
     p.set_defaults(fn=cmd_profile)
 
     p = verbs.add_parser("lower", help="lower a model with each revision's ET-VK Python into folders to execute")

@@ -220,7 +220,11 @@ def read(folders) -> Profile:
         table = E.dispatch_table(E.dispatch_rows(etdump, frame), warmup=run["warmup"])
         columns = {"model": model, "revision": label, "identity_ops": summary["setting"],
                    "etvk_commit": summary["commit"], "etvk_python": summary["etvk_python"],
-                   "runtime_commit": run["runtime_commit"], "runtime_note": run.get("runtime_note", ""),
+                   "runtime_commit": run["runtime_commit"],
+                   "runtime_note": run.get("runtime_note") or (
+                       "" if run["runtime_commit"] == summary["commit"] else
+                       f"lowered by {summary['commit'][:10]}'s ET-VK Python, run on the runtime built at "
+                       f"{str(run['runtime_commit'])[:10]}"),
                    "input_shape": "x".join(map(str, summary["input_shapes"][0])), "device": run["device"],
                    "driver": run["driver"], "driver_info": run["driver_info"], "commit": run["commit"],
                    "date": run["date"], **({"sm_clock_mhz_at_start": run["sm_clock_mhz_at_start"]}
