@@ -8,7 +8,8 @@ per-shader lines as tidy rows.
     harness.parse(text)                                        # the same from captured output
 
 The harness prints (utils.cpp, ``BenchmarkResult::print_summary``) one line per case: the shader (its name cut to
-44 characters + ".." past 46), its global and local work-group sizes, the case's kernel name, a size string, the
+44 characters + ".." past 46; built with the event tracer, as here, ET-VK's event JSON, whose ``kernel_name`` is
+read), its global and local work-group sizes, the case's kernel name, a size string, the
 average µs over its iterations, GFLOP/s and PASSED / FAILED / SKIPPED; a case with several shaders prints one line
 per shader (no GFLOP/s, no status) and then the operator's line. :func:`parse` reads both; a cut name is resolved
 to the full variant name when the caller gives the variant list and one variant has that prefix.
@@ -32,9 +33,10 @@ DEFAULT_TESTS = ("test_q8ta_conv2d_pw", "test_q8ta_conv2d", "test_q8ta_conv2d_dw
                  "test_q8ta_binary", "test_q8ta_unary", "test_q8ta_clone", "test_q8ta_qdq", "test_q8ta_pixel_shuffle",
                  "test_q8csw_linear", "test_q8csw_conv2d", "test_q8ta_conv2d_transposed")
 
-_WG = r"\((\d+),(\d+),(\d+)\)"
-LINE = re.compile(r"^(?P<name>\S+)\s+(?:" + _WG + r"\s+" + _WG + r")?\s*(?P<rest>.*?)\s+(?P<us>[0-9.]+) μs"
-                  r"(?:\s+(?P<gflops>[0-9.]+) GFLOP/s)?\s*(?P<status>PASSED|FAILED|SKIPPED)?\s*$")
+_WG2 = re.compile(r"\((\d+),(\d+),(\d+)\)\s+\((\d+),(\d+),(\d+)\)")
+_TAIL = re.compile(r"(?P<us>[0-9.]+) μs(?:\s+(?P<gflops>[0-9.]+) GFLOP/s)?\s*(?P<status>PASSED|FAILED|SKIPPED)?\s*$")
+_EVENT_NAME = re.compile(r'"kernel_name": "([^"]+)"')   # with the event tracer on, the name is ET-VK's event JSON
+_SIZE = re.compile(r"(\[[^\]]*\])\s*$")
 
 
 class HarnessError(RuntimeError):
@@ -46,22 +48,32 @@ def parse(text: str, variants=None, test: str = "") -> pd.DataFrame:
     rows, case = [], 0
     names = list(variants or [])
     for line in text.splitlines():
-        m = LINE.match(line.rstrip())
-        if not m:
+        tail = _TAIL.search(line)
+        if not tail:
             continue
-        name = m.group("name")
-        shader_line = m.group(2) is not None
+        head = line[:tail.start()].rstrip()
+        wg = _WG2.search(head)
+        if wg:
+            name, rest = head[:wg.start()].strip(), head[wg.end():].strip()
+        else:
+            parts = head.split(None, 1)
+            if not parts:
+                continue
+            name, rest = parts[0], parts[1] if len(parts) > 1 else ""
+        event = _EVENT_NAME.search(name)
+        name = event.group(1) if event else name
         if name.endswith("..") and names:
             full = [v for v in names if v.startswith(name[:-2])]
             name = full[0] if len(full) == 1 else name
-        rest = m.group("rest").split()
-        row = {"test": test, "case": case, "line": "shader" if shader_line else "operator", "name": name,
-               "global_wg": "x".join(m.group(i) for i in (2, 3, 4)) if shader_line else "",
-               "local_wg": "x".join(m.group(i) for i in (5, 6, 7)) if shader_line else "",
-               "case_name": rest[0] if rest else "", "size": " ".join(rest[1:]) if len(rest) > 1 else "",
-               "avg_us": float(m.group("us")),
-               "gflops": float(m.group("gflops")) if m.group("gflops") else None,
-               "status": m.group("status") or ""}
+        size = _SIZE.search(rest)
+        row = {"test": test, "case": case, "line": "shader" if wg else "operator", "name": name,
+               "global_wg": "x".join(wg.group(i) for i in (1, 2, 3)) if wg else "",
+               "local_wg": "x".join(wg.group(i) for i in (4, 5, 6)) if wg else "",
+               "case_name": " ".join((rest[:size.start()] if size else rest).split()),
+               "size": size.group(1) if size else "",
+               "avg_us": float(tail.group("us")),
+               "gflops": float(tail.group("gflops")) if tail.group("gflops") else None,
+               "status": tail.group("status") or ""}
         rows.append(row)
         if row["status"]:   # the case's closing line (one-shader cases close on their shader line)
             case += 1
@@ -130,16 +142,21 @@ def build(executorch=None, rev: str | None = None, tests=DEFAULT_TESTS, *, jobs:
 
 
 def run(binary, *, variants=None, timeout: float = 900) -> pd.DataFrame:
-    """One harness binary, run here; its lines as rows (``test`` = the binary's name)."""
+    """One harness binary, run here; its lines as rows (``test`` = the binary's name). A binary still running at
+    `timeout` is stopped and the cases it finished are kept (``complete`` False): ET-VK's harness runs hundreds of
+    cases, which a CPU device takes many minutes over."""
     binary = Path(binary)
     if not binary.is_file():
         raise HarnessError(f"no harness binary at {binary}")
+    complete = True
     try:
         proc = subprocess.run([str(binary)], capture_output=True, text=True, timeout=timeout)
+        out, code = proc.stdout, proc.returncode
     except subprocess.TimeoutExpired as e:
-        raise HarnessError(f"{binary.name} ran over {timeout:.0f} s") from e
-    rows = parse(proc.stdout, variants, binary.name)
-    if proc.returncode and rows.empty:
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-10:])
-        raise HarnessError(f"{binary.name} failed (exit {proc.returncode}):\n{tail}")
-    return rows.assign(exit_code=proc.returncode)
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        code, complete = None, False
+    rows = parse(out, variants, binary.name)
+    if code and rows.empty:
+        tail = "\n".join(out.strip().splitlines()[-10:])
+        raise HarnessError(f"{binary.name} failed (exit {code}):\n{tail}")
+    return rows.assign(exit_code=code, complete=complete)
