@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from .pixel_shuffle import pixel_shuffle
 from .q8ta_clone import q8ta_clone
+from .q8ta_conv2d import pack_q8_conv2d_weights, q8ta_conv2d, q8ta_conv2d_im2col, q8ta_im2col
+from .q8ta_conv2d_dw import pack_q8_conv2d_dw_weights, q8ta_conv2d_dw
 from .q8ta_conv2d_pw import q8ta_conv2d_pw
+from .q8ta_conv2d_transposed import q8ta_conv2d_transposed
 from .q8ta_elementwise import q8ta_binary, q8ta_unary
 from .q8ta_linear import pack_q8_linear_weight, q8ta_linear, q8ta_linear_gemv
 from .q8ta_pixel_shuffle import q8ta_pixel_shuffle
@@ -23,4 +26,11 @@ KERNELS = {
     "pack_q8_linear_weight": pack_q8_linear_weight,
     "q8ta_binary": q8ta_binary,
     "q8ta_unary": q8ta_unary,
+    "q8ta_conv2d": q8ta_conv2d,
+    "q8ta_conv2d_im2col": q8ta_conv2d_im2col,
+    "q8ta_im2col": q8ta_im2col,
+    "q8ta_conv2d_dw": q8ta_conv2d_dw,
+    "q8ta_conv2d_transposed": q8ta_conv2d_transposed,
+    "pack_q8_conv2d_weights": pack_q8_conv2d_weights,
+    "pack_q8_conv2d_dw_weights": pack_q8_conv2d_dw_weights,
 }
