@@ -36,7 +36,10 @@ def cmd_list(args) -> int:
     from ..etvk.families import KERNELS
     gen = Codegen(source(args.executorch, rev=args.rev))
     rows = [{"variant": name, "template": path.name,
-             "runs_here_as": next((k for k in KERNELS if name.startswith(k) or path.stem == k), "")}
+             # the template's own family, else the longest family name the variant starts with
+             # (q8ta_conv2d_dw_float is q8ta_conv2d_dw's, not q8ta_conv2d's)
+             "runs_here_as": max((k for k in KERNELS if name.startswith(k) or path.stem == k),
+                                 key=lambda k: (path.stem == k, len(k)), default="")}
             for name, path in gen.variants().items()
             if not args.match or any(m in name for m in args.match)]
     print(f"{len(rows)} shader variants in {gen.source.glsl_dir} ({gen.source.label}; generator: "
