@@ -56,6 +56,16 @@ def _options(args) -> dict:
         value = getattr(args, key, None)
         if value is not None:
             opts[key] = value
+    for key in ("kernel_size", "stride", "padding", "dilation", "output_padding"):
+        value = getattr(args, key, None)
+        if value is not None:
+            try:
+                pair = tuple(int(v) for v in value.split(","))
+            except ValueError:
+                raise ValueError(f"--{key.replace('_', '-')} takes N or H,W integers, got {value!r}") from None
+            opts[key] = pair[0] if len(pair) == 1 else pair
+    if getattr(args, "groups", None) is not None:
+        opts["groups"] = args.groups
     for flag in ("fallback", "requantize", "relu"):
         if getattr(args, flag, False):
             opts[flag] = True
@@ -184,6 +194,10 @@ def register(sub) -> None:
         p.add_argument("--fallback", action="store_true", help="q8ta_conv2d_pw: the variant without dot products")
         p.add_argument("--requantize", action="store_true", help="q8ta_pixel_shuffle: different output qparams")
         p.add_argument("--relu", action="store_true", help="q8ta_conv2d_pw: fused ReLU")
+        for name in ("kernel-size", "stride", "padding", "dilation", "output-padding"):
+            p.add_argument(f"--{name}", help=f"q8ta_conv2d, _dw, _transposed, _im2col: the {name.replace('-', ' ')} "
+                                             f"(N or H,W)")
+        p.add_argument("--groups", type=int, help="q8ta_conv2d, _transposed, _im2col: groups")
 
     p = verbs.add_parser("list", help="the shader variants of a checkout")
     common(p)
