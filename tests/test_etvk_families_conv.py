@@ -346,3 +346,17 @@ def test_cli_lists_and_runs_them(capsys):
                  "--padding", "1,0"]) == 0
     out = capsys.readouterr().out
     assert "q8ta_conv2d_float" in out and "k3x2 s2x2 p1x0" in out
+
+
+@needs_checkout
+def test_a_real_revision_before_the_templates_is_named():
+    """5bf5931e99 added q8ta_conv2d_dw.glsl (and, with 67ff1b836a, the general conv); its parent has neither."""
+    from workbench.etvk.codegen import CheckoutError, UnknownKernelError
+    try:
+        gen = etvk.Codegen(etvk.source(CHECKOUT, rev="5bf5931e99^"))
+    except CheckoutError as error:
+        pytest.skip(f"the checkout cannot read revision 5bf5931e99^: {error}")
+    for kernel in ("q8ta_conv2d_dw", "q8ta_conv2d", "q8ta_conv2d_transposed"):
+        with pytest.raises(UnknownKernelError, match=rf"template {kernel}.glsl .* at 5bf5931e99\^ \(commit "
+                                                     rf"[0-9a-f]{{10}}\)"):
+            etvk.make(gen, kernel)

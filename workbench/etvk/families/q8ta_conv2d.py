@@ -34,6 +34,21 @@ is refused unless ``etvk_batch=True``, which dispatches it as ET-VK would (later
 The references are the shaders' own arithmetic (``_conv.requantize_sub_mul`` for the general shader,
 ``_conv.requantize_fma`` for the GEMM), so the comparison is exact; ``ref64_mismatch`` is ET-VK's float64
 reference against the fp32 one.
+
+Findings at cff6f4dd32 (tests/test_etvk_families_conv.py):
+
+* ``groups == out_channels`` with 4 or more input channels per group computes wrong channels. The export lets it
+  through (its pattern checks ``out_channels_per_group % 4`` only for ``1 < groups < OC``, and the conv is not
+  depthwise unless ``in_channels_per_group == 1``), e.g. ``Conv2d(8, 2, 3, groups=2)`` lowers to
+  ``et_vk.q8ta_conv2d`` with groups 2 and runs the general shader, which takes one group per block of 4 output
+  channels (``group_idx = oc4·4 / OC_per_group``): channel 1 reads input channels 0..3. The GEMM
+  (``group_idx = oc_block / OC4_per_group``) and q8ta_conv2d_transposed.glsl index the same way.
+* a grouped 1×1 conv, e.g. ``Conv2d(16, 16, 1, groups=4)``, lowers to ``et_vk.q8ta_conv2d_pw`` (the export's
+  ``is_pointwise_conv`` does not look at groups) with a ``[16, 4]`` weight and ``groups = 4``, which
+  ``q8ta_conv2d_pw`` ignores: ``prepack_quantized_conv2d_pw_weight`` packs it as ``[OC, IC] = [16, 16]`` (reading
+  past the 64-byte weight) and the shader sums over all 16 input channels. Seen by lowering with the executorch
+  1.5.1 wheel (whose patterns/quantized_convolution.py is cff6f4dd32's) and reading the C++; not run on a device
+  (the packing reads out of bounds).
 """
 from __future__ import annotations
 
