@@ -299,6 +299,10 @@ def test_bad_shapes_and_options_are_named():
         KERNELS["q8ta_conv2d_dw"](None, shape=(1, 8, 5, 5), out_channels=16)
     with pytest.raises(ValueError, match=r"groups == in_channels.*expected groups 8, given 2"):
         KERNELS["q8ta_conv2d_dw"](None, shape=(1, 8, 5, 5), groups=2)
+    with pytest.raises(ValueError, match=r"one variant, q8ta_conv2d_dw_float.*expected fallback=False"):
+        KERNELS["q8ta_conv2d_dw"](None, fallback=True)
+    with pytest.raises(ValueError, match=r"im2col step takes no relu.*given \{'relu': True\}"):
+        KERNELS["q8ta_im2col"](None, relu=True)
     with pytest.raises(ValueError, match=r"dilation 1 only.*given \(2, 2\)"):
         KERNELS["q8ta_conv2d_transposed"](None, dilation=2)
     with pytest.raises(ValueError, match=r"output_padding must be smaller than stride.*\(2, 2\), stride \(2, 2\)"):

@@ -211,12 +211,16 @@ def im2col(q_in: torch.Tensor, kernel, stride, padding, dilation, groups: int, o
 
 def q8ta_im2col(gen: Codegen, shape=(1, 8, 9, 11), out_channels: int | None = 12, *, kernel_size=3, stride=1,
                 padding=1, dilation=1, groups: int = 1, in_layout: str = "4W4C", etvk_batch: bool = False,
-                seed: int = 0) -> Dispatch:
+                seed: int = 0, relu: bool = False, fallback: bool = False, out_layout: str | None = None) -> Dispatch:
     """``add_q8ta_im2col_node``: the im2col matrix of the conv's input, checked exactly against ``im2col``.
     Bindings im2col output (``ivec4`` buffer), input, the BufferMetadata of im2col output and input, Conv2DParams;
     push constant ``{int zp}`` (the input zero point); spec constants 1 (apply_bias, unused), the hashed layouts of
     im2col output (4) and input (5); global ``{K4·W4·H, 1, 1}`` of the im2col sizes, local ``{64, 1, 1}``."""
     op = "q8ta_im2col"
+    given = {k: v for k, v in (("relu", relu), ("fallback", fallback), ("out_layout", out_layout)) if v}
+    if given:  # the conv's own options (`etvk run` passes them): im2col has no epilogue, one variant, 4W4C out
+        raise ValueError(f"{op}: the im2col step takes no {', '.join(given)} (it writes a 4W4C copy of the input's "
+                         f"windows); expected none, given {given}")
     cv = _Conv(op, shape, out_channels, kernel_size, stride, padding, dilation, groups, False, seed, etvk_batch,
                need_icg4=True, im2col=True)
     inp, _ = C.conv_layouts(op, in_layout, "4W4C")

@@ -46,10 +46,13 @@ def pick_q8ta_conv2d_dw_local_wg_size(global_size) -> tuple:
 
 def q8ta_conv2d_dw(gen: Codegen, shape=(1, 8, 9, 11), out_channels: int | None = None, *, kernel_size=3, stride=1,
                    padding=1, dilation=1, groups: int | None = None, in_layout: str = "4W4C",
-                   out_layout: str = "4W4C", bias: bool = True, relu: bool = False, etvk_batch: bool = False,
-                   seed: int = 0) -> Dispatch:
+                   out_layout: str = "4W4C", bias: bool = True, relu: bool = False, fallback: bool = False,
+                   etvk_batch: bool = False, seed: int = 0) -> Dispatch:
     """``add_q8ta_conv2d_dw_node`` on an int8 NCHW input of C channels (groups = out_channels = C)."""
     op = "q8ta_conv2d_dw"
+    if fallback:
+        raise ValueError(f"{op}: ET-VK has one variant, q8ta_conv2d_dw_float (it multiplies unpacked ints, no dot "
+                         f"product): expected fallback=False, given fallback=True")
     n, c, h, w = nchw_sizes(shape)
     if out_channels is not None and int(out_channels) != c:
         raise ValueError(f"{op}: ET-VK's depthwise shader computes one output channel per input channel: expected "
