@@ -41,8 +41,10 @@ CONV = [
 ]
 IM2COL_CONV = [
     dict(shape=(1, 8, 7, 9), out_channels=5, kernel_size=(3, 2), stride=(2, 1), padding=(1, 0), dilation=(1, 2)),
-    dict(shape=(1, 16, 5, 7), out_channels=8, groups=2, relu=True, bias=False, out_layout="4C1W"),
+    dict(shape=(1, 16, 5, 7), out_channels=8, groups=2, relu=True, bias=False, out_layout="4C1W", in_layout="4C1W"),
     dict(shape=(1, 4, 6, 6), out_channels=3, fallback=True, stride=2),
+    dict(shape=(1, 8, 7, 9), out_channels=5, kernel_size=(3, 2), stride=(2, 1), padding=(1, 0), host_im2col=True),
+    dict(shape=(1, 16, 5, 7), out_channels=8, groups=2, relu=True, out_layout="4C1W", host_im2col=True),
 ]
 IM2COL = [
     dict(shape=(1, 8, 7, 9), kernel_size=(3, 2), stride=(2, 1), padding=(1, 0), dilation=(1, 2), in_layout="4C1W"),
@@ -90,6 +92,7 @@ def test_q8ta_conv2d_matches_torch(device, real, options):
 def test_q8ta_conv2d_im2col_gemm_matches_torch(device, real, options):
     row = _exact(device, real, "q8ta_conv2d_im2col", options)
     assert row["variant"] == ("q8ta_conv2d_pw_fallback_float" if options.get("fallback") else "q8ta_conv2d_pw_float")
+    assert row.get("before") == (None if options.get("host_im2col") else "q8ta_im2col")
 
 
 @needs_checkout
@@ -144,28 +147,15 @@ def test_finding_groups_equal_to_out_channels_use_one_group_per_block(device, re
     ``oc_block / OC4_per_group`` in the GEMM): every channel of a block reads the inputs of the block's first
     channel's group. Smallest: Conv2d(8, 2, 3, groups=2) — channel 1 is computed from input channels 0..3."""
     d = etvk.make(real, kernel, **options)
-    row = etvk.execute(device, real, d, measure=False)
+    seen = []  # what the device wrote, caught on its way to the check
+    row = etvk.execute(device, real, dataclasses.replace(d, decode=lambda raw: seen.append(d.decode(raw)) or seen[-1]),
+                       measure=False)
     assert not row["correct"]
-    got = d.decode(np.frombuffer(_output_bytes(device, real, d), np.uint8))
+    got = seen[0]
     oc = d.expected.shape[1]
     first = list(range(0, oc, 4))  # the first channel of each block is right, the others are not
     assert torch.equal(got[:, first], d.expected[:, first])
     assert not torch.equal(got, d.expected)
-
-
-def _output_bytes(device, gen, d):
-    from workbench.etvk.run import _allocate, _read
-    spirv = gen.compile(d.variant)
-    made = _allocate(device, d)
-    try:
-        with device.pipeline(spirv, spec_constants=declared(spirv, d.spec_constants), local_size=d.local_size) as p, \
-                device.record() as rec:
-            rec.dispatch(p, made, d.global_size, d.push_constants)
-            rec.submit()
-            return _read(made[d.output]).tobytes()
-    finally:
-        for r in made:
-            r.close()
 
 
 @needs_checkout
@@ -187,10 +177,11 @@ def test_dispatch_is_the_cpps(real):
         spirv = real.compile(d.variant)
         info = reflect(bytes(spirv.code))
         by_slot = sorted(info.bindings, key=lambda b: b.binding)
+        bound = [d.resources[i] for i in (d.bindings or range(len(d.resources)))]
         assert [b.name.removesuffix("Buffer").removesuffix("_UBO") for b in by_slot] == names == \
-            [r.name for r in d.resources], kernel
+            [r.name for r in bound], kernel
         kinds = {"buffer": "storage_buffer", "ubo": "uniform_buffer"}
-        assert all(b.kind == kinds[r.kind] for b, r in zip(by_slot, d.resources) if r.kind != "image"), kernel
+        assert all(b.kind == kinds[r.kind] for b, r in zip(by_slot, bound) if r.kind != "image"), kernel
         assert len(d.push_constants) == push_bytes == info.push_constant_size, kernel
         assert set(declared(spirv, d.spec_constants)) == spec_ids, kernel  # what the compiled shader reads
     # passed as the C++ passes them, optimized away: q8ta_im2col's apply_bias (3) and output layout (4; the store
@@ -208,6 +199,13 @@ def test_dispatch_is_the_cpps(real):
     assert d.global_size[1] > 1 and d.local_size == (8, 1, 8)  # local y always 1
     d = etvk.make(real, "q8ta_conv2d_im2col")  # pw: {C4, W4, H} with pick_hw_square_wg_size
     assert d.global_size == (3, 3, 9) and d.local_size == (4, 16, 1)
+    (step,) = d.before  # q8ta_im2col first, writing the GEMM's input; the same constants as the q8ta_im2col family
+    alone = etvk.make(real, "q8ta_im2col")
+    assert step.variant == "q8ta_im2col" and step.bindings[0] == 1 and d.resources[1].data is None
+    assert [d.resources[i].data if d.resources[i].kind == "ubo" else d.resources[i].name for i in step.bindings[2:]] \
+        == [r.data for r in alone.resources[2:]]
+    assert (step.push_constants, step.spec_constants, step.global_size, step.local_size) == \
+        (alone.push_constants, alone.spec_constants, alone.global_size, alone.local_size)
     d = etvk.make(real, "q8ta_im2col")  # K = 3·3·8 = 72 → K4 18, W4 3, H 9
     assert d.global_size == (18 * 3 * 9, 1, 1) and d.local_size == (64, 1, 1)
     d = etvk.make(real, "pack_q8_conv2d_weights", shape=(10, 6, 3, 3))  # {Kw·OC4, IC4·Kh}

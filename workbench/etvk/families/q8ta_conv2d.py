@@ -8,11 +8,12 @@ their C++ does (Q8taConv2d.cpp, Q8taConv2dIm2Col.cpp, Q8taConv2dPW.cpp at cff6f4
 * ``q8ta_im2col`` — the im2col shader alone: the int8 input (4W4C or 4C1W) → a 4W4C buffer ``[K, H_out,
   align4(W_out)]``, ``K = align4(Kh·Kw·ICg)·groups`` ordered (group, ky, kx, channel), ``input_zp`` outside the
   input. Checked exactly against numpy (``im2col``).
-* ``q8ta_conv2d_im2col`` — the im2col path's GEMM: ``q8ta_conv2d_pw[_fallback]_float`` on the im2col matrix with
-  push constants ``K4_per_group = ceil(K / groups / 4)``, ``OC4_per_group = ceil(OC / groups / 4)`` and the weight
-  packed as a linear weight (``[OC, K_per_group]`` through ``pack_q8_linear_weight``). ET-VK records the two
-  dispatches back to back; the workbench's Dispatch is one dispatch, so the im2col matrix is made on the host by
-  ``im2col`` — the same bytes ``q8ta_im2col`` writes on the device, which its own family checks.
+* ``q8ta_conv2d_im2col`` — the im2col path as ET-VK records it: ``q8ta_im2col`` into a 4W4C scratch buffer, a
+  barrier, then the GEMM ``q8ta_conv2d_pw[_fallback]_float`` on it with push constants ``K4_per_group =
+  ceil(K / groups / 4)``, ``OC4_per_group = ceil(OC / groups / 4)`` and the weight packed as a linear weight
+  (``[OC, K_per_group]`` through ``pack_q8_linear_weight``). The Dispatch's last dispatch is the GEMM (its
+  ``variant``); the im2col step is ``before`` (``dispatch.Step``); timings cover both. ``host_im2col=True`` runs
+  the GEMM alone on the host's ``im2col``.
 * ``pack_q8_conv2d_weights`` — ``prepack_quantized_conv2d_weight``: the export's ``[OC, align4(Kh·Kw·ICg)]`` int8
   weight (patterns/quantized_convolution.py: permute to (OC, Kh, Kw, ICg), width padded to 4) → an ``rgba32i``
   texture of ``Kw·OC4 × ICg4·Kh`` texels (``pack_conv2d_weight`` in ``_conv``); push constants ``sizes_pc_of``
@@ -59,7 +60,7 @@ import numpy as np
 import torch
 
 from ..codegen import Codegen
-from ..dispatch import Dispatch, Resource, create_local_wg_size, int8_layout, nchw_sizes, packed_words, \
+from ..dispatch import Dispatch, Resource, Step, create_local_wg_size, int8_layout, nchw_sizes, packed_words, \
     pick_hw_square_wg_size
 from . import _conv as C
 from .q8ta_linear import prepack_weight as linear_prepack
@@ -244,15 +245,17 @@ def q8ta_im2col(gen: Codegen, shape=(1, 8, 9, 11), out_channels: int | None = 12
 
 
 def q8ta_conv2d_im2col(gen: Codegen, shape=(1, 8, 9, 11), out_channels: int | None = 12, *, kernel_size=3,
-                       stride=1, padding=1, dilation=1, groups: int = 1, out_layout: str = "4W4C", bias: bool = True,
-                       relu: bool = False, fallback: bool = False, etvk_batch: bool = False,
-                       seed: int = 0) -> Dispatch:
-    """The im2col path's GEMM (``add_q8ta_conv2d_pw_node`` on the im2col matrix); see the module docstring."""
+                       stride=1, padding=1, dilation=1, groups: int = 1, in_layout: str = "4W4C",
+                       out_layout: str = "4W4C", bias: bool = True, relu: bool = False, fallback: bool = False,
+                       host_im2col: bool = False, etvk_batch: bool = False, seed: int = 0) -> Dispatch:
+    """ET-VK's im2col path (``q8ta_conv2d_im2col``): ``q8ta_im2col`` into a 4W4C scratch buffer, then the GEMM
+    (``add_q8ta_conv2d_pw_node`` on it), recorded back to back as ET-VK does; see the module docstring.
+    ``host_im2col=True`` runs the GEMM alone on the numpy im2col (``im2col``), the same bytes."""
     op = "q8ta_conv2d_im2col"
     cv = _Conv(op, shape, out_channels, kernel_size, stride, padding, dilation, groups, bias, seed, etvk_batch,
                need_icg4=True, im2col=True)
     col_lay = int8_layout("4W4C")
-    _, out = C.conv_layouts(op, "4W4C", out_layout)
+    inp, out = C.conv_layouts(op, in_layout, out_layout)
     variant = f"q8ta_conv2d_pw{'_fallback' if fallback else ''}_float"
     expanded = C.expand_variant(gen, op, variant, "q8ta_conv2d_pw")
     tile_n4, tile_m4 = int(expanded.define("TILE_N4") or 1), int(expanded.define("TILE_M4") or 1)
@@ -264,13 +267,24 @@ def q8ta_conv2d_im2col(gen: Codegen, shape=(1, 8, 9, 11), out_channels: int | No
     texels = linear_prepack(cv.mat)  # [K4_per_group, OC4, 4]: prepack_quantized_linear_weight of [OC, K_per_group]
     resources = [
         Resource("buffer", nbytes=4 * out.num_words(cv.out_sizes), name="t_packed_int8_output"),
-        Resource("buffer", packed_words(col_lay, col), name="t_packed_int8_input"),
+        Resource("buffer", packed_words(col_lay, col) if host_im2col else None,
+                 nbytes=4 * col_lay.num_words(col_sizes), name="t_packed_int8_input"),
         Resource("image", texels, extent=(texels.shape[1], texels.shape[0]), fmt="rgba32i",
                  name="t_packed_int8_weight"),
         *cv.channel_buffers(),
         Resource("ubo", out.buffer_metadata(cv.out_sizes), name="outp"),
         Resource("ubo", col_lay.buffer_metadata(col_sizes), name="inp"),
     ]
+    before, bindings = [], None
+    if not host_im2col:  # add_q8ta_im2col_node first: conv input → the scratch (index 1), read by the GEMM
+        C.expand_variant(gen, op, "q8ta_im2col", "q8ta_im2col")
+        resources += [Resource("buffer", packed_words(inp, cv.q_in), name="conv_input"),
+                      Resource("ubo", inp.buffer_metadata((cv.n, cv.c, cv.h, cv.w)), name="conv_input_meta"),
+                      Resource("ubo", cv.params_ubo, name="conv2d_params")]
+        col_global = (C.ceil4(k) * C.ceil4(col_sizes[3]) * cv.ho, 1, 1)
+        before = [Step("q8ta_im2col", (1, 8, 7, 9, 10), struct.pack("<i", C.IN_ZP),
+                       {3: 1, 4: col_lay.spec_constant(), 5: inp.spec_constant()}, col_global, (64, 1, 1))]
+        bindings = tuple(range(8))
     k4_per_group = C.ceil4(k // cv.groups)
     oc4_per_group = C.ceil4(cv.oc // cv.groups)
     push = cv.push() + struct.pack("<2i", k4_per_group, oc4_per_group)
@@ -278,13 +292,16 @@ def q8ta_conv2d_im2col(gen: Codegen, shape=(1, 8, 9, 11), out_channels: int | No
     global_size = (math.ceil(C.ceil4(cv.oc) / tile_n4), math.ceil(C.ceil4(cv.wo) / tile_m4), cv.ho)
     return Dispatch(op, variant, resources, push, spec, global_size, pick_hw_square_wg_size(global_size), 0,
                     C.decoder(out, cv.out_sizes), expected,
-                    bytes_moved=math.prod(col_sizes) + math.prod(cv.out_sizes) + texels.nbytes
+                    bytes_moved=math.prod(col_sizes) * (1 if host_im2col else 2)
+                    + (0 if host_im2col else cv.q_in.numel()) + math.prod(cv.out_sizes) + texels.nbytes
                     + 3 * 16 * C.ceil4(cv.oc),
                     macs=math.prod(cv.out_sizes) * cv.icg * cv.kernel[0] * cv.kernel[1],
-                    params={"shape": cv.shape_text(), "out_layout": out.name, "bias": cv.bias is not None,
+                    params={"shape": cv.shape_text(), "in_layout": "host im2col" if host_im2col else inp.name,
+                            "out_layout": out.name, "bias": cv.bias is not None,
                             "relu": bool(relu), "im2col": "x".join(map(str, col_sizes)),
                             "etvk_path": "im2col" if uses_im2col(cv.c, cv.groups, cv.ho, cv.wo) else "general",
-                            "ref64_mismatch": C.mismatch(expected, cv.ref64(relu))})
+                            "ref64_mismatch": C.mismatch(expected, cv.ref64(relu))},
+                    before=before, bindings=bindings)
 
 
 def pack_q8_conv2d_weights(gen: Codegen, shape=(10, 6, 3, 3), *, storage: str = "texture2d", weight=None,
