@@ -10,10 +10,14 @@ The references:
   facc += bias; max(facc, 0); round(facc * output_inv_scale) + output_zp`` clamped. ``acc`` is the int32 dot
   product of int8 input (``input_zp`` at taps outside the input) and int8 weight, computed here in int64.
 * ``requantize_fma`` is q8ta_conv2d_pw.glsl's (the im2col path's GEMM): ``acc - input_zp · sums`` in int, then
-  ``fma(vec4(adjusted), weight_scales · input_scale, bias)`` (or the product alone without bias). The fused
-  multiply-add is computed in float64 and rounded once to fp32: the product of two fp32 is exact in float64, the
-  add rounds to 53 bits, then to 24 — a double rounding that differs from one rounding only when the float64 sum
-  lands exactly half-way between two fp32 (never seen at these sizes).
+  ``fma(vec4(adjusted), weight_scales · input_scale, bias)`` (or the product alone without bias).
+* Neither shader marks its multiply-add ``precise``, so a driver may compute ``x · scale + bias`` with one rounding
+  or two: GLSL's ``fma`` may be split, and ``facc *= s; facc += b`` may be contracted. lavapipe splits both (seen:
+  ``q8ta_conv2d_im2col`` 1x8x6x8 → 5, kernel 1×4, stride 2, padding (2, 0), dilation (2, 1), seed 328: element
+  (3, 3, 0) is -55.500004 fused, -55.499996 split, so -56 vs -55 before zp). The references compute the split form
+  (exact on lavapipe) and the fused one; ``contraction_tolerance`` allows 1 LSB on exactly as many elements as
+  the two forms disagree on (none for most inputs: then the check is exact), and rows carry that fraction as
+  ``fused_mismatch``.
 * ``reference_fp64`` is ET-VK's own reference of the op (custom_ops_lib.py: dequantize, conv in float64,
   quantize); rows carry its disagreement with the device as ``ref64_mismatch`` (fp32 vs fp64 rounding: rare
   1-LSB differences).
@@ -164,35 +168,51 @@ def quantize_fp32(y: torch.Tensor, out_scale: float, out_zp: int) -> torch.Tenso
     return torch.clamp(q, -128, 127).to(torch.int8)
 
 
+def _scale_bias(f: torch.Tensor, scale: torch.Tensor, bias, fused: bool) -> torch.Tensor:
+    """``f · scale + bias`` in fp32: two roundings, or one (``fused``: the product is exact in float64, the sum
+    rounds to 53 bits then to 24 — a double rounding that differs from one rounding only when the float64 sum lands
+    exactly half-way between two fp32, about 2^-29 of the time)."""
+    if bias is None:
+        return f * _per_channel(scale, f)
+    b = _per_channel(bias.to(torch.float32), f)
+    if fused:
+        return (f.to(torch.float64) * _per_channel(scale.to(torch.float64), f) + b.to(torch.float64)).to(torch.float32)
+    return f * _per_channel(scale, f) + b
+
+
 def requantize_sub_mul(adjusted: torch.Tensor, sums: torch.Tensor, w_scales, bias, in_scale: float, in_zp: int,
-                       out_scale: float, out_zp: int, relu: bool) -> torch.Tensor:
+                       out_scale: float, out_zp: int, relu: bool, fused: bool = False) -> torch.Tensor:
     """The general / depthwise / transposed shaders' epilogue (see the module docstring). `adjusted` is the exact
-    int conv of (input - zp) with the weight, [N, OC, H, W] int64; `sums` the per-channel weight sums."""
+    int conv of (input - zp) with the weight, [N, OC, H, W] int64; `sums` the per-channel weight sums. ``facc *=
+    scale; facc += bias`` carries no ``precise``: a driver may contract it into one fma (``fused=True``)."""
     acc = adjusted + in_zp * sums.to(torch.int64).reshape(1, -1, 1, 1)  # what the int32 accumulator holds
     f = acc.to(torch.float32)
     f = f - _per_channel(sums.to(torch.float32) * torch.tensor(float(in_zp), dtype=torch.float32), f)
     scale = w_scales.to(torch.float32) * torch.tensor(in_scale, dtype=torch.float32)
-    f = f * _per_channel(scale, f)
-    if bias is not None:
-        f = f + _per_channel(bias.to(torch.float32), f)
+    f = _scale_bias(f, scale, bias, fused)
     if relu:
         f = torch.clamp_min(f, 0.0)
     return quantize_fp32(f, out_scale, out_zp)
 
 
 def requantize_fma(adjusted: torch.Tensor, w_scales, bias, in_scale: float, out_scale: float, out_zp: int,
-                   relu: bool) -> torch.Tensor:
-    """q8ta_conv2d_pw.glsl's epilogue: ``fma(vec4(acc - zp·sums), ws · input_scale, bias)`` or the product."""
+                   relu: bool, fused: bool = False) -> torch.Tensor:
+    """q8ta_conv2d_pw.glsl's epilogue: ``fma(vec4(acc - zp·sums), ws · input_scale, bias)`` or the product alone.
+    Without ``precise`` a GLSL ``fma`` may be split into a multiply and an add, and lavapipe splits it: the default
+    (``fused=False``) is what lavapipe computes, ``fused=True`` a driver that fuses."""
     f = adjusted.to(torch.float32)
     scale = w_scales.to(torch.float32) * torch.tensor(in_scale, dtype=torch.float32)
-    if bias is not None:
-        f = (f.to(torch.float64) * _per_channel(scale.to(torch.float64), f)
-             + _per_channel(bias.to(torch.float32).to(torch.float64), f)).to(torch.float32)
-    else:
-        f = f * _per_channel(scale, f)
+    f = _scale_bias(f, scale, bias, fused)
     if relu:
         f = torch.clamp_min(f, 0.0)
     return quantize_fp32(f, out_scale, out_zp)
+
+
+def contraction_tolerance(split: torch.Tensor, fused: torch.Tensor) -> dict:
+    """Dispatch keywords for a reference whose multiply-add a driver may or may not fuse: exact where both forms
+    quantize alike (atol 0); else 1 LSB on at most the fraction of elements where they differ."""
+    frac = mismatch(split, fused)
+    return {"atol": 1 if frac else 0, "max_mismatch": frac}
 
 
 def reference_fp64(y_int: torch.Tensor, w_scales, bias, in_scale: float, out_scale: float, out_zp: int,
