@@ -277,7 +277,7 @@ def test_bad_inputs_say_expected_and_given():
         conv(None, shape=(1, 4, 3, 3), kernel_size=5, padding=0)
     with pytest.raises(ValueError, match=r"input_pad_lanes is 'zp'.*got 'ones'"):
         conv(None, input_pad_lanes="ones")
-    with pytest.raises(ValueError, match=r"\[OC, IC_g, Kh, Kw\].*given \(4, 4\)"):
+    with pytest.raises(ValueError, match=r"\[OC, IC_per_group, Kh, Kw\].*given \(4, 4\)"):
         KERNELS["pack_q8_conv2d_weights"](None, shape=(4, 4))
 
 

@@ -37,7 +37,10 @@ def cmd_list(args) -> int:
     from ..etvk.families import KERNELS
     gen = Codegen(source(args.executorch, rev=args.rev))
     rows = [{"variant": name, "template": path.name,
-             "runs_here_as": next((k for k in KERNELS if name.startswith(k) or path.stem == k), "")}
+             # the template's own family, else the longest family name the variant starts with
+             # (q8ta_conv2d_dw_float is q8ta_conv2d_dw's, not q8ta_conv2d's)
+             "runs_here_as": max((k for k in KERNELS if name.startswith(k) or path.stem == k),
+                                 key=lambda k: (path.stem == k, len(k)), default="")}
             for name, path in gen.variants().items()
             if not args.match or any(m in name for m in args.match)]
     print(f"{len(rows)} shader variants in {gen.source.glsl_dir} ({gen.source.label}; generator: "
@@ -54,6 +57,16 @@ def _options(args) -> dict:
         value = getattr(args, key, None)
         if value is not None:
             opts[key] = value
+    for key in ("kernel_size", "stride", "padding", "dilation", "output_padding"):
+        value = getattr(args, key, None)
+        if value is not None:
+            try:
+                pair = tuple(int(v) for v in value.split(","))
+            except ValueError:
+                raise ValueError(f"--{key.replace('_', '-')} takes N or H,W integers, got {value!r}") from None
+            opts[key] = pair[0] if len(pair) == 1 else pair
+    if getattr(args, "groups", None) is not None:
+        opts["groups"] = args.groups
     for flag in ("fallback", "requantize", "relu"):
         if getattr(args, flag, False):
             opts[flag] = True
@@ -182,6 +195,10 @@ def register(sub) -> None:
         p.add_argument("--fallback", action="store_true", help="q8ta_conv2d_pw: the variant without dot products")
         p.add_argument("--requantize", action="store_true", help="q8ta_pixel_shuffle: different output qparams")
         p.add_argument("--relu", action="store_true", help="q8ta_conv2d_pw: fused ReLU")
+        for name in ("kernel-size", "stride", "padding", "dilation", "output-padding"):
+            p.add_argument(f"--{name}", help=f"q8ta_conv2d, _dw, _transposed, _im2col: the {name.replace('-', ' ')} "
+                                             f"(N or H,W)")
+        p.add_argument("--groups", type=int, help="q8ta_conv2d, _transposed, _im2col: groups")
 
     p = verbs.add_parser("list", help="the shader variants of a checkout")
     common(p)

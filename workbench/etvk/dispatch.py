@@ -29,6 +29,19 @@ class Resource:
 
 
 @dataclass
+class Step:
+    """A dispatch ET-VK records before an op's last one (e.g. ``q8ta_im2col`` before the GEMM): its variant, the
+    indices into the Dispatch's resources it binds (in binding order), its constants and sizes."""
+
+    variant: str
+    bindings: tuple
+    push_constants: bytes
+    spec_constants: dict
+    global_size: tuple
+    local_size: tuple
+
+
+@dataclass
 class Dispatch:
     kernel: str  # ET-VK's op family, e.g. "q8ta_conv2d_pw"
     variant: str  # the generated shader's name
@@ -46,6 +59,8 @@ class Dispatch:
     macs: int = 0
     params: dict = field(default_factory=dict)  # columns for the result row
     requires: object = None  # device -> None, or raises vk.MissingFeatureError naming what the device lacks
+    before: list = field(default_factory=list)  # Steps recorded first, in order, a barrier after each
+    bindings: tuple | None = None  # indices of the resources the last dispatch binds; None: all, in order
 
 
 # --------------------------------------------------------------------------------------------------

@@ -106,18 +106,30 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
     if d.requires is not None:  # the family's own account first (cooperative-matrix types and sizes, subgroups)
         d.requires(device)
     _require_features(device, spirv)
+    earlier = [(step, gen.compile(step.variant)) for step in d.before]  # ET-VK's earlier dispatches of the op
+    for _, step_spirv in earlier:
+        _require_features(device, step_spirv)
     capture = statistics and bool(device.info.features.get("pipeline_executable_properties"))
     row = {"kernel": d.kernel, "variant": d.variant, **d.params, "source": gen.source.label,
            "source_commit": gen.source.commit,
            "generator": gen.source.generator_origin, "dot_product_shim": bool(spirv.defines.get("SHIM_APPLIED")),
            "global_size": "x".join(map(str, d.global_size)), "local_size": "x".join(map(str, d.local_size))}
-    made = []
+    if earlier:
+        row["before"] = "+".join(step.variant for step, _ in earlier)
+    made, pipes = [], []
     try:
         made = _allocate(device, d)
+        for step, step_spirv in earlier:
+            pipes.append(device.pipeline(step_spirv, spec_constants=declared(step_spirv, step.spec_constants),
+                                         local_size=step.local_size, name=step.variant))
         with device.pipeline(spirv, spec_constants=declared(spirv, d.spec_constants), local_size=d.local_size,
                              capture_statistics=capture, name=d.variant) as pipe, \
                 device.record(label=d.variant) as rec:
-            rec.dispatch(pipe, made, d.global_size, d.push_constants, label=d.variant)
+            for (step, _), step_pipe in zip(earlier, pipes):
+                rec.dispatch(step_pipe, [made[i] for i in step.bindings], step.global_size, step.push_constants,
+                             label=step.variant)
+            bound = made if d.bindings is None else [made[i] for i in d.bindings]
+            rec.dispatch(pipe, bound, d.global_size, d.push_constants, label=d.variant)
             rec.submit()
             got = d.decode(_read(made[d.output]))
             row.update(check(d, got))
@@ -132,7 +144,7 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
             else:
                 row.update(environment(device))
     finally:
-        for r in made:
+        for r in pipes + made:
             r.close()
     return row
 

@@ -3,12 +3,15 @@ at the revision the conventions were read from (``backends/vulkan/runtime/graph/
 name to its make function; ``workbench.etvk.run`` runs them."""
 from __future__ import annotations
 
-from .conv2d_q8ta_q8csw_q8to import conv2d_q8ta_q8csw_q8to, conv2d_q8ta_q8csw_q8to_linear_tiled, pack_q8_conv2d_weights
+from .conv2d_q8ta_q8csw_q8to import conv2d_q8ta_q8csw_q8to, conv2d_q8ta_q8csw_q8to_linear_tiled
 from .linear_dq8ca_qw_coopmat import linear_dq8ca_qw_coopmat, pack_q4_linear_weight
 from .linear_q8ta_q8csw import linear_q8ta_q8csw_tiled
 from .pixel_shuffle import pixel_shuffle
 from .q8ta_clone import q8ta_clone
+from .q8ta_conv2d import pack_q8_conv2d_weights, q8ta_conv2d, q8ta_conv2d_im2col, q8ta_im2col
+from .q8ta_conv2d_dw import pack_q8_conv2d_dw_weights, q8ta_conv2d_dw
 from .q8ta_conv2d_pw import q8ta_conv2d_pw
+from .q8ta_conv2d_transposed import q8ta_conv2d_transposed
 from .q8ta_elementwise import q8ta_binary, q8ta_unary
 from .q8ta_linear import pack_q8_linear_weight, q8ta_linear, q8ta_linear_gemv
 from .q8ta_pixel_shuffle import q8ta_pixel_shuffle
@@ -27,10 +30,15 @@ KERNELS = {
     "q8ta_binary": q8ta_binary,
     "q8ta_unary": q8ta_unary,
     "linear_q8ta_q8csw_tiled": linear_q8ta_q8csw_tiled,
-    # the longer name first: `etvk list` maps a variant to the first family whose name prefixes it
     "conv2d_q8ta_q8csw_q8to_linear_tiled": conv2d_q8ta_q8csw_q8to_linear_tiled,
     "conv2d_q8ta_q8csw_q8to": conv2d_q8ta_q8csw_q8to,
-    "pack_q8_conv2d_weights": pack_q8_conv2d_weights,
     "linear_dq8ca_qw_coopmat": linear_dq8ca_qw_coopmat,
     "pack_q4_linear_weight": pack_q4_linear_weight,
+    "q8ta_conv2d": q8ta_conv2d,
+    "q8ta_conv2d_im2col": q8ta_conv2d_im2col,
+    "q8ta_im2col": q8ta_im2col,
+    "q8ta_conv2d_dw": q8ta_conv2d_dw,
+    "q8ta_conv2d_transposed": q8ta_conv2d_transposed,
+    "pack_q8_conv2d_weights": pack_q8_conv2d_weights,
+    "pack_q8_conv2d_dw_weights": pack_q8_conv2d_dw_weights,
 }

@@ -73,6 +73,7 @@ from ...vk.spirv import reflect
 from ..codegen import Codegen
 from ..dispatch import (Dispatch, Resource, create_local_wg_size, int8_layout, nchw_sizes, packed_words,
                         pick_hw_square_wg_size)
+from ._conv import pack_conv2d_weight, weight_matrix
 from .linear_q8ta_q8csw import check_template
 from .q8ta_linear import _padded, prepack_weight
 
@@ -90,27 +91,6 @@ def should_use_im2col(kernel_size, groups: int) -> bool:
     """QuantizedConvolution.cpp's ``should_use_im2col``."""
     kh, kw = kernel_size
     return kh * kw == 1 or (kh * kw <= 10 and groups == 1)
-
-
-def flatten_weight(weight: torch.Tensor) -> np.ndarray:
-    """ET-VK's export of a conv weight ``[OC, IC_g, Kh, Kw]``: OHWI, ``[OC, align4(Kh·Kw·IC_g)]`` (zeros past)."""
-    oc, icg, kh, kw = weight.shape
-    k = kh * kw * icg
-    out = np.zeros((oc, 4 * math.ceil(k / 4)), dtype=np.int8)
-    out[:, :k] = weight.permute(0, 2, 3, 1).reshape(oc, k).numpy()
-    return out
-
-
-def prepack_conv2d_weight(weight: torch.Tensor) -> np.ndarray:
-    """``pack_q8_conv2d_weights``'s layout of an int8 ``[OC, IC_g, Kh, Kw]`` weight: int32 texels
-    ``[IC4·Kh, Kw·OC4, 4]`` (row ``ky·IC4 + ic4``, column ``oc4·Kw + kx``), component j = the word of output channel
-    ``4·oc4 + j`` holding input channels ``4·ic4 .. +3`` at (ky, kx); zero past OC and past IC_g."""
-    oc, icg, kh, kw = weight.shape
-    oc4, ic4 = math.ceil(oc / 4), math.ceil(icg / 4)
-    w = np.zeros((4 * oc4, kh, kw, 4 * ic4), dtype=np.int8)
-    w[:oc, :, :, :icg] = weight.permute(0, 2, 3, 1).numpy()
-    words = w.view(np.int32).reshape(oc4, 4, kh, kw, ic4)  # [oc4, j, ky, kx, ic4]
-    return np.ascontiguousarray(words.transpose(2, 4, 0, 3, 1)).reshape(kh * ic4, oc4 * kw, 4)
 
 
 def pack_input(q: torch.Tensor, zp: int, pad_lanes: str) -> np.ndarray:
@@ -340,41 +320,11 @@ def conv2d_q8ta_q8csw_q8to_linear_tiled(gen: Codegen, shape=(1, 8, 9, 11), out_c
                           padding, dilation, groups, bias, storage, input_pad_lanes, etvk_batch, seed)
 
 
-def pack_q8_conv2d_weights(gen: Codegen, shape=(12, 8, 3, 3), *, storage: str = "texture2d", weight=None,
-                           seed: int = 0) -> Dispatch:
-    """ET-VK's prepack of an int8 conv weight ``[OC, IC_g, Kh, Kw]`` (``prepack_quantized_conv2d_weight``):
-    the staging buffer holds the export's ``[OC, align4(Kh·Kw·IC_g)]`` OHWI bytes (read as ivec4 words; the workbench
-    pads it to 16 bytes), push constants ``sizes_pc_of(packed)`` (WHCN ``{4·Kw·OC4, IC4·Kh, 1, 1}``) and
-    ``orig_sizes = {OC, Kh, Kw, IC_g}``, global ``{Kw·OC4, IC4·Kh, 1}`` with ``create_local_wg_size``; texture2d
-    unless past the device's texture limits. Checked exactly against ``prepack_conv2d_weight`` (numpy)."""
-    op = "pack_q8_conv2d_weights"
-    if storage not in ("texture2d", "buffer"):
-        raise ValueError(f"{op}: storage must be 'texture2d' or 'buffer', got {storage!r}")
-    if weight is None:
-        dims = tuple(int(s) for s in shape)
-        if len(dims) != 4 or min(dims) < 1:
-            raise ValueError(f"{op}: the weight is [OC, IC_g, Kh, Kw] with every size >= 1, given {tuple(shape)}")
-        weight = torch.randint(-127, 128, dims, dtype=torch.int8, generator=torch.Generator().manual_seed(seed))
-    weight = torch.as_tensor(weight)
-    if weight.dtype != torch.int8 or weight.dim() != 4:
-        raise ValueError(f"{op}: an int8 [OC, IC_g, Kh, Kw] weight, given {weight.dtype} {tuple(weight.shape)}")
-    variant = f"{op}_{storage}"
-    check_template(gen, variant, op)
+# the export's weight matrix and pack_q8_conv2d_weights' layout are the conv families' (one definition, in _conv)
+flatten_weight = weight_matrix
+
+
+def prepack_conv2d_weight(weight: torch.Tensor) -> np.ndarray:
+    """``pack_q8_conv2d_weights``' texels of an int8 ``[OC, IC_g, Kh, Kw]`` weight (``_conv.pack_conv2d_weight``)."""
     oc, icg, kh, kw = weight.shape
-    texels = prepack_conv2d_weight(weight)
-    rows, cols = texels.shape[:2]
-    flat = flatten_weight(weight).reshape(-1)
-    staged = np.zeros(16 * math.ceil(flat.size / 16), dtype=np.int8)
-    staged[:flat.size] = flat
-    if storage == "texture2d":
-        out = Resource("image", extent=(cols, rows), fmt="rgba32i", name="t_packed_int8_weight")
-        decode = lambda tex: torch.from_numpy(np.asarray(tex, dtype=np.int32).reshape(rows, cols, 4))
-    else:
-        out = Resource("buffer", nbytes=texels.nbytes, name="t_packed_int8_weight")
-        decode = lambda raw: torch.from_numpy(raw.view(np.int32).reshape(rows, cols, 4).copy())
-    push = struct.pack("<4i4i", 4 * cols, rows, 1, 1, oc, kh, kw, icg)
-    global_size = (cols, rows, 1)
-    return Dispatch(op, variant, [out, Resource("buffer", staged.view(np.int32), name="t_int8_weight")], push, {},
-                    global_size, create_local_wg_size(global_size), 0, decode, torch.from_numpy(texels),
-                    bytes_moved=flat.size + texels.nbytes,
-                    params={"shape": f"{oc}x{icg}x{kh}x{kw}", "storage": storage})
+    return pack_conv2d_weight(weight_matrix(weight), (kh, kw), icg)
