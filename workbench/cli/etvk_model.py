@@ -99,11 +99,15 @@ def cmd_replay(args) -> int:
     device = vk.get_device()
     rows = []
     for item in json.loads(Path(args.file).read_text()):
-        got = run_family(device, gen, item["family"], measure=True, statistics=args.statistics, **item["options"])
+        try:
+            got = run_family(device, gen, item["family"], measure=True, statistics=args.statistics,
+                             **item["options"])
+        except (ValueError, RuntimeError) as e:   # a refused case is a row that says why, not the end of the run
+            got = {"error": f"{type(e).__name__}: {e}"}
         rows.append({**{k: v for k, v in item.items() if k != "options"}, "options": json.dumps(item["options"]),
                      **got})
         print(f"{item['family']} {got.get('variant')}: {got.get('median_us', float('nan')):.2f} µs, "
-              f"correct={got.get('correct')}", flush=True)
+              f"correct={got.get('correct')}{'  ' + got['error'] if 'error' in got else ''}", flush=True)
         pd.DataFrame(rows).to_csv(args.csv, index=False)   # every finished row, at once
     print(f"wrote {args.csv}")
     return 0

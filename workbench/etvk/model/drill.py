@@ -90,15 +90,75 @@ def _pixel_shuffle(row, node, args):
     return {"shape": _sizes(ins), "r": r, "in_layout": _int8(layouts[0]), "out_layout": _int8(node.get("layout"))}
 
 
-# kernel-name prefix → (workbench family, options from (row, node, event args)); longest prefix wins
+def _conv_args(row, node, args):
+    """The options every q8ta conv family shares, from the event: input sizes, output channels, the INTLIST
+    arguments in schema order (kernel_size, stride, padding, dilation), groups (the INT after them), activation,
+    the int8 layouts the lowering recorded."""
+    ins, out = _tensors(args)[0], _tensors(args)[-1]
+    lists = [a["values"] for a in args if a.get("type") == "INTLIST"]
+    if len(lists) < 4:
+        raise NotDrillable(f"{row['kernel']}: the event lists {len(lists)} int lists, expected kernel_size, stride, "
+                           "padding, dilation")
+    after = args[[i for i, a in enumerate(args) if a.get("type") == "INTLIST"][3] + 1:]
+    groups = next((int(a["value"]) for a in after if a.get("type") == "INT"), 1)
+    refs = [a for a in args if a.get("type") == "TENSORREF"]
+    activation = next((s for s in node.get("scalars", []) if s in ("relu", "none")), "none")
+    layouts = node.get("input_layouts") or [None]
+    return {"shape": _sizes(ins), "out_channels": _sizes(out)[1], "kernel_size": tuple(lists[0]),
+            "stride": tuple(lists[1]), "padding": tuple(lists[2]), "dilation": tuple(lists[3]), "groups": groups,
+            "in_layout": _int8(layouts[0]), "out_layout": _int8(node.get("layout")), "bias": len(refs) >= 4,
+            "relu": activation == "relu", "fallback": "fallback" in row["kernel"]}
+
+
+def _conv(row, node, args):
+    return _conv_args(row, node, args)
+
+
+def _conv_dw(row, node, args):
+    opts = _conv_args(row, node, args)
+    opts.pop("groups")
+    return opts
+
+
+def _im2col(row, node, args):
+    opts = _conv_args(row, node, args)
+    for k in ("bias", "relu", "out_layout", "fallback"):   # the im2col step writes windows; the GEMM does the rest
+        opts.pop(k)
+    return opts
+
+
+def _im2col_gemm(row, node, args):
+    return {**_conv_args(row, node, args), "host_im2col": True}   # the GEMM alone, on the host's im2col
+
+
+def _linear(row, node, args):
+    ins, out = _tensors(args)[0], _tensors(args)[-1]
+    refs = [a for a in args if a.get("type") == "TENSORREF"]
+    activation = next((s for s in node.get("scalars", []) if s in ("relu", "none")), "none")
+    sizes = _sizes(ins)
+    opts = {"shape": sizes, "out_features": _sizes(out)[-1], "bias": len(refs) >= 4,
+            "relu": activation == "relu", "fallback": "fallback" in row["kernel"]}
+    if len(sizes) > 2 and any(s > 1 for s in sizes[:-2]):
+        opts["etvk_batch"] = True   # dispatch it as ET-VK does: its shader covers the last two dims only
+    return opts
+
+
+# (operator, kernel-name prefix) → (workbench family, options from (row, node, event args)); the operator "*"
+# matches any; the longest prefix wins among the rows that match
 FAMILY_OPTIONS = {
-    "q8ta_conv2d_pw": ("q8ta_conv2d_pw", _conv_pw),
-    "q8ta_quantize": ("q8ta_quantize", _quantize),
-    "q8ta_dequantize": ("q8ta_dequantize", _dequantize),
-    "q8ta_add": ("q8ta_binary", _binary),
-    "q8ta_binary": ("q8ta_binary", _binary),
-    "q8ta_clone": ("q8ta_clone", _clone),
-    "q8ta_pixel_shuffle": ("q8ta_pixel_shuffle", _pixel_shuffle),
+    ("q8ta_conv2d", "q8ta_im2col"): ("q8ta_im2col", _im2col),
+    ("q8ta_conv2d", "q8ta_conv2d_pw"): ("q8ta_conv2d_im2col", _im2col_gemm),
+    ("*", "q8ta_conv2d_dw"): ("q8ta_conv2d_dw", _conv_dw),
+    ("q8ta_conv2d", "q8ta_conv2d"): ("q8ta_conv2d", _conv),
+    ("*", "q8ta_linear_gemv"): ("q8ta_linear_gemv", _linear),
+    ("q8ta_linear", "q8ta_linear"): ("q8ta_linear", _linear),
+    ("q8ta_conv2d_pw", "q8ta_conv2d_pw"): ("q8ta_conv2d_pw", _conv_pw),
+    ("*", "q8ta_quantize"): ("q8ta_quantize", _quantize),
+    ("*", "q8ta_dequantize"): ("q8ta_dequantize", _dequantize),
+    ("*", "q8ta_add"): ("q8ta_binary", _binary),
+    ("*", "q8ta_binary"): ("q8ta_binary", _binary),
+    ("*", "q8ta_clone"): ("q8ta_clone", _clone),
+    ("*", "q8ta_pixel_shuffle"): ("q8ta_pixel_shuffle", _pixel_shuffle),
 }
 
 
@@ -127,11 +187,12 @@ def options(profile, dispatch_id: int, revision: str | None = None) -> tuple[str
     row = match.iloc[0]
     if pd.isna(row.get("delegate_node_id")):
         raise NotDrillable(f"dispatch {dispatch_id} ({row['kernel']}) is ET-VK's own staging copy, not an op")
-    prefix = max((p for p in FAMILY_OPTIONS if row["kernel"].startswith(p)), key=len, default=None)
-    if prefix is None:
-        raise NotDrillable(f"{row['kernel']}: the workbench has no dispatch for this kernel family (it has "
-                           f"{', '.join(sorted(FAMILY_OPTIONS))})")
-    family, make_options = FAMILY_OPTIONS[prefix]
+    matches = [(op, k) for op, k in FAMILY_OPTIONS
+               if row["kernel"].startswith(k) and op in ("*", row["operator"])]
+    if not matches:
+        raise NotDrillable(f"{row['kernel']} ({row['operator']}): the workbench has no dispatch for this kernel "
+                           f"family (it has {', '.join(sorted({f for f, _ in FAMILY_OPTIONS.values()}))})")
+    family, make_options = FAMILY_OPTIONS[max(matches, key=lambda m: (len(m[1]), m[0] != "*"))]
     args = json.loads(profile.dispatches.loc[match.index[0], "args"])
     return family, make_options(row, _node_for(profile, row), args)
 
@@ -175,6 +236,10 @@ def fidelity(profile, revision: str | None = None, **kwargs) -> pd.DataFrame:
             rows.append({"model": r["model"], "revision": revision, "dispatch_id": int(r["dispatch_id"]),
                          "operator": r["operator"], "kernel": r["kernel"], "runtime_us": float(r["gpu_us"]),
                          "not_drillable": str(e)})
+        except (ValueError, RuntimeError) as e:   # the family refuses the case, or the device lacks a feature
+            rows.append({"model": r["model"], "revision": revision, "dispatch_id": int(r["dispatch_id"]),
+                         "operator": r["operator"], "kernel": r["kernel"], "runtime_us": float(r["gpu_us"]),
+                         "error": f"{type(e).__name__}: {e}"})
     return pd.DataFrame(rows)
 
 
