@@ -93,7 +93,7 @@ class Gpu:
     vendor: "adreno" | "mali" | "amd"; driver: "turnip" | "panvk" | "radv"; env: the variables that make the driver
     see this chip; device_match: a substring of the device name the driver must report; arch: what it is;
     max_waves: the denominator of the compiler's occupancy figure (Turnip: wave slots per SP; RADV: waves per
-    SIMD; PanVK: thread slots, 2 = full); model: keyword arguments of its occupancy model."""
+    SIMD in wave32 units, so 32 for a wave64 shader; PanVK: thread slots, 2 = full); model: keyword arguments of its occupancy model."""
     name: str
     vendor: str
     driver: str
@@ -103,20 +103,23 @@ class Gpu:
     max_waves: int
     aliases: tuple = ()
     model: tuple = ()
+    note: str = ""  # what is known about this GPU's driver support, quoted in errors
 
 
 def _adreno(gpu_id: int, arch: str) -> Gpu:
-    return Gpu(f"a{gpu_id}", "adreno", "turnip", (("FD_GPU_ID", str(gpu_id)),), str(gpu_id), arch, 16,
+    # Turnip names it "Turnip Adreno (TM) 740"; a bare "740" would be taken for a device index
+    return Gpu(f"a{gpu_id}", "adreno", "turnip", (("FD_GPU_ID", str(gpu_id)),), f"Adreno (TM) {gpu_id}", arch, 16,
                (str(gpu_id), f"adreno {gpu_id}", f"adreno{gpu_id}", f"adreno-{gpu_id}"), (("gpu", gpu_id),))
 
 
-def _mali(name: str, prod_id: int, arch: str, warp: int, bifrost: bool, aliases=()) -> Gpu:
+def _mali(name: str, prod_id: int, arch: str, warp: int, bifrost: bool, aliases=(), note: str = "") -> Gpu:
     env = (("PAN_GPU_ID", f"{prod_id:x}"), ("BIFROST_MESA_DEBUG", "shaderdb"))
     if bifrost:  # PanVK refuses v6/v7 without it ("not well-tested")
         env += (("PAN_I_WANT_A_BROKEN_VULKAN_DRIVER", "1"),)
     short = name.split("-", 1)[1]
     return Gpu(name, "mali", "panvk", env, short.upper(), arch, 2,
-               (short, f"mali {short}", f"mali{short}", f"{prod_id:#x}") + tuple(aliases), (("warp_size", warp),))
+               (short, f"mali {short}", f"mali{short}", f"{prod_id:#x}") + tuple(aliases), (("warp_size", warp),),
+               note)
 
 
 def _amd(name: str, family: str, gfx: str, model_family: str, aliases=()) -> Gpu:
@@ -134,7 +137,9 @@ GPUS: dict[str, Gpu] = {g.name: g for g in (
     _mali("mali-g310", 0xAC74, "valhall v10 (CSF)", 16, False),
     _mali("mali-g52", 0x7212, "bifrost v7", 8, True, ("bifrost",)),
     # Valhall v9 (job manager): Mesa 25.0.7's PanVK has no v9 backend; kept so that rows can say so.
-    _mali("mali-g57", 0x9093, "valhall v9 (JM)", 16, False),
+    _mali("mali-g57", 0x9093, "valhall v9 (JM)", 16, False, note=(
+        "Mesa 25.0.7's PanVK builds backends for v6, v7 and v10 only (src/panfrost/vulkan/meson.build) and fails "
+        "any other arch in panvk_physical_device_init (\"%s not supported\"): no Mali-G57/G77/G78 here")),
     # RADV_FORCE_FAMILY takes the family name (strcasecmp against ac_get_family_name), not the gfx number.
     _amd("rdna2", "navi21", "gfx1030", "rdna2", ("rx6800", "rdna-2")),
     _amd("rdna3", "navi31", "gfx1100", "rdna3", ("rx7900", "rdna-3")),
@@ -657,7 +662,8 @@ def _normalise_items(shaders) -> list:
 
 
 def _read_records(path: Path) -> tuple[dict | None, dict[int, dict], bool]:
-    """(device, index → result, done) from a worker's JSON-lines result file (a torn last line is ignored)."""
+    """(device, index → result, done) from a worker's JSON-lines result file (a torn last line is ignored); a
+    driver that refused the chip gives device {"error": ...}."""
     device, results, done = None, {}, False
     try:
         lines = path.read_text().splitlines()
@@ -670,6 +676,8 @@ def _read_records(path: Path) -> tuple[dict | None, dict[int, dict], bool]:
             continue
         if "device" in record:
             device = record["device"]
+        elif "device_error" in record:
+            device = {"error": record["device_error"]}
         elif "index" in record:
             results[int(record["index"])] = record
         elif record.get("done"):
@@ -719,6 +727,9 @@ def _run_worker(jobs: list[dict], g: Gpu, root, timeout: float | None) -> tuple[
                 output = "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
                                  for x in (exc.stdout, exc.stderr))
             found_device, found, done = _read_records(result_path)
+            if found_device is not None and "error" in found_device:
+                raise MesaCompileError(f"{title} refuses {g.name} ({', '.join(f'{k}={v}' for k, v in g.env)}): "
+                                       f"{found_device['error']}" + (f"; {g.note}" if g.note else ""))
             device = found_device or device
             for position, record in found.items():
                 results[pending[position]] = record
@@ -886,8 +897,10 @@ def summary(statistics: dict, gpu, local_size=(64, 1, 1)) -> dict:
                    instructions=statistics.get("Instructions"), waves=_int(statistics.get("Threads")))
         if alloc is not None:
             model = occ.mali_occupancy(alloc, **dict(g.model))
+    if g.vendor == "amd" and out["subgroup_size"]:  # RADV counts a wave64 as two (see occupancy.amd_occupancy)
+        out["max_waves"] = g.max_waves * max(1, int(out["subgroup_size"]) // 32)
     if out["waves"] is not None:
-        out["occupancy"] = out["waves"] / g.max_waves
+        out["occupancy"] = out["waves"] / out["max_waves"]
     if model is not None:
         if g.vendor == "mali":  # the model counts warps; the compiler's figure is thread slots (2 = all warps)
             out["model_waves"] = round(model.occupancy * g.max_waves)
@@ -990,7 +1003,7 @@ def check_occupancy_model(register_counts=range(4, 49, 4), gpu=DEFAULT_GPU, loca
     for n, s in zip(counts, results):
         f = summary(s, g, local)
         row = {"live vec4": n, "registers": f["registers"], "register_unit": f["register_unit"],
-               "compiler waves": f["waves"], "model waves": f["model_waves"], "max_waves": g.max_waves,
+               "compiler waves": f["waves"], "model waves": f["model_waves"], "max_waves": f["max_waves"],
                "compiler subgroup size": f["subgroup_size"], "spills": f["spills"]}
         agree = f["waves"] == f["model_waves"]
         if g.vendor == "adreno":

@@ -17,7 +17,7 @@ its shader-db statistics there) is returned in that job's "output".
 The result goes to RESULT.json (not stdout: Mesa and the shims print there) as JSON lines, each flushed as soon as
 it is known:
 
-    {"device": {name, driver_name, driver_info, api_version, subgroup_size, ...}}
+    {"device": {name, driver_name, driver_info, api_version, subgroup_size, ...}}  |  {"device_error": "..."}
     {"index": 0, "name": ..., "statistics": {...}, "local_size": [...], "output": "..."}  |  {"index": 0, "error": ...}
     ...
     {"done": true}
@@ -112,7 +112,11 @@ def main(argv=None) -> int:
             out.write(json.dumps(record) + "\n")
             out.flush()  # in the OS's hands now: the next job may kill this process
 
-        dev = vk.Device(selector, validation=False)
+        try:
+            dev = vk.Device(selector, validation=False)
+        except Exception as exc:  # the driver refused the fake chip: say so, not a traceback
+            emit({"device_error": f"{type(exc).__name__}: {exc}".rstrip(": ")})
+            return 3
         try:
             emit({"device": _device_summary(dev)})
             for index, job in enumerate(request["jobs"]):
