@@ -354,3 +354,115 @@ def test_trivial_shader_statistics_turnip(mesa_build):
     for name in ("Instruction Count", "Half-registers used", "STP Count", "LDP Count", "Code size"):
         assert name in stats
     assert "LD_PRELOAD" not in os.environ or "drm_shim" not in os.environ["LD_PRELOAD"]
+
+
+def test_one_process_per_call_with_per_shader_errors(mesa_build):
+    spirv = trivial_spirv()
+    jobs = [spirv, {"shader": spirv, "local_size": (128, 1, 1), "name": "wide"},
+            {"shader": spirv, "spec_constants": {9: 1}, "name": "bad"}]
+    results = mesa.stats_many(jobs, errors="keep")
+    assert results[0]["Subgroup Size"] == 64 and results[1]["Subgroup Size"] == 128
+    assert "error" in results[2] and "9" in results[2]["error"]
+    with pytest.raises(mesa.MesaCompileError, match="bad"):
+        mesa.stats_many(jobs)
+
+
+def test_stats_rows_over_adreno_gpus(mesa_build):
+    df = mesa.stats_rows({"n28": compile_glsl(mesa.live_vec4_shader(28), name="n28")}, gpu=[740, "a660"],
+                         local_size=64)
+    assert list(df["gpu"]) == ["a740", "a660"]
+    assert df["device"].str.contains("740").iloc[0] and df["device"].str.contains("660").iloc[1]
+    assert (df["Max Waves Per Core"] == df["model_waves"]).all() and (df["waves"] == df["model_waves"]).all()
+    # a660 has 64 vec4 per fibre slot, a740 96: the same registers leave fewer waves on the a660
+    assert df["Max Waves Per Core"].iloc[1] < df["Max Waves Per Core"].iloc[0]
+
+
+@pytest.mark.parametrize("gpu, arch_word", [("mali-g610", "G610"), ("mali-g310", "G310"), ("mali-g52", "G52")])
+def test_panvk_statistics(mesa_build, gpu, arch_word):
+    small = mesa.stats(trivial_spirv(), gpu=gpu, local_size=(64, 1, 1))
+    assert small["Code Size"] > 0 and small["Instructions"] > 0   # Vulkan's statistic, and the shader-db line's
+    assert small["Threads"] == 2 and small["Work register allocation"] == 32 and small["Spills"] == 0
+    big = mesa.stats(mesa.live_vec4_shader(16), gpu=gpu, local_size=(64, 1, 1))
+    assert big["Threads"] == 1 and big["Work register allocation"] == 64  # 64 live values: half the threads
+    assert big["Spills"] > 0 and big["Instructions"] > small["Instructions"]
+    df = mesa.stats_rows([trivial_spirv()], gpu=gpu)
+    assert arch_word in df["device"].iloc[0] and df["occupancy"].iloc[0] == 1.0
+
+
+@pytest.mark.parametrize("gpu, family", [("rdna2", "NAVI21"), ("rdna3", "NAVI31")])
+def test_radv_statistics(mesa_build, gpu, family):
+    stats = mesa.stats(trivial_spirv(), gpu=gpu, local_size=(64, 1, 1))
+    assert 1 <= stats["VGPRs"] <= 24 and stats["SGPRs"] > 0 and stats["Spilled VGPRs"] == 0
+    assert stats["Subgroup Size"] == 64            # RADV compiles compute as wave64 unless RADV_PERFTEST=cswave32
+    assert stats["Subgroups per SIMD"] == 32       # ... and counts a wave64 as two: 16 slots x 2
+    df = mesa.stats_rows([trivial_spirv()], gpu=gpu)
+    row = df.iloc[0]
+    assert family in row["device"] and row["occupancy"] == 1.0 and row["max_waves"] == 32
+    assert row["waves"] == row["model_waves"] == 32
+
+
+def test_a_gpu_the_driver_refuses_is_named_with_the_reason(mesa_build):
+    with pytest.raises(mesa.MesaCompileError) as info:
+        mesa.stats(trivial_spirv(), gpu="mali-g57")
+    assert "PanVK" in str(info.value) and "refuses mali-g57" in str(info.value) and "v9" in str(info.value)
+    df = mesa.stats_rows([trivial_spirv()], gpu=["mali-g57", "a740"], errors="keep")
+    assert "refuses mali-g57" in df["error"].iloc[0] and pd_isna(df["registers"].iloc[0])
+    assert pd_isna(df["error"].iloc[1]) and df["registers"].iloc[1] >= 1
+
+
+def pd_isna(value):
+    import pandas as pd
+    return bool(pd.isna(value))
+
+
+@pytest.mark.parametrize("local_size", [64, 128])
+def test_occupancy_model_matches_turnip(mesa_build, local_size):
+    df = mesa.check_occupancy_model([4, 8, 12, 16, 20, 24, 28, 32, 40], local_size=local_size)
+    assert df["agree"].all(), "\n" + df.to_string()
+    assert df["compiler waves"].is_monotonic_decreasing
+
+
+@pytest.mark.parametrize("gpu", ["rdna2", "rdna3", "rdna3-navi33", "mali-g610", "mali-g52"])
+def test_occupancy_models_match_radv_and_panvk(mesa_build, gpu):
+    df = mesa.check_occupancy_model([4, 8, 12, 16, 20, 24, 28, 32, 40, 48], gpu=gpu)
+    assert df["agree"].all(), "\n" + df.to_string()
+    assert df["compiler waves"].is_monotonic_decreasing
+    assert df["occupancy"].iloc[0] == 1.0 and df["occupancy"].iloc[-1] < 1.0
+
+
+def test_conv_tile_n4_two_costs_registers_and_waves(mesa_build):
+    df = conv_bench.conv_pw_tile_n4_check()
+    one, two = df.iloc[0], df.iloc[1]
+    assert two["Registers used"] > one["Registers used"], df.attrs["summary"]
+    assert two["Max Waves Per Core"] <= one["Max Waves Per Core"], df.attrs["summary"]
+    assert (df["Max Waves Per Core"] == df["model waves"]).all(), df.to_string()
+
+
+def test_a_driver_crash_is_blamed_on_its_shader_and_the_rest_go_on(mesa_build):
+    # Mesa 25.0.7's ir3 segfaults on the a750 for the conv's OpSDotAccSat path (ir3_get_src_shared <- read_phi_src)
+    conv_dot = conv_bench.adreno_job((1, 1, 1), use_dot_ext=True)
+    spirv = trivial_spirv()
+    results = mesa.stats_many([spirv, conv_dot, {"shader": spirv, "name": "after"}], gpu=750, errors="keep")
+    assert "Max Waves Per Core" in results[0] and "Max Waves Per Core" in results[2]
+    assert "SIGSEGV" in results[1]["error"]
+    table = conv_bench.conv_pw_adreno_table([(1, 1, 1)], gpu=750)
+    assert "SIGSEGV" in table["error"].iloc[0]
+    fallback = conv_bench.conv_pw_adreno_table([(1, 1, 1)], gpu=750, use_dot_ext=False)
+    assert "error" not in fallback.columns and fallback["Registers used"].iloc[0] > 0
+
+
+def test_conv_tiles_across_vendors(mesa_build):
+    from workbench.benchmarks.conv_vendors import conv_pw_vendor_tiles, vendor_tile_winners
+    from workbench.viz.vendor_tiles import vendor_tiles_figure
+    tiles = [(1, 1, 1), (1, 2, 1), (2, 2, 1)]
+    df = conv_pw_vendor_tiles(tiles, ["a750", "mali-g610", "rdna3"])
+    assert len(df) == 9 and df["error"].isna().all(), df[["gpu", "tile", "error"]]
+    a750 = df[df["gpu"] == "a750"]
+    assert a750["path"].str.startswith("fallback").all() and a750["path"].str.contains("SIGSEGV").all()
+    assert (df[df["gpu"] != "a750"]["path"] == "dot product").all()
+    for _, group in df.groupby("gpu"):  # more accumulators never take fewer registers
+        assert group.sort_values("accumulators")["registers"].is_monotonic_increasing
+    winners = vendor_tile_winners(df)
+    assert list(winners["gpu"]) == ["a750", "mali-g610", "rdna3"] and winners["winner"].notna().all()
+    fig = vendor_tiles_figure(df, winners)
+    assert sum(ax.get_visible() for ax in fig.axes) >= 3

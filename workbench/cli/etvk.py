@@ -92,8 +92,25 @@ def cmd_stats(args) -> int:
             variants.append(name)
     gpus = tuple(g for g in (args.gpu or "").split(",") if g.strip())
     df = stats_rows(device, gen, variants, gpus=gpus, dispatches=dispatches)
-    _print(df, args.csv)
+    if args.all:
+        _print(df, args.csv)
+    else:  # the common columns: every driver's own statistics make hundreds (--all, or --csv keeps them)
+        shown = [c for c in STATS_COLUMNS if c in df]
+        _print(df[shown], None)
+        if args.csv:
+            _print_csv(df, args.csv)
     return 0
+
+
+# `etvk stats`'s table: one row per variant and compiler; `error` says why a row has no figures.
+STATS_COLUMNS = ("variant", "gpu", "compiler", "registers", "register_unit", "spills", "instructions", "waves",
+                 "max_waves", "occupancy", "model_waves", "error")
+
+
+def _print_csv(df, csv: str) -> None:
+    Path(csv).parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(csv, index=False)
+    print(f"wrote {csv} (every statistic of every compiler)")
 
 
 def cmd_diff(args) -> int:
@@ -194,6 +211,8 @@ def register(sub) -> None:
     p.add_argument("--gpu", "--adreno", dest="gpu", default=",".join(VENDOR_GPUS),
                    help="offline compilers' GPUs, comma-separated ('' for none): "
                         f"{', '.join(mesa_gpu_names())} (`workbench compilers gpus`)")
+    p.add_argument("--all", action="store_true", help="print every statistic of every compiler, not only the "
+                                                      "common columns")
     p.set_defaults(fn=cmd_stats)
     p = verbs.add_parser("run", help="run on the current device against torch, timed, as tidy rows")
     common(p)

@@ -138,7 +138,7 @@ GPUS: dict[str, Gpu] = {g.name: g for g in (
     _mali("mali-g52", 0x7212, "bifrost v7", 8, True, ("bifrost",)),
     # Valhall v9 (job manager): Mesa 25.0.7's PanVK has no v9 backend; kept so that rows can say so.
     _mali("mali-g57", 0x9093, "valhall v9 (JM)", 16, False, note=(
-        "Mesa 25.0.7's PanVK builds backends for v6, v7 and v10 only (src/panfrost/vulkan/meson.build) and fails "
+        "Mali-G57 is Valhall v9 (job manager); Mesa 25.0.7's PanVK builds backends for v6, v7 and v10 only (src/panfrost/vulkan/meson.build) and fails "
         "any other arch in panvk_physical_device_init (\"%s not supported\"): no Mali-G57/G77/G78 here")),
     # RADV_FORCE_FAMILY takes the family name (strcasecmp against ac_get_family_name), not the gfx number.
     _amd("rdna2", "navi21", "gfx1030", "rdna2", ("rx6800", "rdna-2")),
