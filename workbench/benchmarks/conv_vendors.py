@@ -22,12 +22,14 @@ VENDOR_TILE_GPUS = ("a740", "a750", "a730", "mali-g610", "mali-g52", "rdna2", "r
 
 
 def conv_pw_vendor_tiles(tiles=None, gpus=VENDOR_TILE_GPUS, *, shape=ADRENO_DEFAULT_SHAPE, local_size=None,
-                         root=None) -> pd.DataFrame:
+                         root=None, timeout: float | None = None) -> pd.DataFrame:
     """q8ta_conv2d_pw compiled for every tile and GPU: one row each.
 
     Each tile is compiled with the packed dot product (`use_dot_ext=True`, the path ET-VK takes where the device
-    has it); where a compiler fails on that path (Mesa 25.0.7's ir3 segfaults on the a750 for OpSDotAccSat), the
-    row is the fallback path's and `path` says so and why. Columns: gpu, vendor, compiler, tile, TILE_M, TILE_N4,
+    has it); where a compiler crashes on that path (Mesa 25.0.7's ir3 segfaults on the a750 for OpSDotAccSat), the
+    row is the fallback path's and `path` says so and why. `timeout`: seconds one tile may take to compile (default
+    `mesa.SHADER_TIMEOUT_S`): PanVK's spilling register allocator needs minutes for 256 accumulators, and a tile
+    that exceeds it gets an error row instead. Columns: gpu, vendor, compiler, tile, TILE_M, TILE_N4,
     TILE_K4, accumulators (int32 per thread), path, then `mesa.summary`'s (registers, register_unit, spills,
     instructions, waves, max_waves, occupancy, subgroup_size, model_waves, model_occupancy) and error (a tile no
     path compiled). Local size: ET-VK's rule for `shape` ((8, 8, 1) by default) unless `local_size` is given."""
@@ -38,10 +40,12 @@ def conv_pw_vendor_tiles(tiles=None, gpus=VENDOR_TILE_GPUS, *, shape=ADRENO_DEFA
             for use in paths}
     rows = []
     for g in gpus:
-        main = mesa.stats_rows(jobs[True], g, root=root, errors="keep")
-        failed = [i for i, e in enumerate(main.get("error", pd.Series([None] * len(main)))) if isinstance(e, str)]
-        fallback = mesa.stats_rows([jobs[False][i] for i in failed], g, root=root, errors="keep") if failed \
-            and "refuses" not in str(main["error"].iloc[failed[0]]) else None
+        main = mesa.stats_rows(jobs[True], g, root=root, errors="keep", timeout=timeout)
+        # only a crash is worth the other path: a slow compile would be as slow there, a refused GPU refuses both
+        failed = [i for i, e in enumerate(main.get("error", pd.Series([None] * len(main))))
+                  if isinstance(e, str) and "killed by signal" in e]
+        fallback = mesa.stats_rows([jobs[False][i] for i in failed], g, root=root, errors="keep",
+                                   timeout=timeout) if failed else None
         for i, tile in enumerate(tiles):
             row = main.iloc[i].to_dict()
             row["path"] = paths[True]

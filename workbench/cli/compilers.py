@@ -22,6 +22,9 @@ def register(subparsers) -> None:
     s.add_argument("--gpu", default=",".join(DEFAULT_GPUS))
     s.add_argument("--dir", default=None)
     s.add_argument("--png", default=None, help="draw the chart into this PNG")
+    s.add_argument("--timeout", type=float, default=None, help="seconds one tile may take to compile (default "
+                                                               f"{mesa.SHADER_TIMEOUT_S:g})")
+    s.add_argument("--csv", default=None, help="also write the table to this CSV file")
     s.set_defaults(fn=tiles)
 
 
@@ -161,7 +164,9 @@ def tiles(args) -> int:
     def run():
         from ..benchmarks.conv_vendors import conv_pw_vendor_tiles, vendor_tile_winners
         tiles = None if not args.tiles else [tuple(int(v) for v in t.split(",")) for t in args.tiles.split(";")]
-        df = conv_pw_vendor_tiles(tiles, [g.name for g in _gpus(args.gpu)], root=args.dir)
+        df = conv_pw_vendor_tiles(tiles, [g.name for g in _gpus(args.gpu)], root=args.dir, timeout=args.timeout)
+        if args.csv:
+            df.to_csv(args.csv, index=False)
         cols = [c for c in ("gpu", "tile", "registers", "register_unit", "waves", "max_waves", "occupancy",
                             "spills", "instructions", "error") if c in df]
         print(df[cols].to_string(index=False))

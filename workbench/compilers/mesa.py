@@ -567,7 +567,7 @@ def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build
                         raise MesaSetupError("install", f"{DRIVER_TITLES[g.driver]} reported no occupancy figure "
                                                         f"for {g.name}: {found}", log)
                     echo(f"    test compile on {g.name}: registers {figures.get('registers')}, waves "
-                         f"{figures.get('waves')}/{g.max_waves}")
+                         f"{figures.get('waves')}/{figures.get('max_waves')}")
             if not keep_build:  # the libraries need none of these; a rebuild makes them again
                 for folder in (build, root / "build-libdrm", deps, root / "src", root / "venv"):
                     shutil.rmtree(folder, ignore_errors=True)
@@ -689,8 +689,37 @@ def _read_records(path: Path) -> tuple[dict | None, dict[int, dict], bool]:
 _NOISE = re.compile(r"^(Unknown DRM_IOCTL_|MESA: info:)")
 
 
+SHADER_TIMEOUT_S = 180.0  # one shader's compile (PanVK's spilling register allocator can take many minutes)
+
+
+def _watch_worker(command, env, cwd, result_path: Path, limit: float) -> tuple[int | None, str]:
+    """Run the worker; kill it when no new result line came for `limit` seconds (one shader's budget, device
+    creation included). Returns (exit status or None when killed, what it printed)."""
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        proc = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT, cwd=cwd)
+        seen, since = 0, time.monotonic()
+        rc = None
+        while True:
+            try:
+                rc = proc.wait(timeout=0.25)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            _, found, _ = _read_records(result_path)
+            if len(found) != seen:
+                seen, since = len(found), time.monotonic()
+            elif time.monotonic() - since > limit:
+                proc.kill()
+                proc.wait()
+                rc = None
+                break
+        sink.seek(0)
+        return rc, sink.read().decode(errors="replace")
+
+
 def _run_worker(jobs: list[dict], g: Gpu, root, timeout: float | None) -> tuple[dict, list[dict]]:
-    """Compile `jobs` in a child process with the GPU's environment; one result per job, in order.
+    """Compile `jobs` in a child process with the GPU's environment; one result per job, in order. `timeout`:
+    seconds one shader may take (default SHADER_TIMEOUT_S); a shader that takes longer gets an error.
 
     Normally one process does them all. If the driver crashes on a shader, that shader's result says so and a new
     process continues with the rest (the result lines the crashed one already wrote are kept)."""
@@ -717,15 +746,8 @@ def _run_worker(jobs: list[dict], g: Gpu, root, timeout: float | None) -> tuple[
             result_path = Path(tmp) / f"result{attempt}.jsonl"
             request_path.write_text(json.dumps(request))
             command = [sys.executable, "-m", "workbench.compilers.mesa_worker", str(request_path), str(result_path)]
-            limit = timeout if timeout is not None else 120 + 30 * len(pending)
-            try:
-                proc = subprocess.run(command, env=env, capture_output=True, text=True, errors="replace",
-                                      timeout=limit, cwd=tmp)
-                rc, output = proc.returncode, (proc.stdout + proc.stderr)
-            except subprocess.TimeoutExpired as exc:
-                rc = None
-                output = "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
-                                 for x in (exc.stdout, exc.stderr))
+            limit = timeout if timeout is not None else SHADER_TIMEOUT_S
+            rc, output = _watch_worker(command, env, tmp, result_path, limit)
             found_device, found, done = _read_records(result_path)
             if found_device is not None and "error" in found_device:
                 raise MesaCompileError(f"{title} refuses {g.name} ({', '.join(f'{k}={v}' for k, v in g.env)}): "
@@ -737,7 +759,7 @@ def _run_worker(jobs: list[dict], g: Gpu, root, timeout: float | None) -> tuple[
                 break
             lines = [l for l in output.strip().splitlines() if not _NOISE.match(l)]
             if rc is None:
-                how = f"did not finish within {limit:g} s"
+                how = f"took more than {limit:g} s on one shader (killed)"
             else:
                 how = f"exit status {rc}" if rc >= 0 else f"killed by signal {-rc}"
                 if rc < 0:
@@ -750,8 +772,8 @@ def _run_worker(jobs: list[dict], g: Gpu, root, timeout: float | None) -> tuple[
                                        + _tail(lines, 30))
             culprit = pending[len(found)]
             results[culprit] = {"name": jobs[culprit]["name"],
-                                "error": f"the driver process {how} while compiling this shader (a {title} crash "
-                                         f"or hang on {g.name})" + (f"; last output: {_tail(lines, 8)}"
+                                "error": f"the driver process {how} while compiling this shader (a {title} "
+                                         f"{'crash' if rc is not None else 'hang or a slow compile'} on {g.name})" + (f"; last output: {_tail(lines, 8)}"
                                                                     if lines else "")}
             pending = pending[len(found) + 1:]
     if device is None:
