@@ -223,7 +223,7 @@ def test_pick_version_takes_the_newest_of_the_pinned_upstream():
     assert mesa._pick_version("Version: 2.4.124-2\nVersion: 2.4.123-1\n", mesa.LIBDRM_VERSION) == "2.4.124-2"
 
 
-VALHALL_LINE = ("SHADER-DB: compute shader: 39 inst, 0.093750 cycles, 0.093750 fma, 0.031250 cvt, 0.000000 sfu, "
+VALHALL_LINE = ("SHADER-DB: MESA_SHADER_COMPUTE shader: 39 inst, 0.093750 cycles, 0.093750 fma, 0.031250 cvt, 0.000000 sfu, "
                 "0.000000 v, 0.000000 t, 3.000000 ls, 44 quadwords, 2 threads, 1 loops, 0:0 spills:fills")
 BIFROST_LINE = ("SHADER-DB: compute shader: 120 inst, 80 tuples, 30 clauses, 4.000000 cycles, 3.333333 arith, "
                 "0.000000 texture, 0.000000 vary, 4.000000 ldst, 90 quadwords, 1 threads, 0 preloads, 2 loops, "
@@ -231,7 +231,8 @@ BIFROST_LINE = ("SHADER-DB: compute shader: 120 inst, 80 tuples, 30 clauses, 4.0
 
 
 def test_parse_shaderdb_valhall_and_bifrost():
-    v = mesa.parse_shaderdb("noise\n" + VALHALL_LINE + "\n", "mali-g610")
+    vertex = VALHALL_LINE.replace("COMPUTE", "VERTEX").replace("39 inst", "7 inst")
+    v = mesa.parse_shaderdb("noise\n" + vertex + "\n" + VALHALL_LINE + "\n", "mali-g610")  # the compute one
     assert v["Instructions"] == 39 and v["Threads"] == 2 and v["Work register allocation"] == 32
     assert v["Spills"] == 0 and v["Fills"] == 0 and v["Loops"] == 1 and v["Quadwords"] == 44
     assert v["Cycles ls"] == 3.0

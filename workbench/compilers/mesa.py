@@ -788,7 +788,8 @@ def _run_worker(jobs: list[dict], g: Gpu, root, timeout: float | None) -> tuple[
 
 
 # PanVK's shader-db line (src/panfrost/compiler/bifrost_compile.c bi_print_stats / va_print_stats), e.g.
-# "SHADER-DB: compute shader: 39 inst, 0.093750 cycles, ..., 3 quadwords, 2 threads, 1 loops, 0:0 spills:fills"
+# "SHADER-DB: MESA_SHADER_COMPUTE shader: 70 inst, 13.000000 cycles, ..., 40 quadwords, 2 threads, 1 loops, 0:0
+# spills:fills"
 _SHADERDB = re.compile(r"SHADER-DB: (\w+) shader: (.*)")
 
 
@@ -800,7 +801,7 @@ def parse_shaderdb(output: str, gpu=None) -> dict:
     found = None
     for line in output.splitlines():
         m = _SHADERDB.search(line)
-        if m and m.group(1).upper() in ("COMPUTE", "CS", "KERNEL"):
+        if m and ("COMPUTE" in m.group(1).upper() or m.group(1).upper() in ("CS", "KERNEL")):
             found = m.group(2)
         elif m and found is None:
             found = m.group(2)
