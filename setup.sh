@@ -3,9 +3,11 @@
 #   ./setup.sh main [ARGS…]   set up, then run the main job on the default Vulkan device (workbench main ARGS…)
 #   ./setup.sh test [ARGS…]   set up (with test extras), then run the whole test suite (pytest ARGS…)
 #   ./setup.sh lab            set up, then start JupyterLab on the repository
-#   ./setup.sh adreno         set up, then build Turnip + the drm-shim for offline Adreno statistics
+#   ./setup.sh compilers      set up, then build Mesa's Turnip, PanVK and RADV + the drm-shims (offline Adreno, Mali
+#                             and AMD statistics); `./setup.sh adreno` is the same
 #   ./setup.sh                set up only
-# Environment: WORKBENCH_VENV (default .venv), WORKBENCH_SKIP_ADRENO=1 (no Turnip build), WORKBENCH_SKIP_GLSLANG=1 (no
+# Environment: WORKBENCH_VENV (default .venv), WORKBENCH_SKIP_MESA=1 or its older name WORKBENCH_SKIP_ADRENO=1 (no
+# Turnip / PanVK / RADV build), WORKBENCH_MESA_DIR (or WORKBENCH_ADRENO_DIR: its cache), WORKBENCH_SKIP_GLSLANG=1 (no
 # glslc build: Debian 12's glslc is used), WORKBENCH_TORCH_INDEX (an extra pip index for a CPU torch build,
 # e.g. https://download.pytorch.org/whl/cpu, where the local pip configuration has none).
 set -euo pipefail
@@ -72,17 +74,18 @@ if [[ ( "$mode" == main || "$mode" == test ) && -z "${WORKBENCH_SKIP_GLSLANG:-}"
   "$venv/bin/python" -m workbench.compilers.glslang setup --quiet
   export WORKBENCH_REQUIRE_GLSLANG=1
 fi
-# Adreno statistics without a phone: Mesa's Turnip on the no-op DRM shim, built once (~5 min) and cached in
-# ~/.cache/workbench/adreno (WORKBENCH_ADRENO_DIR); a second run finds the stamp and returns at once.
-if [[ ( "$mode" == main || "$mode" == test ) && -z "${WORKBENCH_SKIP_ADRENO:-}" ]]; then
-  workbench adreno setup --quiet
-  export WORKBENCH_REQUIRE_ADRENO=1
+# Adreno, Mali and AMD statistics without their GPUs: Mesa 25.0.7's Turnip, PanVK and RADV on no-op kernel drivers,
+# built once (~10 min on 2 cores) and cached in ~/.cache/workbench/mesa (WORKBENCH_MESA_DIR); a second run finds the
+# stamp and returns at once (a Turnip-only cache of before is rebuilt once).
+if [[ ( "$mode" == main || "$mode" == test ) && -z "${WORKBENCH_SKIP_MESA:-}${WORKBENCH_SKIP_ADRENO:-}" ]]; then
+  workbench compilers setup --quiet
+  export WORKBENCH_REQUIRE_MESA=1
 fi
 case "$mode" in
   main) exec workbench main "$@" ;;
   test) exec "$venv/bin/python" -m pytest "$@" ;;
   lab)  exec "$venv/bin/jupyter" lab --notebook-dir="$PWD" "$@" ;;
-  adreno) exec "$venv/bin/workbench" adreno setup "$@" ;;
+  compilers|adreno) exec "$venv/bin/workbench" compilers setup "$@" ;;
   setup) echo "setup: done ($venv)" ;;
-  *) echo "setup: unknown mode '$mode' (expected main, test, lab or nothing)" >&2; exit 2 ;;
+  *) echo "setup: unknown mode '$mode' (expected main, test, lab, compilers or nothing)" >&2; exit 2 ;;
 esac

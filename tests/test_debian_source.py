@@ -1,7 +1,7 @@
-"""workbench.compilers.debian_source: what workbench.adreno and workbench.compilers.glslang share to build from Debian
+"""workbench.compilers.debian_source: what workbench.compilers.mesa and workbench.compilers.glslang share to build from Debian
 13's source packages. No network, no build: the sources list, apt's options, the checksum check, the lock, the
 stamp, the step logs, the prerequisites, the source index, unpacking and patching (real tar and patch on tiny
-files). The builders' own tests (test_adreno.py, test_compilers_glslang.py) cover their recipes and messages."""
+files). The builders' own tests (test_mesa_compilers.py, test_compilers_glslang.py) cover their recipes and messages."""
 import hashlib
 import io
 import json

@@ -273,14 +273,14 @@ def test_real_cli_run_and_list(capsys):
 
 @needs_checkout
 def test_diff_across_pr_19396(device):
-    from workbench import adreno
-    if not adreno.is_set_up():
-        if os.environ.get("WORKBENCH_REQUIRE_ADRENO"):
-            pytest.fail("Turnip is not set up (workbench adreno setup)")
-        pytest.skip("Turnip is not set up (workbench adreno setup)")
+    from workbench.compilers import mesa
+    if not mesa.is_set_up():
+        if os.environ.get("WORKBENCH_REQUIRE_ADRENO") or os.environ.get("WORKBENCH_REQUIRE_MESA"):
+            pytest.fail("the offline compilers are not set up (workbench compilers setup)")
+        pytest.skip("the offline compilers are not set up (workbench compilers setup)")
     df = etvk.diff(device, CHECKOUT, f"{PR_19396}^", PR_19396, [("q8ta_conv2d_pw", {"shape": (1, 32, 8, 8)})],
                    gpus=(740,), measure=True)
-    a740 = df[df["compiler"] == "Turnip ir3 a740"].iloc[0]
+    a740 = df[df["compiler"] == "Turnip (ir3) a740"].iloc[0]
     assert pd.isna(a740.get("error A")) and pd.isna(a740.get("error B")), a740
     assert a740["tile_n4 A"] == 2 and a740["tile_n4 B"] == 1
     assert a740["registers B"] < a740["registers A"] and a740["waves B"] > a740["waves A"]

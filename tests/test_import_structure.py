@@ -1,6 +1,6 @@
 """The import structure, the house's plan: the runtime (vk) at the bottom; kernels on it, knowing only layouts, quant
 and the shader toolchain; measurement (workbench.measure) knowing only the runtime; benchmarks above both; no
-import cycle anywhere; statistics collection (workbench.adreno) knows no kernel. Imports inside functions count: a
+import cycle anywhere; statistics collection (workbench.compilers.mesa) knows no kernel. Imports inside functions count: a
 function-level import is still a dependency."""
 import ast
 import subprocess
@@ -62,9 +62,9 @@ def reachable(g, start) -> set[str]:
 
 def test_the_graph_sees_function_level_imports():
     g = graph()
-    # benchmarks.conv imports adreno at module level; etvk.run imports adreno inside a function
-    assert "workbench.adreno" in g["workbench.benchmarks.conv"]
-    assert "workbench.adreno" in g["workbench.etvk.run"]
+    # benchmarks.conv imports compilers.mesa at module level; etvk.run imports it inside a function
+    assert "workbench.compilers.mesa" in g["workbench.benchmarks.conv"]
+    assert "workbench.compilers.mesa" in g["workbench.etvk.run"]
     assert "workbench.vk.spirv" in g["workbench.kernels.conv_pw"]
 
 
@@ -148,7 +148,7 @@ def test_suites_are_function_references():
         suite("nope")
 
 
-@pytest.mark.parametrize("stats_module", ["workbench.adreno", "workbench.adreno_worker"])
+@pytest.mark.parametrize("stats_module", ["workbench.compilers.mesa", "workbench.compilers.mesa_worker"])
 def test_statistics_collection_knows_no_kernel(stats_module):
     needs = reachable(graph(), stats_module)
     kernel_side = sorted(m for m in needs if m.startswith(("workbench.kernels", "workbench.etvk", "workbench.viz",
@@ -156,15 +156,15 @@ def test_statistics_collection_knows_no_kernel(stats_module):
     assert not kernel_side, f"{stats_module} imports (directly or not) {kernel_side}"
 
 
-def test_no_import_cycle_through_adreno_or_conv_pw():
+def test_no_import_cycle_through_the_compilers_or_conv_pw():
     g = graph()
-    for name in ("workbench.adreno", "workbench.kernels.conv_pw"):
+    for name in ("workbench.compilers.mesa", "workbench.kernels.conv_pw", "workbench.benchmarks.conv_vendors"):
         cycle = [m for m in g[name] if name in reachable(g, m) or m == name]
         assert not cycle, f"{name} is in an import cycle through {cycle}"
 
 
-def test_importing_adreno_loads_no_kernel_module():
-    code = ("import sys, workbench.adreno as a; "
+def test_importing_the_compilers_loads_no_kernel_module():
+    code = ("import sys, workbench.compilers.mesa as a; "
             "print(sorted(m for m in sys.modules if m.startswith(('workbench.kernels', 'workbench.etvk'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=PACKAGE.parent)
@@ -207,5 +207,5 @@ def test_every_command_family_registers_the_same_way():
     for family in cli.FAMILIES:
         assert callable(family.register), family.__name__
         family.register(sub)
-    assert {"devices", "bench", "roofline-check", "sweep", "join", "layout", "main", "adreno", "etvk"} <= \
+    assert {"devices", "bench", "roofline-check", "sweep", "join", "layout", "main", "compilers", "adreno", "etvk"} <= \
         set(sub.choices)

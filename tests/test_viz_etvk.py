@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from workbench import adreno, etvk
+from workbench import etvk
+from workbench.compilers import mesa
 from workbench.shaders import compile_glsl
 from workbench.viz import etvk_views
 
@@ -34,12 +35,12 @@ def test_a_checkout_asked_for_but_broken_is_an_error(tmp_path, monkeypatch):
 
 def test_statistics_say_where_the_driver_has_none(device):
     spirv = compile_glsl(TRIVIAL, name="etvk_views_trivial")
-    stats = etvk_views.statistics(device, spirv, gpus=(740,) if adreno.is_set_up() else ())
+    stats = etvk_views.statistics(device, spirv, gpus=(740,) if mesa.is_set_up() else ())
     if device.info.features.get("pipeline_executable_properties"):
         assert stats["driver registers"] > 0
     else:
         assert stats["driver note"] == etvk_views.NO_STATISTICS
-    if adreno.is_set_up():
+    if mesa.is_set_up():
         assert stats["a740 registers"] >= 1 and stats["a740 waves"] == 16 and stats["a740 spills"] == 0
 
 
@@ -52,8 +53,8 @@ def test_pr_19396_diff_of_etvks_real_conv(device):
     assert timed["median_us A"] > 0 and timed["median_us B"] > 0
     summary = etvk_views.pr_summary(diff)
     assert summary.startswith("PR #19396 (1ee58ed3b7^ → 1ee58ed3b7)")
-    if adreno.is_set_up():
-        turnip = diff[diff["compiler"] == "Turnip ir3 a740"].iloc[0]
+    if mesa.is_set_up():
+        turnip = diff[diff["compiler"] == "Turnip (ir3) a740"].iloc[0]
         assert turnip["registers B"] < turnip["registers A"] and turnip["waves B"] > turnip["waves A"], summary
     fig = etvk_views.plot_diff(diff)
     assert len(fig.axes) >= 1 and fig.axes[-1].get_title() == "GPU time (µs)"

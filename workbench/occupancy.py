@@ -519,15 +519,20 @@ def amd_occupancy(vgprs: int, wave_size: int = 32, family: str | AmdFamily = "rd
     limits["wave slots"] = f.max_waves_per_simd
 
     waves = min(limits.values())
+    # RADV counts a wave64 as two wave32 on GFX10+ (radv_get_max_waves ends `gfx_level >= GFX10 ? max_simd_waves *
+    # (wave_size / 32)`, radv_shader.c in Mesa 25.0.7): its "Subgroups per SIMD" for a wave64 shader is twice the
+    # slots above, of 2 x max_waves_per_simd. RADV compiles compute as wave64 on RDNA unless RADV_PERFTEST=cswave32,
+    # so without this the model was off by 2x for every RADV compute shader (data/llvmpipe/mesa_compilers.md).
+    per_slot = wave_size // 32 if 32 in f.wave_sizes else 1
     return Occupancy(
         model=f"amd {f.name} wave{wave_size}",
-        waves_or_warps_active=waves,
-        max_waves_or_warps=f.max_waves_per_simd,
+        waves_or_warps_active=waves * per_slot,
+        max_waves_or_warps=f.max_waves_per_simd * per_slot,
         occupancy=waves / f.max_waves_per_simd,
         limiter=_binding_limits(limits, waves),
         details={"family": f.name, "gfx": f.gfx, "wave_size": wave_size,
                  "physical_vgprs": physical_vgprs, "allocated_vgprs": allocated_vgprs,
-                 "wave_limits": dict(limits)},
+                 "wave_limits": dict(limits), "radv_waves_per_slot": per_slot},
     )
 
 

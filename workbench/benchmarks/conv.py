@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from .. import adreno
+from ..compilers import mesa
 from .. import occupancy as occ
 from ..kernels.conv_pw import (ALL_TILES, DEFAULT_QPARAMS, SHADER, ConvPwBuffers, ConvPwShape, ConvPwSpec, QParams,
                                check_tile, conv_pw_tile_figures, prepack_weights, random_problem, reference, tile_label)
@@ -225,8 +225,8 @@ def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_prog
     tile of every shape (the host's reference and packing leave it idle between shapes: the landed H200 run
     recorded 5108 µs for a first tile whose neighbour took 1229 µs), so no first tile is timed at an idle clock.
     `adreno_gpu` (default 740): every tile also compiled by Mesa's Turnip for that Adreno on the no-op DRM shim
-    (`workbench.adreno`), giving `a740_registers` (vec4), `a740_waves`, `a740_occupancy` and `a740_spills` next to
-    the live device's columns; NaN with `a740_note` where `workbench adreno setup` has not run. None skips it."""
+    (`workbench.compilers.mesa`), giving `a740_registers` (vec4), `a740_waves`, `a740_occupancy` and `a740_spills` next to
+    the live device's columns; NaN with `a740_note` where `workbench compilers setup` has not run. None skips it."""
     tiles = [check_tile(*t) for t in tiles]
     shapes = [ConvPwShape.coerce(s) for s in shapes]
     if use_dot_ext is None:
@@ -319,10 +319,10 @@ def _adreno_columns(tiles, gpu) -> dict:
     """tile label → Turnip's figures for that tile on Adreno `gpu` (see sweep)."""
     if gpu is None:
         return {}
-    prefix = f"a{gpu}_"
-    if not adreno.is_set_up():
+    prefix = f"{mesa.check_gpu(gpu).name}_"
+    if not mesa.is_set_up():
         empty = {prefix + k: np.nan for k in ("registers", "waves", "occupancy", "spills")}
-        empty[prefix + "note"] = "run `workbench adreno setup` for Turnip's statistics"
+        empty[prefix + "note"] = "run `workbench compilers setup` for Turnip's statistics"
         return {tile_label(*t): empty for t in tiles}
     table = conv_pw_adreno_table([tuple(t) for t in tiles], gpu=gpu)
     return {r["tile"]: {prefix + "registers": r["Registers used"], prefix + "waves": r["Max Waves Per Core"],
@@ -331,7 +331,7 @@ def _adreno_columns(tiles, gpu) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The tile story in Turnip's statistics (Mesa's ir3 compiler for Adreno on the no-op DRM shim; `workbench.adreno`
+# The tile story in Turnip's statistics (Mesa's ir3 compiler for Adreno on the no-op DRM shim; `compilers.mesa`
 # collects the statistics and knows no kernel, this part knows the kernel)
 # ----------------------------------------------------------------------------------------------------------------
 
@@ -339,7 +339,7 @@ ADRENO_DEFAULT_SHAPE = (1, 96, 96, 64, 64)  # (N, Cin, Cout, H, W): ET-VK's loca
 
 
 def adreno_job(tile, *, use_dot_ext: bool, shape=ADRENO_DEFAULT_SHAPE, local_size=None) -> dict:
-    """One tile as an `adreno.stats_many` job: the compiled variant, the spec constants it declares, the local size
+    """One tile as a `mesa.stats_many` job: the compiled variant, the spec constants it declares, the local size
     (ET-VK's rule for `shape` unless given)."""
     tile_m, tile_n4, tile_k4 = check_tile(*tile)
     spec = ConvPwSpec(shape, tile_m=tile_m, tile_n4=tile_n4, tile_k4=tile_k4, use_dot_ext=use_dot_ext)
@@ -350,7 +350,7 @@ def adreno_job(tile, *, use_dot_ext: bool, shape=ADRENO_DEFAULT_SHAPE, local_siz
     return {"shader": spirv, "name": spec.variant, "spec_constants": spec_constants, "local_size": local}
 
 
-def conv_pw_adreno_table(tiles=None, gpu=adreno.DEFAULT_GPU, *, use_dot_ext: bool = True,
+def conv_pw_adreno_table(tiles=None, gpu=mesa.DEFAULT_GPU, *, use_dot_ext: bool = True,
                          shape=ADRENO_DEFAULT_SHAPE, local_size=None, root=None, errors: str = "keep"):
     """This kernel (the workbench's q8ta_conv2d_pw) compiled by Turnip for every tile (TILE_M, TILE_N4, TILE_K4).
 
@@ -361,27 +361,31 @@ def conv_pw_adreno_table(tiles=None, gpu=adreno.DEFAULT_GPU, *, use_dot_ext: boo
     used, Max Waves Per Core, occupancy (= waves / 16), Instruction Count, STP Count, LDP Count, spills
     (STP + LDP), Subgroup Size, model waves (occupancy.adreno_occupancy from the reported registers), variant,
     gpu, local_size; plus "error" where Turnip failed on a tile (`errors="keep"`, the default here: the other
-    tiles still get their row; "raise" raises AdrenoCompileError instead). Known: Mesa 25.0.7 segfaults in ir3
+    tiles still get their row; "raise" raises mesa.MesaCompileError instead). Known: Mesa 25.0.7 segfaults in ir3
     (ir3_get_src_shared ← read_phi_src) on the a750 for the OpSDotAccSat path; `use_dot_ext=False` compiles.
     These are Mesa's ir3 figures, not those of Qualcomm's compiler (which the ET-VK PRs quote).
     """
-    gpu_id = adreno.check_gpu(gpu)
+    g = mesa.check_gpu(gpu)
+    if g.vendor != "adreno":
+        raise ValueError(f"conv_pw_adreno_table takes an Adreno GPU ({', '.join(mesa.gpu_names('adreno'))}), got "
+                         f"{gpu!r}; conv_vendors.conv_pw_vendor_tiles takes every vendor")
+    gpu_id = int(dict(g.env)["FD_GPU_ID"])
     tiles = [tuple(t) for t in (ALL_TILES if tiles is None else tiles)]
     jobs = [adreno_job(t, use_dot_ext=use_dot_ext, shape=shape, local_size=local_size) for t in tiles]
-    results = adreno.stats_many(jobs, gpu_id, root=root, errors=errors)
+    results = mesa.stats_many(jobs, g, root=root, errors=errors)
     rows = []
     for tile, job, s in zip(tiles, jobs, results):
-        model = adreno.model_columns(s, job["local_size"], gpu_id)
+        model = mesa.summary(s, g, job["local_size"])
         waves = s.get("Max Waves Per Core")
         rows.append({
             "tile": tile_label(*tile), "TILE_M": tile[0], "TILE_N4": tile[1], "TILE_K4": tile[2],
             "accumulators": 16 * tile[0] * tile[1],
             "Registers used": s.get("Registers used"), "Half-registers used": s.get("Half-registers used"),
-            "Max Waves Per Core": waves, "occupancy": None if waves is None else waves / adreno.MAX_WAVES,
+            "Max Waves Per Core": waves, "occupancy": None if waves is None else waves / g.max_waves,
             "Instruction Count": s.get("Instruction Count"), "STP Count": s.get("STP Count"),
             "LDP Count": s.get("LDP Count"),
             "spills": int(s.get("STP Count") or 0) + int(s.get("LDP Count") or 0),
-            "Subgroup Size": s.get("Subgroup Size"), "model waves": model.get("model waves"),
+            "Subgroup Size": s.get("Subgroup Size"), "model waves": model.get("model_waves"),
             "variant": job["name"], "gpu": gpu_id, "local_size": tuple(job["local_size"]),
         })
         if "error" in s:
@@ -389,7 +393,7 @@ def conv_pw_adreno_table(tiles=None, gpu=adreno.DEFAULT_GPU, *, use_dot_ext: boo
     return pd.DataFrame(rows)
 
 
-def conv_pw_tile_n4_check(gpu=adreno.DEFAULT_GPU, *, tile_m: int = 1, tile_k4: int = 1, root=None, **kw):
+def conv_pw_tile_n4_check(gpu=mesa.DEFAULT_GPU, *, tile_m: int = 1, tile_k4: int = 1, root=None, **kw):
     """The seed claim (PR #19396: TILE_N4 2 → 1) checked with Turnip's ir3: TILE_N4 = 1 vs 2 (TILE_M = 1,
     TILE_K4 = 1 by default).
 
@@ -401,7 +405,7 @@ def conv_pw_tile_n4_check(gpu=adreno.DEFAULT_GPU, *, tile_m: int = 1, tile_k4: i
     df = conv_pw_adreno_table([(tile_m, 1, tile_k4), (tile_m, 2, tile_k4)], gpu, root=root, **kw)
     one, two = df.iloc[0], df.iloc[1]
     df.attrs["summary"] = (
-        f"a{adreno.check_gpu(gpu)} (Turnip ir3), q8ta_conv2d_pw M{tile_m}·K{tile_k4}, local size "
+        f"{mesa.check_gpu(gpu).name} (Turnip ir3), q8ta_conv2d_pw M{tile_m}·K{tile_k4}, local size "
         f"{one['local_size']}: TILE_N4=1 → {one['Registers used']} vec4 registers, {one['Max Waves Per Core']} "
         f"waves ({one['occupancy']:.1%}); TILE_N4=2 → {two['Registers used']} registers, "
         f"{two['Max Waves Per Core']} waves ({two['occupancy']:.1%}); spills {one['spills']} / {two['spills']}.")

@@ -104,10 +104,27 @@ def cmd_stats(args) -> int:
         else:
             gen.expand(name)  # an unknown name fails here, naming the close ones
             variants.append(name)
-    gpus = tuple(int(g) for g in args.adreno.split(",")) if args.adreno else ()
+    gpus = tuple(g for g in (args.gpu or "").split(",") if g.strip())
     df = stats_rows(device, gen, variants, gpus=gpus, dispatches=dispatches)
-    _print(df, args.csv)
+    if args.all:
+        _print(df, args.csv)
+    else:  # the common columns: every driver's own statistics make hundreds (--all, or --csv keeps them)
+        shown = [c for c in STATS_COLUMNS if c in df]
+        _print(df[shown], None)
+        if args.csv:
+            _print_csv(df, args.csv)
     return 0
+
+
+# `etvk stats`'s table: one row per variant and compiler; `error` says why a row has no figures.
+STATS_COLUMNS = ("variant", "gpu", "compiler", "registers", "register_unit", "spills", "instructions", "waves",
+                 "max_waves", "occupancy", "model_waves", "error")
+
+
+def _print_csv(df, csv: str) -> None:
+    Path(csv).parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(csv, index=False)
+    print(f"wrote {csv} (every statistic of every compiler)")
 
 
 def cmd_diff(args) -> int:
@@ -115,7 +132,7 @@ def cmd_diff(args) -> int:
     if len(args.rev) != 2:
         raise ValueError(f"diff takes exactly two --rev (A and B), got {len(args.rev)}")
     device = chosen_device(args)
-    gpus = tuple(int(g) for g in args.adreno.split(",")) if args.adreno else ()
+    gpus = tuple(g for g in (args.gpu or "").split(",") if g.strip())
     kernels = [(name, _options(args)) for name in args.kernels]
     df = diff(device, args.executorch, args.rev[0], args.rev[1], kernels, gpus=gpus, measure=not args.no_time)
     _print(df, args.csv)
@@ -173,7 +190,8 @@ def cmd_check(args) -> int:
 
 
 def register(sub) -> None:
-    from ..etvk.run import ADRENO_GPUS, kernel_names
+    from ..compilers.mesa import gpu_names as mesa_gpu_names
+    from ..etvk.run import VENDOR_GPUS, kernel_names
     etvk = sub.add_parser("etvk", help="ET-VK's own kernels from an ExecuTorch checkout", epilog=EPILOG)
     verbs = etvk.add_subparsers(dest="verb", required=True)
 
@@ -204,12 +222,15 @@ def register(sub) -> None:
     common(p)
     p.add_argument("match", nargs="*", help="only variants containing one of these")
     p.set_defaults(fn=cmd_list)
-    p = verbs.add_parser("stats", help="driver statistics (live device) and Turnip's for Adreno GPUs")
+    p = verbs.add_parser("stats", help="driver statistics (live device) and the offline compilers' (Adreno, Mali, AMD)")
     common(p)
     kernel_options(p)
     p.add_argument("names", nargs="+", help=f"kernels ({', '.join(kernel_names())}) or shader variant names")
-    p.add_argument("--adreno", default=",".join(map(str, ADRENO_GPUS)),
-                   help="Adreno GPUs for Turnip's statistics (comma-separated; '' for none)")
+    p.add_argument("--gpu", "--adreno", dest="gpu", default=",".join(VENDOR_GPUS),
+                   help="offline compilers' GPUs, comma-separated ('' for none): "
+                        f"{', '.join(mesa_gpu_names())} (`workbench compilers gpus`)")
+    p.add_argument("--all", action="store_true", help="print every statistic of every compiler, not only the "
+                                                      "common columns")
     p.set_defaults(fn=cmd_stats)
     p = verbs.add_parser("run", help="run on the current device against torch, timed, as tidy rows")
     common(p)
@@ -222,7 +243,8 @@ def register(sub) -> None:
     kernel_options(p)
     p.add_argument("--rev", action="append", default=[], help="revision A, then revision B (give it twice)")
     p.add_argument("kernels", nargs="+", choices=kernel_names(), metavar="KERNEL")
-    p.add_argument("--adreno", default=",".join(map(str, ADRENO_GPUS)), help="Adreno GPUs (comma-separated)")
+    p.add_argument("--gpu", "--adreno", dest="gpu", default=",".join(VENDOR_GPUS),
+                   help="offline compilers' GPUs, comma-separated ('' for none)")
     p.add_argument("--no-time", action="store_true", help="statistics only, no timed runs")
     p.set_defaults(fn=cmd_diff)
     p = verbs.add_parser("compile-all", help="every shader variant of the checkout compiled (parallel, cached): "

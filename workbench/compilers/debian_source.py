@@ -18,13 +18,13 @@
         ds.write_stamp(root / ds.STAMP_NAME, {"recipe": ds.recipe_id(RECIPE), ...})
 
 Two builders use it, each keeping its own recipe (packages, build options, what it keeps) in its own module:
-``workbench.adreno`` (Mesa's Turnip + the freedreno drm-shim, through ``apt-get source``) and
+``workbench.compilers.mesa`` (Mesa's Turnip, PanVK and RADV + the no-op drm-shims, through ``apt-get source``) and
 ``workbench.compilers.glslang`` (glslc / glslang / SPIRV-Tools, through ``apt-helper`` downloads and Debian's
 patches applied here).
 
 What it provides
     * set-up errors that name the step, the full log and its last lines (:class:`SetupError`; each builder
-      subclasses it with its own label, e.g. ``"adreno setup"``);
+      subclasses it with its own label, e.g. ``"compilers setup"``);
     * the cache folder (:func:`cache_dir`), the stamp (``setup.json``: :func:`recipe_id`, :func:`read_stamp`,
       :func:`stamp_missing`, :func:`write_stamp`) and the lock (:func:`lock`), with
       :func:`setup_session` putting the lock, a fresh ``logs/`` and the numbered :class:`Steps` together;
@@ -84,7 +84,7 @@ class SetupError(RuntimeError):
     """A set-up step failed; the message names the step, its full log and the log's last lines.
 
     Builders subclass it with their own `label` (the message's first words) and their own error base class:
-    ``class AdrenoSetupError(AdrenoError, SetupError): label = "adreno setup"``."""
+    ``class MesaSetupError(MesaError, SetupError): label = "compilers setup"``."""
 
     label = "setup"
 
@@ -99,7 +99,7 @@ class SetupError(RuntimeError):
 
 
 class Steps:
-    """Numbered step headers ("[adreno setup 2/6] title"), elapsed times, one log file per step."""
+    """Numbered step headers ("[compilers setup 2/7] title"), elapsed times, one log file per step."""
 
     def __init__(self, total: int, logs: Path, echo, label: str = SetupError.label):
         self.total, self.logs, self.echo, self.label, self.index = total, logs, echo, label, 0

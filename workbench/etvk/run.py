@@ -3,7 +3,7 @@ two revisions — each as tidy DataFrame rows.
 
     gen = Codegen(source("/path/to/executorch"))
     row = run(device, gen, "q8ta_conv2d_pw", shape=(1, 64, 32, 32))       # checked, timed
-    stats_table(device, gen, ["q8ta_conv2d_pw_float"], gpus=(740, 750, 730))
+    stats_rows(device, gen, ["q8ta_conv2d_pw_float"], gpus=("a740", "mali-g610", "rdna3"))
     diff(device, "/path/to/executorch", "1ee58ed3b7^", "1ee58ed3b7", ["q8ta_conv2d_pw"])
 """
 from __future__ import annotations
@@ -20,7 +20,9 @@ from .dispatch import Dispatch
 from .families import KERNELS
 from .codegen import Codegen, UnknownKernelError, source
 
-ADRENO_GPUS = (740, 750, 730)
+ADRENO_GPUS = ("a740", "a750", "a730")
+# `etvk stats`'s offline compilers (workbench.compilers.mesa.GPUS): three Adreno, two Mali, RDNA2 and RDNA3.
+VENDOR_GPUS = ("a740", "a750", "a730", "mali-g610", "mali-g52", "rdna2", "rdna3")
 # Statistic names of the two kinds of driver in one vocabulary (NVIDIA's and Turnip's own names stay as well).
 INSTRUCTIONS = ("Instruction Count", "Instructions", "Binary Size")
 
@@ -173,13 +175,17 @@ def _driver_columns(stats: dict) -> dict:
 
 
 # --------------------------------------------------------------------------------------------------
-# Statistics without running: the live driver (where it reports them) and Turnip's Adreno compiler
+# Statistics without running: the live driver (where it reports them) and the offline vendor compilers (Mesa's
+# Turnip for Adreno, PanVK for Mali, RADV for AMD on no-op kernel drivers: workbench.compilers.mesa)
 
-def stats_rows(device, gen: Codegen, variants, *, gpus=ADRENO_GPUS, dispatches: dict | None = None) -> pd.DataFrame:
+def stats_rows(device, gen: Codegen, variants, *, gpus=VENDOR_GPUS, dispatches: dict | None = None) -> pd.DataFrame:
     """One row per (variant, compiler): every statistic the live device's driver reports (NVIDIA, RADV, …; lavapipe
-    reports none) and every one Turnip reports for each Adreno in `gpus` (Mesa's ir3 compiler on the no-op DRM
-    shim — not Qualcomm's compiler, whose figures the ET-VK PRs quote)."""
-    from .. import adreno
+    reports none: its row says so in `error`) and every one the offline compiler reports for each GPU in `gpus`
+    (names of `compilers.mesa.GPUS`: "a740", "mali-g610", "rdna2", …; Adreno ints such as 740 work too). The common
+    columns (`unified_statistics`): registers, register_unit, spills, instructions, waves, max_waves, occupancy,
+    model_waves; `error` says why a row has none (a compiler that crashed, refused the GPU, or is not built)."""
+    from ..compilers import mesa
+    targets = [mesa.check_gpu(g) for g in gpus]  # an unknown name fails before any compile
     rows = []
     for variant in variants:
         spirv = gen.compile(variant)
@@ -187,44 +193,68 @@ def stats_rows(device, gen: Codegen, variants, *, gpus=ADRENO_GPUS, dispatches: 
         spec = declared(spirv, d.spec_constants) if d else {}
         local = d.local_size if d else (64, 1, 1)
         base = {"variant": variant, "source": gen.source.label, "spirv_bytes": len(spirv.code)}
-        if device is not None and device.info.features.get("pipeline_executable_properties"):
-            with device.pipeline(spirv, spec_constants=spec, local_size=local, capture_statistics=True,
-                                 name=variant) as pipe:
-                stats = pipe.statistics()
-            rows.append({**base, "compiler": f"{device.info.driver_name} ({device.info.name})",
-                         **unified_statistics(stats, device.info, local), **stats})
-        if gpus:
-            for gpu, result in zip(gpus, _turnip(adreno, spirv, variant, spec, local, gpus)):
-                rows.append({**base, "compiler": f"Turnip ir3 a{gpu}", **unified_statistics(result), **result})
+        if device is not None:
+            live = {**base, "gpu": "live", "compiler": f"{device.info.driver_name} ({device.info.name})"}
+            if device.info.features.get("pipeline_executable_properties"):
+                with device.pipeline(spirv, spec_constants=spec, local_size=local, capture_statistics=True,
+                                     name=variant) as pipe:
+                    stats = pipe.statistics()
+                rows.append({**live, **unified_statistics(stats, device.info, local), **stats})
+            else:
+                rows.append({**live, **unified_statistics({"error": (
+                    f"{device.info.driver_name} does not expose VK_KHR_pipeline_executable_properties: no driver "
+                    "statistics")})})
+        for g, result in zip(targets, _offline(mesa, spirv, variant, spec, local, targets)):
+            rows.append({**base, "gpu": g.name, "compiler": f"{mesa.DRIVER_TITLES[g.driver]} {g.name}",
+                         **unified_statistics(result, gpu=g, local_size=local),
+                         **{k: v for k, v in result.items() if k != "error"}})
     return pd.DataFrame(rows)
 
 
-def _turnip(adreno, spirv, variant, spec, local, gpus) -> list[dict]:
+def _offline(mesa, spirv, variant, spec, local, gpus) -> list[dict]:
     out = []
-    for gpu in gpus:
+    for g in gpus:
         try:
-            out.append(adreno.stats_many([spirv], gpu, errors="keep", spec_constants=spec, local_size=local,
-                                         name=variant)[0])
-        except adreno.AdrenoError as error:  # not set up, or its worker cannot start here: a row-level error
-            out.append({"error": str(error).splitlines()[0]})
+            out.append(mesa.stats_many([spirv], g, errors="keep", spec_constants=spec, local_size=local,
+                                       name=variant)[0])
+        except mesa.MesaError as error:  # not set up, or the driver refuses this GPU: a row-level error
+            lines = [line for line in str(error).splitlines() if line.strip()]
+            out.append({"error": " ".join(lines[:1] + lines[-2:]) if len(lines) > 1 else lines[0]})
     return out
 
 
-def unified_statistics(stats: dict, device_info=None, local_size=(64, 1, 1)) -> dict:
+def unified_statistics(stats: dict, device_info=None, local_size=(64, 1, 1), *, gpu=None) -> dict:
     """The few columns every compiler has, under one name each (the raw statistics stay beside them): registers,
-    instructions, spills, and waves (Turnip's "Max Waves Per Core") or occupancy (the workbench's rule model for
-    the live device, from its driver's register count)."""
+    register_unit, instructions, spills, waves, max_waves, occupancy, model_waves, and error (why there are none).
+
+    With `gpu` (an offline compiler's GPU) they come from `compilers.mesa.summary`: the compiler's own occupancy
+    figure (Turnip's "Max Waves Per Core", RADV's "Subgroups per SIMD", PanVK's "Threads") beside the rule model's.
+    With `device_info` (the live device) waves and occupancy are the workbench's rule model for that device, from
+    its driver's register count (`occupancy.occupancy_for_device`)."""
     from .. import occupancy as occ
+    empty = {"registers": None, "register_unit": None, "instructions": None, "spills": None, "waves": None,
+             "max_waves": None, "occupancy": None, "model_waves": None}
+    if gpu is not None:
+        from ..compilers import mesa
+        figures = mesa.summary(stats, gpu, local_size)
+        out = dict(empty)
+        out.update({k: figures.get(k) for k in empty})
+        if "error" in figures:
+            out["error"] = figures["error"]
+        return out
     if "error" in stats:
-        return {"registers": None, "instructions": None, "spills": None, "waves": None, "occupancy": None}
+        return {**empty, "error": stats["error"]}
     figures = occ.registers_from_statistics(stats)
     instructions = next((stats[k] for k in INSTRUCTIONS if k in stats), None)
-    out = {"registers": figures["registers"], "instructions": instructions, "spills": figures["spills"],
-           "waves": stats.get("Max Waves Per Core"), "occupancy": None}
+    out = {**empty, "registers": figures["registers"], "register_unit": figures["register_unit"],
+           "instructions": instructions, "spills": figures["spills"], "waves": figures["driver_max_waves"]}
     if device_info is not None and figures["registers"] is not None:
         try:
             o = occ.occupancy_for_device(device_info, figures, local_size, subgroup_size=None)
-            out.update(occupancy=o.occupancy, occupancy_limiter=o.limiter, waves=o.waves_or_warps_active)
+            out.update(occupancy=o.occupancy, occupancy_limiter=o.limiter, model_waves=o.waves_or_warps_active,
+                       max_waves=o.max_waves_or_warps)
+            if out["waves"] is None:
+                out["waves"] = o.waves_or_warps_active
         except ValueError as error:
             out["occupancy_limiter"] = f"n/a ({error})"
     return out
@@ -236,7 +266,7 @@ def unified_statistics(stats: dict, device_info=None, local_size=(64, 1, 1)) -> 
 DIFF_COLUMNS = ("registers", "waves", "occupancy", "spills", "instructions", "median_us")
 
 
-def diff(device, executorch, rev_a: str, rev_b: str, kernels, *, gpus=ADRENO_GPUS, measure: bool = True,
+def diff(device, executorch, rev_a: str, rev_b: str, kernels, *, gpus=VENDOR_GPUS, measure: bool = True,
          options: dict | None = None) -> pd.DataFrame:
     """One tidy DataFrame: for each kernel and compiler, registers, waves, spills, instruction count and GPU time at
     revision A, at B, and B / A. `kernels` are ET-VK op names (`q8ta_conv2d_pw`) with their default shapes, or

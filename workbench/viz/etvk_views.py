@@ -10,7 +10,7 @@ ET-VK's kernels come from the checkout through `workbench.etvk` (its templates, 
 with its dispatch conventions and checked against torch); the workbench's come from the notebook's own benchmark
 frames, so both sides are the notebook's figures of this run. Registers are the live driver's statistics where it
 has VK_KHR_pipeline_executable_properties (NVIDIA: "Register Count"; lavapipe has none), and Turnip's for an
-Adreno 740 (Mesa's ir3 compiler on the no-op DRM shim, `workbench adreno setup`) — Mesa's compiler, not Qualcomm's,
+Adreno 740 (Mesa's ir3 compiler on the no-op DRM shim, `workbench compilers setup`) — Mesa's compiler, not Qualcomm's,
 so its figures need not match the ones the ET-VK PRs quote from Qualcomm's offline compiler.
 """
 from __future__ import annotations
@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import adreno, etvk
+from .. import etvk
+from ..compilers import mesa
 from ..etvk.run import declared, unified_statistics
 from ..etvk.codegen import ENV_VAR
 from ..kernels import conv_pw as K
@@ -60,9 +61,9 @@ def checkout(executorch=None) -> Path | None:
 # Statistics of one compiled kernel: the live driver (where it reports them) and Turnip's a740
 
 
-def _unified(stats: dict) -> dict:
+def _unified(stats: dict, gpu=None, local_size=(64, 1, 1)) -> dict:
     """Registers, waves, instructions and spills under one name each (the same reading as `workbench etvk stats`)."""
-    figures = unified_statistics(stats)
+    figures = unified_statistics(stats, gpu=gpu, local_size=local_size)
     return {k: figures[k] for k in ("registers", "waves", "instructions", "spills")}
 
 
@@ -80,16 +81,17 @@ def statistics(device, spirv, *, spec_constants=None, local_size=(64, 1, 1), nam
     else:
         out["driver note"] = NO_STATISTICS
     for gpu in gpus:
-        if not adreno.is_set_up():
-            out[f"a{gpu} note"] = "Turnip not set up: run `workbench adreno setup`"
+        g = mesa.check_gpu(gpu)
+        if not mesa.is_set_up():
+            out[f"{g.name} note"] = "the offline compilers are not set up: run `workbench compilers setup`"
             continue
-        result = adreno.stats_many([spirv], gpu, errors="keep", spec_constants=spec, local_size=local_size,
-                                   name=name)[0]
+        result = mesa.stats_many([spirv], g, errors="keep", spec_constants=spec, local_size=local_size,
+                                 name=name)[0]
         if "error" in result:
-            out[f"a{gpu} note"] = f"Turnip failed: {result['error'].splitlines()[0]}"
+            out[f"{g.name} note"] = f"{mesa.DRIVER_TITLES[g.driver]} failed: {result['error'].splitlines()[0]}"
             continue
-        for key, value in _unified(result).items():
-            out[f"a{gpu} {key}"] = value
+        for key, value in _unified(result, g, local_size).items():
+            out[f"{g.name} {key}"] = value
     return out
 
 
@@ -206,7 +208,7 @@ def conv_pr_diff(device, executorch, shape, *, revisions=PR_19396, gpus=(740,)) 
 def pr_summary(diff: pd.DataFrame, gpu: int = 740) -> str:
     """One sentence of what `conv_pr_diff` measured: Turnip's registers and waves, and the time here, A → B."""
     parts = []
-    turnip = diff[diff["compiler"] == f"Turnip ir3 a{gpu}"]
+    turnip = diff[diff["compiler"] == f"{mesa.DRIVER_TITLES['turnip']} {mesa.check_gpu(gpu).name}"]
     if len(turnip) and {"registers A", "waves A"} <= set(diff) and turnip[["registers A", "waves A"]].notna().all(
             axis=None):
         r = turnip.iloc[0]
@@ -214,7 +216,7 @@ def pr_summary(diff: pd.DataFrame, gpu: int = 740) -> str:
                      f"{r['waves A']:.0f} → {r['waves B']:.0f} waves of 16 (the PR quotes Qualcomm's offline "
                      "compiler instead: 28 registers, 37 % occupancy before the change)")
     else:
-        parts.append(f"no Turnip a{gpu} figures (run `workbench adreno setup`)")
+        parts.append(f"no Turnip a{gpu} figures (run `workbench compilers setup`)")
     timed = diff[diff["compiler"] == "live device (timed)"]
     if len(timed) and "median_us A" in diff:
         r = timed.iloc[0]

@@ -1,5 +1,5 @@
 #version 450
-// The smallest useful compute shader for the Adreno statistics tests: out[i] = in[i] * MUL.
+// The smallest useful compute shader for the offline compilers' statistics tests (Adreno, Mali, AMD): out[i] = in[i] * MUL.
 layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 layout(std430, set = 0, binding = 0) writeonly buffer Out { int out_values[]; };
 layout(std430, set = 0, binding = 1) readonly buffer In { int in_values[]; };
