@@ -66,12 +66,15 @@ def test_linear_q8ta_q8csw_tiled_matches_torch(device, real, options):
 @needs_checkout
 def test_linear_buffer_output_with_n_not_a_multiple_of_4_lands_shifted(device, real):
     """Finding: the buffer variant stores vec4 m·N4 + n4, but ET-VK's float buffer tensors are contiguous
-    (element (m, n) at m·N + n): with N % 4 != 0 every row after the first lands shifted."""
+    (element (m, n) at m·N + n): with N % 4 != 0 every row after the first lands shifted. On lavapipe row 0
+    survives; on the H200 row 0 is wrong too (measured there: the full-tile stores without an N check overlap the
+    next row's words, and which store lands last is the driver's), so only lavapipe is held to row 0."""
     d = etvk.make(real, "linear_q8ta_q8csw_tiled", shape=(2, 4), out_features=3, storage="buffer")
     row = etvk.execute(device, real, d, measure=False)
     assert not row["correct"]
-    first_row_only = dataclasses.replace(d, expected=d.expected[:1], decode=lambda raw: d.decode(raw)[:1])
-    assert etvk.execute(device, real, first_row_only, measure=False)["correct"]
+    if device.info.driver_name == "llvmpipe":
+        first_row_only = dataclasses.replace(d, expected=d.expected[:1], decode=lambda raw: d.decode(raw)[:1])
+        assert etvk.execute(device, real, first_row_only, measure=False)["correct"]
 
 
 @needs_checkout

@@ -271,7 +271,7 @@ def test_identity_ops_before_and_after_19395_on_the_runtime(tmp_path):
 def test_the_warm_up_load_runs_and_leaves_nothing_behind():
     from workbench import vk
     device = vk.get_device()
-    P._warm_gpu(device, 0.05, cpu_too=True)      # the copy pipeline stays cached on the device, as pipeline_for keeps it
+    P.warm_gpu(device, 0.05, cpu_too=True)      # the copy pipeline stays cached on the device, as pipeline_for keeps it
     before = device.live_objects()
-    P._warm_gpu(device, 0.05, cpu_too=True)
+    P.warm_gpu(device, 0.05, cpu_too=True)
     assert device.live_objects() == before

@@ -94,14 +94,20 @@ def cmd_replay(args) -> int:
 
     from .. import vk
     from ..etvk import Codegen, source
-    from ..etvk.run import run as run_family
+    from ..etvk.model.profile import warm_gpu
+    from ..etvk.run import execute, make
     gen = Codegen(source(args.executorch, rev=args.rev))
     device = vk.get_device()
     rows = []
     for item in json.loads(Path(args.file).read_text()):
         try:
-            got = run_family(device, gen, item["family"], measure=True, statistics=args.statistics,
-                             **item["options"])
+            d = make(gen, item["family"], **item["options"])
+            for variant in [step.variant for step in d.before] + [d.variant]:
+                gen.compile(variant)          # compile first: the GPU must not idle between warm-up and timing
+            # a GPU idles down to its lowest clock between items (measured on the H200: 345 MHz at the start of
+            # most items without this); a second of copies brings it back to where ET-VK's runtime ran
+            warm_gpu(device, args.warm_seconds)
+            got = execute(device, gen, d, measure=True, statistics=args.statistics)
         except (ValueError, RuntimeError) as e:   # a refused case is a row that says why, not the end of the run
             got = {"error": f"{type(e).__name__}: {e}"}
         rows.append({**{k: v for k, v in item.items() if k != "options"}, "options": json.dumps(item["options"]),
@@ -212,6 +218,8 @@ def register(verbs) -> None:
     p.add_argument("file", help="JSON: [{\"family\": …, \"options\": {…}, …}] (drill.replay_file writes it)")
     p.add_argument("--csv", required=True, help="the rows, written after each one")
     p.add_argument("--statistics", action="store_true", help="driver statistics too")
+    p.add_argument("--warm-seconds", type=float, default=1.0,
+                   help="GPU warm-up (copies) before each timed item (default 1 s; CPU devices skip it)")
     p.set_defaults(fn=cmd_replay)
 
     p = verbs.add_parser("harness", help="ET-VK's own op harness (custom_ops test_q8ta_* / test_q8csw_*): build, "

@@ -81,7 +81,7 @@ def compare(kernels: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
     return out
 
 
-def _warm_gpu(device, seconds: float, *, cpu_too: bool = False) -> None:
+def warm_gpu(device, seconds: float, *, cpu_too: bool = False) -> None:
     """Copies on the workbench's device for `seconds` (GPUs only unless `cpu_too`), so the runner starts at a
     loaded clock."""
     if (device.info.is_cpu and not cpu_too) or seconds <= 0:
@@ -193,7 +193,7 @@ def execute(folder, runtime, *, runs: int = 20, warmup: int = 3, device=None, wa
     env = environment(device)
     _echo(quiet)(f"{summary['model']} @ {summary.get('side_label', summary['revision'])}: {warmup + runs} "
                  f"executions on ET-VK's runtime {built.short} ({env['device']}) …")
-    _warm_gpu(device, warm_seconds)
+    warm_gpu(device, warm_seconds)
     result = RT.run(built, program, executions=warmup + runs, out_dir=folder)
     (folder / "run.json").write_text(json.dumps({**env, "runs": runs, "warmup": warmup, "runtime_commit": built.commit,
                                                  "runtime_note": note, "seconds": round(result.seconds, 2),
