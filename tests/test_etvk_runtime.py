@@ -275,3 +275,14 @@ def test_the_warm_up_load_runs_and_leaves_nothing_behind():
     before = device.live_objects()
     P.warm_gpu(device, 0.05, cpu_too=True)
     assert device.live_objects() == before
+
+
+@needs_checkout
+def test_back_to_back_copies_time_the_same_dispatch(tmp_path):
+    from workbench import etvk, vk
+    gen = etvk.Codegen(etvk.source(CHECKOUT))
+    d = etvk.make(gen, "q8ta_clone", shape=(1, 8, 6, 10))
+    row = etvk.execute(vk.get_device(), gen, d, back_to_back=4, min_time_s=0.01, max_time_s=0.5)
+    assert row["correct"] and row["back_to_back"] == 4 and row["median_us"] > 0
+    with pytest.raises(ValueError, match="back_to_back must be >= 1, got 0"):
+        etvk.execute(vk.get_device(), gen, d, back_to_back=0)

@@ -102,8 +102,13 @@ def check(d: Dispatch, got: torch.Tensor) -> dict:
 
 
 def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statistics: bool = False,
-            min_time_s: float = 0.2, max_time_s: float = 5.0) -> dict:
-    """Compile, bind, dispatch once, check against torch; then time (re-submitting one recording) when asked."""
+            min_time_s: float = 0.2, max_time_s: float = 5.0, back_to_back: int = 1) -> dict:
+    """Compile, bind, dispatch once, check against torch; then time (re-submitting one recording) when asked.
+    `back_to_back` > 1 times a recording of that many copies of the dispatch (a barrier between each) and reports
+    the time per copy: a GPU kept busy holds its clock, as it does running a model's dispatches one after another,
+    where a lone dispatch resubmitted lets it sag (the H200 fell from 1980 to ~1300 MHz)."""
+    if back_to_back < 1:
+        raise ValueError(f"back_to_back must be >= 1, got {back_to_back}")
     spirv = gen.compile(d.variant)
     if d.requires is not None:  # the family's own account first (cooperative-matrix types and sizes, subgroups)
         d.requires(device)
@@ -137,8 +142,19 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
             row.update(check(d, got))
             if capture:
                 row.update(_driver_columns(pipe.statistics()))
-            if measure:
+            if measure and back_to_back > 1:
+                with device.record(label=d.variant) as many:
+                    for _ in range(back_to_back):
+                        for (step, _), step_pipe in zip(earlier, pipes):
+                            many.dispatch(step_pipe, [made[i] for i in step.bindings], step.global_size,
+                                          step.push_constants, label=step.variant)
+                        many.dispatch(pipe, bound, d.global_size, d.push_constants, label=d.variant)
+                    gpu, host = sample_recording(many, repeats=back_to_back, min_time_s=min_time_s,
+                                                 max_time_s=max_time_s)
+                row["back_to_back"] = back_to_back
+            elif measure:
                 gpu, host = sample_recording(rec, min_time_s=min_time_s, max_time_s=max_time_s)
+            if measure:
                 timed = measurement_row(d.kernel, environment(device), gpu, host_ns=host,
                                         bytes_moved=d.bytes_moved, macs=d.macs)
                 timed.pop("kernel")
