@@ -44,3 +44,34 @@ def test_multi_shader_cases_and_cut_names():
 
 def test_other_lines_are_ignored():
     assert harness.parse("Correctness validation PASSED\nOverall GFLOP/s: 3.0\n").empty
+
+
+CHECKOUT = __import__("os").environ.get("WORKBENCH_EXECUTORCH")
+needs_checkout = pytest.mark.skipif(not CHECKOUT, reason="WORKBENCH_EXECUTORCH is not set: the families' dispatch "
+                                    "geometry comes from ET-VK's templates in a checkout")
+
+
+@needs_checkout
+def test_the_workbench_port_picks_the_harness_geometry():
+    """Every conv case ET-VK's own harness ran on the H200 (data/NVIDIA_H200/etvk_harness.csv): the workbench's port
+    of the same dispatch has the same global and local work-group sizes (the check that found 4C refused)."""
+    import pandas as pd
+
+    from workbench import etvk
+    rows = pd.read_csv(Path(__file__).parents[1] / "data" / "NVIDIA_H200" / "etvk_harness.csv").fillna({"case_name": ""})
+    g = harness.geometry_check(rows, etvk.Codegen(etvk.source(CHECKOUT)))
+    assert len(g) >= 150 and set(g["family"]) == {"q8ta_conv2d", "q8ta_conv2d_dw", "q8ta_conv2d_pw"}
+    assert g["same"].all(), g[~g["same"]].head()
+
+
+@needs_checkout
+@pytest.mark.parametrize("family,options", [
+    ("q8ta_conv2d", dict(shape=(1, 8, 9, 11), out_channels=12, in_layout="4C", out_layout="4C")),
+    ("q8ta_conv2d", dict(shape=(1, 5, 7, 6), out_channels=6, in_layout="4C", out_layout="4W4C", stride=2)),
+    ("q8ta_conv2d_dw", dict(shape=(1, 8, 9, 11), in_layout="4C", out_layout="4C")),
+    ("q8ta_conv2d_pw", dict(shape=(1, 16, 8, 8), out_channels=3, out_layout="4C"))])
+def test_convs_on_4c_buffers_match_torch(family, options):
+    """ET-VK's check reads packed dim, block sizes and the outer dim only: 4C passes it as 4C1W does."""
+    from workbench import etvk, vk
+    row = etvk.run(vk.get_device(), etvk.Codegen(etvk.source(CHECKOUT)), family, measure=False, **options)
+    assert row["correct"] and row["max_abs_diff"] == 0

@@ -35,7 +35,8 @@ DEFAULT_TESTS = ("test_q8ta_conv2d_pw", "test_q8ta_conv2d", "test_q8ta_conv2d_dw
 
 _WG2 = re.compile(r"\((\d+),(\d+),(\d+)\)\s+\((\d+),(\d+),(\d+)\)")
 _TAIL = re.compile(r"(?P<us>[0-9.]+) μs(?:\s+(?P<gflops>[0-9.]+) GFLOP/s)?\s*(?P<status>PASSED|FAILED|SKIPPED)?\s*$")
-_EVENT_NAME = re.compile(r'"kernel_name": "([^"]+)"')   # with the event tracer on, the name is ET-VK's event JSON
+# with the event tracer on, the name is ET-VK's event JSON (cut like any name: then its kernel name ends in "..")
+_EVENT_NAME = re.compile(r'"kernel_name": "([^"]*)(")?')
 _SIZE = re.compile(r"(\[[^\]]*\])\s*$")
 
 
@@ -61,7 +62,8 @@ def parse(text: str, variants=None, test: str = "") -> pd.DataFrame:
                 continue
             name, rest = parts[0], parts[1] if len(parts) > 1 else ""
         event = _EVENT_NAME.search(name)
-        name = event.group(1) if event else name
+        if event:
+            name = event.group(1) if event.group(2) else event.group(1).rstrip(".") + ".."
         if name.endswith("..") and names:
             full = [v for v in names if v.startswith(name[:-2])]
             name = full[0] if len(full) == 1 else name
@@ -79,6 +81,53 @@ def parse(text: str, variants=None, test: str = "") -> pd.DataFrame:
             case += 1
     return pd.DataFrame(rows, columns=["test", "case", "line", "name", "global_wg", "local_wg", "case_name", "size",
                                        "avg_us", "gflops", "status"])
+
+
+_CONV_CASE = re.compile(r"\[(\d+),(\d+),(\d+),(\d+)\]x\[(\d+),(\d+),(\d+),(\d+)\]\s+s(\d+)\s+p(\d+)\s+d(\d+)\s+g(\d+)"
+                        r"\s+Buf\((\w+)\)")
+CONV_FAMILIES = {"q8ta_conv2d_pw_float": "q8ta_conv2d_pw", "q8ta_conv2d_float": "q8ta_conv2d",
+                 "q8ta_conv2d_dw_float": "q8ta_conv2d_dw"}
+
+
+def conv_case_options(row) -> tuple[str, dict] | None:
+    """(workbench family, make options) of a harness conv case line whose shader the workbench dispatches, from its
+    case name ``[N,C,H,W]x[OC,ICg,Kh,Kw] sS pP dD gG Buf(LAYOUT)``; None for any other line."""
+    family = CONV_FAMILIES.get(row["name"])
+    m = _CONV_CASE.search(row["case_name"] or "")
+    if family is None or m is None:
+        return None
+    n, c, h, w, oc, _, kh, kw, s, p, d, g = (int(v) for v in m.groups()[:12])
+    layout = m.group(13)
+    opts = {"shape": (n, c, h, w), "out_channels": oc, "out_layout": layout}
+    if family != "q8ta_conv2d_pw":
+        opts.update(kernel_size=(kh, kw), stride=s, padding=p, dilation=d, in_layout=layout)
+        if family == "q8ta_conv2d":
+            opts["groups"] = g
+    return family, opts
+
+
+def geometry_check(rows: pd.DataFrame, gen) -> pd.DataFrame:
+    """ET-VK's own harness's work-group sizes beside the workbench's port of the same dispatch (no device needed:
+    the family's ``make`` gives the global and local sizes ET-VK's pickers would)."""
+    from .run import make
+    out = []
+    for _, r in rows[rows["line"] == "shader"].iterrows():
+        picked = conv_case_options(r)
+        if picked is None:
+            continue
+        family, opts = picked
+        try:
+            d = make(gen, family, **opts)
+            wb_global, wb_local = "x".join(map(str, d.global_size)), "x".join(map(str, d.local_size))
+            error = ""
+        except ValueError as e:
+            wb_global = wb_local = ""
+            error = str(e).splitlines()[0]
+        out.append({"test": r["test"], "case_name": r["case_name"], "shader": r["name"], "family": family,
+                    "harness_global": r["global_wg"], "harness_local": r["local_wg"], "workbench_global": wb_global,
+                    "workbench_local": wb_local, "same": (wb_global, wb_local) == (r["global_wg"], r["local_wg"]),
+                    "harness_us": r["avg_us"], "error": error})
+    return pd.DataFrame(out)
 
 
 def _run(step: str, command, log: Path, cwd=None) -> None:

@@ -10,13 +10,14 @@ import torch.nn.functional as F
 
 from ...kernels import conv_pw
 from ..codegen import Codegen
+from ._conv import CONV_LAYOUTS
 from ..dispatch import Dispatch, Resource, int8_decoder, int8_layout, nchw_sizes, packed_words, pick_hw_square_wg_size
 
 
 def q8ta_conv2d_pw(gen: Codegen, shape=(1, 64, 16, 16), out_channels: int | None = None, *, out_layout="4W4C",
                    bias: bool = True, relu: bool = False, fallback: bool = False, seed: int = 0) -> Dispatch:
     """``add_q8ta_conv2d_pw_node`` + ``prepack_quantized_conv2d_pw_weight`` (Q8taConv2dPW.cpp): input 4W4C,
-    output 4W4C or 4C1W, int8 weights per output channel (symmetric) in a 2-D int texture, weight sums,
+    output 4W4C, 4C1W or 4C, int8 weights per output channel (symmetric) in a 2-D int texture, weight sums,
     scales and bias as vec4/ivec4 buffers per block of 4 output channels."""
     n, cin, h, w = nchw_sizes(shape)
     cout = int(out_channels or cin)
@@ -27,8 +28,8 @@ def q8ta_conv2d_pw(gen: Codegen, shape=(1, 64, 16, 16), out_channels: int | None
     expanded = gen.expand(variant)
     tile_n4, tile_m4 = int(expanded.define("TILE_N4") or 1), int(expanded.define("TILE_M4") or 1)
     inp_lay, out_lay = int8_layout("4W4C"), int8_layout(out_layout)
-    if out_lay.name not in ("4W4C", "4C1W"):
-        raise ValueError(f"q8ta_conv2d_pw writes 4W4C or 4C1W, got {out_layout!r}")
+    if out_lay.name not in CONV_LAYOUTS:   # q8ta_conv2d_check_packed_dim_info on the output (4W4C input only)
+        raise ValueError(f"q8ta_conv2d_pw writes one of {list(CONV_LAYOUTS)}, got {out_layout!r}")
     g = torch.Generator().manual_seed(seed)
     q_in = torch.randint(-128, 128, (1, cin, h, w), dtype=torch.int8, generator=g)
     weight = torch.randint(-127, 128, (cout, cin), dtype=torch.int8, generator=g)
