@@ -143,15 +143,15 @@ def _dirty_hash(root: Path) -> str | None:
 
 def _missing_blobs(root: Path, commit: str) -> list[str]:
     listing = _git(root, "ls-tree", "-r", commit)
-    blobs = {}
+    blobs: dict[str, list[str]] = {}   # one blob may sit at several paths (identical files)
     for line in listing.stdout.splitlines():
         meta, path = line.split("\t", 1)
         _, kind, sha = meta.split()
         if kind == "blob":
-            blobs[sha] = path
+            blobs.setdefault(sha, []).append(path)
     check = subprocess.run(["git", "-C", str(root), "cat-file", "--batch-check"], input="\n".join(blobs) + "\n",
                            capture_output=True, text=True)
-    return sorted(blobs[line.split()[0]] for line in check.stdout.splitlines() if line.endswith(" missing"))
+    return sorted(p for line in check.stdout.splitlines() if line.endswith(" missing") for p in blobs[line.split()[0]])
 
 
 def _extract(root: Path, commit: str, folder: Path, excluded=()) -> None:
