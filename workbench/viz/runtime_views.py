@@ -6,14 +6,14 @@
 """
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
+import matplotlib
 import numpy as np
 
 from .tile_views import _Figure
 
 
 def _colors(names):
-    cmap = plt.get_cmap("tab20")
+    cmap = matplotlib.colormaps["tab20"]
     return {n: cmap(i % 20) for i, n in enumerate(names)}
 
 
@@ -24,7 +24,8 @@ def plot_operator_kernels(profile, revision: str | None = None):
     pivot = d.pivot_table(index="operator", columns="kernel", values="gpu_us", aggfunc="sum", fill_value=0.0)
     pivot = pivot.loc[pivot.sum(axis=1).sort_values().index]
     colors = _colors(pivot.columns)
-    fig, ax = plt.subplots(figsize=(10, 0.45 * len(pivot) + 1.8))
+    fig = _Figure(figsize=(10, 0.45 * len(pivot) + 1.8))
+    ax = fig.add_subplot()
     left = np.zeros(len(pivot))
     for kernel in pivot.columns:
         ax.barh(pivot.index, pivot[kernel], left=left, color=colors[kernel], label=kernel)
@@ -37,7 +38,7 @@ def plot_operator_kernels(profile, revision: str | None = None):
     ax.set_xlim(0, left.max() * 1.35 if len(left) else 1)
     ax.legend(fontsize=7, loc="lower right", title="shader variant", title_fontsize=8)
     fig.tight_layout()
-    return _Figure(fig)
+    return fig
 
 
 def plot_dispatches(profile, revision: str | None = None):
@@ -45,7 +46,8 @@ def plot_dispatches(profile, revision: str | None = None):
     revision = revision or profile.revisions[0]
     d = profile.dispatches[profile.dispatches["revision"] == revision].sort_values("dispatch_id")
     colors = _colors(sorted(d["operator"].unique()))
-    fig, ax = plt.subplots(figsize=(12, 3.2))
+    fig = _Figure(figsize=(12, 3.2))
+    ax = fig.add_subplot()
     ax.bar(d["dispatch_id"], d["gpu_us"], color=[colors[o] for o in d["operator"]], width=0.85)
     for op, c in colors.items():
         ax.bar([], [], color=c, label=op)
@@ -54,7 +56,7 @@ def plot_dispatches(profile, revision: str | None = None):
     ax.set_title(f"{profile.model}: {len(d)} dispatches, {d['gpu_us'].sum():,.1f} µs")
     ax.legend(fontsize=7, ncol=4)
     fig.tight_layout()
-    return _Figure(fig)
+    return fig
 
 
 def plot_ab(profile):
@@ -63,7 +65,8 @@ def plot_ab(profile):
     ab = ab[ab["kernel"] != "(all)"].sort_values("gpu_us_a")
     a, b = ab.attrs.get("a", "A"), ab.attrs.get("b", "B")
     y = np.arange(len(ab))
-    fig, ax = plt.subplots(figsize=(10, 0.4 * len(ab) + 1.8))
+    fig = _Figure(figsize=(10, 0.4 * len(ab) + 1.8))
+    ax = fig.add_subplot()
     ax.barh(y - 0.2, ab["gpu_us_a"], height=0.4, label=f"{a}")
     ax.barh(y + 0.2, ab["gpu_us_b"], height=0.4, label=f"{b}")
     for i, r in enumerate(ab.itertuples()):
@@ -75,4 +78,4 @@ def plot_ab(profile):
     ax.set_title(f"{profile.model}: {a} → {b}")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    return _Figure(fig)
+    return fig
