@@ -286,3 +286,15 @@ def test_back_to_back_copies_time_the_same_dispatch(tmp_path):
     assert row["correct"] and row["back_to_back"] == 4 and row["median_us"] > 0
     with pytest.raises(ValueError, match="back_to_back must be >= 1, got 0"):
         etvk.execute(vk.get_device(), gen, d, back_to_back=0)
+
+
+def test_model_explorer_node_data_sums_each_nodes_dispatches(residual_profile):
+    from workbench.etvk.model import explorer as X
+    values = X.node_values(residual_profile)
+    assert len(values) == 1
+    ops = residual_profile.dispatches[residual_profile.dispatches["delegate_node_id"].notna()]
+    assert sum(values[0].values()) == pytest.approx(ops["gpu_us"].sum())
+    nodes = residual_profile.programs["working tree"].summary["nodes"]
+    assert set(values[0]) <= set(nodes)            # every timed node is a node of the delegate's graph
+    data = X.node_data(values[0], "ET-VK GPU µs")
+    assert set(data) == {X.GRAPH_ID} and data[X.GRAPH_ID]["results"] and data[X.GRAPH_ID]["gradient"]

@@ -31,7 +31,8 @@ def write_graphs(programs, out) -> list[str]:
     for i, program in enumerate(programs):
         graphs = convert_adapter_response(PytorchExportedProgramAdapterImpl(program, {}).convert())
         name = f"delegate-{i}.graph.json"
-        (Path(out) / name).write_text(json.dumps(graphs))
+        # Model Explorer's JSON adapter loads a list of graphs (the adapter's {"graphs": [...]} shows "Error")
+        (Path(out) / name).write_text(json.dumps(graphs["graphs"]))
         names.append(name)
     return names
 
