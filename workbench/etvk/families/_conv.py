@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from ..codegen import Codegen, UnknownKernelError
-from ..dispatch import int8_layout
+from ..dispatch import Resource, int8_layout, packed_words
 
 # q8ta_conv2d_check_packed_dim_info: packed C block 4, outer W block 1 or 4 — 4C passes too (its PackedDimInfo
 # differs from 4C1W only in is_block_transposed, which the check does not read; ET-VK's own harness runs conv on
@@ -250,6 +250,38 @@ def out_hw(op: str, h: int, w: int, kernel, stride, padding, dilation) -> tuple[
         raise ValueError(f"{op}: the output would be empty: input H×W {h}×{w}, kernel {kernel}, stride {stride}, "
                          f"padding {padding}, dilation {dilation} give {ho}×{wo}")
     return ho, wo
+
+
+def channel_buffers(sums, w_scales, bias, channels: int) -> list:
+    """The per-output-channel buffers every int8 conv binds after its weight: weight sums (int32), weight scales and
+    bias (fp32), each padded with zeros to a multiple of 4 channels."""
+    n4 = 4 * ceil4(channels)
+    return [Resource("buffer", padded(sums, n4, np.int32), name="t_weight_sums"),
+            Resource("buffer", padded(w_scales, n4, np.float32), name="t_weight_scales"),
+            Resource("buffer", padded(bias, n4, np.float32), name="t_bias")]
+
+
+def conv_resources(out, inp, out_sizes, in_sizes, q_in, texels, channels: list, params_ubo: bytes) -> list:
+    """A conv shader's bindings in declaration order: output, input, the packed weight texture, the channel
+    buffers, the two BufferMetadata UBOs and Conv2DParams."""
+    return [Resource("buffer", nbytes=4 * out.num_words(out_sizes), name="t_packed_int8_output"),
+            Resource("buffer", packed_words(inp, q_in), name="t_packed_int8_input"),
+            Resource("image", texels, extent=(texels.shape[1], texels.shape[0]), fmt="rgba32i",
+                     name="t_packed_int8_weight"),
+            *channels,
+            Resource("ubo", out.buffer_metadata(out_sizes), name="outp"),
+            Resource("ubo", inp.buffer_metadata(in_sizes), name="inp"),
+            Resource("ubo", params_ubo, name="conv2d_params")]
+
+
+def packed_weight_output(ny: int, nx: int, storage: str):
+    """(the output resource, its decoder) of a weight prepack shader: an ``rgba32i`` texture of nx × ny texels, or
+    the same texels row by row in a buffer (ET-VK's choice past the device's texture limits)."""
+    if storage == "texture2d":
+        return (Resource("image", extent=(nx, ny), fmt="rgba32i", name="t_packed_int8_weight"),
+                lambda tex: torch.from_numpy(np.asarray(tex, dtype=np.int32).reshape(ny, nx, 4)))
+    return (Resource("buffer", nbytes=ny * nx * 16, name="t_packed_int8_weight"),
+            lambda raw: torch.from_numpy(raw.view(np.int32).reshape(ny, nx, 4).copy()))
 
 
 def decoder(lay, sizes):

@@ -71,7 +71,7 @@ import torch.nn.functional as F
 
 from ...vk.spirv import reflect
 from ..codegen import Codegen
-from ..dispatch import (Dispatch, Resource, create_local_wg_size, int8_layout, nchw_sizes, packed_words,
+from ..dispatch import (Dispatch, Resource, int8_layout, nchw_sizes, packed_words,
                         pick_hw_square_wg_size)
 from ._conv import pack_conv2d_weight, weight_matrix
 from .linear_q8ta_q8csw import check_template

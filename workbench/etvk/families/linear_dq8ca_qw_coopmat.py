@@ -238,7 +238,7 @@ def linear_dq8ca_qw_coopmat(gen: Codegen, shape=(128, 64), out_features: int = 6
     peak = float(expected.abs().max())
     ulp = float(np.spacing(np.float16(peak))) if peak > 0 else 0.0
 
-    m4, k4, n4, n8 = m // 4, k // 4, n // 4, math.ceil(n / 8)
+    m4, k4, n8 = m // 4, k // 4, math.ceil(n / 8)
     packed = pack_q4_weight(w4.numpy())  # [N8, K4, 4]
     wsums = torch.stack([w4[:, i * group_size:(i + 1) * group_size].to(torch.int32).sum(1) for i in range(groups)])
     in_sums = torch.stack([q_in[:, i * group_size:(i + 1) * group_size].to(torch.int32).sum(1) for i in range(groups)])

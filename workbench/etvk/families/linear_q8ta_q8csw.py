@@ -49,7 +49,7 @@ import torch
 
 from ..codegen import Codegen
 from ..dispatch import Dispatch, Resource, int8_layout, packed_words, pick_hw_square_wg_size
-from .q8ta_linear import _padded, _whcn_ivec4, prepack_weight
+from .q8ta_linear import _padded, _whcn_ivec4, linear_arguments, prepack_weight
 
 N_PER_TILE = 8  # TILE_N4 = 2
 M_PER_TILE = 4  # TILE_M4 = 1
@@ -114,36 +114,7 @@ def linear_q8ta_q8csw_tiled(gen: Codegen, shape=(12, 64), out_features: int | No
                          f"texel z = 0, no batch term in the input index); expected leading dims of 1, given {lead} "
                          f"— fold them into M, or pass etvk_batch=True to see what ET-VK computes")
     g = torch.Generator().manual_seed(seed)
-    if weight is None:
-        if out_features is None:
-            raise ValueError(f"{op}: give out_features or a weight")
-        n = int(out_features)
-        if n < 1:
-            raise ValueError(f"{op}: out_features must be >= 1, got {n}")
-        weight = torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=g)
-    else:
-        weight = torch.as_tensor(weight)
-        if weight.dtype != torch.int8 or weight.dim() != 2:
-            raise ValueError(f"{op}: the weight is an int8 [N, K] tensor, given {weight.dtype} {tuple(weight.shape)}")
-        if weight.shape[1] != k:
-            raise ValueError(f"{op}: the weight's K does not match the input's: expected a weight [N, {k}] "
-                             f"(input {sizes}), given [{weight.shape[0]}, {weight.shape[1]}]")
-        if out_features is not None and int(out_features) != weight.shape[0]:
-            raise ValueError(f"{op}: out_features {out_features} but the weight has {weight.shape[0]} rows")
-        n = int(weight.shape[0])
-    if weight_scales is None:
-        weight_scales = (torch.rand(n, generator=g) * 0.02 + 0.005).to(torch.float32)
-    weight_scales = torch.as_tensor(weight_scales, dtype=torch.float32).reshape(-1)
-    if weight_scales.numel() != n:
-        raise ValueError(f"{op}: one weight scale per output channel: expected {n}, given {weight_scales.numel()}")
-    if bias is True:
-        bias = (torch.randn(n, generator=g) * 2.0).to(torch.float32)
-    elif bias is False or bias is None:
-        bias = None
-    else:
-        bias = torch.as_tensor(bias, dtype=torch.float32).reshape(-1)
-        if bias.numel() != n:
-            raise ValueError(f"{op}: one bias per output channel: expected {n}, given {bias.numel()}")
+    weight, n, weight_scales, bias = linear_arguments(op, sizes, out_features, weight, weight_scales, bias, g)
     variant = f"{op}_{storage}_buffer_texture2d_float"
     check_template(gen, variant, op)
 

@@ -148,10 +148,7 @@ class _Conv:
         return struct.pack("<fifi", C.IN_SCALE, C.IN_ZP, np.float32(1.0) / np.float32(self.out_scale), C.OUT_ZP)
 
     def channel_buffers(self):
-        n4 = 4 * C.ceil4(self.oc)
-        return [Resource("buffer", C.padded(self.sums, n4, np.int32), name="t_weight_sums"),
-                Resource("buffer", C.padded(self.w_scales, n4, np.float32), name="t_weight_scales"),
-                Resource("buffer", C.padded(self.bias, n4, np.float32), name="t_bias")]
+        return C.channel_buffers(self.sums, self.w_scales, self.bias, self.oc)
 
 
 def q8ta_conv2d(gen: Codegen, shape=(1, 8, 9, 11), out_channels: int | None = 12, *, kernel_size=3, stride=1,
@@ -168,16 +165,8 @@ def q8ta_conv2d(gen: Codegen, shape=(1, 8, 9, 11), out_channels: int | None = 12
     expected, fused = (C.requantize_sub_mul(cv.adjusted, cv.sums, cv.w_scales, cv.bias, C.IN_SCALE, C.IN_ZP,
                                             cv.out_scale, C.OUT_ZP, relu, fused=f) for f in (False, True))
     texels = C.pack_conv2d_weight(cv.mat, cv.kernel, cv.icg)
-    resources = [
-        Resource("buffer", nbytes=4 * out.num_words(cv.out_sizes), name="t_packed_int8_output"),
-        Resource("buffer", packed_words(inp, cv.q_in), name="t_packed_int8_input"),
-        Resource("image", texels, extent=(texels.shape[1], texels.shape[0]), fmt="rgba32i",
-                 name="t_packed_int8_weight"),
-        *cv.channel_buffers(),
-        Resource("ubo", out.buffer_metadata(cv.out_sizes), name="outp"),
-        Resource("ubo", inp.buffer_metadata((cv.n, cv.c, cv.h, cv.w)), name="inp"),
-        Resource("ubo", cv.params_ubo, name="conv2d_params"),
-    ]
+    resources = C.conv_resources(out, inp, cv.out_sizes, (cv.n, cv.c, cv.h, cv.w), cv.q_in, texels,
+                                 cv.channel_buffers(), cv.params_ubo)
     spec = {3: int(cv.bias is not None), 4: int(bool(relu)), 5: inp.spec_constant(), 6: out.spec_constant()}
     global_size = (C.ceil4(cv.wo), cv.ho, C.ceil4(cv.oc))
     return Dispatch(op, variant, resources, cv.push(), spec, global_size,
@@ -335,12 +324,7 @@ def pack_q8_conv2d_weights(gen: Codegen, shape=(10, 6, 3, 3), *, storage: str = 
     ny, nx = texels.shape[:2]
     staged = np.zeros(-(-mat.size // 16) * 16, dtype=np.int8)  # read as ivec4: whole 16-byte groups
     staged[:mat.size] = mat.reshape(-1)
-    if storage == "texture2d":
-        out = Resource("image", extent=(nx, ny), fmt="rgba32i", name="t_packed_int8_weight")
-        decode = lambda tex: torch.from_numpy(np.asarray(tex, dtype=np.int32).reshape(ny, nx, 4))
-    else:
-        out = Resource("buffer", nbytes=texels.nbytes, name="t_packed_int8_weight")
-        decode = lambda raw: torch.from_numpy(raw.view(np.int32).reshape(ny, nx, 4).copy())
+    out, decode = C.packed_weight_output(ny, nx, storage)
     resources = [out, Resource("buffer", staged.view(np.int32), name="t_int8_weight")]
     push = struct.pack("<4i4i", 4 * nx, ny, 1, 1, oc, kh, kw, icg)
     global_size = (nx, ny, 1)

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from ..codegen import Codegen
-from ..dispatch import Dispatch, Resource, create_local_wg_size, nchw_sizes, packed_words
+from ..dispatch import Dispatch, Resource, create_local_wg_size, nchw_sizes
 from . import _conv as C
 
 
@@ -83,25 +83,15 @@ def q8ta_conv2d_dw(gen: Codegen, shape=(1, 8, 9, 11), out_channels: int | None =
     ref64 = C.reference_fp64(adjusted, w_scales, b, C.IN_SCALE, out_scale, C.OUT_ZP, relu)
     texels = C.pack_dw_weight(hwc)
     out_sizes = (n, c, ho, wo)
-    c4 = 4 * C.ceil4(c)
-    resources = [
-        Resource("buffer", nbytes=4 * out.num_words(out_sizes), name="t_packed_int8_output"),
-        Resource("buffer", packed_words(inp, q_in), name="t_packed_int8_input"),
-        Resource("image", texels, extent=(texels.shape[1], texels.shape[0]), fmt="rgba32i",
-                 name="t_packed_int8_weight"),
-        Resource("buffer", C.padded(sums, c4, np.int32), name="t_weight_sums"),
-        Resource("buffer", C.padded(w_scales, c4, np.float32), name="t_weight_scales"),
-        Resource("buffer", C.padded(b, c4, np.float32), name="t_bias"),
-        Resource("ubo", out.buffer_metadata(out_sizes), name="outp"),
-        Resource("ubo", inp.buffer_metadata((n, c, h, w)), name="inp"),
-        Resource("ubo", C.conv2d_params(kernel, stride, padding, dilation, c, c, c), name="conv2d_params"),
-    ]
+    resources = C.conv_resources(out, inp, out_sizes, (n, c, h, w), q_in, texels,
+                                 C.channel_buffers(sums, w_scales, b, c),
+                                 C.conv2d_params(kernel, stride, padding, dilation, c, c, c))
     push = struct.pack("<fifi", C.IN_SCALE, C.IN_ZP, np.float32(1.0) / np.float32(out_scale), C.OUT_ZP)
     spec = {3: int(b is not None), 4: int(bool(relu)), 5: inp.spec_constant(), 6: out.spec_constant()}
     global_size = (C.ceil4(wo), ho, C.ceil4(c))
     return Dispatch(op, variant, resources, push, spec, global_size, pick_q8ta_conv2d_dw_local_wg_size(global_size),
                     0, C.decoder(out, out_sizes), expected, **C.contraction_tolerance(expected, fused),
-                    bytes_moved=q_in.numel() + math.prod(out_sizes) + texels.nbytes + 3 * 4 * c4,
+                    bytes_moved=q_in.numel() + math.prod(out_sizes) + texels.nbytes + 3 * 16 * C.ceil4(c),
                     macs=math.prod(out_sizes) * kernel[0] * kernel[1],
                     params={"shape": C.shape_text(n, c, h, w, c, ho, wo, kernel, stride, padding, dilation, c),
                             "in_layout": inp.name, "out_layout": out.name, "bias": b is not None, "relu": bool(relu),
@@ -130,12 +120,7 @@ def pack_q8_conv2d_dw_weights(gen: Codegen, shape=(8, 1, 3, 5), *, storage: str 
     hwc = C.dw_weight_hwc(weight)
     texels = C.pack_dw_weight(hwc)
     ny, nx = texels.shape[:2]
-    if storage == "texture2d":
-        out = Resource("image", extent=(nx, ny), fmt="rgba32i", name="t_packed_int8_weight")
-        decode = lambda tex: torch.from_numpy(np.asarray(tex, dtype=np.int32).reshape(ny, nx, 4))
-    else:
-        out = Resource("buffer", nbytes=texels.nbytes, name="t_packed_int8_weight")
-        decode = lambda raw: torch.from_numpy(raw.view(np.int32).reshape(ny, nx, 4).copy())
+    out, decode = C.packed_weight_output(ny, nx, storage)
     resources = [out, Resource("buffer", np.ascontiguousarray(hwc).view(np.int32).reshape(-1), name="t_int8_weight")]
     push = struct.pack("<4i3i", 4 * nx, ny, 1, 1, kh, kw, hwc.shape[2])
     global_size = (nx, ny, 1)

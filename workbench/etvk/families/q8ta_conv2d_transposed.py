@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from ..codegen import Codegen
-from ..dispatch import Dispatch, Resource, nchw_sizes, packed_words
+from ..dispatch import Dispatch, nchw_sizes
 from . import _conv as C
 
 
@@ -99,19 +99,9 @@ def q8ta_conv2d_transposed(gen: Codegen, shape=(1, 8, 5, 7), out_channels: int |
     ref64 = C.reference_fp64(adjusted, w_scales, b, C.IN_SCALE, out_scale, C.OUT_ZP, relu)
     texels = C.pack_conv2d_weight(mat, kernel, icg)
     out_sizes = (n, oc, ho, wo)
-    oc4 = 4 * C.ceil4(oc)
-    resources = [
-        Resource("buffer", nbytes=4 * out.num_words(out_sizes), name="t_packed_int8_output"),
-        Resource("buffer", packed_words(inp, q_in), name="t_packed_int8_input"),
-        Resource("image", texels, extent=(texels.shape[1], texels.shape[0]), fmt="rgba32i",
-                 name="t_packed_int8_weight"),
-        Resource("buffer", C.padded(sums, oc4, np.int32), name="t_weight_sums"),
-        Resource("buffer", C.padded(w_scales, oc4, np.float32), name="t_weight_scales"),
-        Resource("buffer", C.padded(b, oc4, np.float32), name="t_bias"),
-        Resource("ubo", out.buffer_metadata(out_sizes), name="outp"),
-        Resource("ubo", inp.buffer_metadata((n, c, h, w)), name="inp"),
-        Resource("ubo", C.conv2d_params(kernel, stride, padding, dil, groups, c, oc), name="conv2d_params"),
-    ]
+    resources = C.conv_resources(out, inp, out_sizes, (n, c, h, w), q_in, texels,
+                                 C.channel_buffers(sums, w_scales, b, oc),
+                                 C.conv2d_params(kernel, stride, padding, dil, groups, c, oc))
     push = struct.pack("<fifi", C.IN_SCALE, C.IN_ZP, np.float32(1.0) / np.float32(out_scale), C.OUT_ZP)
     spec = {3: int(b is not None), 4: int(bool(relu)), 5: inp.spec_constant(), 6: out.spec_constant()}
     global_size = (C.ceil4(wo), ho, C.ceil4(oc))
@@ -120,7 +110,7 @@ def q8ta_conv2d_transposed(gen: Codegen, shape=(1, 8, 5, 7), out_channels: int |
     return Dispatch(op, variant, resources, push, spec, global_size,
                     pick_q8ta_conv2d_transposed_local_wg_size(global_size), 0, C.decoder(out, out_sizes), expected,
                     **C.contraction_tolerance(expected, fused),
-                    bytes_moved=q_in.numel() + math.prod(out_sizes) + texels.nbytes + 3 * 4 * oc4,
+                    bytes_moved=q_in.numel() + math.prod(out_sizes) + texels.nbytes + 3 * 16 * C.ceil4(oc),
                     macs=math.prod(q_in.shape) * ocg * kernel[0] * kernel[1],
                     params={"shape": shape_text, "in_layout": inp.name, "out_layout": out.name,
                             "bias": b is not None, "relu": bool(relu), "fused_mismatch": C.mismatch(expected, fused),

@@ -104,6 +104,45 @@ def reference_fp64(q_in, weight, w_scales, bias, in_scale, in_zp, out_scale, out
     return torch.clamp(torch.round(y / out_scale) + out_zp, -128, 127).to(torch.int8)
 
 
+def linear_arguments(op: str, sizes, out_features, weight, weight_scales, bias, g: torch.Generator):
+    """(weight [N, K] int8, N, per-channel scales [N] fp32, bias [N] fp32 or None) from a linear family's
+    arguments: each random (from `g`) where not given, else checked against the input's K and each other."""
+    k = int(sizes[-1])
+    if weight is None:
+        if out_features is None:
+            raise ValueError(f"{op}: give out_features or a weight")
+        n = int(out_features)
+        if n < 1:
+            raise ValueError(f"{op}: out_features must be >= 1, got {n}")
+        weight = torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=g)
+    else:
+        weight = torch.as_tensor(weight)
+        if weight.dtype != torch.int8 or weight.dim() != 2:
+            raise ValueError(f"{op}: the weight is an int8 [N, K] tensor, given {weight.dtype} {tuple(weight.shape)}")
+        if weight.shape[1] != k:
+            raise ValueError(f"{op}: the weight's K does not match the input's: expected a weight [N, {k}] "
+                             f"(input {tuple(sizes)}), given [{weight.shape[0]}, {weight.shape[1]}]")
+        if out_features is not None and int(out_features) != weight.shape[0]:
+            raise ValueError(f"{op}: out_features {out_features} but the weight has {weight.shape[0]} rows")
+        n = int(weight.shape[0])
+        if n < 1:
+            raise ValueError(f"{op}: out_features must be >= 1, got {n}")
+    if weight_scales is None:
+        weight_scales = (torch.rand(n, generator=g) * 0.02 + 0.005).to(torch.float32)
+    weight_scales = torch.as_tensor(weight_scales, dtype=torch.float32).reshape(-1)
+    if weight_scales.numel() != n:
+        raise ValueError(f"{op}: one weight scale per output channel: expected {n}, given {weight_scales.numel()}")
+    if bias is True:
+        bias = (torch.randn(n, generator=g) * 2.0).to(torch.float32)
+    elif bias is False or bias is None:
+        bias = None
+    else:
+        bias = torch.as_tensor(bias, dtype=torch.float32).reshape(-1)
+        if bias.numel() != n:
+            raise ValueError(f"{op}: one bias per output channel: expected {n}, given {bias.numel()}")
+    return weight, n, weight_scales, bias
+
+
 def _linear_dispatch(gen: Codegen, op: str, shape, out_features, *, weight, weight_scales, bias, relu, fallback,
                      etvk_batch, seed) -> Dispatch:
     sizes = tuple(int(s) for s in (shape if hasattr(shape, "__len__") else (shape,)))
@@ -124,34 +163,7 @@ def _linear_dispatch(gen: Codegen, op: str, shape, out_features, *, weight, weig
                          f"{'M' if op == 'q8ta_linear' else 'N'}, no term for leading dims); expected leading dims "
                          f"of 1, given {lead} — fold them into M, or pass etvk_batch=True to see what ET-VK computes")
     g = torch.Generator().manual_seed(seed)
-    if weight is None:
-        n = int(out_features)
-        weight = torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=g)
-    else:
-        weight = torch.as_tensor(weight)
-        if weight.dtype != torch.int8 or weight.dim() != 2:
-            raise ValueError(f"{op}: the weight is an int8 [N, K] tensor, given {weight.dtype} {tuple(weight.shape)}")
-        if weight.shape[1] != k:
-            raise ValueError(f"{op}: the weight's K does not match the input's: expected a weight [N, {k}] "
-                             f"(input {sizes}), given [{weight.shape[0]}, {weight.shape[1]}]")
-        if out_features is not None and int(out_features) != weight.shape[0]:
-            raise ValueError(f"{op}: out_features {out_features} but the weight has {weight.shape[0]} rows")
-        n = int(weight.shape[0])
-    if n < 1:
-        raise ValueError(f"{op}: out_features must be >= 1, got {n}")
-    if weight_scales is None:
-        weight_scales = (torch.rand(n, generator=g) * 0.02 + 0.005).to(torch.float32)
-    weight_scales = torch.as_tensor(weight_scales, dtype=torch.float32).reshape(-1)
-    if weight_scales.numel() != n:
-        raise ValueError(f"{op}: one weight scale per output channel: expected {n}, given {weight_scales.numel()}")
-    if bias is True:
-        bias = (torch.randn(n, generator=g) * 2.0).to(torch.float32)
-    elif bias is False or bias is None:
-        bias = None
-    else:
-        bias = torch.as_tensor(bias, dtype=torch.float32).reshape(-1)
-        if bias.numel() != n:
-            raise ValueError(f"{op}: one bias per output channel: expected {n}, given {bias.numel()}")
+    weight, n, weight_scales, bias = linear_arguments(op, sizes, out_features, weight, weight_scales, bias, g)
     q_in = torch.randint(-128, 128, sizes, dtype=torch.int8, generator=g)
     in_scale, in_zp, out_zp = 0.05, 3, -5
     # the output scale from the float64 result so the outputs use most of int8

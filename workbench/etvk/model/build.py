@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tarfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..codegen import CheckoutError, _cached_folder, _git, checkout_path, resolve_revision

@@ -57,7 +57,7 @@ def _conv_pw(row, node, args):
 
 
 def _quantize(row, node, args):
-    ins, out = _tensors(args)[0], _tensors(args)[-1]
+    ins = _tensors(args)[0]
     return {"shape": _sizes(ins), "storage": _storage(ins), "in_layout": FLOAT_LAYOUTS[int(ins["packed_dim"])],
             "out_layout": _int8(node.get("layout"))}
 
@@ -70,7 +70,7 @@ def _dequantize(row, node, args):
 
 
 def _binary(row, node, args):
-    a, b, out = _tensors(args)[0], _tensors(args)[1], _tensors(args)[-1]
+    a, b = _tensors(args)[0], _tensors(args)[1]
     layouts = node.get("input_layouts") or [None, None]
     return {"shape": _sizes(a), "other_shape": _sizes(b), "op": "add", "in_layout": _int8(layouts[0]),
             "other_layout": _int8(layouts[1] if len(layouts) > 1 else layouts[0]),
