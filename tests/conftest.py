@@ -31,3 +31,14 @@ def validation_layer_silent():
         del inst.messages[start:]
     if new:
         pytest.fail("validation layer reported:\n" + "\n".join(new), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def real():
+    """ET-VK's templates and codegen from the checkout WORKBENCH_EXECUTORCH names (the families' tests); skips
+    without one."""
+    checkout = os.environ.get("WORKBENCH_EXECUTORCH")
+    if not checkout:
+        pytest.skip("WORKBENCH_EXECUTORCH is not set: no ExecuTorch checkout")
+    from workbench import etvk
+    return etvk.Codegen(etvk.source(checkout))

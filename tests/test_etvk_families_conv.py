@@ -24,13 +24,6 @@ needs_checkout = pytest.mark.skipif(not CHECKOUT, reason="WORKBENCH_EXECUTORCH i
                                     "come from an ExecuTorch checkout at run time (none here)")
 
 
-@pytest.fixture(scope="module")
-def real():
-    if not CHECKOUT:
-        pytest.skip("WORKBENCH_EXECUTORCH is not set: no ExecuTorch checkout")
-    return etvk.Codegen(etvk.source(CHECKOUT))
-
-
 CONV = [
     dict(shape=(1, 6, 7, 9), out_channels=5, kernel_size=(3, 2), stride=(2, 1), padding=(1, 0), dilation=(1, 2)),
     dict(shape=(1, 6, 7, 9), out_channels=5, in_layout="4C1W", out_layout="4C1W", relu=True, bias=False),

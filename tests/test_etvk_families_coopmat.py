@@ -32,13 +32,6 @@ needs_checkout = pytest.mark.skipif(not CHECKOUT, reason="WORKBENCH_EXECUTORCH i
 VARIANTS = ["linear_dq8ca_q4gsw_coopmat_buffer_texture2d_half", "linear_dq8ca_q4gsw_coopmat_buffer_buffer_half"]
 
 
-@pytest.fixture(scope="module")
-def real():
-    if not CHECKOUT:
-        pytest.skip("WORKBENCH_EXECUTORCH is not set: no ExecuTorch checkout")
-    return etvk.Codegen(etvk.source(CHECKOUT))
-
-
 def _missing(device, gen, options) -> str | None:
     """Why this device cannot run the dispatch (the family's own check), or None."""
     d = etvk.make(gen, "linear_dq8ca_qw_coopmat", **options)

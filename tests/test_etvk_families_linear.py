@@ -18,13 +18,6 @@ needs_checkout = pytest.mark.skipif(not CHECKOUT, reason="WORKBENCH_EXECUTORCH i
                                     "come from an ExecuTorch checkout at run time (none here)")
 
 
-@pytest.fixture(scope="module")
-def real():
-    if not CHECKOUT:
-        pytest.skip("WORKBENCH_EXECUTORCH is not set: no ExecuTorch checkout")
-    return etvk.Codegen(etvk.source(CHECKOUT))
-
-
 # M (ET-VK's "batch size", input_shape[-2]) > 1 and not a multiple of 4; N not a multiple of 4 or 8; K a multiple
 # of 4 only (ET-VK requires it), with K4 odd.
 LINEAR = [

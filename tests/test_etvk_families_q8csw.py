@@ -23,13 +23,6 @@ needs_checkout = pytest.mark.skipif(not CHECKOUT, reason="WORKBENCH_EXECUTORCH i
                                     "come from an ExecuTorch checkout at run time (none here)")
 
 
-@pytest.fixture(scope="module")
-def real():
-    if not CHECKOUT:
-        pytest.skip("WORKBENCH_EXECUTORCH is not set: no ExecuTorch checkout")
-    return etvk.Codegen(etvk.source(CHECKOUT))
-
-
 def _ids(cases):
     return ["-".join(f"{k}={v}" for k, v in c.items()) for c in cases]
 
