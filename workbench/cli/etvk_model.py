@@ -1,4 +1,4 @@
-"""`workbench etvk build | profile | lower | execute | replay | explorer` — models on ET-VK's own runtime, built from
+"""`workbench etvk build | profile | lower | execute | run-items | harness | explorer` — models on ET-VK's own runtime, built from
 the user's checkout. `profile` = `lower` (here: the revision's Python) + `execute` (any machine with the runtime and a
 Vulkan device; no ExecuTorch Python needed) + reading the ETDumps (`profile --from`)."""
 from __future__ import annotations
@@ -86,8 +86,8 @@ def cmd_execute(args) -> int:
     return 0
 
 
-def cmd_replay(args) -> int:
-    """Each (family, options) row of a JSON file (``drill.replay_file``) through the workbench's dispatch."""
+def cmd_run_items(args) -> int:
+    """Each (family, options) row of a JSON file (``drill.replay_items`` writes one) through the workbench's dispatch."""
     import json
 
     import pandas as pd
@@ -212,17 +212,17 @@ def register(verbs) -> None:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=cmd_execute)
 
-    p = verbs.add_parser("replay", help="dispatches of a model (a JSON list of family + options) through the "
+    p = verbs.add_parser("run-items", help="dispatches of a model (a JSON list of family + options) through the "
                                         "workbench's own dispatch, timed")
     checkout(p)
-    p.add_argument("file", help="JSON: [{\"family\": …, \"options\": {…}, …}] (drill.replay_file writes it)")
+    p.add_argument("file", help="JSON: [{\"family\": …, \"options\": {…}, …}] (drill.replay_items makes one)")
     p.add_argument("--csv", required=True, help="the rows, written after each one")
     p.add_argument("--statistics", action="store_true", help="driver statistics too")
     p.add_argument("--back-to-back", type=int, default=20,
                    help="copies of each dispatch per timed submit (default 20: the GPU stays busy, as in a model)")
     p.add_argument("--warm-seconds", type=float, default=1.0,
                    help="GPU warm-up (copies) before each timed item (default 1 s; CPU devices skip it)")
-    p.set_defaults(fn=cmd_replay)
+    p.set_defaults(fn=cmd_run_items)
 
     p = verbs.add_parser("harness", help="ET-VK's own op harness (custom_ops test_q8ta_* / test_q8csw_*): build, "
                                          "run, per-shader rows")

@@ -245,7 +245,7 @@ def fidelity(profile, revision: str | None = None, **kwargs) -> pd.DataFrame:
 
 def replay_items(profile, revision: str | None = None) -> list[dict]:
     """Every drillable dispatch as {model, revision, dispatch_id, kernel, family, options}: the input of
-    ``workbench etvk replay`` (the workbench's dispatch of the same cases, on another machine)."""
+    ``workbench etvk run-items`` (the workbench's dispatch of the same cases, on another machine)."""
     revision = revision or profile.revisions[0]
     items = []
     for _, r in profile.dispatches[profile.dispatches["revision"] == revision].iterrows():
@@ -260,7 +260,7 @@ def replay_items(profile, revision: str | None = None) -> list[dict]:
 
 
 def fidelity_table(profile, replayed: pd.DataFrame, revision: str | None = None) -> pd.DataFrame:
-    """ET-VK's runtime µs beside the workbench's (rows ``etvk replay`` wrote), per dispatch, with the ratio."""
+    """ET-VK's runtime µs beside the workbench's (rows ``etvk run-items`` wrote), per dispatch, with the ratio."""
     revision = revision or profile.revisions[0]
     runtime = profile.dispatches[profile.dispatches["revision"] == revision][
         ["model", "dispatch_id", "operator", "kernel", "gpu_us", "device"]].rename(columns={"gpu_us": "runtime_us"})
