@@ -79,15 +79,35 @@ def cmd_run(args) -> int:
     from ..etvk import Codegen, run, source
     device = chosen_device(args)
     gen = Codegen(source(args.executorch, rev=args.rev))
-    rows = [run(device, gen, name, statistics=True, **_options(args)) for name in args.kernels]
+    reports: list = []
+    rows = [run(device, gen, name, statistics=True, reports=reports, **_options(args)) for name in args.kernels]
     df = pd.DataFrame(rows)
     columns = [c for c in ("kernel", "variant", "shape", "correct", "max_abs_diff", "median_us", "p10_us", "p90_us",
                            "GB/s", "GOP/s", "registers", "global_size", "local_size", "device") if c in df]
     _print(df[columns], None)
+    _mismatch_outputs(rows, reports, getattr(args, "map", False), getattr(args, "png", None))
     if args.csv:
         df.to_csv(args.csv, index=False)
         print(f"wrote {args.csv}")
     return 0 if df["correct"].all() else 1
+
+
+def _mismatch_outputs(rows, reports, show_map: bool, png: str | None) -> None:
+    """`etvk run --map`: the text grid of each row whose output differs; `--png PATH`: their figures (one PNG;
+    with several wrong rows, PATH's stem gets the row's number)."""
+    wrong = [(i, row, rep) for i, (row, rep) in enumerate(zip(rows, reports)) if not rep.exact]
+    for i, row, rep in wrong:
+        if show_map:
+            print(f"\n{row.get('variant', row.get('kernel'))}: {rep.text_grid()}")
+    if png:
+        from ..viz.mismatch_views import plot_mismatch
+        from ..viz.tile_views import figure_png
+        targets = wrong or [(i, row, rep) for i, (row, rep) in enumerate(zip(rows, reports))][:1]
+        for i, row, rep in targets:
+            path = Path(png) if len(targets) == 1 else Path(png).with_name(f"{Path(png).stem}_{i}{Path(png).suffix}")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(figure_png(plot_mismatch(rep, title=f"{row.get('variant')}: {rep.summary()[:90]}")))
+            print(f"wrote {path}")
 
 
 def cmd_stats(args) -> int:
@@ -237,6 +257,8 @@ def register(sub) -> None:
     kernel_options(p)
     p.add_argument("kernels", nargs="+", choices=kernel_names(), metavar="KERNEL",
                    help=f"one or more of {', '.join(kernel_names())}")
+    p.add_argument("--map", action="store_true", help="print a mismatch map (text grid) for each wrong output")
+    p.add_argument("--png", metavar="PATH", help="write the mismatch figure (logical and packed maps) to PATH")
     p.set_defaults(fn=cmd_run)
     p = verbs.add_parser("diff", help="registers, waves, spills, instructions and GPU time at two revisions")
     common(p, rev=False)

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .. import layouts as L
 from ..measure import environment, measurement_row, sample_recording
 from ..vk.spirv import reflect
 from .dispatch import Dispatch
@@ -88,21 +89,49 @@ def _read(resource) -> np.ndarray:
     return resource.download() if hasattr(resource, "extent") else resource.download(np.uint8)
 
 
-def check(d: Dispatch, got: torch.Tensor) -> dict:
-    """Correctness columns: shape, largest difference, fraction of elements that differ, pass/fail."""
+def check(d: Dispatch, got: torch.Tensor, reports: list | None = None) -> dict:
+    """Correctness columns: shape, largest difference, fraction of elements that differ, pass/fail; and, when any
+    element differs, `mismatch_map`: the summary of a `workbench.mismatch` report (count, LSB / ULP errors, first
+    wrong NCHW indices, wrong words / texels of the output layout). `reports`, when given, gets the report."""
     want = d.expected
+    report = mismatch_of(d, got)
+    if reports is not None:
+        reports.append(report)
     if tuple(got.shape) != tuple(want.shape):
-        return {"max_abs_diff": np.inf, "mismatch": 1.0, "correct": False}
+        return {"max_abs_diff": np.inf, "mismatch": 1.0, "correct": False, "mismatch_map": report.summary()}
     diff = (got.to(torch.float64) - want.to(torch.float64)).abs()
     worst = float(diff.max()) if diff.numel() else 0.0
     mismatch = float((diff > 0).double().mean()) if diff.numel() else 0.0
     # every element within atol; where max_mismatch is set, only that fraction may differ at all (1-LSB ties)
     ok = worst <= d.atol and (d.max_mismatch == 0.0 or mismatch <= d.max_mismatch)
-    return {"max_abs_diff": worst, "mismatch": mismatch, "correct": bool(ok)}
+    return {"max_abs_diff": worst, "mismatch": mismatch, "correct": bool(ok),
+            "mismatch_map": "" if report.exact else report.summary()}
+
+
+def mismatch_of(d: Dispatch, got: torch.Tensor):
+    """The `workbench.mismatch` report of a dispatch's output: int8 (LSB) for integer outputs, else float (ULP);
+    mapped onto the output's layout where the dispatch names it (`out_layout`, or `layout` with `storage`)."""
+    from ..mismatch import mismatch_report
+    want = d.expected
+    kind = "float" if want.is_floating_point() else "int8"
+    name = d.params.get("out_layout") or d.params.get("layout")
+    layout = None
+    if name and got.dim() <= 4 and tuple(got.shape) == tuple(want.shape):
+        try:
+            storage = d.params.get("storage") or "buffer"
+            lay = L.get_layout(name, "texture" if "texture" in str(storage).lower() else "buffer")
+            lay.num_units(tuple(want.shape))
+            layout = lay if lay.is_int8 == (kind == "int8") else None
+        except (ValueError, KeyError):
+            layout = None
+    if got.dim() > 4 or want.dim() > 4:
+        got, want = got.reshape(-1), want.reshape(-1)
+    return mismatch_report(got, want, layout=layout, dtype_kind=kind)
 
 
 def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statistics: bool = False,
-            min_time_s: float = 0.2, max_time_s: float = 5.0, back_to_back: int = 1) -> dict:
+            min_time_s: float = 0.2, max_time_s: float = 5.0, back_to_back: int = 1,
+            reports: list | None = None) -> dict:
     """Compile, bind, dispatch once, check against torch; then time (re-submitting one recording) when asked.
     `back_to_back` > 1 times a recording of that many copies of the dispatch (a barrier between each) and reports
     the time per copy: a GPU kept busy holds its clock, as it does running a model's dispatches one after another,
@@ -139,7 +168,7 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
             rec.dispatch(pipe, bound, d.global_size, d.push_constants, label=d.variant)
             rec.submit()
             got = d.decode(_read(made[d.output]))
-            row.update(check(d, got))
+            row.update(check(d, got, reports))
             if capture:
                 row.update(_driver_columns(pipe.statistics()))
             if measure and back_to_back > 1:
@@ -168,12 +197,13 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
 
 
 def run(device, gen: Codegen, kernel: str, *, measure: bool = True, statistics: bool = False, local_size=None,
-        **options) -> dict:
-    """make + execute. `local_size` overrides ET-VK's pick (to study what the pick is worth); rows say so."""
+        reports: list | None = None, **options) -> dict:
+    """make + execute. `local_size` overrides ET-VK's pick (to study what the pick is worth); rows say so.
+    `reports`, when given, gets the output's `workbench.mismatch` report."""
     d = make(gen, kernel, **options)
     if local_size is not None:
         d = with_local_size(d, local_size)
-    return execute(device, gen, d, measure=measure, statistics=statistics)
+    return execute(device, gen, d, measure=measure, statistics=statistics, reports=reports)
 
 
 def with_local_size(d: Dispatch, local_size) -> Dispatch:
