@@ -128,3 +128,21 @@ def test_figure_renders():
         assert buf.getvalue()[:4] == b"\x89PNG"
         assert len(fig.axes) == (2 if layout else 1)
     assert isinstance(mismatch_report(want, want), MismatchReport)
+
+
+def test_etvk_check_gains_mismatch_map():
+    from workbench.etvk.dispatch import Dispatch
+    from workbench.etvk.run import check
+    want = torch.from_numpy(_int8((1, 6, 5, 7)))
+    d = Dispatch(kernel="k", variant="v", resources=[], push_constants=b"", spec_constants={}, global_size=(1, 1, 1),
+                 local_size=(1, 1, 1), output=0, decode=None, expected=want, params={"out_layout": "4C1W"})
+    row = check(d, want.clone())
+    assert row["correct"] and row["mismatch"] == 0.0 and row["mismatch_map"] == ""
+    got = want.clone()
+    got[0, 5, 4, 6] = got[0, 5, 4, 6] ^ 1
+    reports = []
+    row = check(d, got, reports)
+    assert not row["correct"] and row["mismatch"] == pytest.approx(1 / want.numel())
+    assert "1/210 wrong" in row["mismatch_map"] and "(0,5,4,6)" in row["mismatch_map"] and "4C1W words" in row["mismatch_map"]
+    assert reports[0].wrong_units.tolist() == [int(L.get_layout("4C1W").element_to_word_lane((1, 6, 5, 7), 0, 5, 4, 6)[0])]
+    assert "shape differs" in check(d, got[:, :3])["mismatch_map"]
