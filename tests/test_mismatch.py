@@ -146,3 +146,16 @@ def test_etvk_check_gains_mismatch_map():
     assert "1/210 wrong" in row["mismatch_map"] and "(0,5,4,6)" in row["mismatch_map"] and "4C1W words" in row["mismatch_map"]
     assert reports[0].wrong_units.tolist() == [int(L.get_layout("4C1W").element_to_word_lane((1, 6, 5, 7), 0, 5, 4, 6)[0])]
     assert "shape differs" in check(d, got[:, :3])["mismatch_map"]
+
+
+def test_cli_map_and_png(tmp_path, capsys):
+    from workbench.cli.etvk import _mismatch_outputs
+    want = _int8((1, 4, 4, 4))
+    got = want.copy()
+    got[0, 1, 2, 3] ^= 1
+    reports = [mismatch_report(want, want), mismatch_report(got, want, layout="4W4C")]
+    rows = [{"variant": "ok"}, {"variant": "bad"}]
+    _mismatch_outputs(rows, reports, True, str(tmp_path / "m.png"))
+    out = capsys.readouterr().out
+    assert "bad: 1/64 wrong" in out and "ok:" not in out and "n=0 c=0..3:" in out
+    assert (tmp_path / "m.png").read_bytes()[:4] == b"\x89PNG"
