@@ -1,4 +1,4 @@
-"""`workbench etvk list | stats | run | diff | compile-all | check | bench` — ET-VK's own kernels from a checkout;
+"""`workbench etvk list | stats | run | diff | compile-all | check | bench | lint | replay` — ET-VK's own kernels from a checkout;
 `build | profile | explorer` (models on ET-VK's own runtime) are in ``cli.etvk_model``."""
 from __future__ import annotations
 
@@ -209,6 +209,32 @@ def cmd_check(args) -> int:
     return 1 if len(report.missing) else 0
 
 
+def cmd_lint(args) -> int:
+    from ..etvk import Codegen, source
+    from ..etvk.lint import lint
+    gen = Codegen(source(args.executorch, rev=args.rev))
+    if not args.variant and not args.all:
+        raise ValueError("etvk lint: expected VARIANT names or --all, got neither")
+    df = lint(gen, None if args.all else args.variant, jobs=args.jobs, show_progress=not args.quiet)
+    _print(df, args.csv)
+    counts = df.groupby("check").size().to_dict() if len(df) else {}
+    print(f"{df.attrs['variants']} variants linted in {df.attrs['seconds']:.1f} s; findings: {counts}")
+    return 1 if (df["severity"] == "error").any() else 0
+
+
+def cmd_replay(args) -> int:
+    from ..etvk import Codegen, source
+    from ..etvk.replay import parse_local_sizes, replay
+    from ..vk import Device
+    gen = Codegen(source(args.executorch, rev=args.rev))
+    options = {"shape": _shape(args.shape)} if args.shape else {}
+    with Device() as device:
+        df = replay(device, gen, args.kernel, runs=args.runs, local_sizes=parse_local_sizes(args.local_size),
+                    stress=args.stress, **options)
+    _print(df.drop(columns=["wrong"]), args.csv)
+    return 1 if (df["bad_runs"] > 0).any() else 0
+
+
 def register(sub) -> None:
     from ..compilers.mesa import gpu_names as mesa_gpu_names
     from ..etvk.run import VENDOR_GPUS, kernel_names
@@ -284,5 +310,22 @@ def register(sub) -> None:
     p.add_argument("--out", help="results folder (default data/<device>/)")
     p.add_argument("--quick", action="store_true", help="tiny shapes, few samples")
     p.set_defaults(fn=cmd_bench)
+    p = verbs.add_parser("lint", help="static checks on the compiled SPIR-V: barriers after a non-uniform early "
+                                      "return, shared memory stored then loaded without a barrier")
+    common(p)
+    p.add_argument("variant", nargs="*", help="variant names")
+    p.add_argument("--all", action="store_true", help="every variant of the checkout")
+    p.add_argument("--jobs", "-j", type=int, default=None, help="compilers at once (default: CPU count)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(fn=cmd_lint)
+    p = verbs.add_parser("replay", help="run a family's dispatch N times per local size; bad runs vs the reference "
+                                        "and run 0, the union of wrong elements")
+    common(p)
+    p.add_argument("kernel", help="a family (kernel) name")
+    p.add_argument("--runs", type=int, default=10, help="runs per local size (default 10)")
+    p.add_argument("--local-size", action="append", help="X,Y,Z (repeatable; default: a sweep of valid shapes)")
+    p.add_argument("--shape", help="input N,C,H,W")
+    p.add_argument("--stress", action="store_true", help="a big copy submitted alongside each run")
+    p.set_defaults(fn=cmd_replay)
     from . import etvk_model
     etvk_model.register(verbs)
