@@ -225,12 +225,11 @@ def cmd_lint(args) -> int:
 def cmd_replay(args) -> int:
     from ..etvk import Codegen, source
     from ..etvk.replay import parse_local_sizes, replay
-    from ..vk import Device
-    gen = Codegen(source(args.executorch, rev=args.rev))
+    local_sizes = parse_local_sizes(args.local_size)
     options = {"shape": _shape(args.shape)} if args.shape else {}
-    with Device() as device:
-        df = replay(device, gen, args.kernel, runs=args.runs, local_sizes=parse_local_sizes(args.local_size),
-                    stress=args.stress, **options)
+    gen = Codegen(source(args.executorch, rev=args.rev))
+    device = chosen_device(args)
+    df = replay(device, gen, args.kernel, runs=args.runs, local_sizes=local_sizes, stress=args.stress, **options)
     _print(df.drop(columns=["wrong"]), args.csv)
     return 1 if (df["bad_runs"] > 0).any() else 0
 
@@ -326,6 +325,7 @@ def register(sub) -> None:
     p.add_argument("--local-size", action="append", help="X,Y,Z (repeatable; default: a sweep of valid shapes)")
     p.add_argument("--shape", help="input N,C,H,W")
     p.add_argument("--stress", action="store_true", help="a big copy submitted alongside each run")
+    p.add_argument("--device", help="device index or name substring (default: the current one)")
     p.set_defaults(fn=cmd_replay)
     from . import etvk_model
     etvk_model.register(verbs)

@@ -1,0 +1,70 @@
+"""workbench.etvk.replay: a wrong index in the last partial tile shows as wrong elements only there; the correct
+shader and a correct ET-VK family replay with 0 bad runs."""
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from workbench import etvk
+from workbench.cli import main
+from workbench.etvk.dispatch import Dispatch
+from workbench.etvk.replay import parse_local_sizes, replay, replay_dispatch
+from workbench.shaders import compile_glsl
+
+PLANTED = Path(__file__).parent / "shaders" / "planted"
+CHECKOUT = os.environ.get("WORKBENCH_EXECUTORCH")
+N, TILE = 1002, 4  # 250 full tiles of 4, then a partial tile of 2
+
+
+def scale_dispatch(**defines):
+    path = PLANTED / "scale_tiles.glsl"
+    spirv = compile_glsl(path.read_text(), defines=defines, name="scale_tiles", source_path=path)
+    x = torch.arange(N, dtype=torch.float32) * 0.5 + 1.0
+    from workbench.etvk.dispatch import Resource
+    res = [Resource("buffer", nbytes=N * 4, name="out"), Resource("buffer", data=x.numpy(), name="in")]
+    d = Dispatch(kernel="scale_tiles", variant="scale_tiles", resources=res, push_constants=struct.pack("<I", N),
+                 spec_constants={}, global_size=(-(-N // TILE), 1, 1), local_size=(64, 1, 1), output=0,
+                 decode=lambda raw: torch.from_numpy(raw.view(np.float32)[:N].copy()), expected=2 * x)
+    return spirv, d
+
+
+def test_correct_shader_has_no_bad_runs(device):
+    spirv, d = scale_dispatch()
+    df = replay_dispatch(device, spirv, d, runs=3, local_sizes=[(64, 1, 1), (32, 1, 1)], stress=True)
+    assert list(df["bad_runs"]) == [0, 0] and list(df["wrong_count"]) == [0, 0]
+
+
+def test_bad_last_tile_is_caught_only_in_the_last_tile(device):
+    spirv, d = scale_dispatch(BAD_LAST_TILE=1)
+    df = replay_dispatch(device, spirv, d, runs=3, local_sizes=[(64, 1, 1)])
+    row = df.iloc[0]
+    assert row["bad_runs"] == 3 and row["bad_fraction"] == 1.0 and row["differs_from_run0"] == []
+    wrong = torch.nonzero(row["wrong"]).flatten().tolist()
+    assert wrong == [N - 2, N - 1]  # the partial last tile, nothing else
+
+
+def test_local_size_errors_name_expected_and_given(device):
+    spirv, d = scale_dispatch()
+    with pytest.raises(ValueError, match="at most .* got"):
+        replay_dispatch(device, spirv, d, runs=1, local_sizes=[(4096, 4096, 1)])
+    with pytest.raises(ValueError, match="X,Y,Z integers .* got"):
+        parse_local_sizes(["a,b"])
+    with pytest.raises(ValueError, match="runs must be >= 1, got 0"):
+        replay_dispatch(device, spirv, d, runs=0)
+
+
+def test_cli_replay_bad_input(tmp_path):
+    assert main(["etvk", "replay", "q8ta_clone", "--executorch", str(tmp_path / "none")]) == 2
+
+
+@pytest.mark.skipif(not CHECKOUT, reason="WORKBENCH_EXECUTORCH is not set")
+def test_replay_correct_etvk_family(device):
+    gen = etvk.Codegen(etvk.source(CHECKOUT))
+    df = replay(device, gen, "q8ta_clone", runs=3, local_sizes=[(64, 1, 1), (8, 8, 1)], stress=True)
+    assert (df["bad_runs"] == 0).all() and (df["wrong_count"] == 0).all()
+    assert main(["etvk", "replay", "q8ta_clone", "--executorch", CHECKOUT, "--runs", "2",
+                 "--local-size", "0,1"]) == 2
+    assert main(["etvk", "replay", "no_such_family", "--executorch", CHECKOUT, "--runs", "1"]) == 2
