@@ -529,12 +529,14 @@ def _strip_source_debug(code: bytes) -> bytes:
     import numpy as np
 
     words = np.frombuffer(code, dtype="<u4")
+    # debugPrintfEXT's format strings are OpStrings (opcode 7) its NonSemantic.DebugPrintf calls refer to: keep them
+    drop = _SOURCE_DEBUG_OPCODES - {7} if b"NonSemantic.DebugPrintf" in code else _SOURCE_DEBUG_OPCODES
     kept, index = [words[:5]], 5  # 5 header words, then instructions
     while index < len(words):
         word_count, opcode = int(words[index]) >> 16, int(words[index]) & 0xFFFF
         if word_count == 0:
             return code  # not well formed: leave it to spirv-val to say so
-        if opcode not in _SOURCE_DEBUG_OPCODES:
+        if opcode not in drop:
             kept.append(words[index:index + word_count])
         index += word_count
     return np.concatenate(kept).astype("<u4").tobytes()

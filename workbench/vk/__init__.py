@@ -5,7 +5,8 @@ memory.py (buffers, images), spirv.py (reflection), pipeline.py (compute pipelin
 (dispatch, timestamps).
 """
 from .device import Device, get_device, set_device
-from .discovery import DeviceInfo, instance, instances, list_devices, select_device, validation_messages
+from .discovery import (DeviceInfo, LayerMessage, instance, instances, list_devices, select_device, validation_details,
+                        validation_messages, validation_modes)
 from .errors import (BindingError, ClosedError, DeviceNotFoundError, FenceTimeoutError, MissingFeatureError, ValidationError,
                      VulkanError)
 from .memory import Buffer, Image
@@ -13,6 +14,6 @@ from .pipeline import Pipeline
 from .recording import DispatchTiming, Recording
 
 __all__ = ["Device", "get_device", "set_device", "DeviceInfo", "instance", "instances", "list_devices", "select_device",
-           "validation_messages",
+           "validation_messages", "validation_details", "validation_modes", "LayerMessage",
            "BindingError", "ClosedError", "DeviceNotFoundError", "FenceTimeoutError", "MissingFeatureError", "ValidationError",
            "VulkanError", "Buffer", "Image", "Pipeline", "DispatchTiming", "Recording"]

@@ -19,8 +19,17 @@ PARKED_PIPELINES = 64  # closed pipelines a device keeps for re-use (lavapipe le
 class Device:
     """One Vulkan device, ready for compute. Close it (or use `with`) to release every object it made."""
 
-    def __init__(self, selector=None, validation: bool | None = None):
-        self.instance = discovery.instance(validation)
+    def __init__(self, selector=None, validation: bool | None = None, *, sync_validation: bool = False,
+                 gpu_assisted: bool = False, debug_printf: bool = False, modes=None):
+        """`validation`: the validation layer (default: WORKBENCH_VALIDATION). The modes, each of which turns the
+        layer on: `sync_validation` (synchronization hazards between commands), `gpu_assisted` (GPU-assisted
+        validation: out-of-bounds descriptor accesses, checked in instrumented shaders), `debug_printf`
+        (debugPrintfEXT output, collected per dispatch: `printf_messages()`); `modes` also takes them as text
+        ("sync,gpu") or an iterable. Without any, WORKBENCH_VALIDATION may name modes (e.g. "sync,printf")."""
+        chosen = discovery.validation_modes(modes, sync_validation=sync_validation, gpu_assisted=gpu_assisted,
+                                            debug_printf=debug_printf)
+        self.instance = discovery.instance(validation, chosen if chosen else None)
+        self.modes = self.instance.modes
         devices = [discovery._describe(i, pd) for i, pd in enumerate(self.instance.physical_devices)]
         self.info = discovery.select_device(selector, devices)
         self.physical_device = self.instance.physical_devices[self.info.index]
@@ -39,6 +48,11 @@ class Device:
         features = self.info.features
         extensions = [e for e in (discovery.EXT_EXECUTABLE_PROPERTIES,)
                       if features.get("pipeline_executable_properties")]
+        if "printf" in self.modes and self.info.api_version < "1.3":  # core in 1.3
+            if discovery.EXT_NON_SEMANTIC_INFO not in self.info.extensions:
+                raise MissingFeatureError(f"debug printf needs {discovery.EXT_NON_SEMANTIC_INFO}, which "
+                                          f"{self.info.name} ({self.info.driver_name}) lacks")
+            extensions.append(discovery.EXT_NON_SEMANTIC_INFO)
         if features.get("integer_dot_product") and discovery.EXT_INTEGER_DOT_PRODUCT in self.info.extensions \
                 and self.info.api_version < "1.3":
             extensions.append(discovery.EXT_INTEGER_DOT_PRODUCT)
@@ -100,6 +114,29 @@ class Device:
 
     def __repr__(self):
         return f"Device({self.info.name!r}, driver={self.info.driver_name!r})"
+
+    # --- validation: object names, printf ----------------------------------------------------------------------
+    def name_object(self, object_type: int, handle, name: str) -> None:
+        """Give a Vulkan object a debug name (shown in the validation layer's messages); nothing without the
+        layer."""
+        if not self.instance.validation or handle is None or not name:
+            return
+        fn = getattr(self, "_set_name", None)
+        if fn is None:
+            fn = self._set_name = vk.vkGetInstanceProcAddr(self.instance.handle, "vkSetDebugUtilsObjectNameEXT")
+        raw = int(vk.ffi.cast("uint64_t", handle))
+        fn(self.handle, vk.VkDebugUtilsObjectNameInfoEXT(objectType=object_type, objectHandle=raw,
+                                                          pObjectName=name))
+
+    def printf_messages(self, *, invocation=None, dispatch: str | None = None, kernel: str | None = None,
+                        clear: bool = False) -> list:
+        """debugPrintfEXT output of this device's instance (the "printf" mode), as `vk.LayerMessage`s (text,
+        kernel, dispatch, dispatch_index, invocation), oldest first; filtered by global invocation id (an int: x;
+        or a tuple (x, y, z)), dispatch label and kernel name; `clear`: forget them afterwards."""
+        out = filter_printf(self.instance.printf, invocation=invocation, dispatch=dispatch, kernel=kernel)
+        if clear:
+            self.instance.printf.clear()
+        return out
 
     # --- bookkeeping -----------------------------------------------------------------------------------------
     def _track(self, obj):
@@ -335,11 +372,21 @@ def get_device() -> Device:
         return _current
 
 
-def set_device(selector=None, validation: bool | None = None) -> Device:
-    """Make another device current (closing the previous one)."""
+def filter_printf(messages, *, invocation=None, dispatch: str | None = None, kernel: str | None = None) -> list:
+    """The printf messages of one global invocation id (int x or (x, y, z)), dispatch label and / or kernel."""
+    if isinstance(invocation, int):
+        invocation = (invocation, 0, 0)
+    return [m for m in messages
+            if (invocation is None or m.invocation == tuple(invocation))
+            and (dispatch is None or m.dispatch == dispatch) and (kernel is None or m.kernel == kernel)]
+
+
+def set_device(selector=None, validation: bool | None = None, **modes) -> Device:
+    """Make another device current (closing the previous one); `modes`: Device's sync_validation, gpu_assisted,
+    debug_printf, modes."""
     global _current
     with _current_lock:
         if _current is not None:
             _current.close()
-        _current = Device(selector, validation)
+        _current = Device(selector, validation, **modes)
         return _current

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 from dataclasses import dataclass, field
 
@@ -20,6 +21,7 @@ EXT_SHADER_CLOCK = "VK_KHR_shader_clock"
 EXT_SM_BUILTINS = "VK_NV_shader_sm_builtins"
 EXT_COOPERATIVE_MATRIX_NV = "VK_NV_cooperative_matrix"
 EXT_MAINTENANCE4 = "VK_KHR_maintenance4"
+EXT_NON_SEMANTIC_INFO = "VK_KHR_shader_non_semantic_info"  # debugPrintfEXT
 EXT_COOPERATIVE_MATRIX_KHR = "VK_KHR_cooperative_matrix"
 # VkComponentTypeNV / VkComponentTypeKHR share these values (0..10). The `vulkan` binding (1.3.275.1) leaves the
 # *_NV names None, so they are spelled out here rather than read from it.
@@ -39,15 +41,98 @@ def env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
+# Validation modes beyond the layer's core checks, each through VK_EXT_validation_features (layer 1.3.239 and later).
+MODES = {"sync": "VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT",
+         "gpu": "VK_VALIDATION_FEATURE_ENABLE_GPU_ASSISTED_EXT",
+         "printf": "VK_VALIDATION_FEATURE_ENABLE_DEBUG_PRINTF_EXT"}
+# The layer's own id for debugPrintfEXT output (an INFO message, kept apart from the validation messages).
+PRINTF_ID = "UNASSIGNED-DEBUG-PRINTF"
+
+
+def validation_modes(modes=None, *, sync_validation=False, gpu_assisted=False, debug_printf=False) -> frozenset:
+    """The set of modes ("sync", "gpu", "printf") from a comma-separated text / iterable and the keyword flags.
+    GPU-assisted validation and debug printf exclude each other (the layer runs one of them)."""
+    if isinstance(modes, str):
+        modes = [m for m in re.split(r"[,+ ]+", modes.strip().lower()) if m]
+    chosen = set(modes or ())
+    chosen |= {m for m, on in (("sync", sync_validation), ("gpu", gpu_assisted), ("printf", debug_printf)) if on}
+    unknown = chosen - set(MODES)
+    if unknown:
+        raise ValueError(f"unknown validation mode(s) {sorted(unknown)}; expected some of {sorted(MODES)}")
+    if {"gpu", "printf"} <= chosen:
+        raise ValueError("GPU-assisted validation and debug printf cannot run together (the validation layer "
+                         "instruments shaders for one of them): pick one")
+    return frozenset(chosen)
+
+
+def env_validation() -> tuple[bool, frozenset]:
+    """WORKBENCH_VALIDATION: 1/true/yes/on: the layer; a comma list of modes (sync, gpu, printf): the layer with
+    those modes; empty / 0: none."""
+    text = os.environ.get("WORKBENCH_VALIDATION", "").strip().lower()
+    if text in ("", "0", "false", "no", "off"):
+        return False, frozenset()
+    if text in ("1", "true", "yes", "on"):
+        return True, frozenset()
+    return True, validation_modes(text)
+
+
+PRINTF_BUFFER_BYTES = 1 << 20  # the layer's printf buffer per dispatch (its default, 1024 B, holds ~25 lines)
+
+
+def printf_settings() -> str | None:
+    """Layer 1.3.239 reads the printf settings from a vk_layer_settings.txt only (VK_EXT_layer_settings came later):
+    point VK_LAYER_SETTINGS_PATH at one that sends printf output to the messenger (not stdout), verbose (the
+    dispatch index and invocation id come with each line) and with a large buffer. A settings file the user named
+    is left alone. Written before the first validating instance of the process, whatever its modes: the layer
+    reads the file once."""
+    if os.environ.get("VK_LAYER_SETTINGS_PATH"):
+        return None  # ours (a second instance), or the user's
+    import tempfile
+    folder = tempfile.mkdtemp(prefix="workbench-layer-")
+    path = os.path.join(folder, "vk_layer_settings.txt")
+    with open(path, "w") as out:
+        out.write("khronos_validation.printf_to_stdout = false\n"
+                  "khronos_validation.printf_verbose = true\n"
+                  f"khronos_validation.printf_buffer_size = {PRINTF_BUFFER_BYTES}\n")
+    os.environ["VK_LAYER_SETTINGS_PATH"] = path
+    return path
+
+
+@dataclass
+class LayerMessage:
+    """One message of the validation layer, attributed: the kernel (pipeline name), the dispatch (its label, index
+    in its recording), the binding where the layer names one, and the invocation for GPU-AV / printf."""
+    text: str
+    severity: str
+    message_id: str = ""
+    recording: str | None = None
+    dispatch: str | None = None
+    dispatch_index: int | None = None
+    kernel: str | None = None
+    binding: int | None = None
+    invocation: tuple | None = None
+    objects: tuple = ()
+
+    def __str__(self):
+        where = ", ".join(f"{k} {v}" for k, v in (("kernel", self.kernel), ("dispatch", self.dispatch),
+                                                  ("binding", self.binding), ("invocation", self.invocation))
+                          if v is not None)
+        return f"[{where}] {self.text}" if where else self.text
+
+
 class Instance:
     """A VkInstance, with the validation layer and a messenger that collects its messages when asked for."""
 
-    def __init__(self, validation: bool):
-        self.validation = validation
-        self.messages: list[str] = []
+    def __init__(self, validation: bool, modes: frozenset = frozenset()):
+        self.validation = validation or bool(modes)
+        self.modes = frozenset(modes)
+        self.messages: list[str] = []  # every validation message (not printf output), as text
+        self.details: list[LayerMessage] = []  # the same, attributed
+        self.printf: list[LayerMessage] = []  # debugPrintfEXT output (mode "printf")
+        self.command_buffers: dict[int, object] = {}  # handle -> weakref to its Recording (attribution)
         layers = []
         extensions = []
-        if validation:
+        if self.validation:
             available = {p.layerName for p in vk.vkEnumerateInstanceLayerProperties()}
             if VALIDATION_LAYER not in available:
                 raise ValidationError(
@@ -55,19 +140,32 @@ class Instance:
                     f"(Debian/Ubuntu package: vulkan-validationlayers); available layers: {sorted(available)}")
             layers.append(VALIDATION_LAYER)
             extensions.append("VK_EXT_debug_utils")
+            printf_settings()  # the layer reads its settings file once, at the first validating instance
+        features = None
+        if self.modes:
+            layer_exts = {e.extensionName for e in vk.vkEnumerateInstanceExtensionProperties(VALIDATION_LAYER)}
+            if "VK_EXT_validation_features" not in layer_exts:
+                raise ValidationError(f"validation modes {sorted(self.modes)} need VK_EXT_validation_features, "
+                                      f"which this {VALIDATION_LAYER} lacks (it has {sorted(layer_exts)})")
+            extensions.append("VK_EXT_validation_features")
+            enables = [getattr(vk, MODES[m]) for m in sorted(self.modes)]
+            features = vk.VkValidationFeaturesEXT(enabledValidationFeatureCount=len(enables),
+                                                  pEnabledValidationFeatures=enables)
         app_info = vk.VkApplicationInfo(pApplicationName="kernel-workbench", applicationVersion=1,
                                         pEngineName="workbench", engineVersion=1, apiVersion=API_VERSION)
-        create_info = vk.VkInstanceCreateInfo(pApplicationInfo=app_info,
+        create_info = vk.VkInstanceCreateInfo(pNext=features, pApplicationInfo=app_info,
                                               enabledLayerCount=len(layers), ppEnabledLayerNames=layers,
                                               enabledExtensionCount=len(extensions),
                                               ppEnabledExtensionNames=extensions)
         self.handle = vk.vkCreateInstance(create_info, None)
         self._messenger = None
-        if validation:
+        if self.validation:
             self._callback = self._on_message  # keep the callback alive as long as the instance
+            severity = vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT
+            if "printf" in self.modes:  # debugPrintfEXT output comes as INFO
+                severity |= vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_INFO_BIT_EXT
             messenger_info = vk.VkDebugUtilsMessengerCreateInfoEXT(
-                messageSeverity=vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT
-                | vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+                messageSeverity=severity,
                 messageType=vk.VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT
                 | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT
                 | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
@@ -78,7 +176,16 @@ class Instance:
 
     def _on_message(self, severity, types, data, user_data):
         message = vk.ffi.string(data.pMessage).decode(errors="replace")
-        self.messages.append(message)
+        message_id = vk.ffi.string(data.pMessageIdName).decode(errors="replace") if data.pMessageIdName else ""
+        is_printf = PRINTF_ID.lower() in message_id.lower() or PRINTF_ID.lower() in message.lower()
+        if severity & vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_INFO_BIT_EXT and not is_printf:
+            return 0  # INFO is asked for only for printf
+        detail = self._attribute(message, severity, message_id, data)
+        if is_printf:
+            self.printf.append(detail)
+            return 0
+        self.messages.append(str(detail) if detail.kernel or detail.dispatch else message)
+        self.details.append(detail)
         log = os.environ.get("WORKBENCH_VALIDATION_LOG")
         if log:  # where no one can read `messages` (a kernel JupyterLab started), a file others can check
             try:
@@ -87,6 +194,52 @@ class Instance:
             except OSError:
                 pass
         return 0
+
+    def _attribute(self, message, severity, message_id, data) -> LayerMessage:
+        """Name the recording, dispatch and kernel a message is about, from the objects the layer passes (the
+        workbench names pipelines and command buffers) and the text (dispatch index, binding, invocation)."""
+        objects = []
+        recording = kernel = None
+        for i in range(data.objectCount):
+            o = data.pObjects[i]
+            name = vk.ffi.string(o.pObjectName).decode(errors="replace") if o.pObjectName else None
+            objects.append((int(o.objectType), int(o.objectHandle), name))
+        # The layer names the command buffer and pipeline in its text: GPU-AV / printf "Command buffer (name)(0x..)
+        # ... Pipeline (name)(0x..)", sync validation "VkCommandBuffer 0x..[name], VkPipeline 0x..[name]".
+        m = (re.search(r"Command buffer (?:\([^)]*\))?\((0x[0-9a-fA-F]+)\)", message)
+             or re.search(r"VkCommandBuffer (0x[0-9a-fA-F]+)", message))
+        if m:
+            ref = self.command_buffers.get(int(m.group(1), 16))
+            recording = ref() if ref is not None else None
+        m = (re.search(r"Pipeline \(([^)]*)\)\(0x", message) or re.search(r"VkPipeline 0x[0-9a-fA-F]+\[([^\]]*)\]",
+                                                                         message))
+        kernel = m.group(1) or None if m else None
+        sev = ("error" if severity & vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT else
+               "warning" if severity & vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT else "info")
+        text = message
+        m = re.search(r"Compute Dispatch Index (\d+)", message)
+        dispatch_index = int(m.group(1)) if m else None
+        m = re.search(r"Global invocation ID \(x, y, z\) = \(\s*(\d+),\s*(\d+),\s*(\d+)\s*\)", message)
+        invocation = tuple(int(v) for v in m.groups()) if m else None
+        m = re.search(r"binding #?(\d+)", message)
+        binding = int(m.group(1)) if m else None
+        if PRINTF_ID.lower() in (message_id + message).lower():
+            # the printed text: after the invocation id (verbose) or the message id, before the source information
+            start = (re.search(r"Global invocation ID \(x, y, z\) = \([^)]*\)\s*", message)
+                     or re.search(r"MessageID = 0x[0-9a-fA-F]+ \|\s*", message))
+            body = message[start.end():] if start else message
+            end = re.search(r"\s*(Unable to find SPIR-V OpLine|Debug shader printf message generated)", body)
+            text = (body[:end.start()] if end else body).strip()
+        dispatch = None
+        if recording is not None:
+            label, index, name = recording.attribute(dispatch_index)
+            recording_label, dispatch, dispatch_index = recording.label, label, index
+            kernel = kernel or name
+        else:
+            recording_label = None
+        return LayerMessage(text=text, severity=sev, message_id=message_id, recording=recording_label,
+                            dispatch=dispatch, dispatch_index=dispatch_index, kernel=kernel, binding=binding,
+                            invocation=invocation, objects=tuple(objects))
 
     def close(self):
         if self._messenger is not None:
@@ -98,22 +251,30 @@ class Instance:
             self.handle = None
 
 
-_instances: dict[bool, Instance] = {}
+_instances: dict[tuple, Instance] = {}
 _instances_lock = threading.Lock()
 
 
-def instance(validation: bool | None = None) -> Instance:
-    """The process's instance; validation defaults to the WORKBENCH_VALIDATION environment variable."""
-    if validation is None:
-        validation = env_flag("WORKBENCH_VALIDATION")
+def instance(validation: bool | None = None, modes=None) -> Instance:
+    """The process's instance for (validation, modes); both default to the WORKBENCH_VALIDATION environment
+    variable (1: the layer; "sync", "gpu", "printf" or a comma list of them: the layer with those modes). Any mode
+    turns the layer on."""
+    env_on, env_modes = env_validation()
+    if validation is None and modes is None:
+        validation, modes = env_on, env_modes
+    elif validation is None:
+        validation = env_on
+    modes = validation_modes(modes)
+    validation = bool(validation) or bool(modes)
+    key = (validation, modes)
     with _instances_lock:
-        if validation not in _instances:
-            _instances[validation] = Instance(validation)
-        return _instances[validation]
+        if key not in _instances:
+            _instances[key] = Instance(validation, modes)
+        return _instances[key]
 
 
 def instances() -> list[Instance]:
-    """The instances this process has made (at most one with validation and one without)."""
+    """The instances this process has made (one per validation setting and set of modes)."""
     with _instances_lock:
         return list(_instances.values())
 
@@ -122,6 +283,12 @@ def validation_messages() -> list[str]:
     """Every message the validation layer reported to any instance of this process, in a new list."""
     with _instances_lock:
         return [m for inst in _instances.values() for m in inst.messages]
+
+
+def validation_details() -> list[LayerMessage]:
+    """The same messages, attributed (kernel, dispatch, binding, invocation where known)."""
+    with _instances_lock:
+        return [m for inst in _instances.values() for m in inst.details]
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,7 @@ class Pipeline:
         if parked is not None:
             self.set_layout, self.layout, self.module, self.handle = parked
             device._track(self)
+            device.name_object(vk.VK_OBJECT_TYPE_PIPELINE, self.handle, self.name)
             return
         self.set_layout = self.layout = self.module = self.handle = None
         try:
@@ -143,6 +144,7 @@ class Pipeline:
         pipeline_info = vk.VkComputePipelineCreateInfo(stage=stage, layout=self.layout,
                                                        flags=CAPTURE_STATISTICS if capture_statistics else 0)
         self.handle = vk.vkCreateComputePipelines(handle, None, 1, [pipeline_info], None)[0]
+        self.device.name_object(vk.VK_OBJECT_TYPE_PIPELINE, self.handle, self.name)  # layer messages name it
 
     def _resolve_local_size(self, local_size):
         literal = self.reflection.local_size

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +53,7 @@ class _Command:
     src: Buffer | None = None
     dst: Buffer | None = None
     nbytes: int = 0
+    barrier: bool = True  # a barrier before this command (after the previous one)
 
 
 def as_push_constants(pipeline: Pipeline, values) -> bytes:
@@ -73,6 +75,8 @@ class Recording:
         self._pool = self._query_pool = self._cmd = self._fence = None
         self._stuck = False
         self._closed = False
+        self._recording_at: int | None = None  # the command being recorded (attributes record-time messages)
+        self.printf: list = []  # debugPrintfEXT output of the last submit (the device's "printf" mode)
 
     def _check_usable(self, what: str) -> None:
         if self._closed:
@@ -81,7 +85,10 @@ class Recording:
         self.device.check_open(what)
 
     # --- collecting commands -------------------------------------------------------------------------------
-    def dispatch(self, pipeline: Pipeline, resources, global_size, push_constants=b"", label: str | None = None):
+    def dispatch(self, pipeline: Pipeline, resources, global_size, push_constants=b"", label: str | None = None,
+                 barrier: bool = True):
+        """`barrier=False` leaves out the barrier the recording puts between this dispatch and the previous
+        command (for planting races that synchronization validation must catch)."""
         self._check_usable("dispatch")
         if self._built:
             raise RuntimeError("this recording was already submitted; make a new one to add commands")
@@ -95,7 +102,7 @@ class Recording:
             raise ValueError(f"{pipeline.name}: {groups} workgroups for global size {global_size} exceed the "
                              f"device's maxComputeWorkGroupCount {limit}")
         self.commands.append(_Command("dispatch", label or pipeline.name, pipeline, tuple(resources), global_size,
-                                      groups, as_push_constants(pipeline, push_constants)))
+                                      groups, as_push_constants(pipeline, push_constants), barrier=barrier))
         return self
 
     def copy(self, src: Buffer, dst: Buffer, nbytes: int | None = None, label: str = "copy"):
@@ -142,13 +149,17 @@ class Recording:
                                                commandBufferCount=1)
         self._cmd = vk.vkAllocateCommandBuffers(handle, alloc)[0]
         cmd = self._cmd
+        if dev.instance.validation:  # layer messages about this command buffer come back to this recording
+            dev.name_object(vk.VK_OBJECT_TYPE_COMMAND_BUFFER, cmd, self.label or "recording")
+            dev.instance.command_buffers[int(vk.ffi.cast("uint64_t", cmd))] = weakref.ref(self)
         vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo())
         if self.timestamps:
             vk.vkCmdResetQueryPool(cmd, self._query_pool, 0, 2 * len(self.commands))
         barrier = vk.VkMemoryBarrier(srcAccessMask=ALL_ACCESS, dstAccessMask=ALL_ACCESS)
         set_iter = iter(sets)
         for i, c in enumerate(self.commands):
-            if i:  # each command sees everything the previous ones wrote
+            self._recording_at = i
+            if i and c.barrier:  # each command sees everything the previous ones wrote
                 vk.vkCmdPipelineBarrier(cmd, COMPUTE_AND_TRANSFER, COMPUTE_AND_TRANSFER, 0, 1, [barrier], 0, None,
                                         0, None)
             if self.timestamps:
@@ -168,6 +179,7 @@ class Recording:
                 vk.vkCmdCopyBuffer(cmd, c.src.handle, c.dst.handle, 1, [region])
             if self.timestamps:
                 vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self._query_pool, 2 * i + 1)
+        self._recording_at = None
         vk.vkEndCommandBuffer(cmd)
         self._fence = vk.vkCreateFence(handle, vk.VkFenceCreateInfo(), None)
         self._built = True
@@ -184,12 +196,32 @@ class Recording:
         timeout_s = fence_timeout_s() if timeout_s is None else timeout_s
         vk.vkResetFences(dev.handle, 1, [self._fence])
         submit_info = vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[self._cmd])
+        printed = len(dev.instance.printf)
         start = time.perf_counter_ns()
         vk.vkQueueSubmit(dev.queue, 1, [submit_info], self._fence)
         dev.wait_fence(self._fence, timeout_s, on_timeout=self._mark_stuck, what=self.label or "recording")
         self.host_ns = time.perf_counter_ns() - start
+        self.printf = dev.instance.printf[printed:]  # one queue, waited for: all of it is this submit's
         self.timings = self._read_timings()
         return self.timings
+
+    def attribute(self, dispatch_index: int | None):
+        """(label, command index, kernel name) of the dispatch a layer message is about: the `dispatch_index`-th
+        dispatch (the layer counts dispatches in the command buffer), else the command being recorded."""
+        if dispatch_index is not None:
+            dispatches = [(i, c) for i, c in enumerate(self.commands) if c.kind == "dispatch"]
+            if 0 <= dispatch_index < len(dispatches):
+                i, c = dispatches[dispatch_index]
+                return c.label, i, c.pipeline.name
+        if self._recording_at is not None and self._recording_at < len(self.commands):
+            c = self.commands[self._recording_at]
+            return c.label, self._recording_at, c.pipeline.name if c.pipeline else None
+        return None, dispatch_index, None
+
+    def printf_messages(self, *, invocation=None, dispatch: str | None = None, kernel: str | None = None) -> list:
+        """The last submit's debugPrintfEXT output, filtered by global invocation id, dispatch label, kernel."""
+        from .device import filter_printf
+        return filter_printf(self.printf, invocation=invocation, dispatch=dispatch, kernel=kernel)
 
     def _check_resources_open(self) -> None:
         for c in self.commands:
@@ -245,6 +277,7 @@ class Recording:
         if self._fence is not None:
             vk.vkDestroyFence(handle, self._fence, None)
         if self._cmd is not None:
+            self.device.instance.command_buffers.pop(int(vk.ffi.cast("uint64_t", self._cmd)), None)
             vk.vkFreeCommandBuffers(handle, self.device.command_pool, 1, [self._cmd])
         if self._query_pool is not None:
             vk.vkDestroyQueryPool(handle, self._query_pool, None)
