@@ -2,7 +2,7 @@
 folder."""
 from __future__ import annotations
 
-from .common import device, results_dir, table
+from .common import add_validation_flags, device, report_validation, results_dir, table
 
 SHOWN = ["graph", "setting", "label", "kind", "gpu_us", "kernel", "method", "variant", "path", "shape", "size_mib",
          "tile", "coop_size", "chains", "local_size", "samples", "median_us", "p10_us", "p90_us", "GB/s", "GOP/s",
@@ -16,6 +16,7 @@ def register(sub) -> None:
     p.add_argument("--sizes", help="copy only: sizes in MiB, comma-separated (default 1,4,16,64,256)")
     p.add_argument("--quick", action="store_true", help="small sizes (seconds, for a smoke test)")
     p.add_argument("--out", help="results folder (default data/<device>/)")
+    add_validation_flags(p)
     p.set_defaults(fn=_bench)
     p = sub.add_parser("roofline-check", help="check that no kernel row of a results folder beats its roof")
     p.add_argument("--out", required=True, help="results folder (peak.csv, conv_pw.csv, coopmat.csv)")
@@ -26,7 +27,10 @@ def register(sub) -> None:
 
 def _bench(args) -> int:
     dev = device(args)
-    return run_suite(dev, args.suite, results_dir(args.out, dev), quick=args.quick, sizes=args.sizes)
+    status = run_suite(dev, args.suite, results_dir(args.out, dev), quick=args.quick, sizes=args.sizes)
+    if getattr(args, "validate", None) is not None:
+        return 1 if report_validation(dev, args) and status == 0 else status
+    return status
 
 
 def run_suite(device, suite: str, out, *, quick: bool = False, sizes: str | None = None) -> int:

@@ -14,10 +14,68 @@ def table(df, columns=None) -> str:
         return (df[columns] if columns else df).to_string(index=False, float_format=lambda v: f"{v:,.2f}")
 
 
-def device(args):
-    """The device `--device` names (else the current one)."""
+def add_validation_flags(parser) -> None:
+    """The validation-mode flags every command family that runs kernels can take (`device(args)` reads them,
+    `report_validation` prints what the layer said)."""
+    g = parser.add_argument_group("validation (VK_LAYER_KHRONOS_validation)")
+    g.add_argument("--validate", metavar="MODES", default=None,
+                   help="run with the validation layer; MODES: 'on' (core checks) or a comma list of sync "
+                        "(synchronization hazards), gpu (GPU-assisted: out-of-bounds descriptor accesses), printf "
+                        "(debugPrintfEXT output); gpu and printf exclude each other")
+    g.add_argument("--printf-invocation", metavar="X[,Y,Z]", default=None,
+                   help="with --validate printf: show only this global invocation id's lines")
+    g.add_argument("--printf-limit", type=int, default=50, help="printf lines shown at most (default 50)")
+
+
+def validation_request(args) -> tuple[bool | None, frozenset | None]:
+    """(validation, modes) from --validate; (None, None) where it is absent (WORKBENCH_VALIDATION decides)."""
     from .. import vk
-    return vk.get_device() if args.device is None else vk.set_device(args.device)
+    text = getattr(args, "validate", None)
+    if text is None:
+        return None, None
+    if text.strip().lower() in ("on", "1", "core", "true"):
+        return True, frozenset()
+    return True, vk.validation_modes(text)
+
+
+def device(args):
+    """The device `--device` names (else the current one), with the validation modes `--validate` asks for."""
+    from .. import vk
+    validation, modes = validation_request(args)
+    if args.device is None and validation is None:
+        return vk.get_device()
+    return vk.set_device(args.device, validation, modes=modes)
+
+
+def parse_invocation(text):
+    if text is None:
+        return None
+    parts = [int(v) for v in str(text).split(",")]
+    if not 1 <= len(parts) <= 3:
+        raise ValueError(f"--printf-invocation takes X, X,Y or X,Y,Z; got {text!r}")
+    return tuple(parts + [0] * (3 - len(parts)))
+
+
+def report_validation(dev, args, out=None) -> int:
+    """Print what the layer said on `dev` (the attributed messages, then the printf lines, filtered by
+    --printf-invocation); the number of validation messages (not printf lines)."""
+    out = out or sys.stdout
+    if not dev.instance.validation:
+        return 0
+    messages = dev.take_validation_messages()
+    for m in messages:
+        print(f"validation: {m}", file=out)
+    if "printf" in dev.modes:
+        lines = dev.printf_messages(invocation=parse_invocation(getattr(args, "printf_invocation", None)),
+                                    clear=True)
+        limit = getattr(args, "printf_limit", 50)
+        for m in lines[:limit]:
+            print(f"printf [{m.kernel} / {m.dispatch} / invocation {m.invocation}] {m.text}", file=out)
+        if len(lines) > limit:
+            print(f"printf: {len(lines) - limit} more lines (--printf-limit)", file=out)
+    modes = ",".join(sorted(dev.modes)) or "core"
+    print(f"validation ({modes}): {len(messages)} message(s)", file=out)
+    return len(messages)
 
 
 def results_dir(out, device) -> Path:

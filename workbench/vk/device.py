@@ -138,6 +138,15 @@ class Device:
             self.instance.printf.clear()
         return out
 
+    def take_validation_messages(self) -> list:
+        """The attributed validation messages (`vk.LayerMessage`) this device's instance collected so far, which
+        are then forgotten (from `vk.validation_messages()` too): for code that expects the layer to speak."""
+        inst = self.instance
+        out = list(inst.details)
+        inst.details.clear()
+        inst.messages.clear()
+        return out
+
     # --- bookkeeping -----------------------------------------------------------------------------------------
     def _track(self, obj):
         with self._lock:

@@ -69,6 +69,7 @@ class Buffer:
                                             sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
         handle = device.handle
         self.handle = vk.vkCreateBuffer(handle, create_info, None)
+        device.name_object(vk.VK_OBJECT_TYPE_BUFFER, self.handle, name)  # sync validation names the buffer
         requirements = vk.vkGetBufferMemoryRequirements(handle, self.handle)
         wanted = HOST_VISIBLE if host_visible else DEVICE_LOCAL
         index, flags = _memory_type(device, requirements, wanted, HOST_VISIBLE)
