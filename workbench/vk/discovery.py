@@ -130,6 +130,8 @@ class Instance:
         self.details: list[LayerMessage] = []  # the same, attributed
         self.printf: list[LayerMessage] = []  # debugPrintfEXT output (mode "printf")
         self.command_buffers: dict[int, object] = {}  # handle -> weakref to its Recording (attribution)
+        self.layer_version: str | None = None
+        self.dispatch_index_reliable = False
         layers = []
         extensions = []
         if self.validation:
@@ -140,6 +142,10 @@ class Instance:
                     f"(Debian/Ubuntu package: vulkan-validationlayers); available layers: {sorted(available)}")
             layers.append(VALIDATION_LAYER)
             extensions.append("VK_EXT_debug_utils")
+            spec = next(p.specVersion for p in vk.vkEnumerateInstanceLayerProperties() if p.layerName == VALIDATION_LAYER)
+            self.layer_version = _version(spec)
+            # 1.3.239 reports "Compute Dispatch Index 0" for every dispatch of a command buffer (measured here)
+            self.dispatch_index_reliable = tuple(int(v) for v in self.layer_version.split(".")) > (1, 3, 239)
             printf_settings()  # the layer reads its settings file once, at the first validating instance
         features = None
         if self.modes:
@@ -160,7 +166,10 @@ class Instance:
         self.handle = vk.vkCreateInstance(create_info, None)
         self._messenger = None
         if self.validation:
-            self._callback = self._on_message  # keep the callback alive as long as the instance
+            # The `vulkan` binding keeps ONE Python callback for every messenger of the process (the last one
+            # registered): route each message to its instance through pUserData.
+            self._callback = _route_message
+            self._user_data = vk.ffi.new_handle(self)  # alive as long as the instance
             severity = vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT
             if "printf" in self.modes:  # debugPrintfEXT output comes as INFO
                 severity |= vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_INFO_BIT_EXT
@@ -169,12 +178,12 @@ class Instance:
                 messageType=vk.VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT
                 | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT
                 | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
-                pfnUserCallback=self._callback)
+                pfnUserCallback=self._callback, pUserData=self._user_data)
             create = vk.vkGetInstanceProcAddr(self.handle, "vkCreateDebugUtilsMessengerEXT")
             self._messenger = create(self.handle, messenger_info, None)
         self.physical_devices = list(vk.vkEnumeratePhysicalDevices(self.handle))
 
-    def _on_message(self, severity, types, data, user_data):
+    def _on_message(self, severity, types, data, user_data=None):
         message = vk.ffi.string(data.pMessage).decode(errors="replace")
         message_id = vk.ffi.string(data.pMessageIdName).decode(errors="replace") if data.pMessageIdName else ""
         is_printf = PRINTF_ID.lower() in message_id.lower() or PRINTF_ID.lower() in message.lower()
@@ -232,7 +241,7 @@ class Instance:
             text = (body[:end.start()] if end else body).strip()
         dispatch = None
         if recording is not None:
-            label, index, name = recording.attribute(dispatch_index)
+            label, index, name = recording.attribute(dispatch_index, kernel)
             recording_label, dispatch, dispatch_index = recording.label, label, index
             kernel = kernel or name
         else:
@@ -249,6 +258,15 @@ class Instance:
         if self.handle is not None:
             vk.vkDestroyInstance(self.handle, None)
             self.handle = None
+
+
+def _route_message(severity, types, data, user_data):
+    """The process's one debug-utils callback: hands each message to the instance whose messenger it came from."""
+    try:
+        target = vk.ffi.from_handle(user_data)
+    except Exception:  # no user data: the most recent validating instance
+        target = next((i for i in reversed(instances()) if i.validation), None)
+    return target._on_message(severity, types, data) if target is not None else 0
 
 
 _instances: dict[tuple, Instance] = {}

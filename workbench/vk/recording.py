@@ -205,18 +205,29 @@ class Recording:
         self.timings = self._read_timings()
         return self.timings
 
-    def attribute(self, dispatch_index: int | None):
-        """(label, command index, kernel name) of the dispatch a layer message is about: the `dispatch_index`-th
-        dispatch (the layer counts dispatches in the command buffer), else the command being recorded."""
-        if dispatch_index is not None:
-            dispatches = [(i, c) for i, c in enumerate(self.commands) if c.kind == "dispatch"]
-            if 0 <= dispatch_index < len(dispatches):
-                i, c = dispatches[dispatch_index]
-                return c.label, i, c.pipeline.name
+    def attribute(self, dispatch_index: int | None, kernel: str | None = None):
+        """(label, command index, kernel name) of the dispatch a layer message is about. Record-time messages
+        (sync validation): the command being recorded. Submit-time ones (GPU-AV, printf): the layer's dispatch
+        index where it can be trusted, else the one dispatch of that kernel; where several dispatches of the
+        recording run that kernel and the index cannot be trusted, their labels joined by "|" and index None.
+        Layer 1.3.239 (Debian 12) says "Compute Dispatch Index 0" for every dispatch of a command buffer (measured),
+        so its index is trusted only from newer layers."""
         if self._recording_at is not None and self._recording_at < len(self.commands):
             c = self.commands[self._recording_at]
             return c.label, self._recording_at, c.pipeline.name if c.pipeline else None
-        return None, dispatch_index, None
+        dispatches = [(i, c) for i, c in enumerate(self.commands) if c.kind == "dispatch"]
+        if dispatch_index is not None and self.device.instance.dispatch_index_reliable \
+                and 0 <= dispatch_index < len(dispatches):
+            i, c = dispatches[dispatch_index]
+            if kernel is None or c.pipeline.name == kernel:
+                return c.label, i, c.pipeline.name
+        candidates = [(i, c) for i, c in dispatches if kernel is None or c.pipeline.name == kernel]
+        if len(candidates) == 1:
+            i, c = candidates[0]
+            return c.label, i, c.pipeline.name
+        if candidates:
+            return "|".join(c.label for _, c in candidates), None, kernel
+        return None, None, kernel
 
     def printf_messages(self, *, invocation=None, dispatch: str | None = None, kernel: str | None = None) -> list:
         """The last submit's debugPrintfEXT output, filtered by global invocation id, dispatch label, kernel."""
