@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from . import adreno, bench, compilers, devices, etvk, fanout, layout, main_job, validate
-from .common import RESULTS_DIRS, interrupted
+from .common import RESULTS_DIRS, close_opened, interrupted
 
 # In the order `workbench --help` lists them.
 FAMILIES = (devices, bench, fanout, layout, main_job, compilers, adreno, etvk, validate)
@@ -41,3 +41,5 @@ def main(argv=None) -> int:
             print(f"workbench: error: {exc}", file=sys.stderr)
             return 2
         raise
+    finally:
+        close_opened()

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 RESULTS_DIRS: list[Path] = []  # where this command writes (reported on Ctrl-C)
+OPENED: list = []  # devices a command made for itself (--validate), closed when it ends
 
 
 def table(df, columns=None) -> str:
@@ -42,9 +43,17 @@ def device(args):
     """The device `--device` names (else the current one), with the validation modes `--validate` asks for."""
     from .. import vk
     validation, modes = validation_request(args)
-    if args.device is None and validation is None:
-        return vk.get_device()
-    return vk.set_device(args.device, validation, modes=modes)
+    if validation is None:
+        return vk.get_device() if args.device is None else vk.set_device(args.device)
+    # a device of the command's own: the process's current one (other callers' in a notebook or tests) stays
+    dev = vk.Device(args.device, validation, modes=modes)
+    OPENED.append(dev)
+    return dev
+
+
+def close_opened() -> None:
+    while OPENED:
+        OPENED.pop().close()
 
 
 def parse_invocation(text):

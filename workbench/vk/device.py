@@ -133,7 +133,7 @@ class Device:
         """debugPrintfEXT output of this device's instance (the "printf" mode), as `vk.LayerMessage`s (text,
         kernel, dispatch, dispatch_index, invocation), oldest first; filtered by global invocation id (an int: x;
         or a tuple (x, y, z)), dispatch label and kernel name; `clear`: forget them afterwards."""
-        out = filter_printf(self.instance.printf, invocation=invocation, dispatch=dispatch, kernel=kernel)
+        out = discovery.filter_printf(self.instance.printf, invocation=invocation, dispatch=dispatch, kernel=kernel)
         if clear:
             self.instance.printf.clear()
         return out
@@ -379,15 +379,6 @@ def get_device() -> Device:
         if _current is None or _current.handle is None:
             _current = Device()
         return _current
-
-
-def filter_printf(messages, *, invocation=None, dispatch: str | None = None, kernel: str | None = None) -> list:
-    """The printf messages of one global invocation id (int x or (x, y, z)), dispatch label and / or kernel."""
-    if isinstance(invocation, int):
-        invocation = (invocation, 0, 0)
-    return [m for m in messages
-            if (invocation is None or m.invocation == tuple(invocation))
-            and (dispatch is None or m.dispatch == dispatch) and (kernel is None or m.kernel == kernel)]
 
 
 def set_device(selector=None, validation: bool | None = None, **modes) -> Device:

@@ -76,7 +76,10 @@ def env_validation() -> tuple[bool, frozenset]:
     return True, validation_modes(text)
 
 
-PRINTF_BUFFER_BYTES = 1 << 20  # the layer's printf buffer per dispatch (its default, 1024 B, holds ~25 lines)
+# The layer's printf buffer per dispatch (its default, 1024 B, holds ~25 lines; 1 MiB held 23,832 lines of a 3-value
+# format, the rest dropped without a word from layer 1.3.239): WORKBENCH_PRINTF_BUFFER_BYTES, read at the first
+# validating instance.
+PRINTF_BUFFER_BYTES = 8 << 20
 
 
 def printf_settings() -> str | None:
@@ -88,12 +91,13 @@ def printf_settings() -> str | None:
     if os.environ.get("VK_LAYER_SETTINGS_PATH"):
         return None  # ours (a second instance), or the user's
     import tempfile
+    size = int(os.environ.get("WORKBENCH_PRINTF_BUFFER_BYTES", PRINTF_BUFFER_BYTES))
     folder = tempfile.mkdtemp(prefix="workbench-layer-")
     path = os.path.join(folder, "vk_layer_settings.txt")
     with open(path, "w") as out:
         out.write("khronos_validation.printf_to_stdout = false\n"
                   "khronos_validation.printf_verbose = true\n"
-                  f"khronos_validation.printf_buffer_size = {PRINTF_BUFFER_BYTES}\n")
+                  f"khronos_validation.printf_buffer_size = {size}\n")
     os.environ["VK_LAYER_SETTINGS_PATH"] = path
     return path
 
@@ -267,6 +271,15 @@ def _route_message(severity, types, data, user_data):
     except Exception:  # no user data: the most recent validating instance
         target = next((i for i in reversed(instances()) if i.validation), None)
     return target._on_message(severity, types, data) if target is not None else 0
+
+
+def filter_printf(messages, *, invocation=None, dispatch: str | None = None, kernel: str | None = None) -> list:
+    """The printf messages of one global invocation id (int x or (x, y, z)), dispatch label and / or kernel."""
+    if isinstance(invocation, int):
+        invocation = (invocation, 0, 0)
+    return [m for m in messages
+            if (invocation is None or m.invocation == tuple(invocation))
+            and (dispatch is None or m.dispatch == dispatch) and (kernel is None or m.kernel == kernel)]
 
 
 _instances: dict[tuple, Instance] = {}

@@ -231,7 +231,7 @@ class Recording:
 
     def printf_messages(self, *, invocation=None, dispatch: str | None = None, kernel: str | None = None) -> list:
         """The last submit's debugPrintfEXT output, filtered by global invocation id, dispatch label, kernel."""
-        from .device import filter_printf
+        from .discovery import filter_printf
         return filter_printf(self.printf, invocation=invocation, dispatch=dispatch, kernel=kernel)
 
     def _check_resources_open(self) -> None:
