@@ -54,6 +54,31 @@ def test_cli_lint_needs_names_or_all(tmp_path):
 @pytest.mark.skipif(not CHECKOUT, reason="WORKBENCH_EXECUTORCH is not set")
 def test_cli_lint_checkout(capsys):
     assert main(["etvk", "lint", "--executorch", CHECKOUT]) == 2
-    assert "expected VARIANT names or --all" in capsys.readouterr().err + capsys.readouterr().out
+    assert "expected VARIANT names, --all or --interfaces" in capsys.readouterr().err + capsys.readouterr().out
     assert main(["etvk", "lint", "--executorch", CHECKOUT, "no_such_variant"]) == 2
     assert main(["etvk", "lint", "--executorch", CHECKOUT, "--quiet", "q8ta_linear_gemv_float"]) == 1  # errors found
+
+
+@pytest.mark.skipif(not CHECKOUT, reason="WORKBENCH_EXECUTORCH is not set")
+def test_interfaces_of_every_family_agree_with_the_checkout(capsys):
+    from workbench import etvk
+    from workbench.etvk.interfaces import check_families
+    gen = etvk.Codegen(etvk.source(CHECKOUT))
+    assert check_families(gen) == []  # every family's push constants and UBOs cover what its shader declares
+    with pytest.raises(ValueError, match="expected family names .* got \\['nope'\\]"):
+        check_families(gen, ["nope"])
+    assert main(["etvk", "lint", "--interfaces", "--executorch", CHECKOUT]) == 0
+    assert "interfaces: 0 push-constant / UBO range finding(s)" in capsys.readouterr().out
+
+
+def test_binding_at_names_the_accessed_binding():
+    from workbench.vk.spirv import binding_at, reflect
+    from workbench.etvk.lint import OP_LOAD, OP_STORE
+    code = spirv("scale_tiles")
+    ins = parse(code)
+    stores = [i.index for i in ins if i.opcode == OP_STORE]
+    loads = [i.index for i in ins if i.opcode == OP_LOAD]
+    assert {binding_at(code, k) for k in stores} == {0}  # out_data
+    assert 1 in {binding_at(code, k) for k in loads}  # in_data
+    assert binding_at(code, 0) is None and binding_at(code, 10**6) is None
+    assert [b.block_size for b in reflect(code).bindings] == [None, None]

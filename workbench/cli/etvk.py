@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .common import add_validation_flags, report_validation
 from .common import device as chosen_device
 
 EPILOG = ("The checkout: --executorch PATH or $WORKBENCH_EXECUTORCH (a clone of pytorch/executorch; only "
@@ -89,7 +90,15 @@ def cmd_run(args) -> int:
     if args.csv:
         df.to_csv(args.csv, index=False)
         print(f"wrote {args.csv}")
-    return 0 if df["correct"].all() else 1
+    status = 0 if df["correct"].all() else 1
+    return _with_validation(device, args, status)
+
+
+def _with_validation(device, args, status: int) -> int:
+    """With --validate: print what the layer said (and the printf lines); a message makes the command fail."""
+    if getattr(args, "validate", None) is None:
+        return status
+    return 1 if report_validation(device, args) and status == 0 else status
 
 
 def _mismatch_outputs(rows, reports, show_map: bool, png: str | None) -> None:
@@ -213,9 +222,25 @@ def cmd_lint(args) -> int:
     from ..etvk import Codegen, source
     from ..etvk.lint import lint
     gen = Codegen(source(args.executorch, rev=args.rev))
-    if not args.variant and not args.all:
-        raise ValueError("etvk lint: expected VARIANT names or --all, got neither")
-    df = lint(gen, None if args.all else args.variant, jobs=args.jobs, show_progress=not args.quiet)
+    if not args.variant and not args.all and not args.interfaces:
+        raise ValueError("etvk lint: expected VARIANT names, --all or --interfaces, got none of them")
+    if args.variant or args.all:
+        df = lint(gen, None if args.all else args.variant, jobs=args.jobs, show_progress=not args.quiet)
+    else:
+        import pandas as pd
+
+        from ..etvk.lint import COLUMNS
+        df = pd.DataFrame(columns=list(COLUMNS))
+        df.attrs.update(variants=0, seconds=0.0)
+    if args.interfaces:  # push-constant / UBO ranges against the bytes the workbench's ET-VK dispatches supply
+        import pandas as pd
+
+        from ..etvk.interfaces import check_families
+        found = check_families(gen)
+        attrs = dict(df.attrs)
+        df = pd.concat([df, pd.DataFrame(found, columns=df.columns)], ignore_index=True)
+        df.attrs.update(attrs)
+        print(f"interfaces: {len(found)} push-constant / UBO range finding(s) over the families' dispatches")
     _print(df, args.csv)
     counts = df.groupby("check").size().to_dict() if len(df) else {}
     print(f"{df.attrs['variants']} variants linted in {df.attrs['seconds']:.1f} s; findings: {counts}")
@@ -231,7 +256,18 @@ def cmd_replay(args) -> int:
     device = chosen_device(args)
     df = replay(device, gen, args.kernel, runs=args.runs, local_sizes=local_sizes, stress=args.stress, **options)
     _print(df.drop(columns=["wrong"]), args.csv)
-    return 1 if (df["bad_runs"] > 0).any() else 0
+    _replay_union_maps(df)
+    return _with_validation(device, args, 1 if (df["bad_runs"] > 0).any() else 0)
+
+
+def _replay_union_maps(df) -> None:
+    """The union of wrong elements over a local size's runs, as a mismatch map's text grid."""
+    from ..mismatch import mismatch_report
+    for _, row in df[df["wrong_count"] > 0].iterrows():
+        wrong = row["wrong"].numpy().astype("int8")
+        report = mismatch_report(wrong, wrong * 0)
+        print(f"\nlocal size {row['local_size']}: union of wrong elements over {row['runs']} runs "
+              f"(runs {row['bad_run_ids']} bad):\n{report.text_grid()}")
 
 
 def register(sub) -> None:
@@ -284,6 +320,7 @@ def register(sub) -> None:
                    help=f"one or more of {', '.join(kernel_names())}")
     p.add_argument("--map", action="store_true", help="print a mismatch map (text grid) for each wrong output")
     p.add_argument("--png", metavar="PATH", help="write the mismatch figure (logical and packed maps) to PATH")
+    add_validation_flags(p)
     p.set_defaults(fn=cmd_run)
     p = verbs.add_parser("diff", help="registers, waves, spills, instructions and GPU time at two revisions")
     common(p, rev=False)
@@ -313,6 +350,8 @@ def register(sub) -> None:
                                       "return, shared memory stored then loaded without a barrier")
     common(p)
     p.add_argument("variant", nargs="*", help="variant names")
+    p.add_argument("--interfaces", action="store_true",
+                   help="also check push-constant / UBO ranges against the C++ side's bytes (the families' dispatches)")
     p.add_argument("--all", action="store_true", help="every variant of the checkout")
     p.add_argument("--jobs", "-j", type=int, default=None, help="compilers at once (default: CPU count)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -326,6 +365,7 @@ def register(sub) -> None:
     p.add_argument("--shape", help="input N,C,H,W")
     p.add_argument("--stress", action="store_true", help="a big copy submitted alongside each run")
     p.add_argument("--device", help="device index or name substring (default: the current one)")
+    add_validation_flags(p)
     p.set_defaults(fn=cmd_replay)
     from . import etvk_model
     etvk_model.register(verbs)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import vulkan as vk
 
 from .errors import DeviceNotFoundError, MissingFeatureError, ValidationError
+from .spirv import binding_at
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 API_VERSION = vk.VK_MAKE_VERSION(1, 3, 0)
@@ -248,6 +249,10 @@ class Instance:
             label, index, name = recording.attribute(dispatch_index, kernel)
             recording_label, dispatch, dispatch_index = recording.label, label, index
             kernel = kernel or name
+            m = re.search(r"Shader Instruction Index = (\d+)", message)
+            pipeline = recording.pipeline_of(index)
+            if binding is None and m and pipeline is not None:  # GPU-AV names the instruction, not the binding
+                binding = binding_at(pipeline.code, int(m.group(1)))
         else:
             recording_label = None
         return LayerMessage(text=text, severity=sev, message_id=message_id, recording=recording_label,

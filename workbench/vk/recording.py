@@ -205,6 +205,11 @@ class Recording:
         self.timings = self._read_timings()
         return self.timings
 
+    def pipeline_of(self, command_index: int | None):
+        if command_index is None or not 0 <= command_index < len(self.commands):
+            return None
+        return self.commands[command_index].pipeline
+
     def attribute(self, dispatch_index: int | None, kernel: str | None = None):
         """(label, command index, kernel name) of the dispatch a layer message is about. Record-time messages
         (sync validation): the command being recorded. Submit-time ones (GPU-AV, printf): the layer's dispatch

@@ -37,6 +37,7 @@ class Binding:
     kind: str  # one of STORAGE_BUFFER, UNIFORM_BUFFER, STORAGE_IMAGE, SAMPLED_IMAGE, COMBINED_IMAGE_SAMPLER
     name: str
     dims: int | None = None  # images: 1, 2 or 3 (None for buffers, and for image kinds beyond 1-D/2-D/3-D)
+    block_size: int | None = None  # uniform buffers: the end of the block's last member, in bytes
 
 @dataclass
 class Reflection:
@@ -169,7 +170,9 @@ def reflect(code: bytes) -> Reflection:
             dims = IMAGE_DIMS.get(types[types[pointee][1]][2])
         else:
             raise ValueError(f"unsupported descriptor kind for variable {name!r} (storage class {storage_class})")
-        refl.bindings.append(Binding(dec.get(DEC_DESCRIPTOR_SET, [0])[0], dec[DEC_BINDING][0], kind, name, dims))
+        block_size = size_of(pointee) if kind == UNIFORM_BUFFER else None
+        refl.bindings.append(Binding(dec.get(DEC_DESCRIPTOR_SET, [0])[0], dec[DEC_BINDING][0], kind, name, dims,
+                                     block_size))
     refl.bindings.sort(key=lambda b: (b.set, b.binding))
 
     for result_id, spec_id in spec_ids.items():
@@ -191,3 +194,42 @@ def reflect(code: bytes) -> Reflection:
     refl.local_size_id = from_ids
     refl.local_size = None if refl.local_size_from_spec else local_size
     return refl
+
+
+OP_LOAD, OP_STORE, OP_ACCESS_CHAIN, OP_IN_BOUNDS_ACCESS_CHAIN, OP_PTR_ACCESS_CHAIN, OP_COPY_OBJECT = 61, 62, 65, 66, 67, 83
+OP_IMAGE_READ, OP_IMAGE_WRITE, OP_IMAGE_FETCH, OP_IMAGE_TEXEL_POINTER = 98, 99, 95, 60
+OP_ATOMICS = set(range(227, 243)) | {OP_IMAGE_TEXEL_POINTER}
+
+
+def binding_at(code: bytes, index: int) -> int | None:
+    """The descriptor binding the instruction at ``index`` accesses (0 = the first instruction after the header, as
+    GPU-assisted validation's "Shader Instruction Index" counts), through its pointer's access chains or the image it
+    loaded; None where it accesses no descriptor."""
+    words = struct.unpack(f"<{len(code) // 4}I", code)
+    base, bindings = {}, {}
+    at, k = 5, 0
+    while at < len(words):
+        count, opcode = words[at] >> 16, words[at] & 0xFFFF
+        if count == 0:
+            return None
+        ops = words[at + 1:at + count]
+        if opcode == OP_DECORATE and ops[1] == DEC_BINDING:
+            bindings[ops[0]] = ops[2]
+        elif opcode == OP_VARIABLE:
+            base[ops[1]] = ops[1]
+        elif opcode in (OP_ACCESS_CHAIN, OP_IN_BOUNDS_ACCESS_CHAIN, OP_PTR_ACCESS_CHAIN, OP_COPY_OBJECT, OP_LOAD) \
+                and ops[2] in base:
+            base[ops[1]] = base[ops[2]]  # a pointer into, or an image loaded from, a variable
+        if k == index:
+            if opcode == OP_STORE:
+                pointer = ops[0]
+            elif opcode in (OP_LOAD, OP_IMAGE_READ, OP_IMAGE_FETCH) or opcode in OP_ATOMICS:
+                pointer = ops[2]
+            elif opcode == OP_IMAGE_WRITE:
+                pointer = ops[0]
+            else:
+                return None
+            return bindings.get(base.get(pointer))
+        at += count
+        k += 1
+    return None
