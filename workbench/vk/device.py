@@ -46,6 +46,16 @@ class Device:
         self.queue_family = candidates[0]
 
         features = self.info.features
+        # Features held back on this device, with why: a validation layer that predates an extension reports every
+        # device that enables it (an unknown pNext struct, "not supported by this layer"), drowning real messages.
+        self.withheld: dict[str, str] = {}
+        layer = self.instance.layer_version if self.instance.validation else None
+        if layer and tuple(int(v) for v in layer.split(".")[:3]) < (1, 3, 255) \
+                and features.get("cooperative_matrix_khr"):
+            features["cooperative_matrix_khr"] = False
+            self.withheld["cooperative_matrix_khr"] = (
+                f"held back: the validation layer {layer} predates VK_KHR_cooperative_matrix (layers from 1.3.255 "
+                f"know it); run without validation, or with a newer layer")
         extensions = [e for e in (discovery.EXT_EXECUTABLE_PROPERTIES,)
                       if features.get("pipeline_executable_properties")]
         if "printf" in self.modes and self.info.api_version < "1.3":  # core in 1.3
@@ -196,12 +206,16 @@ class Device:
         if feature not in self.info.features:
             raise ValueError(f"unknown feature {feature!r}; known: {sorted(self.info.features)}")
         if not self.info.features[feature]:
-            raise MissingFeatureError(f"{self.info.name} ({self.info.driver_name}) lacks {feature}")
+            why = self.withheld.get(feature)
+            raise MissingFeatureError(f"{self.info.name} ({self.info.driver_name}) lacks {feature}"
+                                      + (f" ({why})" if why else ""))
 
     def cooperative_matrix_properties(self) -> list[dict]:
         """Every cooperative-matrix size and type the driver lists (VK_NV_ / VK_KHR_cooperative_matrix), one dict
         per entry: extension ("NV" / "KHR"), M, N, K, A, B, C, D ("sint8", "sint32", ...), scope; [] without."""
-        return discovery.cooperative_matrix_properties(self.instance, self.physical_device, self.info.extensions)
+        extensions = [e for e in self.info.extensions
+                      if not (e == discovery.EXT_COOPERATIVE_MATRIX_KHR and "cooperative_matrix_khr" in self.withheld)]
+        return discovery.cooperative_matrix_properties(self.instance, self.physical_device, extensions)
 
     # --- factories -------------------------------------------------------------------------------------------
     def buffer(self, data=None, *, nbytes: int | None = None, name: str = "") -> Buffer:
