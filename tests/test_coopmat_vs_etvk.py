@@ -146,7 +146,7 @@ def test_suite_rows_are_correct_or_say_why(device, quick_run):
         for column in ("device", "driver", "commit", "status"):
             assert row[column], (column, row)
         if row["status"] == "ok":
-            assert row["correct"] is True or row["correct"] == True, row  # noqa: E712
+            assert row["correct"] is True or row["correct"] == True, row
             assert row["mismatch"] == "exact" and row["max_abs_diff"] == 0, row
             assert np.isfinite(row["median_us"]) and row["p90_us"] >= row["p10_us"]
             assert row["ops"] == 2 * 200 * 64 * 64 and row["TOP/s"] == pytest.approx(
@@ -182,8 +182,8 @@ def test_cooperative_matrix_rows_at_an_awkward_m(device, quick_run):
     128) and the workbench's GEMM and conv all ran and are exact at M = 200."""
     df, _ = quick_run
     if not device.info.features.get("cooperative_matrix_khr") and not device.info.features.get("cooperative_matrix_nv"):
-        pytest.skip(f"{device.info.name} ({device.info.driver_info}) lists no cooperative matrix: lavapipe before "
-                    "Mesa 24 has none; run this on the H200")
+        pytest.skip(f"{device.info.name} ({device.info.driver_info}) lists no cooperative matrix; run this on a "
+                    "device that does (the H200)")
     wb = df[df["impl"].isin(["workbench gemm", "workbench conv"])]
     assert (wb["status"] == "ok").all() and wb["best"].sum() == 2, wb[["impl", "status", "reason"]]
     if not CHECKOUT:
@@ -192,3 +192,30 @@ def test_cooperative_matrix_rows_at_an_awkward_m(device, quick_run):
     assert len(ran) >= 1 and (ran["status"] == "ok").all(), ran[["impl", "status", "reason"]]
     assert ran["gemm_run"].str.startswith("256x64x64 (M padded to 128)").all()
     assert (ran["max_abs_diff"] == 0).all()  # one quant group: exact
+
+
+def test_tilings_of_a_shape_share_data_and_reference(real):
+    """The second tiling's Dispatch (built from the first's data) is what making it in full gives."""
+    from workbench import etvk
+    shape = cve.GemmShape(200, 64, 96)
+    made = {}
+    first = cve._etvk_dispatch(real, 256, shape, "sg32", 32, made)
+    second = cve._etvk_dispatch(real, 256, shape, "sg32_aligned", 32, made)
+    full = etvk.make(real, "linear_dq8ca_qw_coopmat", shape=(256, 96), out_features=64, group_size=32,
+                     tiling="sg32_aligned")
+    assert made["dispatch"] is first and second.variant == full.variant != first.variant
+    assert second.params == full.params and second.spec_constants == full.spec_constants
+    assert (second.global_size, second.local_size) == (full.global_size, full.local_size)
+    assert torch_equal(second.expected, full.expected) and second.atol == full.atol
+    for a, b in zip(second.resources, full.resources, strict=True):
+        assert a.name == b.name and (a.data is None) == (b.data is None)
+        assert a.data is None or np.array_equal(np.asarray(a.data), np.asarray(b.data)), a.name
+    hopper = _fake_device(32, HOPPER)
+    second.requires(hopper)  # the 32-lane tiling's check: fits a Hopper-like device, refuses an RDNA-like one
+    with pytest.raises(Exception, match=r"its subgroups have 64 lanes, the tiling expects 32"):
+        second.requires(_fake_device(64, RDNA))
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+    return bool(torch.equal(a, b))

@@ -33,15 +33,31 @@ from __future__ import annotations
 
 import re
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..kernels.coopmat import (CoopmatGemmSpec, gemm_operands, gemm_reference, int8_sizes, properties, run_conv,
-                               run_gemm, unsupported_reason)
-from ..measure import Rows, environment, measurement_row, progress, sample_callable, sample_recording, sampling
+from ..kernels.coopmat import (
+    CoopmatGemmSpec,
+    gemm_operands,
+    gemm_reference,
+    int8_sizes,
+    properties,
+    run_conv,
+    run_gemm,
+    unsupported_reason,
+)
+from ..measure import (
+    Rows,
+    environment,
+    measurement_row,
+    progress,
+    sample_callable,
+    sample_recording,
+    sampling,
+)
 from ..vk.errors import driver_errors
 
 PR = 22899
@@ -77,7 +93,7 @@ class GemmShape:
             raise ValueError(f"a GEMM shape needs M, N, K >= 1; given M={self.m}, N={self.n}, K={self.k}")
 
     @classmethod
-    def from_conv(cls, shape) -> "GemmShape":
+    def from_conv(cls, shape) -> GemmShape:
         """A pointwise conv (N, Cin, Cout, H, W) as benchmarks.coopmat labels it ``NxCinxHxW→Cout``: M = N·H·W pixels,
         N = Cout, K = Cin."""
         if len(shape) != 5:
@@ -134,11 +150,11 @@ def pr_in_checkout(checkout, pr: int = PR) -> tuple[bool | None, str]:
     if checkout is None:
         return None, f"no ExecuTorch checkout (WORKBENCH_EXECUTORCH unset): cannot tell whether PR #{pr} is in it"
     root = Path(checkout)
-    head = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%h %cs"], capture_output=True, text=True)
+    head = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%h %cs"], capture_output=True, text=True, check=False)
     if head.returncode != 0:
         return None, f"{root} has no git history ({head.stderr.strip()[:80]}): cannot tell whether PR #{pr} is in it"
     found = subprocess.run(["git", "-C", str(root), "log", "--format=%h %s", "-E", "--grep", rf"\(#{pr}\)"],
-                           capture_output=True, text=True).stdout.split("\n")
+                           capture_output=True, text=True, check=False).stdout.split("\n")
     commits = [line for line in found if re.search(rf"\(#{pr}\)", line)]
     glsl = root / "backends" / "vulkan" / "runtime" / "graph" / "ops" / "glsl"
     sg32 = sorted(p.name for p in glsl.glob("*dq8ca*coopmat*.yaml") if "sg32" in p.read_text()) if glsl.is_dir() \
@@ -184,9 +200,9 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     workbench_reason = unsupported_reason(device, props)
     for shape in progress(shapes, "coopmat vs ET-VK", enabled=show_progress):
         common = {"shape": shape.label, "M": shape.m, "N": shape.n, "K": shape.k, "origin": shape.origin}
-        etvk_tops = []
+        etvk_tops, made = [], {}
         for impl, tiling in ETVK_TILINGS:
-            row = _etvk_row(device, gen, checkout, no_checkout, shape, impl, tiling, group_size, env, quick)
+            row = _etvk_row(device, gen, checkout, no_checkout, shape, impl, tiling, group_size, env, quick, made)
             rows.append({**row, **common})
             if row.get("correct"):
                 etvk_tops.append(row["TOP/s"])
@@ -225,6 +241,25 @@ def _operands(shape: GemmShape):
     return a, b, gemm_reference(a, b)
 
 
+def _etvk_dispatch(gen, m_run: int, shape: GemmShape, tiling, group_size: int, made: dict):
+    """ET-VK's Dispatch at `tiling`. The tilings of one shape share its data and torch reference (seconds of host
+    work at the large shapes): the first is made in full and kept in `made`; the others take its resources and
+    change only what the tiling changes (variant, requires, the tiling's columns), taken from a one-tile make."""
+    from ..etvk import make
+    full = lambda t, m: make(gen, "linear_dq8ca_qw_coopmat", shape=(m, shape.k), out_features=shape.n,
+                             group_size=group_size, tiling=t)
+    first = made.get("dispatch")
+    if first is None:
+        made["dispatch"] = first = full(tiling, m_run)
+        return first
+    one_tile = full(tiling, ETVK_TILE[0])
+    if [r.name for r in one_tile.resources] != [r.name for r in first.resources] \
+            or one_tile.spec_constants != first.spec_constants:  # the tilings bind differently: make it in full
+        return full(tiling, m_run)
+    return replace(first, variant=one_tile.variant, requires=one_tile.requires,
+                   params={**first.params, **{k: one_tile.params[k] for k in ("tiling", "mma", "subgroup_size")}})
+
+
 def _timed(row: dict, shape: GemmShape) -> dict:
     """`ops` and `TOP/s` of the GEMM asked for (padding excluded), whatever the kernel ran."""
     row["macs"] = shape.macs
@@ -245,8 +280,8 @@ def _mismatch(got, want) -> str:
                            dtype_kind="int8").summary()
 
 
-def _etvk_row(device, gen, checkout, no_checkout, shape, impl, tiling, group_size, env, quick) -> dict:
-    from ..etvk import execute, make
+def _etvk_row(device, gen, checkout, no_checkout, shape, impl, tiling, group_size, env, quick, made) -> dict:
+    from ..etvk import execute
     from ..vk import MissingFeatureError
     method = ETVK_METHOD + ("" if tiling is None else f", workbench-made tiling {tiling!r}")
     reason = etvk_refusal(device, tiling, checkout)
@@ -258,8 +293,7 @@ def _etvk_row(device, gen, checkout, no_checkout, shape, impl, tiling, group_siz
         return _not_run(impl, method, "skipped", no_checkout, env)
     m_run = shape.etvk_padded_m()
     try:
-        d = make(gen, "linear_dq8ca_qw_coopmat", shape=(m_run, shape.k), out_features=shape.n,
-                 group_size=group_size or shape.k, tiling=tiling)
+        d = _etvk_dispatch(gen, m_run, shape, tiling, group_size or shape.k, made)
         repeats = int(min(32, max(1, 2e9 // (m_run * shape.n * shape.k))))  # keep the GPU busy for ~1 ms a sample
         row = execute(device, gen, d, measure=True, min_time_s=0.02 if quick else 0.2, back_to_back=repeats)
     except (ValueError, MissingFeatureError) as error:  # the shader's preconditions (N % 64, K % 32) or the device
@@ -284,7 +318,7 @@ def _workbench_rows(device, props, reason, shape, impl, a, b, expected, env, qui
     sizes = [s for s in int8_sizes(props) if s[1] % 16 == 0]  # B tiles start on 16-byte columns
     smem = device.info.shared_memory_bytes
     timer = sampling(quick)
-    sample = lambda rec, repeats: sample_recording(rec, repeats=repeats, **timer)  # noqa: E731
+    sample = lambda rec, repeats: sample_recording(rec, repeats=repeats, **timer)
     rows = []
     for size in sizes:
         for tile in (QUICK_CANDIDATES if quick else GEMM_CANDIDATES):
@@ -348,6 +382,6 @@ def _print_summary(df: pd.DataFrame) -> None:
             sel = group[group["impl"] == impl]
             if not len(sel):
                 continue
-            ok = sel[sel["correct"] == True]  # noqa: E712 (None where it did not run)
+            ok = sel[sel["correct"] == True]
             parts.append(f"{impl} {ok['TOP/s'].max():.2f}" if len(ok) else f"{impl} {sel['status'].iloc[0]}")
         print(f"{shape} ({group['origin'].iloc[0]}): TOP/s " + ", ".join(parts))

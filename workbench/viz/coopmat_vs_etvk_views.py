@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-__all__ = ["plot_coopmat_vs_etvk", "chart_rows"]
+__all__ = ["chart_rows", "plot_coopmat_vs_etvk"]
 
 ORDER = ("etvk", "etvk sg32", "etvk sg32_aligned", "workbench gemm", "workbench conv", "torch._int_mm")
 COLORS = {"etvk": "#7f7f7f", "etvk sg32": "#d62728", "etvk sg32_aligned": "#ff9896", "workbench gemm": "#1f77b4",
