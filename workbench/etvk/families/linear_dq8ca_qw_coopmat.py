@@ -175,6 +175,17 @@ def _requires(p: dict):
     return check
 
 
+def device_refusal(device, tiling=None) -> str | None:
+    """Why `device` cannot run the template at `tiling` (None: ET-VK's yaml tiling as at cff6f4dd32; "sg32",
+    "sg32_aligned" or a dict as for the family), or None where it can: the `requires` check without making a
+    Dispatch, so it needs no checkout and no data (benchmarks.coopmat_vs_etvk's refused rows)."""
+    try:
+        _requires({**ETVK_TILING, **_tiling_params(tiling)})(device)
+    except vk.MissingFeatureError as error:
+        return str(error)
+    return None
+
+
 def linear_dq8ca_qw_coopmat(gen: Codegen, shape=(128, 64), out_features: int = 64, *, group_size: int = 32,
                             weight_storage: str = "texture2d", bias: bool = False, tiling=None,
                             out_channels: int | None = None, seed: int = 0) -> Dispatch:
