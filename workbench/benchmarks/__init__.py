@@ -8,7 +8,7 @@ torch) happen inside the suites that need them, so importing this package stays 
 """
 from __future__ import annotations
 
-from . import conv, coopmat, copy, pack, peak, pixel_shuffle, propagation, quantize_affine
+from . import conv, coopmat, coopmat_steps, copy, pack, peak, pixel_shuffle, propagation, quantize_affine
 
 SUITES = {
     "copy": copy.copy_suite,
@@ -20,6 +20,7 @@ SUITES = {
     "peak": peak.bench_suite,
     "quantize-affine": quantize_affine.bench_suite,
     "coopmat": coopmat.bench_suite,
+    "coopmat-steps": coopmat_steps.steps_suite,
     "propagation": propagation.propagation_suite,
     "propagation-graphs": propagation.graphs_suite,
 }
