@@ -53,10 +53,11 @@ def step_configs(shape) -> list[tuple[str, object]]:
 
 def probe_configs(resident_warps: int, sm_count: int) -> list[tuple[str, CM.CoopmatPeakSpec]]:
     """The probe's sweep at 16x16x32: chains per subgroup (issue rate), subgroups per workgroup, subgroups per SM."""
-    full = 4 * resident_warps
+    whole = lambda count, warps: -(-count // warps) * warps  # noqa: E731 - whole workgroups
+    full = whole(4 * resident_warps, 16)
     out = [("chains", CM.CoopmatPeakSpec(COOP_SIZE, full, 4, c)) for c in CM.PROBE_CHAINS]
     out += [("warps per workgroup", CM.CoopmatPeakSpec(COOP_SIZE, full, 4, 8, warps=w)) for w in (1, 2, 8, 16)]
-    out += [("subgroups per SM", CM.CoopmatPeakSpec(COOP_SIZE, per_sm * sm_count, 4, 8))
+    out += [("subgroups per SM", CM.CoopmatPeakSpec(COOP_SIZE, whole(per_sm * sm_count, 4), 4, 8))
             for per_sm in (4, 8, 16, 32)]
     return out
 
