@@ -8,7 +8,7 @@ torch) happen inside the suites that need them, so importing this package stays 
 """
 from __future__ import annotations
 
-from . import conv, coopmat, coopmat_vs_etvk, copy, pack, peak, pixel_shuffle, propagation, quantize_affine
+from . import conv, coopmat, coopmat_steps, coopmat_vs_etvk, copy, pack, peak, pixel_shuffle, propagation, quantize_affine
 
 SUITES = {
     "copy": copy.copy_suite,
@@ -21,6 +21,7 @@ SUITES = {
     "quantize-affine": quantize_affine.bench_suite,
     "coopmat": coopmat.bench_suite,
     "coopmat-vs-etvk": coopmat_vs_etvk.bench_suite,
+    "coopmat-steps": coopmat_steps.steps_suite,
     "propagation": propagation.propagation_suite,
     "propagation-graphs": propagation.graphs_suite,
 }

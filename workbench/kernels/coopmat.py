@@ -25,6 +25,7 @@ SUBGROUP = 32
 WARPS_PER_GROUP = 4
 SCOPE_SUBGROUP = 3
 SLOTS = 64  # output slots of the probe (every subgroup computes the same answer)
+PROBE_CHAINS = (1, 2, 3, 4, 6, 8, 12, 16)
 
 
 def properties(device) -> pd.DataFrame:
@@ -81,13 +82,17 @@ class CoopmatPeakSpec:
     size: tuple[int, int, int]  # (M, N, K) of one multiply-add
     subgroups: int
     iterations: int
-    chains: int = 4
+    chains: int = 4  # independent accumulator chains per subgroup (the MMA issue-rate sweep)
+    warps: int = WARPS_PER_GROUP  # subgroups per workgroup
 
     def __post_init__(self):
-        if self.chains not in (1, 2, 4, 8):
-            raise ValueError(f"chains must be 1, 2, 4 or 8, got {self.chains}")
-        if self.subgroups < 1 or self.subgroups % WARPS_PER_GROUP:
-            raise ValueError(f"subgroups must be a positive multiple of {WARPS_PER_GROUP}, got {self.subgroups}")
+        if self.chains not in PROBE_CHAINS:
+            raise ValueError(f"chains must be one of {PROBE_CHAINS}, got {self.chains}")
+        if self.warps not in (1, 2, 4, 8, 16):
+            raise ValueError(f"warps (subgroups per workgroup) must be 1, 2, 4, 8 or 16, got {self.warps}")
+        if self.subgroups < 1 or self.subgroups % self.warps:
+            raise ValueError(f"subgroups must be a positive multiple of {self.warps} (warps per workgroup), got "
+                             f"{self.subgroups}")
 
     def macs(self) -> int:
         m, n, k = self.size
@@ -124,8 +129,7 @@ def run_peak(device, spec: CoopmatPeakSpec, *, sample=None, seed: int = 0):
     m, n, k = spec.size
     a, b = spec.operands(seed)
     operands = probe_operand_buffer(a, b)
-    pipeline = _pipeline(device, "coopmat_peak", {"CHAINS": spec.chains}, spec.size,
-                         (SUBGROUP * WARPS_PER_GROUP, 1, 1))
+    pipeline = _pipeline(device, "coopmat_peak", {"CHAINS": spec.chains}, spec.size, (SUBGROUP * spec.warps, 1, 1))
     slots = min(spec.subgroups, SLOTS)
     push = np.array([spec.iterations, slots], np.int32).tobytes()
     with device.buffer(nbytes=4 * slots * spec.chains * m * n, name="coopmat out") as out, \
