@@ -8,7 +8,8 @@ torch) happen inside the suites that need them, so importing this package stays 
 """
 from __future__ import annotations
 
-from . import conv, coopmat, coopmat_steps, coopmat_vs_etvk, copy, pack, peak, pixel_shuffle, propagation, quantize_affine
+from . import (conv, coopmat, coopmat_steps, coopmat_vs_etvk, copy, pack, peak, pixel_shuffle, propagation,
+               quantize_affine)
 
 SUITES = {
     "copy": copy.copy_suite,
