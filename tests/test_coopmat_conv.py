@@ -294,7 +294,9 @@ def test_steps_suite_control_flow_with_host_stand_ins(device, monkeypatch, tmp_p
     assert failed.drop(planted.index)["status"].str.contains("shared memory").all()
     assert (conv["step"] == "5 diagnostic").sum() == 3
     probes = df[df["kernel"] == "coopmat peak sweep"]
-    assert len(probes) == len(S.probe_configs(1, 1)) and probes["sm_clock_mhz_median"].isna().all()
+    assert len(probes) == len(S.probe_configs(1, 1))
+    if "NVIDIA" not in device.info.name:  # no clock source: NaN clocks (an NVIDIA device has NVML / nvidia-smi)
+        assert probes["sm_clock_mhz_median"].isna().all()
     ok = conv[conv["status"] == "ok"]
     np.testing.assert_allclose(ok["probe_fraction"], ok["GOP/s"] / probes["GOP/s"].max())
     assert len(ResultsReader(tmp_path).load("coopmat_steps")) == len(df)
