@@ -92,21 +92,123 @@ def test_roofline_figure():
     assert " 50%" in texts  # the movement kernel's share of the copy roof
 
 
-def test_roofline_check_uses_each_dot_form_roof():
-    roofs = {"copy_GBps": 100.0, "int8_GOPs": 60.0, "int8_sat_GOPs": 25.0, "int8_wrap_GOPs": 60.0,
-             "fp32_GFLOPs": 50.0, "int8_mma_GOPs": 500.0}
+def _roof_folder(tmp_path, *, sat_median=100.0, sat_min=98.0):
+    """A results folder with probes (OpSDotAccSat at 25 GOP/s with median / min = sat_median / sat_min, OpSDot + add
+    at 60, fp32 at 50) and a cooperative-matrix probe at 500 GOP/s."""
+    probe = {"kernel": "peak", "kind": "int8_dot", "macs": 10, "median_us": 100.0, "min_us": 100.0, "local_size": 64,
+             "chains": 8}
+    pd.DataFrame([
+        {"kernel": "copy", "method": "shader uvec4", "timer": "vulkan timestamps", "size_mib": 256, "GB/s": 100.0},
+        {**probe, "method": "int8 dot (OpSDotAccSat)", "GOP/s": 25.0, "median_us": sat_median, "min_us": sat_min},
+        {**probe, "method": "int8 dot (OpSDotAccSat)", "GOP/s": 20.0},  # not the best: not the roof
+        {**probe, "method": "int8 dot (OpSDot + add)", "GOP/s": 60.0, "min_us": 99.0},
+        {**probe, "method": "fp32 fma", "kind": "fp32_fma", "GOP/s": 50.0},
+    ]).to_csv(tmp_path / "peak.csv", index=False)
+    pd.DataFrame([{"kernel": "coopmat peak", "method": "int8 cooperative matrix (NV)", "GOP/s": 500.0, "macs": 10,
+                   "status": "ok", "median_us": 10.0, "min_us": 9.9, "shape": "-"}]).to_csv(tmp_path / "coopmat.csv", index=False)
+    return tmp_path
+
+
+def _conv_row(gops, saturate=True, **extra):
+    return {"kernel": "q8ta_conv2d_pw", "method": "vulkan q8ta_conv2d_pw", "macs": 10, "GOP/s": gops,
+            "saturate": saturate, "use_dot_ext": True, "shape": "1x8x8x8→8", "tile": "M1·N1·K1", **extra}
+
+
+def test_roofline_check_uses_each_instruction_path_roof(tmp_path):
+    from workbench.benchmarks import roof_check as RC
+    roofs = RC.folder_roofs(_roof_folder(tmp_path))
+    assert roofs.values["int8_sat_GOPs"] == 25.0 and roofs.values["int8_mma_GOPs"] == 500.0
+    assert roofs.slack[RC.SAT] == pytest.approx(100 / 98) and roofs.slack[RC.WRAP] == pytest.approx(100 / 99)
     rows = pd.DataFrame([
-        {"kernel": "q8ta_conv2d_pw", "method": "vulkan q8ta_conv2d_pw", "macs": 10, "GOP/s": 28.0, "saturate": True,
-         "use_dot_ext": True},   # above the saturating roof: the landed H200 case
-        {"kernel": "q8ta_conv2d_pw", "method": "vulkan q8ta_conv2d_pw", "macs": 10, "GOP/s": 50.0,
-         "saturate": False, "use_dot_ext": True},
+        _conv_row(28.0),          # above the saturating roof by 12 %: the landed H200 case
+        _conv_row(50.0, saturate=False),
+        _conv_row(5.0, use_dot_ext=False),  # the portable fallback: int32 arithmetic
         {"kernel": "coopmat gemm", "method": "vulkan coopmat gemm", "macs": 10, "GOP/s": 300.0},
+        {"kernel": "coopmat conv", "method": "vulkan coopmat conv (int8 4C in and out, fused requantize)", "macs": 10,
+         "GOP/s": 300.0, "status": "ok"},  # the int8-out conv rows are checked too
         {"kernel": "coopmat gemm", "method": "torch._int_mm (cuda)", "macs": 10, "GOP/s": 900.0},  # not bounded
-        {"kernel": "peak", "method": "int8 dot (OpSDot + add)", "macs": 10, "GOP/s": 60.0}])
-    checked = PK.check_under_roofs([rows], roofs)
-    assert checked["roof"].tolist() == ["int8 dot (OpSDotAccSat)", "int8 dot (OpSDot + add)",
-                                        "int8 cooperative matrix"]
-    assert checked["above"].tolist() == [True, False, False]
+        {"kernel": "peak", "method": "int8 dot (OpSDot + add)", "macs": 10, "GOP/s": 60.0}])  # a probe: the roof
+    checked = RC.check_rows([rows], roofs)
+    assert checked["path"].tolist()[:5] == [RC.SAT, RC.WRAP, RC.INT32, RC.MMA, RC.MMA]
+    assert checked["above"].tolist() == [True, False, False, False, False, False]
+    assert checked["excluded"].notna().tolist() == [False] * 5 + [True]
+
+
+def test_roofline_check_slack_is_the_probe_spread(tmp_path):
+    """A row within the probe's measured spread (max / median = 100 / 98) passes, one just above it fails."""
+    from workbench.benchmarks import roof_check as RC
+    roofs = RC.folder_roofs(_roof_folder(tmp_path))
+    spread = 100 / 98
+    checked = RC.check_rows([pd.DataFrame([_conv_row(25.0 * spread * 0.9999), _conv_row(25.0 * spread * 1.0001),
+                                           _conv_row(25.0 * 1.06)])], roofs)
+    assert checked["above"].tolist() == [False, True, True]  # 1.06: the old 5 % slack let it pass
+    (tmp_path / "tight").mkdir()
+    tight = RC.folder_roofs(_roof_folder(tmp_path / "tight", sat_min=100.0))  # no spread measured: no slack
+    assert tight.slack[RC.SAT] == 1.0
+    assert RC.check_rows([pd.DataFrame([_conv_row(25.01)])], tight)["above"].tolist() == [True]
+
+
+def test_roofline_check_errors_on_a_row_without_roof(tmp_path):
+    from workbench.benchmarks import roof_check as RC
+    roofs = RC.folder_roofs(_roof_folder(tmp_path))
+    unknown = pd.DataFrame([{"kernel": "mystery", "method": "vulkan mystery", "shape": "2x2", "macs": 10,
+                             "GOP/s": 1.0}])
+    with pytest.raises(RC.RoofCheckError, match=r"kernel=mystery.*shape=2x2.*no instruction path"):
+        RC.check_rows([unknown], roofs)
+    family = pd.DataFrame([{"kernel": "new_op", "family": "new_op", "variant": "new_op_float", "macs": 10,
+                            "GOP/s": 1.0}])
+    with pytest.raises(RC.RoofCheckError, match="no instruction path known for family 'new_op'"):
+        RC.check_rows([family], roofs)
+    (tmp_path / "coopmat.csv").unlink()  # a coopmat row, and no coopmat probe in the folder
+    with pytest.raises(RC.RoofCheckError, match="no int8 cooperative matrix roof"):
+        RC.check_rows([pd.DataFrame([{"kernel": "coopmat conv", "method": "vulkan coopmat conv", "macs": 10,
+                                      "GOP/s": 1.0}])], RC.folder_roofs(tmp_path))
+
+
+def test_roofline_check_of_a_folder_reads_every_table(tmp_path):
+    """Every table with compute rows is checked (ET-VK's rows by family; the chart's points are not), and a second
+    set of probes with other values (a stale roofs.csv) is an error naming both files."""
+    from workbench.benchmarks import roof_check as RC
+    from workbench.cli.bench import roofline_check
+    folder = _roof_folder(tmp_path)
+    pd.DataFrame([_conv_row(20.0)]).to_csv(folder / "conv_pw.csv", index=False)
+    pd.DataFrame([{"kernel": "q8ta_linear", "family": "q8ta_linear", "variant": "q8ta_linear_float", "macs": 10,
+                   "GOP/s": 24.0},
+                  {"kernel": "q8ta_conv2d_pw", "impl": "ET-VK", "variant": "q8ta_conv2d_pw_fallback_float",
+                   "macs": 10, "GOP/s": 40.0}]).to_csv(folder / "etvk_families.csv", index=False)
+    pd.DataFrame([_conv_row(999.0)]).to_csv(folder / "roofline_points.csv", index=False)  # derived: not checked
+    roofs, checked = RC.check_results_dir(folder)
+    assert sorted(checked["table"]) == ["conv_pw", "etvk_families", "etvk_families"]
+    assert checked.set_index("variant")["path"].get("q8ta_conv2d_pw_fallback_float") == RC.FP32
+    assert not checked["above"].any() and roofline_check(folder) == 0
+    pd.DataFrame([_conv_row(26.0)]).to_csv(folder / "conv_gap.csv", index=False)  # 4 % above: fails now
+    assert roofline_check(folder) == 1
+    (folder / "conv_gap.csv").unlink()
+    pd.DataFrame([{"kernel": "peak", "method": "int8 dot (OpSDotAccSat)", "GOP/s": 24.3, "macs": 10,
+                   "median_us": 1.0, "min_us": 1.0}]).to_csv(folder / "roofs.csv", index=False)
+    with pytest.raises(RC.RoofCheckError, match=r"two int8_sat_GOPs roofs: 25.0 in peak.csv and 24.3 in roofs.csv"):
+        RC.folder_roofs(folder)
+    assert roofline_check(folder) == 2
+
+
+def test_quick_runs_say_they_check_no_headline(tmp_path, capsys):
+    """`--quick` prints that it checks no headline figure, and every row it writes carries quick=True."""
+    from workbench.measure import QUICK_NOTE
+    from workbench.cli.common import quick_writer
+    from workbench.measure import ResultsReader, ResultsWriter
+    with ResultsWriter(tmp_path / "x") as writer:
+        quick_writer(writer).append({"kernel": "k", "GOP/s": 1.0})
+    assert ResultsReader(tmp_path)["x"]["quick"].tolist() == [True]
+    assert "checks no headline figure" in QUICK_NOTE
+
+
+def test_quick_suite_output_carries_the_label(device, tmp_path, capsys):
+    from workbench.cli.bench import run_suite
+    from workbench.measure import ResultsReader
+    assert run_suite(device, "copy", tmp_path, quick=True) == 0
+    assert "checks no headline figure" in capsys.readouterr().out
+    rows = ResultsReader(tmp_path)["copy"]
+    assert rows["quick"].all() and ResultsReader(tmp_path).metadata("copy")["quick"] is True
 
 
 def test_filling_shapes_from_resident_threads(device):

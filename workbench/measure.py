@@ -223,6 +223,11 @@ def measurement_row(kernel: str, env: dict, gpu_ns, *, host_ns=None, bytes_moved
     return row
 
 
+# what a quick run (`--quick`, a notebook with FULL = False) prints and records: its figures are no headline ones
+QUICK_NOTE = ("quick mode: small shapes, few samples; it checks no headline figure (no roof, no goal): its rows "
+              "carry quick=True")
+
+
 def sampling(quick: bool, *, quick_min_time_s: float = 0.005) -> dict:
     """`sample_recording` / `sample_callable` options of a suite: a few short samples when `quick` (tests, smoke
     runs), else at least 0.2 s of samples."""

@@ -146,7 +146,8 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     probes = df[(df["kernel"] == "coopmat peak") & df["GOP/s"].notna()] if "GOP/s" in df else df.iloc[0:0]
     if len(probes):
         best = probes.loc[probes["GOP/s"].idxmax()]
-        print(f"int8 cooperative-matrix roof: {best['GOP/s']:,.0f} GOP/s ({best['coop_size']}, {best['chains']} "
+        what = "probe (quick: 64 subgroups, one small shape; not the roof)" if quick else "roof"
+        print(f"int8 cooperative-matrix {what}: {best['GOP/s']:,.0f} GOP/s ({best['coop_size']}, {best['chains']} "
               f"chains; theoretical {best['theoretical_GOPs']:,.0f})")
         gemm = df[df["kernel"].isin(["coopmat gemm", "coopmat conv"]) & df["method"].str.startswith("vulkan")
                   & df["GOP/s"].notna()]
@@ -160,6 +161,9 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
             for diag in group[group["status"] != "ok"].to_dict("records"):
                 print(f"    {diag['tile']}: {diag['GOP/s']:,.0f} GOP/s = {diag['GOP/s'] / best['GOP/s']:.0%} "
                       "of the probe")
+    if quick:
+        from ..measure import QUICK_NOTE
+        print(QUICK_NOTE)
     return df
 
 

@@ -1,6 +1,7 @@
 """The device's roofs measured: peak packed-int8 dot throughput (both forms) and peak fp32 FMA throughput from the
 probes of `workbench.kernels.peak`, the copy bandwidth (`benchmarks.copy`), each against the device's theoretical
-rate where derivable; the roofline check of a results folder; and a check of the timing instruments."""
+rate where derivable; and a check of the timing instruments. The roofline check of a results folder is
+`benchmarks.roof_check`."""
 from __future__ import annotations
 
 import math
@@ -11,7 +12,7 @@ import pandas as pd
 from ..kernels.copy import CopySpec, record_copy
 from ..kernels.device_limits import device_limits, theoretical_gops
 from ..kernels.peak import CHAIN_COUNTS, LOCAL_SIZES, PeakSpec, default_threads, record, run_once
-from ..measure import ResultsReader, environment, measurement_row, progress, sample_callable, sample_recording
+from ..measure import environment, measurement_row, progress, sample_callable, sample_recording
 from .copy import copy_suite, peak_copy_gbps, torch_copy_timer
 
 
@@ -101,61 +102,6 @@ def roofs(copy_df: pd.DataFrame, peak_df: pd.DataFrame, mma_df: pd.DataFrame | N
     return {"copy_GBps": peak_copy_gbps(copy_df), "int8_GOPs": best.get("int8_dot", math.nan),
             "int8_sat_GOPs": sat, "int8_wrap_GOPs": wrap, "fp32_GFLOPs": best.get("fp32_fma", math.nan),
             "int8_mma_GOPs": mma}
-
-
-def row_roof(row: dict, roofs: dict) -> tuple[str, float]:
-    """The compute roof that bounds one kernel row: the cooperative-matrix probe for tensor-core kernels, the
-    OpSDotAccSat probe for kernels that saturate, the OpSDot + add probe for wrapping ones, the best int8 probe
-    for the portable fallback (plain int32 arithmetic), the fp32 probe for float kernels."""
-    kernel, method = str(row.get("kernel", "")), str(row.get("method", ""))
-    if "coopmat" in kernel or "coopmat" in method:
-        return "int8 cooperative matrix", roofs.get("int8_mma_GOPs", math.nan)
-    if row.get("use_dot_ext") is False or row.get("use_dot_ext") == 0:
-        return "int8 dot (best probe)", roofs.get("int8_GOPs", math.nan)
-    if "fp32" in method or "float" in method:
-        return "fp32 fma", roofs.get("fp32_GFLOPs", math.nan)
-    saturate = row.get("saturate")
-    if saturate is True or saturate == 1:
-        return "int8 dot (OpSDotAccSat)", roofs.get("int8_sat_GOPs", math.nan)
-    if saturate is False or saturate == 0:
-        return "int8 dot (OpSDot + add)", roofs.get("int8_wrap_GOPs", math.nan)
-    return "int8 dot (best probe)", roofs.get("int8_GOPs", math.nan)
-
-
-def check_under_roofs(frames, roofs: dict, slack: float = 1.05) -> pd.DataFrame:
-    """Every Vulkan kernel row that computes (macs > 0) with its roof (`row_roof`) and `roof_fraction`; `above`
-    marks rows faster than `slack` x their roof — a roof that is not one. torch rows are not bounded by these
-    roofs (tensor cores, or the CPU itself on lavapipe) and are left out."""
-    df = pd.concat([f for f in frames if f is not None and len(f)], ignore_index=True)
-    if not len(df) or "macs" not in df:
-        return pd.DataFrame(columns=["kernel", "method", "GOP/s", "roof", "roof_GOPs", "roof_fraction", "above"])
-    df = df[(df["macs"].fillna(0) > 0) & df["GOP/s"].notna() & (df["kernel"] != "peak")]
-    df = df[~df["method"].astype(str).str.startswith("torch")].copy()
-    roof = [row_roof(r, roofs) for r in df.to_dict("records")]
-    df["roof"] = [name for name, _ in roof]
-    df["roof_GOPs"] = [value for _, value in roof]
-    df["roof_fraction"] = df["GOP/s"] / df["roof_GOPs"]
-    df["above"] = df["roof_fraction"] > slack
-    return df
-
-
-def check_results_dir(folder) -> tuple[dict, pd.DataFrame]:
-    """The roofline check over a results folder written by `workbench bench …` / `main --benchmarks` (peak.csv with
-    the copy and peak rows, conv_pw.csv, conv_gap.csv, coopmat.csv): (roofs, every compute row against its roof)."""
-    results = ResultsReader(folder)
-    peak_all = results.load("peak")
-    if peak_all is None:
-        raise FileNotFoundError(f"no peak.csv in {results.folder}: run `workbench bench peak` first")
-    copy_df = peak_all[peak_all["kernel"] == "copy"]
-    if not len(copy_df) and results.has("copy"):
-        copy_df = results["copy"]
-    peak_df = peak_all[peak_all["kernel"] == "peak"]
-    coop = results.load("coopmat")
-    r = roofs(copy_df, peak_df, coop[coop["kernel"] == "coopmat peak"] if coop is not None and "GOP/s" in coop
-              else None)
-    frames = [results.load("conv_pw"), results.load("conv_gap"),  # the load-free diagnostic rows: under the roof too
-              coop[coop["kernel"] == "coopmat gemm"] if coop is not None and "GOP/s" in coop else None]
-    return r, check_under_roofs(frames, r)
 
 
 CUDA_UVEC4_COPY = r"""

@@ -2,7 +2,7 @@
 folder."""
 from __future__ import annotations
 
-from .common import add_validation_flags, device, report_validation, results_dir, table
+from .common import add_validation_flags, device, quick_writer, report_validation, results_dir, table
 
 SHOWN = ["graph", "setting", "label", "kind", "gpu_us", "kernel", "method", "variant", "path", "shape", "size_mib",
          "tile", "coop_size", "chains", "local_size", "samples", "median_us", "p10_us", "p90_us", "GB/s", "GOP/s",
@@ -14,11 +14,12 @@ def register(sub) -> None:
     p = sub.add_parser("bench", help="run a benchmark suite and write its DataFrame")
     p.add_argument("suite", choices=sorted(SUITES) + ["overhead"])
     p.add_argument("--sizes", help="copy only: sizes in MiB, comma-separated (default 1,4,16,64,256)")
-    p.add_argument("--quick", action="store_true", help="small sizes (seconds, for a smoke test)")
+    p.add_argument("--quick", action="store_true",
+                   help="small sizes (seconds, for a smoke test); checks no headline figure, its rows say so")
     p.add_argument("--out", help="results folder (default data/<device>/)")
     add_validation_flags(p)
     p.set_defaults(fn=_bench)
-    p = sub.add_parser("roofline-check", help="check that no kernel row of a results folder beats its roof")
+    p = sub.add_parser("roofline-check", help="check that no compute row of a results folder beats the roof of its instruction path")
     p.add_argument("--out", required=True, help="results folder (peak.csv, conv_pw.csv, coopmat.csv)")
     p.add_argument("--png", help="also draw the folder's roofline chart into this PNG file")
     p.add_argument("--device-name", help="the device's name for the chart's title")
@@ -36,6 +37,7 @@ def _bench(args) -> int:
 def run_suite(device, suite: str, out, *, quick: bool = False, sizes: str | None = None) -> int:
     """Run one suite (or `overhead`) on `device`, writing its rows into `out` as they come; print the table."""
     from .. import benchmarks, measure
+    from ..measure import QUICK_NOTE
     from ..benchmarks.copy import bench_copy, bench_dispatch_overhead, peak_copy_gbps
     if suite == "overhead":
         df = bench_dispatch_overhead(device)
@@ -51,9 +53,14 @@ def run_suite(device, suite: str, out, *, quick: bool = False, sizes: str | None
     else:
         run = benchmarks.suite(suite)
     stem = out / suite.replace("-", "_")
-    with measure.ResultsWriter(stem, measure.environment(device)) as writer:
-        df = run(device, writer, quick=quick)
+    if quick:
+        print(QUICK_NOTE)
+    metadata = {**measure.environment(device), **({"quick": True, "note": QUICK_NOTE} if quick else {})}
+    with measure.ResultsWriter(stem, metadata) as writer:
+        df = run(device, quick_writer(writer) if quick else writer, quick=quick)
     print(table(df, [c for c in SHOWN if c in df.columns]))
+    if quick:
+        print(QUICK_NOTE)
     if suite == "copy":
         print(f"\ncopy roofline on {device.info.name}: {peak_copy_gbps(df):,.1f} GB/s (bytes read + written)")
     print(f"{len(df)} rows in {writer.csv_path} (+ .parquet, .json)")
@@ -61,32 +68,50 @@ def run_suite(device, suite: str, out, *, quick: bool = False, sizes: str | None
 
 
 def roofline_check(out, *, png: str | None = None, device_name: str | None = None) -> int:
-    """No kernel row above its roof: every compute row of a results folder against the measured probes; then the
-    folder's figures against the goals (`workbench.report`)."""
-    import pandas as pd
-
-    from ..benchmarks.peak import check_results_dir
+    """No compute row above its roof: every compute row of every table of a results folder against the probe of its
+    own instruction path, with the probe's own measured spread as the only slack (`benchmarks.roof_check`); then the
+    folder's figures against the goals (`workbench.report`). A row with no roof, or two roofs for one path in the
+    folder, is an error (exit 2)."""
+    from ..measure import QUICK_NOTE
+    from ..benchmarks.roof_check import RoofCheckError, check_results_dir
     from ..report import goals
-    roofs, checked = check_results_dir(out)
-    print("\n== roofline check (" + ", ".join(f"{k} {v:,.0f}" for k, v in roofs.items()) + ")")
-    if not len(checked):
-        print("no compute rows to check")
-        checked = checked.assign(above=pd.Series(dtype=bool))
-    worst = checked.sort_values("roof_fraction", ascending=False).head(5)
-    if len(worst):
-        print(table(worst, [c for c in ["kernel", "method", "shape", "tile", "saturate", "GOP/s", "roof", "roof_GOPs",
-                                    "roof_fraction"] if c in worst.columns]))
-    goals_table = goals(out, roofs)
+    try:
+        roofs, checked = check_results_dir(out)
+    except RoofCheckError as exc:
+        print(f"ROOFLINE CHECK ERROR: {exc}")
+        return 2
+    print("\n== roofline check: the folder's roofs (one set), each path's slack = its probe's max / median rate")
+    print(roofs.describe())
+    if roofs.quick:
+        print(QUICK_NOTE + " (these roofs come from a quick run)")
+    bounded = checked[checked["excluded"].isna()] if len(checked) else checked
+    excluded = checked[checked["excluded"].notna()] if len(checked) else checked
+    if len(bounded):
+        per_table = bounded.groupby(["table", "path"]).agg(rows=("GOP/s", "size"), highest=("roof_fraction", "max"),
+                                                           slack=("slack", "first"), above=("above", "sum"))
+        per_table["slack"] = per_table["slack"].map(lambda v: f"{v:.5f}")  # 1.0003 is not 1.00
+        per_table["highest"] = per_table["highest"].map(lambda v: f"{v:.4f}")
+        print(table(per_table.reset_index()))
+        worst = bounded.sort_values("roof_fraction", ascending=False).head(5)
+        print(table(worst, [c for c in ["table", "kernel", "method", "variant", "shape", "tile", "GOP/s", "path",
+                                        "roof_GOPs", "roof_fraction", "slack"] if c in worst.columns]))
+    for reason, group in excluded.groupby("excluded"):
+        print(f"not bounded: {len(group)} rows ({', '.join(sorted(group['table'].astype(str).unique()))}): {reason}")
+    goals_table = goals(out, roofs.values)
     if len(goals_table):
         print("\n== goals")
         print(table(goals_table))
     if png:
         from ..viz.roofline import folder_figure
-        folder_figure(out, roofs, device=device_name or "").savefig(png, dpi=110)
+        folder_figure(out, roofs.values, device=device_name or "").savefig(png, dpi=110)
         print(f"wrote {png}")
-    above = checked[checked["above"]]
+    above = bounded[bounded["above"]] if len(bounded) else bounded
     if len(above):
-        print(f"ROOFLINE CHECK FAILED: {len(above)} of {len(checked)} rows above their roof")
+        print(table(above, [c for c in ["table", "kernel", "variant", "shape", "tile", "GOP/s", "path", "roof_GOPs",
+                                        "roof_fraction", "slack"] if c in above.columns]))
+        print(f"ROOFLINE CHECK FAILED: {len(above)} of {len(bounded)} rows above their roof by more than its "
+              f"probe's spread")
         return 1
-    print(f"roofline check passed: all {len(checked)} compute rows under their roofs")
+    print(f"roofline check passed: all {len(bounded)} bounded compute rows under their roofs within the probes' "
+          f"spread ({len(excluded)} torch rows not bounded)")
     return 0

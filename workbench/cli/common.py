@@ -9,6 +9,17 @@ RESULTS_DIRS: list[Path] = []  # where this command writes (reported on Ctrl-C)
 OPENED: list = []  # devices a command made for itself (--validate), closed when it ends
 
 
+class quick_writer:
+    """A results writer whose every row says it came from a quick run (`quick` = True), so no reader takes a
+    quick run's figure for a headline one."""
+
+    def __init__(self, writer):
+        self.writer = writer
+
+    def append(self, row: dict) -> None:
+        self.writer.append({**row, "quick": True})
+
+
 def table(df, columns=None) -> str:
     import pandas as pd
     with pd.option_context("display.max_columns", None, "display.width", 200, "display.max_colwidth", 60):

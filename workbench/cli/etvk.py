@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import add_validation_flags, report_validation
+from .common import add_validation_flags, quick_writer, report_validation
 from .common import device as chosen_device
 
 EPILOG = ("The checkout: --executorch PATH or $WORKBENCH_EXECUTORCH (a clone of pytorch/executorch; only "
@@ -170,16 +170,23 @@ def cmd_diff(args) -> int:
 
 def cmd_bench(args) -> int:
     from .. import measure
+    from ..measure import QUICK_NOTE
     from ..etvk.suite import bench_suite
     device = chosen_device(args)
     out = Path(args.out) if args.out else measure.default_results_dir(device)
-    with measure.ResultsWriter(out / "etvk", measure.environment(device)) as writer:
-        df = bench_suite(device, writer, executorch=args.executorch, quick=args.quick)
+    if args.quick:
+        print(QUICK_NOTE)
+    metadata = {**measure.environment(device), **({"quick": True, "note": QUICK_NOTE} if args.quick else {})}
+    with measure.ResultsWriter(out / "etvk", metadata) as writer:
+        df = bench_suite(device, quick_writer(writer) if args.quick else writer, executorch=args.executorch,
+                         quick=args.quick)
     columns = [c for c in ("impl", "kernel", "variant", "source", "shape", "in_layout", "out_layout", "path",
                            "local_size", "median_us", "GB/s", "GOP/s", "copy_fraction", "registers", "etvk_over_this")
                if c in df]
     _print(df[columns], None)
     print(f"wrote {out / 'etvk'}.csv/.parquet/.json")
+    if args.quick:
+        print(QUICK_NOTE)
     return 0
 
 
@@ -344,7 +351,7 @@ def register(sub) -> None:
     p = verbs.add_parser("bench", help="ET-VK's kernels beside the workbench's and the copy roofline")
     p.add_argument("--executorch", help="ExecuTorch checkout (default: $WORKBENCH_EXECUTORCH)")
     p.add_argument("--out", help="results folder (default data/<device>/)")
-    p.add_argument("--quick", action="store_true", help="tiny shapes, few samples")
+    p.add_argument("--quick", action="store_true", help="tiny shapes, few samples; checks no headline figure")
     p.set_defaults(fn=cmd_bench)
     p = verbs.add_parser("lint", help="static checks on the compiled SPIR-V: barriers after a non-uniform early "
                                       "return, shared memory stored then loaded without a barrier")

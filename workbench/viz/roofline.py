@@ -76,11 +76,12 @@ def folder_figure(folder, roofs: dict, device: str = "") -> Figure:
     from ..measure import ResultsReader
     load = ResultsReader(folder).load
     compute, movement = [], []
-    conv = load("conv_pw")
+    conv = load("conv_pw", "conv_pw_sweep")  # the CLI suite's rows, else notebook 04's sweep
     if conv is not None:
         conv = conv.copy()
         vulkan = conv["method"].astype(str).str.startswith("vulkan")
-        form = np.where(conv.get("saturate", False).astype(str) == "True", "OpSDotAccSat", "OpSDot + add")
+        from ..benchmarks.roof_check import SAT, instruction_path  # rows older than `saturate`: the variant says
+        form = np.where([instruction_path(r) == SAT for r in conv.to_dict("records")], "OpSDotAccSat", "OpSDot + add")
         conv["label"] = np.where(vulkan, "conv pw (" + pd.Series(form, index=conv.index) + ")", conv["method"])
         compute.append(conv)
     coop = load("coopmat")
@@ -90,8 +91,9 @@ def folder_figure(folder, roofs: dict, device: str = "") -> Figure:
         ok["label"] = np.where(ok["kernel"] == "coopmat conv", "conv pw int8 out (cooperative matrix)",
                                "conv pw as int32 GEMM (cooperative matrix)")
         compute.append(ok)
-    for name, impl_col in (("pixel_shuffle", "impl"), ("pixel_shuffle_limit", "impl"), ("etvk", "impl")):
-        df = load(name)
+    for names, impl_col in ((("pixel_shuffle", "pixel_shuffle_bench"), "impl"), (("pixel_shuffle_limit",), "impl"),
+                            (("etvk",), "impl")):
+        df = load(*names)  # the CLI suite's rows, else the notebook's export
         if df is not None and impl_col in df:
             df = df[df[impl_col].isin(["fused", "block", "float", "chain", "ET-VK", "workbench"])].copy()
             df["label"] = df[impl_col].astype(str) + " " + df.get("variant", df["kernel"]).astype(str)
