@@ -8,7 +8,7 @@ e.g. ExecuTorch 266e0dc455 appends `_tile2` to sdpa_compute_out_gqa_coop on Adre
 Two kinds of evidence, labelled in the `evidence` column:
 - **measured**: a live device's tuner pick (`tune_<kernel>.csv`: the fastest correct trial);
 - **model**: no such device here. Mesa's compilers (Turnip for Adreno, PanVK for Mali, RADV for AMD;
-  `workbench.compilers.mesa`) compile every variant; variants that spill are dropped, the rest ranked by
+  `workbench.compilers.mesa`) compile every variant; those without spills rank first (then fewer spills), then by
   `model_score` = occupancy / instructions per output (the compiler's resident-wave fraction, which hides
   latency, over its static instruction count divided by the outputs one invocation writes; a loop body counts
   once). A model, not a measurement: it ignores memory traffic and the vendor's own compiler (Qualcomm's, Arm's,
@@ -25,7 +25,9 @@ import pandas as pd
 __all__ = ["vendor_table", "VendorTable", "rank_by_model", "cpp_condition", "cpp_selector", "FAMILIES"]
 
 FAMILIES = ("conv-pw", "sdpa-gqa-coop")
-SDPA_VARIANTS = {"sdpa_compute_out_gqa_coop": 1, "sdpa_compute_out_gqa_coop_tile2": 2}   # variant -> TILE_N4
+#: ET-VK's AV coop-GEMV, base and head_dim-tiled (266e0dc455), buffer storage, fp16: variant -> TILE_N4 (outputs)
+SDPA_VARIANTS = {"sdpa_compute_out_gqa_coop_buffer_buffer_half": 1,
+                 "sdpa_compute_out_gqa_coop_tile2_buffer_buffer_half": 2}
 MODEL_GPUS = ("a740", "a750", "a730", "mali-g610", "mali-g52", "rdna2", "rdna3")
 VENDOR_CONDITIONS = {"adreno": "graph.device_is_adreno()", "mali": "graph.device_is_mali()",
                      "amd": "graph.device_is_amd()"}
@@ -40,17 +42,21 @@ class VendorTable:
 
 
 def rank_by_model(stats: pd.DataFrame, outputs_col: str = "outputs") -> pd.DataFrame:
-    """Per `gpu`: the non-spilling variants ranked by model_score = occupancy / (instructions / outputs), best
-    first (`model_rank` 1). Rows with an error or no occupancy get no rank."""
+    """Per `gpu`: variants ranked best first (`model_rank` 1): those without spills before those with, then by
+    fewer spills, then by model_score = occupancy / (instructions / outputs), higher first. Rows with an error or
+    no occupancy get no rank."""
     df = stats.copy()
     instructions = pd.to_numeric(df["instructions"], errors="coerce")
     df["instructions_per_output"] = instructions / df[outputs_col]
     df["model_score"] = pd.to_numeric(df["occupancy"], errors="coerce") / df["instructions_per_output"]
-    usable = df["model_score"].notna() & (pd.to_numeric(df["spills"], errors="coerce").fillna(0) == 0)
+    spills = pd.to_numeric(df["spills"], errors="coerce").fillna(0)
+    usable = df["model_score"].notna()
     if "error" in df:
         usable &= df["error"].isna()
     df["model_rank"] = np.nan
-    df.loc[usable, "model_rank"] = df[usable].groupby("gpu")["model_score"].rank(ascending=False, method="first")
+    order = df[usable].assign(_spills=spills[usable]).sort_values(["gpu", "_spills", "model_score"],
+                                                                  ascending=[True, True, False])
+    df.loc[order.index, "model_rank"] = order.groupby("gpu").cumcount() + 1
     return df
 
 
@@ -118,7 +124,7 @@ def _conv_stats(gpus) -> pd.DataFrame:
 def _sdpa_stats(gpus, executorch) -> pd.DataFrame:
     from .. import etvk
     gen = etvk.Codegen(etvk.source(executorch))
-    df = etvk.stats_rows(None, gen, list(SDPA_VARIANTS), gpus=gpus)
+    df = etvk.stats_rows(None, gen, list(SDPA_VARIANTS), gpus=gpus)   # local size (64, 1, 1): no dispatch here
     df["outputs"] = df["variant"].map(SDPA_VARIANTS)     # head_dim texels per workgroup slot (TILE_N4)
     df["statistics_from"] = f"compiled now from {gen.source.label}"
     return df
@@ -143,17 +149,17 @@ def vendor_table(family: str, *, gpus=None, measured=None, executorch=None, out=
         ranked = model[(model["gpu"] == gpu) & model["model_rank"].notna()].sort_values("model_rank")
         if ranked.empty:
             rows.append({"gpu": gpu, "vendor": g.vendor, "evidence": "model", "pick": None,
-                         "how": "no variant compiled without spills", "device_match": g.device_match})
+                         "how": "no variant compiled", "device_match": g.device_match})
             continue
         top = ranked.iloc[0]
         second = ranked.iloc[1] if len(ranked) > 1 else None
         rows.append({"gpu": gpu, "vendor": g.vendor, "evidence": "model", "pick": top["variant"],
                      "occupancy": top["occupancy"], "instructions_per_output": top["instructions_per_output"],
-                     "model_score": top["model_score"],
+                     "model_score": top["model_score"], "spills": top["spills"],
                      "margin_pct": (top["model_score"] / second["model_score"] - 1) * 100 if second is not None
                      else np.nan,
                      "how": f"Mesa {mesa.DRIVER_TITLES[g.driver]} statistics ({top['statistics_from']}): "
-                            "occupancy / instructions per output, no spills",
+                            "fewest spills, then occupancy / instructions per output",
                      "device_match": g.device_match})
     table = pd.DataFrame(rows)
     table["cpp_condition"] = _conditions(table)
@@ -186,7 +192,7 @@ def cpp_selector(family: str, table: pd.DataFrame) -> str:
     picks = table.dropna(subset=["pick"])
     lines = [f"// {family}: best variant per device, generated by `workbench tune-vendors {family}`",
              "// evidence: measured = the tuner on a live device; model = Mesa's compilers (occupancy / instructions",
-             "// per output, no spills), not a measurement"]
+             "// per output; spilling variants last), not a measurement"]
     seen = {}
     for _, row in picks.sort_values("cpp_condition", key=lambda s: -s.str.count("&&")).iterrows():
         seen.setdefault(row["cpp_condition"], []).append(row)
