@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import adreno, bench, compilers, devices, etvk, fanout, layout, main_job, validate
+from . import adreno, bench, compilers, devices, etvk, fanout, layout, main_job, tune, validate
 from .common import RESULTS_DIRS, close_opened, interrupted
 
 # In the order `workbench --help` lists them.
-FAMILIES = (devices, bench, fanout, layout, main_job, compilers, adreno, etvk, validate)
+FAMILIES = (devices, bench, fanout, layout, main_job, compilers, adreno, etvk, validate, tune)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,6 +26,10 @@ BLOCK_MIN_THREADS = 8192
 
 #: Block kernel thread orders (tile_co): 0 = channel block fastest; T = warps of T channel blocks x 32 / T widths.
 TILE_CO_CHOICES = (0, 1, 2, 4, 8, 16, 32)
+#: Block kernel local sizes (x; y = z = 1).
+LOCAL_X_CHOICES = (32, 64, 128, 256, 512)
+#: Requantize paths: lut 0 = none (arithmetic), 1 = a 256-entry table in shared memory, 2 = the same 32x interleaved.
+LUT_CHOICES = (0, 1, 2)
 
 
 def default_tile_co(in_layout: str, out_layout: str, channel_blocks: int) -> int:
@@ -72,7 +76,7 @@ class Q8taPixelShuffleBlockSpec(FusedPixelShuffleSpec):
         if not block_applies(self.in_layout, self.out_layout, self.r):
             raise ValueError(f"the block kernel needs r = 2, got r = {self.r} ({self.in_layout} → "
                              f"{self.out_layout})")
-        if self.lut not in (0, 1, 2, False, True):
+        if self.lut not in LUT_CHOICES:
             raise ValueError(f"lut must be 0 (none), 1 (table) or 2 (bank-interleaved table), got {self.lut!r}")
         object.__setattr__(self, "lut", int(self.lut))
         object.__setattr__(self, "swizzle", bool(self.swizzle))
@@ -82,8 +86,8 @@ class Q8taPixelShuffleBlockSpec(FusedPixelShuffleSpec):
         elif self.pixel_tile and not aligned_4c:
             raise ValueError(f"pixel_tile needs the block kernel, 4C output and C_out blocks in fours (C4_out % 4 "
                              f"== 0); got {self.in_layout} → {self.out_layout}, C_out = {self.out_sizes[1]}")
-        if self.local_x not in (32, 64, 128, 256, 512):
-            raise ValueError(f"local_x must be a power of two from 32 to 512, got {self.local_x}")
+        if self.local_x not in LOCAL_X_CHOICES:
+            raise ValueError(f"local_x must be one of {LOCAL_X_CHOICES}, got {self.local_x}")
         if self.tile_co is None:
             c4_out = math.ceil(self.out_sizes[1] / 4)
             channel_blocks = c4_out // 4 if self.pixel_tile else c4_out
