@@ -66,6 +66,7 @@ class ConvTileSweep:
     saturate: bool = True
     timing: tuple = ()    # ((name, value), ...) passed to benchmarks.conv.measure
     seed: int = 0
+    local_size: tuple | None = None   # None: ET-VK's rule (kernels.conv_pw.pick_local_size)
     name: str = field(default="conv-pw", init=False)
     key_columns = ("shape", "tile", "saturate")
     correctness_columns = ("max_lsb_diff", "outputs_off_by_one")
@@ -97,8 +98,11 @@ class ConvTileSweep:
         use_dot = bool(device.info.features.get("integer_dot_product"))
         base = conv_pw.ConvPwSpec(params["shape"], use_dot_ext=use_dot, saturate=self.saturate)
         with conv_pw.ConvPwBuffers(device, base, q_input, packed) as bufs:
-            row = measure(device, bufs, base.with_tile(*params["tile"]), expected=expected,
-                          warmup_s=warmup_s, **dict(self.timing))
+            spec = base.with_tile(*params["tile"])
+            if self.local_size is not None:
+                from dataclasses import replace
+                spec = replace(spec, local_size=tuple(self.local_size))
+            row = measure(device, bufs, spec, expected=expected, warmup_s=warmup_s, **dict(self.timing))
         return [row]
 
 

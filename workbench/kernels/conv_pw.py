@@ -97,6 +97,11 @@ def variant_name(tile_m, tile_n4, tile_k4, use_dot_ext: bool, accumulators: bool
     return f"{base}_m{tile_m}_n{tile_n4}_k{tile_k4}_{'dot' if use_dot_ext else 'fallback'}"
 
 
+# Work-group shapes a tuner may try beside ET-VK's rule (None): threads along output-channel blocks (x), width
+# blocks (y) and batch × height (z); the shader bounds-checks every axis, so any shape is correct.
+LOCAL_SIZE_CHOICES = (None, (16, 4, 1), (4, 16, 1), (32, 2, 1), (4, 4, 4), (16, 1, 4))
+
+
 def pick_local_size(global_size) -> tuple[int, int, int]:
     """ET-VK's pick_hw_square_wg_size: (8, 8, 1) if x ≥ 6 and y ≥ 6, else (4, 16, 1) if x < 6, else (16, 4, 1)."""
     x, y = int(global_size[0]), int(global_size[1])

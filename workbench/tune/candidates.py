@@ -47,7 +47,7 @@ class CandidateSweep:
                 check_device(device)
             except ValueError as error:
                 return [{**self.describe(params), "invalid": str(error)}]
-        if self.kernel == "conv-pw":
+        if self.kernel in ("conv-pw", "conv-pw-wg"):
             row = self._run_conv(device, spec, warmup_s)
         else:
             row = self._run_pixel_shuffle(device, spec, warmup_s)
@@ -58,7 +58,8 @@ class CandidateSweep:
         timing = dict(self.timing)
         conv_timing = {k: v for k, v in timing.items() if k in ("min_time_s", "min_samples", "max_time_s")}
         shape = tuple(spec.shape.as_dict().values())   # (N, Cin, Cout, H, W)
-        sweep = ConvTileSweep((shape,), (spec.tile,), saturate=spec.saturate, timing=tuple(conv_timing.items()))
+        sweep = ConvTileSweep((shape,), (spec.tile,), saturate=spec.saturate, timing=tuple(conv_timing.items()),
+                              local_size=spec.local_size)
         params = {"shape": shape, "tile": spec.tile}
         row = sweep.run(device, params, warmup_s)[0]
         row["correct"] = row.get("max_lsb_diff") == 0

@@ -98,6 +98,30 @@ def conv_space(shape=None, saturate: bool = True) -> TuningSpace:
                        _conv_problem(shape, saturate), _conv_build)
 
 
+def _local_label(local) -> str:
+    return "etvk" if local is None else "x".join(map(str, local))
+
+
+def _conv_wg_build(problem: dict, config: dict):
+    from dataclasses import replace
+
+    from ..kernels import conv_pw
+    choices = {_local_label(c): c for c in conv_pw.LOCAL_SIZE_CHOICES}
+    spec = _conv_build(problem, {k: v for k, v in config.items() if k != "local"})
+    return replace(spec, local_size=choices[config["local"]])
+
+
+def conv_wg_space(shape=None, saturate: bool = True) -> TuningSpace:
+    """The conv's tiles × its work-group shape (`kernels.conv_pw.LOCAL_SIZE_CHOICES`, "etvk" for ET-VK's rule): the
+    tile space with the other knob ET-VK's C++ fixes by a rule."""
+    from ..kernels import conv_pw
+    values = tuple(conv_pw.TILE_VALUES)
+    return TuningSpace("conv-pw-wg", conv_pw.SHADER,
+                       {"tile_m": values, "tile_n4": values, "tile_k4": values,
+                        "local": tuple(_local_label(c) for c in conv_pw.LOCAL_SIZE_CHOICES)},
+                       _conv_problem(shape, saturate), _conv_wg_build)
+
+
 CONV_DEFAULT_SHAPE = (1, 96, 96, 64, 64)
 
 # --- the block pixel shuffle's options ------------------------------------------------------------------------------
@@ -138,7 +162,7 @@ def pixel_shuffle_space(shape=None, in_layout: str = "4W4C", out_layout: str = "
                        _pixel_shuffle_problem(shape, in_layout, out_layout, requant), _pixel_shuffle_build)
 
 
-SPACES = {"conv-pw": conv_space, "pixel-shuffle": pixel_shuffle_space}
+SPACES = {"conv-pw": conv_space, "conv-pw-wg": conv_wg_space, "pixel-shuffle": pixel_shuffle_space}
 
 
 def tuning_space(kernel: str, **problem) -> TuningSpace:
