@@ -132,7 +132,7 @@ layout(push_constant) uniform Params {
   int zp_out;
   int upscale_factor;  // always 2 here
   int passthrough;
-  int fixed_mul;    // REQUANT_FIXED: q = clamp((fixed_mul · (v + 128) + fixed_add) >> fixed_shift)
+  int fixed_mul;    // REQUANT_FIXED: q + 128 = clamp((fixed_mul · (v + 128) + fixed_add) >> fixed_shift, 0, 255)
   int fixed_add;
   int fixed_shift;
 } p;

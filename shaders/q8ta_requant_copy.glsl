@@ -5,7 +5,8 @@
 // REQUANT_CONVERT = 1: int <-> float conversions; 0: the magic-number arithmetic (include/requant_int8.glslh).
 // REQUANT_FIXED = 1: one integer multiply-add and a shift per byte (requant_word_fixed; fixed_* from the host, proven
 // exact there); REQUANT_FIXED_CLAMP 0 where no input saturates.
-// passthrough = 1: a plain copy through the same code.
+// passthrough = 1: a plain copy through the same code. REQUANT_NONE = 1 (instruction counts only: the baseline
+// the requantize maths are counted against) makes requantize_word the identity.
 
 #extension GL_EXT_control_flow_attributes : require
 
@@ -30,13 +31,15 @@ layout(push_constant) uniform Params {
   int zp_out;
   int num_vec4;
   int passthrough;
-  int fixed_mul;    // REQUANT_FIXED: q = clamp((fixed_mul · (v + 128) + fixed_add) >> fixed_shift)
+  int fixed_mul;    // REQUANT_FIXED: q + 128 = clamp((fixed_mul · (v + 128) + fixed_add) >> fixed_shift, 0, 255)
   int fixed_add;
   int fixed_shift;
 } p;
 
 int requantize_word(int w) {
-#if REQUANT_FIXED
+#if defined(REQUANT_NONE) && REQUANT_NONE
+  return w;
+#elif REQUANT_FIXED
   return requant_word_fixed(w, p.fixed_mul, p.fixed_add, p.fixed_shift);
 #elif REQUANT_CONVERT
   ivec4 q;

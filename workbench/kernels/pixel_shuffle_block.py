@@ -59,7 +59,7 @@ def fixed_defines(spec) -> dict:
 
 def fixed_suffix(spec) -> str:
     form = spec.fixed_form if spec.fixed else None
-    return "" if not spec.fixed else ("_fixsat" if form is None or form.clamp else "_fix")
+    return "" if not spec.fixed else ("_fixsat" if form is not None and form.clamp else "_fix")
 
 
 def block_applies(in_layout, out_layout, r) -> bool:

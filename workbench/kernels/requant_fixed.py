@@ -3,10 +3,11 @@
 The kernels' requantize (``pixel_shuffle.requantize_reference``: fp32, two roundings, clamp) maps the 256 int8 input
 values to int8 outputs by a non-decreasing step function. Where one integer line reproduces it,
 
-    q(v) = clamp((mul · (v + 128) + add) >> shift, -128, 127)          (>> arithmetic: floor)
+    q(v) + 128 = clamp((mul · (v + 128) + add) >> shift, 0, 255)        (>> arithmetic: floor)
 
 the shader needs one multiply-add and one shift per byte instead of the fp32 chain (``include/requant_int8.glslh``,
-``requant_word_fixed``). The domain has only 256 values, so :func:`fixed_point_requant` checks every one of them
+``requant_word_fixed``). The line gives the output biased by 128 (0..255), so the shader packs the four bytes
+without masking them and flips their sign bits once per word. The domain has only 256 values, so :func:`fixed_point_requant` checks every one of them
 against the fp32 reference and returns None where no line fits (fp32 ties that round to even on both sides, e.g. a
 scale ratio of exactly 0.5): callers then keep the fp32 path. ``clamp`` says whether any input saturates; where none
 does the shader leaves the two clamps out.
@@ -27,7 +28,7 @@ MUL_SEARCH = 64
 
 @dataclass(frozen=True)
 class FixedRequant:
-    """q = clamp((mul · u + add) >> shift, -128, 127) for u = v + 128; clamp False: no input saturates."""
+    """q + 128 = clamp((mul · u + add) >> shift, 0, 255) for u = v + 128; clamp False: no input saturates."""
 
     mul: int
     add: int
@@ -37,7 +38,7 @@ class FixedRequant:
     def apply(self, q) -> np.ndarray:
         """The formula on int8 values (host side, the shader's arithmetic in int64)."""
         u = np.asarray(q).astype(np.int64) + 128
-        return np.clip((self.mul * u + self.add) >> self.shift, -128, 127).astype(np.int8)
+        return (np.clip((self.mul * u + self.add) >> self.shift, 0, 255) - 128).astype(np.int8)
 
     def push_values(self) -> tuple[int, int, int]:
         return self.mul, self.add, self.shift
@@ -52,12 +53,12 @@ def fixed_point_requant(in_scale, in_zero_point, out_scale, out_zero_point) -> F
     """An integer line that gives the fp32 requantize of every int8 input exactly, or None where none is found.
 
     For each shift (largest first) and each integer multiplier near the real slope, the constraints
-    ``t(u) · 2^shift <= mul · u + add < (t(u) + 1) · 2^shift`` (one-sided at saturated outputs: -128 needs only the
-    upper bound, 127 only the lower) give an interval of ``add``; the first non-empty one wins and is checked again
+    ``b(u) · 2^shift <= mul · u + add < (b(u) + 1) · 2^shift`` for the biased output b = q + 128 (one-sided at
+    saturated outputs: 0 needs only the upper bound, 255 only the lower) give an interval of ``add``; the first non-empty one wins and is checked again
     on all 256 inputs."""
-    target = _target(in_scale, in_zero_point, out_scale, out_zero_point)
+    target = _target(in_scale, in_zero_point, out_scale, out_zero_point) + 128  # biased: 0..255
     u = np.arange(256, dtype=np.int64)
-    low_sat, high_sat = target == -128, target == 127
+    low_sat, high_sat = target == 0, target == 255
     slope = float(np.float32(in_scale)) / float(np.float32(out_scale))
     for shift in range(MAX_SHIFT, 0, -1):
         one = 1 << shift
@@ -77,8 +78,8 @@ def fixed_point_requant(in_scale, in_zero_point, out_scale, out_zero_point) -> F
                 continue
             form = FixedRequant(mul, add, shift, clamp=bool(low_sat.any() or high_sat.any()))
             raw = (mul * u + add) >> shift
-            if np.array_equal(form.apply(ALL_INT8).astype(np.int64), target) and (
-                    form.clamp or (raw.min() >= -128 and raw.max() <= 127)):
+            if np.array_equal(form.apply(ALL_INT8).astype(np.int64) + 128, target) and (
+                    form.clamp or (raw.min() >= 0 and raw.max() <= 255)):
                 return form
     return None
 
