@@ -62,9 +62,15 @@ def _math(options: dict) -> str:
             "fixed" if options.get("fixed") else "magic")
 
 
-def gap_items(shape, cpu_device: bool = False) -> list[tuple[str, object]]:
+def gap_items(shape, cpu_device: bool = False, pairs=None, ceiling: bool = True) -> list[tuple[str, object]]:
     """(role, spec) of everything the suite measures at `shape`, in order; a spec the options refuse becomes
-    (role, error message). CPU devices skip the shared-memory table (built per workgroup: far too slow there)."""
+    (role, error message). CPU devices skip the shared-memory table (built per workgroup: far too slow there).
+    `pairs`: (in, out) layout pairs to keep (default all 9); `ceiling`: the requant copy rows too."""
+    if pairs is not None:
+        unknown = [p for p in pairs if tuple(p) not in OLD_BEST]
+        if unknown:
+            raise ValueError(f"unknown layout pair(s) {unknown}; pairs: {list(OLD_BEST)}")
+        pairs = {tuple(p) for p in pairs}
     items = []
 
     def add(role, make):
@@ -74,6 +80,9 @@ def gap_items(shape, cpu_device: bool = False) -> list[tuple[str, object]]:
             items.append((role, f"{exc}"))
 
     for (in_l, out_l), (pass_opts, req_opts) in OLD_BEST.items():
+        if pairs is not None and (in_l, out_l) not in pairs:
+            continue
+
         def block(qp, **kw):
             return lambda: Q8taPixelShuffleBlockSpec(shape, 2, in_l, out_l, *qp, **kw)
         add("old-best", block(SAME_QP, **pass_opts))
@@ -86,6 +95,8 @@ def gap_items(shape, cpu_device: bool = False) -> list[tuple[str, object]]:
         add("new", block(DIFF_QP, **order, fixed=True))
         if in_l == "4C1W":
             add("new", block(DIFF_QP, stage=8, fixed=True))
+    if not ceiling:
+        return items
     nbytes = L.get_layout("4W4C").num_words(shape) * 4
     for qp, kw in ((SAME_QP, {}), (DIFF_QP, {}), (DIFF_QP, {"convert": True}), (DIFF_QP, {"fixed": True}),
                    (SATURATING_QP, {}), (SATURATING_QP, {"fixed": True})):
@@ -112,7 +123,8 @@ def _info(spec, shape, role) -> dict:
     opts = {} if copy_kernel else {k: getattr(spec, k) for k in ("tile_co", "pixel_tile", "pair_store", "stage")}
     math = "" if spec.passthrough else ("lut" if getattr(spec, "lut", 0) else "convert" if spec.convert else
                                         "fixed" if spec.fixed else "magic")
-    return dict(role=role, variant=spec.variant, impl="requant-copy" if copy_kernel else "block",
+    impl = "requant-copy" if copy_kernel else "block"
+    return dict(role=role, variant=spec.variant, impl=impl, path=f"{impl}-{spec.path}",
                 shape=shape_str(shape), out_shape=shape_str(output_sizes(shape, 2)), r=2,
                 in_layout="" if copy_kernel else spec.in_layout, out_layout="" if copy_kernel else spec.out_layout,
                 pair="requant-copy" if copy_kernel else f"{spec.in_layout}->{spec.out_layout}",
@@ -122,18 +134,19 @@ def _info(spec, shape, role) -> dict:
                 qparams=f"{spec.in_scale}/{spec.in_zero_point}->{spec.out_scale}/{spec.out_zero_point}")
 
 
-def gaps_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True, shape=None):
+def gaps_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True, shape=None, pairs=None,
+               ceiling: bool = True):
     """The gap kernels on every pair → a tidy DataFrame (module docstring). Columns beyond
     :func:`workbench.measure.measurement_row`'s: ``role`` (copy / old-best / new / ceiling), ``pair``, ``variant``,
     ``impl``, ``in_layout``, ``out_layout``, ``qpath``, ``requant_math``, ``tile_co``, ``pixel_tile``,
     ``pair_store``, ``stage``, ``qparams``, ``copy_GBps``, ``copy_fraction``, ``pct_of_copy``, ``exact``,
-    ``error`` (empty where the kernel ran)."""
+    ``error`` (empty where the kernel ran). `shape` (NCHW input), `pairs` and `ceiling` narrow the run."""
     from ..vk.errors import driver_errors
 
     started = time.perf_counter()
     shape = tuple(shape or (QUICK_SHAPE if quick else SHAPE))
     env = environment(device)
-    items = gap_items(shape, cpu_device=device.info.is_cpu)
+    items = gap_items(shape, cpu_device=device.info.is_cpu, pairs=pairs, ceiling=ceiling)
     specs = [s for _, s in items if not isinstance(s, str)]
     sample_kw = sampling(quick, quick_min_time_s=0.01)
     if show_progress:
@@ -184,13 +197,14 @@ def gaps_suite(device, writer=None, *, quick: bool = False, show_progress: bool 
 
 
 def gap_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Per pair and path: the best old-best and the best new kernel (percent of copy, variant, exact)."""
-    kernels = df[df["role"].isin(["old-best", "new", "ceiling"]) & df.get("pct_of_copy", pd.Series(
-        np.nan, index=df.index)).notna()]
+    """Per pair and path, the best old-best and the best new kernel (percent of copy, variant, exact); then each
+    ceiling row (the requant copy) with its math and qparams."""
+    pct = df["pct_of_copy"] if "pct_of_copy" in df else pd.Series(np.nan, index=df.index)
+    kernels = df[df["role"].isin(["old-best", "new"]) & pct.notna()]
     out = []
     for (pair, qpath), group in kernels.groupby(["pair", "qpath"], sort=False):
         entry = {"pair": pair, "qpath": qpath}
-        for role in ("old-best", "new", "ceiling"):
+        for role in ("old-best", "new"):
             g = group[group["role"] == role]
             if len(g):
                 best = g.loc[g["pct_of_copy"].idxmax()]
@@ -198,6 +212,10 @@ def gap_summary(df: pd.DataFrame) -> pd.DataFrame:
                 entry[f"{role} variant"] = best["variant"]
                 entry[f"{role} exact"] = bool(best["exact"])
         out.append(entry)
+    for _, row in df[(df["role"] == "ceiling") & pct.notna()].iterrows():
+        out.append({"pair": "requant-copy", "qpath": f"{row['qpath']} {row['requant_math']} {row['qparams']}",
+                    "new %": round(float(row["pct_of_copy"]), 1), "new variant": row["variant"],
+                    "new exact": bool(row["exact"])})
     return pd.DataFrame(out)
 
 
