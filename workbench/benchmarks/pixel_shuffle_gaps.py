@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from .. import layouts as L
-from ..kernels.pixel_shuffle import DIFF_QP, FUSED_LAYOUTS, SAME_QP, output_sizes, shape_str
+from ..kernels.pixel_shuffle import DIFF_QP, SAME_QP, output_sizes, shape_str
 from ..kernels.pixel_shuffle_block import Q8taPixelShuffleBlockSpec, Q8taRequantCopySpec
 from ..measure import Rows, environment, measurement_row, progress, sample_recording, sampling
 from ..shaders import ShaderCompileError, compile_shader
@@ -83,7 +83,7 @@ def gap_items(shape, cpu_device: bool = False, pairs=None, ceiling: bool = True)
         if pairs is not None and (in_l, out_l) not in pairs:
             continue
 
-        def block(qp, **kw):
+        def block(qp, in_l=in_l, out_l=out_l, **kw):
             return lambda: Q8taPixelShuffleBlockSpec(shape, 2, in_l, out_l, *qp, **kw)
         add("old-best", block(SAME_QP, **pass_opts))
         if in_l == "4C1W":

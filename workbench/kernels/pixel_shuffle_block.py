@@ -149,8 +149,8 @@ class Q8taPixelShuffleBlockSpec(FusedPixelShuffleSpec):
         if self.fixed and (self.convert or self.lut):
             raise ValueError(f"fixed is a requantize path of its own: it takes neither convert nor lut; got "
                              f"convert={self.convert}, lut={self.lut}")
-        if self.fixed:
-            self.fixed_form  # raises where no exact integer line exists for these qparams
+        if self.fixed and not self.passthrough:  # refused where no exact integer line exists for these qparams
+            require_fixed_point(self.in_scale, self.in_zero_point, self.out_scale, self.out_zero_point)
 
     @property
     def fixed_form(self) -> FixedRequant | None:
@@ -260,8 +260,8 @@ class Q8taRequantCopySpec(RequantPath):
         object.__setattr__(self, "fixed", bool(self.fixed))
         if self.fixed and self.convert:
             raise ValueError("fixed is a requantize path of its own: it takes no convert")
-        if self.fixed:
-            self.fixed_form  # raises where no exact integer line exists for these qparams
+        if self.fixed and not self.passthrough:  # refused where no exact integer line exists for these qparams
+            require_fixed_point(self.in_scale, self.in_zero_point, self.out_scale, self.out_zero_point)
 
     @property
     def fixed_form(self) -> FixedRequant | None:

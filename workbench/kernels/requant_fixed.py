@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .pixel_shuffle import requantize_reference  # the fp32 reference the kernels match
+
 #: Every int8 value, in order of v + 128 (the biased byte u the shader computes with).
 ALL_INT8 = np.arange(-128, 128, dtype=np.int16).astype(np.int8)
 #: Largest shift tried; products stay below 2^31 (|mul| · 255 + |add| checked per candidate).
@@ -45,7 +47,6 @@ class FixedRequant:
 
 
 def _target(in_scale, in_zero_point, out_scale, out_zero_point) -> np.ndarray:
-    from .pixel_shuffle import requantize_reference  # the fp32 reference the kernels match
     return requantize_reference(ALL_INT8, in_scale, in_zero_point, out_scale, out_zero_point).astype(np.int64)
 
 
