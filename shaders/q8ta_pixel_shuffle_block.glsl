@@ -31,6 +31,17 @@
 // REQUANT_CONVERT = 1: the requantize path with int <-> float conversion instructions (the first version); 0 (the
 // default): the same fp32 results by magic-number arithmetic (include/requant_int8.glslh), no conversions.
 //
+// REQUANT_FIXED = 1: the requantize path as one integer multiply-add and a shift per byte (requant_word_fixed in
+// include/requant_int8.glslh; fixed_mul / fixed_add / fixed_shift found on the host by workbench.kernels.requant_fixed
+// and checked there against the fp32 form on all 256 inputs; REQUANT_FIXED_CLAMP 0 where no input saturates).
+//
+// STAGE_IN = 1 (4C1W input, the 4-width tile): the input goes through shared memory. In 4C1W a thread's 16 words lie
+// in 4 rows W words apart, so a warp in the store-friendly order (channel block fastest) reads 16 rows × 32 bytes
+// per load instruction. Staged, a workgroup is one tile of (row, STAGE_W width blocks, 16 output channel blocks):
+// it first reads the tile's 64 input channel rows × 4·STAGE_W words in row order (each warp instruction: whole
+// 128-byte lines), then every thread takes its 4×4 words from shared memory and stores exactly as the plain order
+// does (channel block fastest: 64 contiguous bytes of a 4C pixel per 16 lanes). local_x = 16 · STAGE_W.
+//
 // TILE_CO = T (1, 2, 4, 8, 16, 32; 0: the plain order): thread order in groups of 32 threads (one NVIDIA warp):
 // T threads along the channel-block index (co, or g with PIXEL_TILE) and 32 / T along the width index (iw4, or iw
 // with PIXEL_TILE); tiles run channel tile fastest, then width tile, row, batch, padded to whole tiles (the host
@@ -83,6 +94,15 @@
 #ifndef PAIR_STORE
 #define PAIR_STORE 0
 #endif
+#ifndef REQUANT_FIXED
+#define REQUANT_FIXED 0
+#endif
+#ifndef STAGE_IN
+#define STAGE_IN 0
+#endif
+#if STAGE_IN && (IN_LAYOUT != 1 || PIXEL_TILE || TILE_CO || PAIR_STORE)
+#error "STAGE_IN is for 4C1W input on the 4-width tile in its own thread order (no TILE_CO, PAIR_STORE)"
+#endif
 #if PAIR_STORE
 #if OUT_LAYOUT != 1 || !VEC_OUT || TILE_CO == 0 || TILE_CO == 32 || PIXEL_TILE
 #error "PAIR_STORE is for 16-byte stores into 4C1W with 0 < TILE_CO < 32 on the 4-width tile"
@@ -112,11 +132,21 @@ layout(push_constant) uniform Params {
   int zp_out;
   int upscale_factor;  // always 2 here
   int passthrough;
+  int fixed_mul;    // REQUANT_FIXED: q + 128 = clamp((fixed_mul · (v + 128) + fixed_add) >> fixed_shift, 0, 255)
+  int fixed_add;
+  int fixed_shift;
 } p;
 
 int requantize_value(int v) {  // the tables are built with the conversion form (256 entries per workgroup)
   return requant_convert(v, p.scale_in, p.inv_scale_out, p.zp_in, p.zp_out);
 }
+
+#if STAGE_IN
+#define STAGE_W STAGE_IN                 // width blocks per workgroup tile
+#define STAGE_LOCAL (16 * STAGE_W)       // the local size the host sets
+#define STAGE_PITCH (STAGE_W + 1)        // odd: the 8 lanes of one 16-byte shared access hit 8 bank groups
+shared ivec4 stage[64 * STAGE_PITCH];
+#endif
 
 #if REQUANT_LUT == 1
 shared int lut[256];
@@ -149,6 +179,10 @@ int requantize_word(int w) {
   return int(uint(lut[(bitfieldExtract(u, 0, 8) << 5) | lane]) | (uint(lut[(bitfieldExtract(u, 8, 8) << 5) | lane]) << 8)
              | (uint(lut[(bitfieldExtract(u, 16, 8) << 5) | lane]) << 16)
              | (uint(lut[(bitfieldExtract(u, 24, 8) << 5) | lane]) << 24));
+}
+#elif REQUANT_FIXED
+int requantize_word(int w) {
+  return requant_word_fixed(w, p.fixed_mul, p.fixed_add, p.fixed_shift);
 }
 #elif REQUANT_LUT == 1 || REQUANT_CONVERT
 int requantize_word(int w) {
@@ -253,7 +287,50 @@ void main() {
     out_vec[opix * G + g] = ivec4(xs[0][j], xs[1][j], xs[2][j], xs[3][j]);
   }
 #else  // the 4-width x 16-channel tile
-#if TILE_CO
+#if STAGE_IN
+  // workgroup → (row, width tile, channel tile of 16 output blocks); thread → (co fastest, then width block)
+  const int co_tiles = (C4_out + 15) / 16;
+  const int w_tiles = (W4_in + STAGE_W - 1) / STAGE_W;
+  const int group = int(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x);
+  const int co_tile = group % co_tiles;
+  int rest = group / co_tiles;
+  const int w_tile = rest % w_tiles;
+  rest /= w_tiles;
+  if (rest >= in_sizes.w * H_in) {  // padding workgroups of a 2-D dispatch: the whole group leaves
+    return;
+  }
+  const int l = int(gl_LocalInvocationIndex);
+  const int co = co_tile * 16 + (l & 15);
+  const int iw4 = w_tile * STAGE_W + (l >> 4);
+  // Stage input rows 64·co_tile … +63 (channel block 4·co_local + k at shared row k·16 + co_local, so that the 16
+  // lanes reading one k hit rows STAGE_PITCH apart: distinct banks) × this tile's widths, read in row order.
+  const int cb0 = 64 * co_tile;
+#if VEC_IN  // W_in % 4 == 0: 16-byte blocks, STAGE_W per row (8 lanes: one 128-byte line)
+  [[unroll]] for (int i = 0; i < 4; ++i) {
+    const int v = l + i * STAGE_LOCAL;
+    const int r = v / STAGE_W;
+    const int j = v % STAGE_W;
+    const int cb = cb0 + r;
+    const int w4 = w_tile * STAGE_W + j;
+    stage[((r & 3) * 16 + (r >> 2)) * STAGE_PITCH + j] =
+        (cb < C4_in && w4 < W4_in) ? in_vec[(rest * C4_in + cb) * (W_in / 4) + w4] : ivec4(0);
+  }
+#else  // words, 4·STAGE_W per row
+  [[unroll]] for (int i = 0; i < 16; ++i) {
+    const int v = l + i * STAGE_LOCAL;
+    const int r = v / (4 * STAGE_W);
+    const int wc = v % (4 * STAGE_W);
+    const int cb = cb0 + r;
+    const int w = 4 * w_tile * STAGE_W + wc;
+    stage[((r & 3) * 16 + (r >> 2)) * STAGE_PITCH + (wc >> 2)][wc & 3] =
+        (cb < C4_in && w < W_in) ? in_words[(rest * C4_in + cb) * W_in + w] : 0;
+  }
+#endif
+  barrier();
+  if (co >= C4_out || iw4 >= W4_in) {
+    return;
+  }
+#elif TILE_CO
   const int TILE_W = 32 / TILE_CO;
   const int co_tiles = (C4_out + TILE_CO - 1) / TILE_CO;
   const int w_tiles = (W4_in + TILE_W - 1) / TILE_W;
@@ -279,7 +356,11 @@ void main() {
 
   // m[k][wi]: input channel block 4co + k, input width 4·iw4 + wi (0 outside the tensor)
   ivec4 m[4];
-#if IN_LAYOUT == 0
+#if STAGE_IN
+  [[unroll]] for (int k = 0; k < 4; ++k) {
+    m[k] = stage[(k * 16 + (l & 15)) * STAGE_PITCH + (l >> 4)];  // zeros past C4_in and W_in come staged
+  }
+#elif IN_LAYOUT == 0
   [[unroll]] for (int k = 0; k < 4; ++k) {
     const int cb = 4 * co + k;
     const int block = (row_in * W4_in + iw4) * C4_in + cb;

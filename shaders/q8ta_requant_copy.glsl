@@ -3,7 +3,10 @@
 // the benchmark can tell what the math costs on perfectly coalesced traffic. Each thread moves 4 ivec4 (64 bytes,
 // as a block-kernel thread); a workgroup covers 4 · local_x consecutive ivec4, each access a contiguous run.
 // REQUANT_CONVERT = 1: int <-> float conversions; 0: the magic-number arithmetic (include/requant_int8.glslh).
-// passthrough = 1: a plain copy through the same code.
+// REQUANT_FIXED = 1: one integer multiply-add and a shift per byte (requant_word_fixed; fixed_* from the host, proven
+// exact there); REQUANT_FIXED_CLAMP 0 where no input saturates.
+// passthrough = 1: a plain copy through the same code. REQUANT_NONE = 1 (instruction counts only: the baseline
+// the requantize maths are counted against) makes requantize_word the identity.
 
 #extension GL_EXT_control_flow_attributes : require
 
@@ -11,6 +14,9 @@
 
 #ifndef REQUANT_CONVERT
 #define REQUANT_CONVERT 0
+#endif
+#ifndef REQUANT_FIXED
+#define REQUANT_FIXED 0
 #endif
 
 layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
@@ -25,10 +31,17 @@ layout(push_constant) uniform Params {
   int zp_out;
   int num_vec4;
   int passthrough;
+  int fixed_mul;    // REQUANT_FIXED: q + 128 = clamp((fixed_mul · (v + 128) + fixed_add) >> fixed_shift, 0, 255)
+  int fixed_add;
+  int fixed_shift;
 } p;
 
 int requantize_word(int w) {
-#if REQUANT_CONVERT
+#if defined(REQUANT_NONE) && REQUANT_NONE
+  return w;
+#elif REQUANT_FIXED
+  return requant_word_fixed(w, p.fixed_mul, p.fixed_add, p.fixed_shift);
+#elif REQUANT_CONVERT
   ivec4 q;
   for (int k = 0; k < 4; ++k) {
     q[k] = requant_convert(bitfieldExtract(w, 8 * k, 8), p.scale_in, p.inv_scale_out, p.zp_in, p.zp_out) & 0xFF;

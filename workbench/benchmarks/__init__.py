@@ -8,14 +8,15 @@ torch) happen inside the suites that need them, so importing this package stays 
 """
 from __future__ import annotations
 
-from . import (conv, coopmat, coopmat_steps, coopmat_vs_etvk, copy, pack, peak, pixel_shuffle, propagation,
-               quantize_affine)
+from . import (conv, coopmat, coopmat_steps, coopmat_vs_etvk, copy, pack, peak, pixel_shuffle, pixel_shuffle_gaps,
+               propagation, quantize_affine)
 
 SUITES = {
     "copy": copy.copy_suite,
     "pack": pack.bench_suite,
     "pixel-shuffle": pixel_shuffle.bench_suite,
     "pixel-shuffle-limit": pixel_shuffle.limit_suite,
+    "pixel-shuffle-gaps": pixel_shuffle_gaps.gaps_suite,
     "conv-pw": conv.bench_suite,
     "conv-gap": conv.gap_suite,
     "peak": peak.bench_suite,

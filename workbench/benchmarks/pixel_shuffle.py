@@ -322,7 +322,7 @@ def check_exact(device, spec, seed: int = 0) -> bool:
     rng = np.random.default_rng(seed)
     if isinstance(spec, Q8taRequantCopySpec):
         s = Q8taRequantCopySpec(4096 + 16, spec.in_scale, spec.in_zero_point, spec.out_scale, spec.out_zero_point,
-                                spec.convert, spec.local_x)  # a partial last workgroup
+                                spec.convert, spec.local_x, fixed=spec.fixed)  # a partial last workgroup
         q = rng.integers(-128, 128, s.nbytes, dtype=np.int8)
         with Q8taRequantCopyRun(device, s, q) as run:
             run.run()

@@ -16,6 +16,7 @@ from ..quant import inverse_scale
 from . import KernelRun, linear_global_size
 from .pixel_shuffle import (FUSED_LAYOUTS, LOCAL_SIZE, FusedPixelShuffleSpec, RequantPath, check_qparams, random_words,
                             requantize_reference)
+from .requant_fixed import FixedRequant, require_fixed_point
 
 BLOCK_SHADER = "q8ta_pixel_shuffle_block"
 REQUANT_COPY_SHADER = "q8ta_requant_copy"
@@ -30,6 +31,15 @@ TILE_CO_CHOICES = (0, 1, 2, 4, 8, 16, 32)
 LOCAL_X_CHOICES = (32, 64, 128, 256, 512)
 #: Requantize paths: lut 0 = none (arithmetic), 1 = a 256-entry table in shared memory, 2 = the same 32x interleaved.
 LUT_CHOICES = (0, 1, 2)
+#: Staged 4C1W input (stage): width blocks per workgroup tile (local size 16 x stage); 0 = not staged.
+STAGE_CHOICES = (0, 4, 8, 16)
+
+
+def fixed_push_constants(spec) -> bytes:
+    """The 12 bytes every requantizing shader of this module ends its push constants with: fixed_mul, fixed_add,
+    fixed_shift of the integer requantize (zeros unless `spec.fixed` on a requantizing spec)."""
+    form = spec.fixed_form
+    return np.array(form.push_values() if form else (0, 0, 0), np.int32).tobytes()
 
 
 def default_tile_co(in_layout: str, out_layout: str, channel_blocks: int) -> int:
@@ -41,6 +51,19 @@ def default_tile_co(in_layout: str, out_layout: str, channel_blocks: int) -> int
     if "4C1W" not in (in_layout, out_layout):
         return 0
     return min(4, 1 << (max(int(channel_blocks), 1).bit_length() - 1))
+
+
+def fixed_defines(spec) -> dict:
+    """REQUANT_FIXED (and REQUANT_FIXED_CLAMP 0 where the host proved no input saturates) for `spec.fixed`."""
+    if not spec.fixed:
+        return {}
+    form = spec.fixed_form
+    return {"REQUANT_FIXED": True, "REQUANT_FIXED_CLAMP": bool(form.clamp) if form else True}
+
+
+def fixed_suffix(spec) -> str:
+    form = spec.fixed_form if spec.fixed else None
+    return "" if not spec.fixed else ("_fixsat" if form is not None and form.clamp else "_fix")
 
 
 def block_applies(in_layout, out_layout, r) -> bool:
@@ -70,6 +93,11 @@ class Q8taPixelShuffleBlockSpec(FusedPixelShuffleSpec):
                                      # version) instead of the magic-number arithmetic (same results)
     pair_store: bool = False         # 4C1W output: neighbouring lanes swap a block so that every store instruction
                                      # writes whole 32-byte sectors (needs tile_co < subgroup)
+    fixed: bool = False              # requant as one integer multiply-add + shift per byte (requant_fixed: proven
+                                     # exact on the host for these qparams, refused where no integer line fits)
+    stage: int = 0                   # 4C1W input: stage the input through shared memory, workgroup tiles of
+                                     # 16 output channel blocks x `stage` width blocks (4, 8, 16; local size
+                                     # 16 x stage): loads read whole 128-byte lines, stores keep co fastest
 
     def __post_init__(self):
         super().__post_init__()
@@ -80,6 +108,23 @@ class Q8taPixelShuffleBlockSpec(FusedPixelShuffleSpec):
             raise ValueError(f"lut must be 0 (none), 1 (table) or 2 (bank-interleaved table), got {self.lut!r}")
         object.__setattr__(self, "lut", int(self.lut))
         object.__setattr__(self, "swizzle", bool(self.swizzle))
+        object.__setattr__(self, "stage", int(self.stage))
+        if self.stage not in STAGE_CHOICES:
+            raise ValueError(f"stage must be one of {STAGE_CHOICES} (width blocks per staged tile; 0: off), "
+                             f"got {self.stage!r}")
+        if self.stage:
+            if self.in_layout != "4C1W":
+                raise ValueError(f"stage stages 4C1W input through shared memory; got input layout {self.in_layout}")
+            if self.pixel_tile or self.tile_co or self.pair_store:  # None (the defaults) passes
+                raise ValueError(f"stage has its own thread order: it takes no pixel_tile, tile_co or pair_store; "
+                                 f"got pixel_tile={self.pixel_tile}, tile_co={self.tile_co}, "
+                                 f"pair_store={self.pair_store}")
+            if self.local_x not in (LOCAL_SIZE[0], 16 * self.stage):
+                raise ValueError(f"stage={self.stage} sets the local size to 16 x {self.stage} = {16 * self.stage}; "
+                                 f"got local_x={self.local_x}")
+            object.__setattr__(self, "pixel_tile", False)
+            object.__setattr__(self, "tile_co", 0)
+            object.__setattr__(self, "local_x", 16 * self.stage)
         aligned_4c = self.out_layout == "4C" and math.ceil(self.out_sizes[1] / 4) % 4 == 0
         if self.pixel_tile is None:
             object.__setattr__(self, "pixel_tile", bool(aligned_4c))
@@ -104,6 +149,23 @@ class Q8taPixelShuffleBlockSpec(FusedPixelShuffleSpec):
                              f"output width {self.out_sizes[3]}, tile_co {self.tile_co}")
         if self.convert and self.lut:
             raise ValueError("convert picks the arithmetic requantize path; a lut replaces it (choose one)")
+        object.__setattr__(self, "fixed", bool(self.fixed))
+        if self.fixed and (self.convert or self.lut):
+            raise ValueError(f"fixed is a requantize path of its own: it takes neither convert nor lut; got "
+                             f"convert={self.convert}, lut={self.lut}")
+        if self.fixed and not self.passthrough:  # refused where no exact integer line exists for these qparams
+            require_fixed_point(self.in_scale, self.in_zero_point, self.out_scale, self.out_zero_point)
+
+    @property
+    def fixed_form(self) -> FixedRequant | None:
+        """The integer requantize (mul, add, shift, clamp) for `fixed` on a requantizing spec, else None."""
+        if not self.fixed or self.passthrough:
+            return None
+        return require_fixed_point(self.in_scale, self.in_zero_point, self.out_scale, self.out_zero_point)
+
+    def push_constants(self) -> bytes:
+        """36 bytes: the shared 24 (scales, zero points, r, passthrough), then fixed_mul, fixed_add, fixed_shift."""
+        return super().push_constants() + fixed_push_constants(self)
 
     shader = BLOCK_SHADER
 
@@ -134,7 +196,7 @@ class Q8taPixelShuffleBlockSpec(FusedPixelShuffleSpec):
                 "OUT_LAYOUT": FUSED_LAYOUTS.index(self.out_layout),
                 "VEC_IN": vec_in, "VEC_OUT": vec_out, "REQUANT_LUT": int(self.lut), "SWIZZLE": self.swizzle,
                 "PIXEL_TILE": self.pixel_tile, "TILE_CO": self.tile_co, "REQUANT_CONVERT": self.convert,
-                "PAIR_STORE": self.pair_store}
+                "PAIR_STORE": self.pair_store, "STAGE_IN": self.stage, **fixed_defines(self)}
 
     @property
     def variant(self) -> str:
@@ -146,7 +208,8 @@ class Q8taPixelShuffleBlockSpec(FusedPixelShuffleSpec):
                 + ("" if vec_in else "_wordin")
                 + ("" if vec_out else "_wordout") + (f"_l{self.local_x}" if self.local_x != 64 else "")
                 + (f"_t{self.tile_co}" if self.tile_co else "") + ("_cvt" if self.convert else "")
-                + ("_pair" if self.pair_store else ""))
+                + ("_pair" if self.pair_store else "") + (f"_stage{self.stage}" if self.stage else "")
+                + fixed_suffix(self))
 
     def spec_constants(self) -> dict:
         """None: the layouts are compile-time defines."""
@@ -158,6 +221,8 @@ class Q8taPixelShuffleBlockSpec(FusedPixelShuffleSpec):
         block), in whole tiles of tile_co x 32 / tile_co."""
         n, _, h, w = self.in_sizes
         c4_out = math.ceil(self.out_sizes[1] / 4)
+        if self.stage:  # whole workgroups of (row, stage width blocks, 16 channel blocks)
+            return n * h * math.ceil(math.ceil(w / 4) / self.stage) * math.ceil(c4_out / 16) * self.local_x
         channel, width = (c4_out // 4, w) if self.pixel_tile else (c4_out, math.ceil(w / 4))
         if self.tile_co:
             tile_w = 32 // self.tile_co
@@ -186,6 +251,7 @@ class Q8taRequantCopySpec(RequantPath):
     out_zero_point: int = 0
     convert: bool = False
     local_x: int = 64
+    fixed: bool = False              # the integer requantize of the block kernel's `fixed` (same math)
 
     shader = REQUANT_COPY_SHADER
     dispatches = 1
@@ -195,14 +261,25 @@ class Q8taRequantCopySpec(RequantPath):
             raise ValueError(f"requant copy needs a positive multiple of 16 bytes, got {self.nbytes}")
         check_qparams(self.in_scale, self.in_zero_point, "input")
         check_qparams(self.out_scale, self.out_zero_point, "output")
+        object.__setattr__(self, "fixed", bool(self.fixed))
+        if self.fixed and self.convert:
+            raise ValueError("fixed is a requantize path of its own: it takes no convert")
+        if self.fixed and not self.passthrough:  # refused where no exact integer line exists for these qparams
+            require_fixed_point(self.in_scale, self.in_zero_point, self.out_scale, self.out_zero_point)
+
+    @property
+    def fixed_form(self) -> FixedRequant | None:
+        if not self.fixed or self.passthrough:
+            return None
+        return require_fixed_point(self.in_scale, self.in_zero_point, self.out_scale, self.out_zero_point)
 
     @property
     def variant(self) -> str:
-        return REQUANT_COPY_SHADER + ("_cvt" if self.convert else "")
+        return REQUANT_COPY_SHADER + ("_cvt" if self.convert else "") + fixed_suffix(self)
 
     @property
     def defines(self) -> dict:
-        return {"REQUANT_CONVERT": bool(self.convert)}
+        return {"REQUANT_CONVERT": bool(self.convert), **fixed_defines(self)}
 
     def spec_constants(self) -> dict:
         return {}
@@ -227,7 +304,7 @@ class Q8taRequantCopySpec(RequantPath):
     def push_constants(self) -> bytes:
         return (np.array([self.in_scale, inverse_scale(self.out_scale)], np.float32).tobytes()
                 + np.array([self.in_zero_point, self.out_zero_point, self.num_vec4, int(self.passthrough)],
-                           np.int32).tobytes())
+                           np.int32).tobytes() + fixed_push_constants(self))
 
     def bytes_read(self) -> int:
         return int(self.nbytes)
