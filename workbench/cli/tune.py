@@ -18,6 +18,9 @@ def register(sub) -> None:
     p.add_argument("--budget", type=int, help="measurements per device (default: a quarter of the valid grid)")
     p.add_argument("--seed", type=int, default=0, help="the sampler's seed (default 0)")
     p.add_argument("--shape", help="the problem's shape: conv-pw N,Cin,Cout,H,W; pixel-shuffle N,C,H,W")
+    p.add_argument("--pair", help="pixel-shuffle: input and output layouts IN,OUT (default 4W4C,4C1W)")
+    p.add_argument("--passthrough", action="store_true", help="pixel-shuffle: equal qparams (no requantize)")
+    p.add_argument("--fixed", action="store_true", help="pixel-shuffle: the integer requantize (requant_fixed)")
     p.add_argument("--devices", help="only devices whose name contains one of these (comma-separated)")
     p.add_argument("--workers", help="local cluster: one worker per entry, each on the device this index or name "
                                      "picks (e.g. 0,1); default: one per local GPU, else per CPU device")
@@ -53,6 +56,15 @@ def tune_command(args) -> int:
     from .. import tune
     from ..measure import ResultsReader, ResultsWriter
     problem = {"shape": _shape(args.shape)}
+    if args.kernel == "pixel-shuffle":
+        if args.pair:
+            pair = args.pair.split(",")
+            if len(pair) != 2:
+                raise ValueError(f"--pair takes IN,OUT layouts (e.g. 4C1W,4C), got {args.pair!r}")
+            problem.update(in_layout=pair[0], out_layout=pair[1])
+        problem.update(requant=not args.passthrough, fixed=args.fixed)
+    elif args.pair or args.passthrough or args.fixed:
+        raise ValueError(f"--pair / --passthrough / --fixed are pixel-shuffle options, not {args.kernel}'s")
     devices = args.devices.split(",") if args.devices else None
     workers = args.workers.split(",") if args.workers else None
     common = dict(devices=devices, workers=workers, scheduler=args.scheduler, here=args.here,

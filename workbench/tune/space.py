@@ -130,13 +130,13 @@ PIXEL_SHUFFLE_DEFAULT_SHAPE = (1, 96, 128, 72)   # ET-VK's largest PERF case (Re
 
 
 def _pixel_shuffle_problem(shape=None, in_layout: str = "4W4C", out_layout: str = "4C1W",
-                           requant: bool = True) -> dict:
+                           requant: bool = True, fixed: bool = False) -> dict:
     from .. import layouts as L
     shape = tuple(int(v) for v in (shape or PIXEL_SHUFFLE_DEFAULT_SHAPE))
     if len(shape) != 4:
         raise ValueError(f"a pixel shuffle input is NCHW (4 sizes), got {shape}")
     return {"shape": shape, "in_layout": L.get_layout(in_layout).name,
-            "out_layout": L.get_layout(out_layout).name, "requant": bool(requant)}
+            "out_layout": L.get_layout(out_layout).name, "requant": bool(requant), "fixed": bool(fixed)}
 
 
 def _pixel_shuffle_build(problem: dict, config: dict):
@@ -145,21 +145,24 @@ def _pixel_shuffle_build(problem: dict, config: dict):
     qp = DIFF_QP if problem["requant"] else SAME_QP
     if not problem["requant"] and (config["lut"] or config["convert"]):
         raise ValueError("a requantize path (lut, convert) needs requant=True: passthrough does no math")
+    if problem.get("fixed") and (config["lut"] or config["convert"]):
+        raise ValueError("the integer requantize (fixed) takes neither lut nor convert")
     return Q8taPixelShuffleBlockSpec(problem["shape"], 2, problem["in_layout"], problem["out_layout"],
-                                     *qp, **config)
+                                     *qp, fixed=bool(problem.get("fixed")) and problem["requant"], **config)
 
 
 def pixel_shuffle_space(shape=None, in_layout: str = "4W4C", out_layout: str = "4C1W",
-                        requant: bool = True) -> TuningSpace:
+                        requant: bool = True, fixed: bool = False) -> TuningSpace:
     """The block pixel shuffle's options (`kernels.pixel_shuffle_block`: thread order TILE_CO_CHOICES, local size
     LOCAL_X_CHOICES, requantize path LUT_CHOICES / convert, swizzle, pixel tile, pair store) for one layout pair
-    and shape (default 4W4C -> 4C1W with requantization at ET-VK's 1x96x128x72, r = 2)."""
+    and shape (default 4W4C -> 4C1W with requantization at ET-VK's 1x96x128x72, r = 2); `fixed`: the integer
+    requantize (`kernels.requant_fixed`) instead of the fp32 one (then lut / convert are not choices)."""
     from ..kernels import pixel_shuffle_block as B
     params = {"tile_co": tuple(B.TILE_CO_CHOICES), "local_x": tuple(B.LOCAL_X_CHOICES), "lut": tuple(B.LUT_CHOICES),
               "convert": (False, True), "swizzle": (False, True), "pixel_tile": (False, True),
               "pair_store": (False, True)}
     return TuningSpace("pixel-shuffle", B.BLOCK_SHADER, params,
-                       _pixel_shuffle_problem(shape, in_layout, out_layout, requant), _pixel_shuffle_build)
+                       _pixel_shuffle_problem(shape, in_layout, out_layout, requant, fixed), _pixel_shuffle_build)
 
 
 SPACES = {"conv-pw": conv_space, "conv-pw-wg": conv_wg_space, "pixel-shuffle": pixel_shuffle_space}

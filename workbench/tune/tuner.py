@@ -185,6 +185,28 @@ def _best_row(key: str, search: Search) -> dict:
             "found_at": next(t.evaluations for t in search.trials if t.trial == best.trial)}
 
 
+def precompile(space, grid, *, jobs: int | None = None, show_progress: bool = False) -> int:
+    """Compile every config's shader variant into the disk cache with `jobs` compilers at once (default: the CPU
+    count), so an exhaustive run measures instead of waiting on glslc one variant at a time. Returns the number of
+    distinct variants."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ..measure import progress
+    from ..shaders import compile_shader
+    variants = {}
+    for config in grid:
+        spec = space.check(config)
+        defines = spec.defines() if callable(getattr(spec, "defines", None)) else getattr(spec, "defines", None)
+        shader = getattr(spec, "shader", space.shader)
+        variants[(shader, tuple(sorted((defines or {}).items())))] = (shader, dict(defines or {}))
+    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 2) as pool:
+        done = pool.map(lambda item: compile_shader(item[0], defines=item[1] or None), variants.values())
+        for _ in progress(done, f"compiling {space.kernel}", total=len(variants), enabled=show_progress):
+            pass
+    return len(variants)
+
+
 def exhaustive(kernel: str, *, devices=None, workers=None, scheduler: str | None = None, here: bool = False,
                device=None, quick: bool = False, out=None, write: bool = True, show_progress: bool = True,
                evaluator=None, **problem) -> TuneResult:
@@ -195,6 +217,8 @@ def exhaustive(kernel: str, *, devices=None, workers=None, scheduler: str | None
     grid = space.valid()
     sweep = CandidateSweep(kernel, tuple(space.problem.items()), QUICK_TIMING if quick else ())
     start = time.perf_counter()
+    if scheduler is None:  # this host's workers share the disk cache: compile the whole grid at once, in parallel
+        precompile(space, grid, show_progress=show_progress)
     own = evaluator is None
     ev = _evaluator(here, device, scheduler, workers, devices) if own else evaluator
     try:
