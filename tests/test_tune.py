@@ -226,3 +226,35 @@ def test_tune_on_a_dask_worker(device, tmp_path, monkeypatch):
     measured = result.frame[result.frame["state"] == "complete"]
     assert len(measured) == 2 and measured["worker"].str.startswith("tcp://127.0.0.1").all()
     assert (measured["max_lsb_diff"] == 0).all() and result.where.startswith("Dask at tcp://127.0.0.1")
+
+
+def test_the_pick_is_the_lowest_median_over_search_and_confirmation_rows():
+    from workbench.tune.tuner import confirm_share, pick_of
+    trials = pd.DataFrame({"config": ["a", "b", "b", "b", "c"], "state": ["complete", "complete", "confirm", "confirm",
+                                                                          "wrong"],
+                           "objective_us": [10.0, 8.0, 12.0, 12.5, 1.0]})
+    assert pick_of(trials) == ("a", 10.0)   # b's one lucky sample (8) loses to its confirmations; c was wrong
+    assert confirm_share(120) == 12 and confirm_share(9) == 0
+
+
+def test_live_tune_keeps_back_a_tenth_of_the_budget_to_confirm(device, tmp_path):
+    result = tune.tune("conv-pw", budget=10, seed=0, here=True, device=device, quick=True, out=tmp_path,
+                       shape=(2, 12, 20, 5, 9), show_progress=False)
+    frame = result.frame
+    confirm = frame[frame["state"] == "confirm"]
+    assert len(confirm) == 1 and confirm["proposed_by"].tolist() == ["confirm"]
+    assert frame["evaluations"].max() == 10 and result.best["budget"].tolist() == [10]
+    measured = frame[frame["state"].isin(["complete", "confirm"])]
+    assert result.best["config"].iloc[0] == measured.groupby("config")["objective_us"].median().idxmin()
+
+
+def test_head_to_head_measures_pick_and_best_alternately(device, tmp_path):
+    from workbench.tune.confirm import from_folder, head_to_head
+    row = head_to_head("conv-pw", "tile_m=1,tile_n4=1,tile_k4=1", {"tile_m": 2, "tile_n4": 1, "tile_k4": 1},
+                       device, rounds=2, shape=(1, 8, 8, 3, 5))
+    assert row["rounds"] == 2 and len(row["pick_round_us"].split()) == 2 and row["pick_us"] > 0
+    assert row["pct_over_best"] == pytest.approx((row["pick_us"] / row["best_us"] - 1) * 100)
+    with pytest.raises(ValueError, match="tile_m='3' is not one of"):
+        head_to_head("conv-pw", "tile_m=3,tile_n4=1,tile_k4=1", "tile_m=1,tile_n4=1,tile_k4=1", device)
+    with pytest.raises(FileNotFoundError, match="needs tune_conv_pw.csv"):
+        from_folder("conv-pw", tmp_path, device)

@@ -31,6 +31,9 @@ def register(sub) -> None:
     p.add_argument("--replay-seeds", type=int, default=0,
                    help="after the run, compare with the exhaustive table of the results folder and replay the "
                         "optimiser on it with this many seeds (tune_<kernel>_vs_exhaustive.csv)")
+    p.add_argument("--head-to-head", type=int, metavar="ROUNDS",
+                   help="instead of tuning: measure the folder's recorded pick and exhaustive best alternately "
+                        "ROUNDS times each on this device (tune_<kernel>_head_to_head.csv)")
     p.add_argument("--quick", action="store_true", help="a few short samples per candidate (smoke test)")
     p.add_argument("--out", help="results folder (default data/<device>/)")
     p.set_defaults(fn=tune_command)
@@ -69,6 +72,8 @@ def tune_command(args) -> int:
     workers = args.workers.split(",") if args.workers else None
     common = dict(devices=devices, workers=workers, scheduler=args.scheduler, here=args.here,
                   device=args.device if args.here else None, quick=args.quick, out=args.out, **problem)
+    if args.head_to_head:
+        return _head_to_head(args, problem)
     if args.exhaustive:
         result = tune.exhaustive(args.kernel, **common)
         print(f"== exhaustive {args.kernel}: {len(result.frame)} rows on {result.where} in {result.wall_s:.1f} s")
@@ -102,6 +107,27 @@ def tune_command(args) -> int:
             print(f"\n== {key}: the pick against the exhaustive best ({folder / name}_vs_exhaustive.csv)")
             print(table(both, ["mode", "seed", "evaluations", "grid_size", "pick", "pct_over_best", "rank",
                                "within_goal"]))
+    return 0
+
+
+def _head_to_head(args, problem) -> int:
+    from pathlib import Path
+
+    import pandas as pd
+
+    from .. import vk
+    from ..measure import ResultsWriter, default_results_dir
+    from ..tune.confirm import from_folder
+    device = vk.get_device() if args.device is None else vk.set_device(args.device)
+    folder = Path(args.out) if args.out else default_results_dir(device)
+    row = from_folder(args.kernel, folder, device, rounds=args.head_to_head,
+                      **{k: v for k, v in problem.items() if v is not None})
+    name = f"tune_{args.kernel.replace('-', '_')}_head_to_head"
+    with ResultsWriter(folder / name, {"kernel": args.kernel}) as writer:
+        writer.append(row)
+    print(table(pd.DataFrame([row]), ["device_key", "pick", "best", "rounds", "pick_us", "best_us", "pct_over_best",
+                                      "within_goal"]))
+    print(f"wrote {folder / name}.csv")
     return 0
 
 
