@@ -7,8 +7,9 @@ best alternately, `rounds` times each, in one process on one device, and compare
     row = head_to_head("pixel-shuffle", pick_config, best_config, device, rounds=5, shape=...)
 
 → pick_us, best_us (medians over rounds), their per-round spreads, pct_over_best = (pick / best − 1) · 100 and
-`within_goal` (≤ compare.GOAL_PCT). `from_folder` reads the pick (the best complete trial of tune_<kernel>.csv)
-and the best (tune_<kernel>_exhaustive.csv) of a results folder.
+`within_goal` (≤ compare.GOAL_PCT). `from_folder` reads the pick (`tuner.pick_of`: the lowest median over a
+config's search and confirmation rows in tune_<kernel>.csv) and the best (tune_<kernel>_exhaustive.csv) of a
+results folder.
 """
 from __future__ import annotations
 
@@ -70,10 +71,11 @@ def from_folder(kernel: str, folder, device, *, rounds: int = 5, **problem) -> d
         raise FileNotFoundError(f"{results.folder} needs {name}.csv and {name}_exhaustive.csv (run `workbench tune "
                                 f"{kernel}` and `workbench tune {kernel} --exhaustive`); it holds {results.names()}")
     key = device.info.name
-    trials = trials[(trials["device_key"] == key) & (trials["state"] == "complete")]
+    from .tuner import pick_of
+    trials = trials[trials["device_key"] == key]
     grid = grid[(grid["device_key"] == key) & (grid["state"] == "complete")]
-    if trials.empty or grid.empty:
+    pick, _ = pick_of(trials)
+    if pick is None or grid.empty:
         raise ValueError(f"no complete rows of device {key!r} in {results.folder}/{name}*.csv")
-    pick = trials.loc[pd.to_numeric(trials["objective_us"]).idxmin(), "config"]
     best = grid.loc[pd.to_numeric(grid["objective_us"]).idxmin(), "config"]
     return head_to_head(kernel, pick, best, device, rounds=rounds, **problem)
