@@ -75,21 +75,30 @@ def _measured_picks(kernel: str, folders) -> list[dict]:
     stem = f"tune_{kernel.replace('-', '_')}"
     if folders is None:
         folders = sorted(p.parent for p in (REPO / "data").glob(f"*/{stem}.csv"))
+    from .tuner import pick_of
     rows = []
     for folder in folders:
-        trials = ResultsReader(folder).load(stem)
+        results = ResultsReader(folder)
+        trials = results.load(stem)
         if trials is None:
             raise ValueError(f"{folder} holds no {stem} table (run `workbench tune {kernel}` there first)")
+        grid = results.load(f"{stem}_exhaustive")
         for key, group in trials.groupby("device_key"):
-            ok = group[group["objective_us"].notna()]
-            if ok.empty:
-                continue
-            best = ok.loc[ok["objective_us"].idxmin()]
-            rows.append({"gpu": str(best.get("device", key)), "vendor": _vendor_of(str(best.get("device", key))),
-                         "evidence": "measured", "pick": best["config"], "median_us": float(best["objective_us"]),
-                         "how": f"tuner pick, {int(best['evaluations'])} of {int(best['grid_size'])} configs "
-                                f"measured ({folder.name}/{stem}.csv)",
-                         "device_match": str(best.get("device", key)).split(" (")[0]})
+            table = grid[(grid["device_key"] == key) & (grid["state"] == "complete")] if grid is not None else None
+            if table is not None and len(table):  # every config measured: the best of them, not the tuner's pick
+                best = table.loc[table["objective_us"].idxmin()]
+                pick, value = best["config"], float(best["objective_us"])
+                how = f"exhaustive best of {len(table)} configs ({folder.name}/{stem}_exhaustive.csv)"
+            else:
+                pick, value = pick_of(group)
+                if pick is None:
+                    continue
+                best = group[group["config"] == pick].iloc[0]
+                how = (f"tuner pick, {int(group['evaluations'].max())} of {int(best['grid_size'])} configs measured "
+                       f"({folder.name}/{stem}.csv)")
+            device = str(best.get("device", key))
+            rows.append({"gpu": device, "vendor": _vendor_of(device), "evidence": "measured", "pick": pick,
+                         "median_us": value, "how": how, "device_match": device.split(" (")[0]})
     return rows
 
 
