@@ -27,31 +27,8 @@
 // store behind a condition that never holds). The epilogue stays in for 1 and 2.
 // The host pads M, N, K to whole blocks and checks that the thread count divides both blocks' 16-byte chunks.
 #include "coopmat_int8.glslh"
+#include "coopmat_tiles.glslh"
 
-#ifndef WM
-#define WM 2
-#endif
-#ifndef WN
-#define WN 2
-#endif
-#ifndef RM
-#define RM 4
-#endif
-#ifndef RN
-#define RN 4
-#endif
-#ifndef KSTEPS
-#define KSTEPS 1
-#endif
-#ifndef TM
-#define TM 16
-#endif
-#ifndef TN
-#define TN 16
-#endif
-#ifndef TK
-#define TK 32
-#endif
 #ifndef STAGES
 #define STAGES 3
 #endif
@@ -74,10 +51,6 @@
 #error "the sectors epilogue stores 16-byte columns of int8 tiles: TN = 16"
 #endif
 
-const uint BM = WM * RM * TM;
-const uint BN = WN * RN * TN;
-const uint BK = KSTEPS * TK;
-const uint CHUNKS = BK / 16;
 const uint ROW = CHUNKS + PAD;
 const uint THREADS = WM * WN * 32;
 const uint A_PER = BM * CHUNKS / THREADS;
@@ -115,19 +88,9 @@ shared uvec4 stage_mem[SHARED];  // A's two buffers, then Bt's; the sectors epil
 #if EPILOGUE
 shared int coords[TM * TN];      // r·TN + c at (r, c): the element -> coordinate map of the accumulator type
 
-// One int8 output (q8ta_conv2d_pw.glsl's requantize, fp32 operations in the same order).
-int requantize1(int acc, int sum, float scale, float b) {
-  const int adj = acc - p.input_zp * sum;
-  precise float f = float(adj) * scale;
-  if (p.apply_bias != 0) {
-    f = f + b;
-  }
-  if (p.relu != 0) {
-    f = max(f, 0.0);
-  }
-  precise const float g = f * p.output_inv_scale;
-  return int(clamp(roundEven(g) + float(p.output_zp), -128.0, 127.0));
-}
+// One int8 output: conv_requant.glslh (q8ta_conv2d_pw.glsl's requantize, fp32 operations in the same order).
+#include "int8x4.glslh"
+#include "conv_requant.glslh"
 
 // Preprocessor loops over i < RM, j < RN and the lane's elements e < TM·TN / 32 (no spirv-opt unrolling: `precise`)
 #if RM == 1
@@ -149,7 +112,7 @@ int requantize1(int acc, int sum, float scale, float b) {
 #else
 #define FOR_J(X) X(0) X(1) X(2) X(3)
 #endif
-#define REQ_I(I, J, E) acc[I][J][E] = requantize1(acc[I][J][E], sum_, scale_, bias_);
+#define REQ_I(I, J, E) acc[I][J][E] = conv_requantize1(acc[I][J][E], sum_, scale_, bias_);
 #define REQ_E(J, E)                                                                               \
   {                                                                                               \
     const uint ch_ = ch0 + (J) * TN + (uint(where[E]) % TN);                                      \

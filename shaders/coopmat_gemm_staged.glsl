@@ -27,42 +27,15 @@
 // alone, plus the same prologue and stores of C); 3 = as 2 without storing C (the store is kept behind a condition
 // that never holds at run time, so the MMAs are not removed).
 #include "coopmat_int8.glslh"
+#include "coopmat_tiles.glslh"
 
-#ifndef WM
-#define WM 2
-#endif
-#ifndef WN
-#define WN 2
-#endif
-#ifndef RM
-#define RM 4
-#endif
-#ifndef RN
-#define RN 4
-#endif
-#ifndef KSTEPS
-#define KSTEPS 2
-#endif
 #ifndef DIAG
 #define DIAG 0
 #endif
 #ifndef EPILOGUE
 #define EPILOGUE 0
 #endif
-#ifndef TM
-#define TM 16
-#endif
-#ifndef TN
-#define TN 16
-#endif
-#ifndef TK
-#define TK 32
-#endif
 
-const uint BM = WM * RM * TM;
-const uint BN = WN * RN * TN;
-const uint BK = KSTEPS * TK;                   // bytes of K per stage
-const uint CHUNKS = BK / 16;                   // 16-byte chunks of one staged row
 #ifndef PAD
 #define PAD 1
 #endif
@@ -104,9 +77,8 @@ layout(push_constant) uniform Params { uint M; uint N; uint K; } p;
 shared uvec4 sa[STAGES * BM * ROW];
 shared uvec4 sb[STAGES * BN * ROW];
 #if EPILOGUE
-int pack4x8(ivec4 v) {
-  return (v.x & 0xFF) | ((v.y & 0xFF) << 8) | ((v.z & 0xFF) << 16) | (v.w << 24);
-}
+#include "int8x4.glslh"
+#include "conv_requant.glslh"
 
 const uint COLS4 = RN * TN / 4;         // uvec4 (4 int32 channels) per row of a subgroup's tile row
 const uint PITCH = COLS4 + 1;           // one uvec4 of padding a row: the tile stores' rows start in other banks
@@ -116,20 +88,6 @@ const uint REGION = TM * PITCH;         // uvec4 of one subgroup's region
 // the first half of the subgroups in sa, the rest in sb.
 const uint HALF = WM * WN / 2;
 
-// One output word: 4 channels' accumulators requantized (q8ta_conv2d_pw.glsl's requantize_store, same order).
-int requantize4(ivec4 acc, ivec4 sums, vec4 scale, vec4 b) {
-  const ivec4 adj = acc - p.input_zp * sums;
-  precise vec4 f = vec4(adj) * scale;
-  if (p.apply_bias != 0) {
-    f = f + b;
-  }
-  if (p.relu != 0) {
-    f = max(f, vec4(0.0));
-  }
-  precise const vec4 g = f * p.output_inv_scale;
-  const vec4 r = clamp(roundEven(g) + float(p.output_zp), -128.0, 127.0);
-  return pack4x8(ivec4(r));
-}
 
 #endif
 
@@ -335,7 +293,7 @@ void main() {
   [[dont_unroll]] for (uint r = lane / COLS4; r < TM; r += 32 / COLS4) {                          \
     const uint row = brow + srow + (I) * TM + r;                                                  \
     const uvec4 v = in_a ? sa[region + r * PITCH + col4] : sb[region + r * PITCH + col4];        \
-    out_words[(row * p.N + ch) / 4] = requantize4(ivec4(v), sums, scale, b);                      \
+    out_words[(row * p.N + ch) / 4] = conv_requantize4(ivec4(v), sums, scale, b);                      \
   }                                                                                               \
   subgroupBarrier();
   EPI_PASS(0)

@@ -17,23 +17,8 @@ layout(push_constant) uniform Params {
   float input_scale; int input_zp; float output_inv_scale; int output_zp; int apply_bias; int relu;
 } p;
 
-uint pack4x8(ivec4 v) {
-  return uint((v.x & 0xFF) | ((v.y & 0xFF) << 8) | ((v.z & 0xFF) << 16) | (v.w << 24));
-}
-
-uint requantize4(ivec4 acc, ivec4 sums, vec4 scale, vec4 b) {
-  const ivec4 adj = acc - p.input_zp * sums;
-  precise vec4 f = vec4(adj) * scale;
-  if (p.apply_bias != 0) {
-    f = f + b;
-  }
-  if (p.relu != 0) {
-    f = max(f, vec4(0.0));
-  }
-  precise const vec4 g = f * p.output_inv_scale;
-  const vec4 r = clamp(roundEven(g) + float(p.output_zp), -128.0, 127.0);
-  return pack4x8(ivec4(r));
-}
+#include "int8x4.glslh"
+#include "conv_requant.glslh"
 
 void main() {
   const uint groups = p.N / 16;  // 16-channel groups of a pixel
@@ -53,9 +38,9 @@ void main() {
   }
   const uint c4 = (idx % groups) * 4;  // the channels' ivec4 / vec4 index
   uvec4 words;
-  words.x = requantize4(s0, weight_sums[c4], weight_scales[c4] * p.input_scale, bias[c4]);
-  words.y = requantize4(s1, weight_sums[c4 + 1], weight_scales[c4 + 1] * p.input_scale, bias[c4 + 1]);
-  words.z = requantize4(s2, weight_sums[c4 + 2], weight_scales[c4 + 2] * p.input_scale, bias[c4 + 2]);
-  words.w = requantize4(s3, weight_sums[c4 + 3], weight_scales[c4 + 3] * p.input_scale, bias[c4 + 3]);
+  words.x = uint(conv_requantize4(s0, weight_sums[c4], weight_scales[c4] * p.input_scale, bias[c4]));
+  words.y = uint(conv_requantize4(s1, weight_sums[c4 + 1], weight_scales[c4 + 1] * p.input_scale, bias[c4 + 1]));
+  words.z = uint(conv_requantize4(s2, weight_sums[c4 + 2], weight_scales[c4 + 2] * p.input_scale, bias[c4 + 2]));
+  words.w = uint(conv_requantize4(s3, weight_sums[c4 + 3], weight_scales[c4 + 3] * p.input_scale, bias[c4 + 3]));
   out_vec[idx] = words;
 }

@@ -77,6 +77,14 @@ def _pipeline(device, shader: str, defines: dict, size, local_size):
 # The probe
 # ----------------------------------------------------------------------------------------------------------------
 
+
+def padded_gemm(shape, block) -> tuple[int, int, int]:
+    """A pointwise conv (N, Cin, Cout, H, W) as a GEMM (M, N, K) = (pixels, Cout, Cin), each padded to whole
+    blocks (BM, BN, BK)."""
+    nb, cin, cout, h, w = shape
+    bm, bn, bk = block
+    return -(-nb * h * w // bm) * bm, -(-cout // bn) * bn, -(-cin // bk) * bk
+
 @dataclass(frozen=True)
 class CoopmatPeakSpec:
     size: tuple[int, int, int]  # (M, N, K) of one multiply-add
@@ -213,10 +221,7 @@ class CoopmatGemmSpec:
     @property
     def gemm(self) -> tuple[int, int, int]:
         """(M, N, K) of the GEMM, padded to whole blocks: pixels, Cout, Cin."""
-        nb, cin, cout, h, w = self.shape
-        bm, bn, bk = self.block
-        pad = lambda v, q: -(-v // q) * q  # noqa: E731
-        return pad(nb * h * w, bm), pad(cout, bn), pad(cin, bk)
+        return padded_gemm(self.shape, self.block)
 
     @property
     def label(self) -> str:

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import linear_global_size
-from .coopmat import DIAGNOSTICS, SUBGROUP, _pipeline, conv_parameters, conv_reference, gemm_reference
+from .coopmat import (DIAGNOSTICS, SUBGROUP, _pipeline, conv_parameters, conv_reference, gemm_reference,
+                      padded_gemm)
 
 EPILOGUES = ("int32", "direct", "sectors", "reduce")
 # int32: the GEMM (C as torch._int_mm returns it); direct / sectors: the conv, requantized in the GEMM's registers;
@@ -86,10 +87,7 @@ class CoopmatConvSpec:
     @property
     def gemm(self) -> tuple[int, int, int]:
         """(M, N, K), padded to whole blocks: pixels, Cout, Cin."""
-        nb, cin, cout, h, w = self.shape
-        bm, bn, bk = self.block
-        pad = lambda v, q: -(-v // q) * q  # noqa: E731
-        return pad(nb * h * w, bm), pad(cout, bn), pad(cin, bk)
+        return padded_gemm(self.shape, self.block)
 
     # what kernels.coopmat's helpers read from a spec (gemm_operands)
     transposed_b = True

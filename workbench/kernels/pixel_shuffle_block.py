@@ -35,6 +35,13 @@ LUT_CHOICES = (0, 1, 2)
 STAGE_CHOICES = (0, 4, 8, 16)
 
 
+def fixed_form_of(spec) -> FixedRequant | None:
+    """`spec.fixed` on a requantizing spec: its integer line (refused where none is exact), else None."""
+    if not spec.fixed or spec.passthrough:
+        return None
+    return require_fixed_point(spec.in_scale, spec.in_zero_point, spec.out_scale, spec.out_zero_point)
+
+
 def fixed_push_constants(spec) -> bytes:
     """The 12 bytes every requantizing shader of this module ends its push constants with: fixed_mul, fixed_add,
     fixed_shift of the integer requantize (zeros unless `spec.fixed` on a requantizing spec)."""
@@ -159,9 +166,7 @@ class Q8taPixelShuffleBlockSpec(FusedPixelShuffleSpec):
     @property
     def fixed_form(self) -> FixedRequant | None:
         """The integer requantize (mul, add, shift, clamp) for `fixed` on a requantizing spec, else None."""
-        if not self.fixed or self.passthrough:
-            return None
-        return require_fixed_point(self.in_scale, self.in_zero_point, self.out_scale, self.out_zero_point)
+        return fixed_form_of(self)
 
     def push_constants(self) -> bytes:
         """36 bytes: the shared 24 (scales, zero points, r, passthrough), then fixed_mul, fixed_add, fixed_shift."""
@@ -269,9 +274,8 @@ class Q8taRequantCopySpec(RequantPath):
 
     @property
     def fixed_form(self) -> FixedRequant | None:
-        if not self.fixed or self.passthrough:
-            return None
-        return require_fixed_point(self.in_scale, self.in_zero_point, self.out_scale, self.out_zero_point)
+        """The integer requantize (mul, add, shift, clamp) for `fixed` on a requantizing spec, else None."""
+        return fixed_form_of(self)
 
     @property
     def variant(self) -> str:

@@ -168,10 +168,7 @@ def tune(kernel: str, *, budget: int | None = None, seed: int = 0, devices=None,
             if confirm:
                 _confirm(searches, ev, sweep, confirm, extra, envs, rows, writers, bar)
         finally:
-            if hasattr(bar, "close"):
-                bar.close()
-            for w in writers.values():
-                w.close()
+            _close(bar, writers)
         frame = pd.DataFrame(rows)
         best = pd.DataFrame([_best_row(key, s, frame) for key, s in searches.items()]).assign(budget=budget)
         return TuneResult(frame, best, kernel, space, ev.description, time.perf_counter() - start,
@@ -179,6 +176,13 @@ def tune(kernel: str, *, budget: int | None = None, seed: int = 0, devices=None,
     finally:
         if own:
             ev.close()
+
+
+def _close(bar, writers) -> None:
+    if hasattr(bar, "close"):
+        bar.close()
+    for w in writers.values():
+        w.close()
 
 
 def confirm_share(budget: int) -> int:
@@ -305,10 +309,7 @@ def exhaustive(kernel: str, *, devices=None, workers=None, scheduler: str | None
                     if hasattr(bar, "update"):
                         bar.update(1)
         finally:
-            if hasattr(bar, "close"):
-                bar.close()
-            for w in writers.values():
-                w.close()
+            _close(bar, writers)
         frame = pd.DataFrame(rows)
         best = []
         for key, group in frame.groupby("device_key"):
