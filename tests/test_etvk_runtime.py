@@ -286,6 +286,12 @@ def test_back_to_back_copies_time_the_same_dispatch(tmp_path):
     assert row["correct"] and row["back_to_back"] == 4 and row["median_us"] > 0
     with pytest.raises(ValueError, match="back_to_back must be >= 1, got 0"):
         etvk.execute(vk.get_device(), gen, d, back_to_back=0)
+    # a copy before each copy of the dispatch evicts its inputs; only the dispatch is timed
+    cold = etvk.execute(vk.get_device(), gen, d, back_to_back=4, flush_bytes=1 << 20, min_time_s=0.01,
+                        max_time_s=0.5)
+    assert cold["correct"] and cold["flush_bytes"] == 1 << 20 and 0 < cold["median_us"]
+    with pytest.raises(ValueError, match="flush_bytes needs back_to_back >= 2"):
+        etvk.execute(vk.get_device(), gen, d, back_to_back=1, flush_bytes=1 << 20)
 
 
 def test_model_explorer_node_data_sums_each_nodes_dispatches(residual_profile):

@@ -107,7 +107,8 @@ def cmd_run_items(args) -> int:
             # a GPU idles down to its lowest clock between items (measured on the H200: 345 MHz at the start of
             # most items without this); a second of copies brings it back to where ET-VK's runtime ran
             warm_gpu(device, args.warm_seconds)
-            got = execute(device, gen, d, measure=True, statistics=args.statistics, back_to_back=args.back_to_back)
+            got = execute(device, gen, d, measure=True, statistics=args.statistics, back_to_back=args.back_to_back,
+                          flush_bytes=int(args.flush_l2 * 2**20))
         except (ValueError, RuntimeError) as e:   # a refused case is a row that says why, not the end of the run
             got = {"error": f"{type(e).__name__}: {e}"}
         rows.append({**{k: v for k, v in item.items() if k != "options"}, "options": json.dumps(item["options"]),
@@ -220,6 +221,9 @@ def register(verbs) -> None:
     p.add_argument("--statistics", action="store_true", help="driver statistics too")
     p.add_argument("--back-to-back", type=int, default=20,
                    help="copies of each dispatch per timed submit (default 20: the GPU stays busy, as in a model)")
+    p.add_argument("--flush-l2", type=float, default=0.0, metavar="MIB",
+                   help="a copy of MIB MiB before each copy of the dispatch, not timed: its inputs start evicted from "
+                        "the last-level cache, as in a model (default 0: off)")
     p.add_argument("--warm-seconds", type=float, default=1.0,
                    help="GPU warm-up (copies) before each timed item (default 1 s; CPU devices skip it)")
     p.set_defaults(fn=cmd_run_items)

@@ -130,14 +130,20 @@ def mismatch_of(d: Dispatch, got: torch.Tensor):
 
 
 def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statistics: bool = False,
-            min_time_s: float = 0.2, max_time_s: float = 5.0, back_to_back: int = 1,
+            min_time_s: float = 0.2, max_time_s: float = 5.0, back_to_back: int = 1, flush_bytes: int = 0,
             reports: list | None = None) -> dict:
     """Compile, bind, dispatch once, check against torch; then time (re-submitting one recording) when asked.
     `back_to_back` > 1 times a recording of that many copies of the dispatch (a barrier between each) and reports
     the time per copy: a GPU kept busy holds its clock, as it does running a model's dispatches one after another,
-    where a lone dispatch resubmitted lets it sag (the H200 fell from 1980 to ~1300 MHz)."""
+    where a lone dispatch resubmitted lets it sag (the H200 fell from 1980 to ~1300 MHz). `flush_bytes` > 0 (with
+    `back_to_back` > 1): a buffer copy of that many bytes before each copy of the dispatch, timed apart from it, so
+    every copy starts with its inputs evicted from the last-level cache (as a model's dispatch reads what other
+    dispatches just wrote) instead of re-reading them from it."""
     if back_to_back < 1:
         raise ValueError(f"back_to_back must be >= 1, got {back_to_back}")
+    if flush_bytes < 0 or (flush_bytes and back_to_back < 2):
+        raise ValueError(f"flush_bytes needs back_to_back >= 2 and is >= 0; got flush_bytes={flush_bytes}, "
+                         f"back_to_back={back_to_back}")
     spirv = gen.compile(d.variant)
     if d.requires is not None:  # the family's own account first (cooperative-matrix types and sizes, subgroups)
         d.requires(device)
@@ -152,9 +158,12 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
            "global_size": "x".join(map(str, d.global_size)), "local_size": "x".join(map(str, d.local_size))}
     if earlier:
         row["before"] = "+".join(step.variant for step, _ in earlier)
-    made, pipes = [], []
+    made, pipes, flush = [], [], []
     try:
         made = _allocate(device, d)
+        if flush_bytes:
+            flush = [device.buffer(nbytes=flush_bytes, name="flush_src"),
+                     device.buffer(nbytes=flush_bytes, name="flush_dst")]
         for step, step_spirv in earlier:
             pipes.append(device.pipeline(step_spirv, spec_constants=declared(step_spirv, step.spec_constants),
                                          local_size=step.local_size, name=step.variant))
@@ -174,13 +183,17 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
             if measure and back_to_back > 1:
                 with device.record(label=d.variant) as many:
                     for _ in range(back_to_back):
+                        if flush:
+                            many.copy(flush[0], flush[1], label="flush")
                         for (step, _), step_pipe in zip(earlier, pipes):
                             many.dispatch(step_pipe, [made[i] for i in step.bindings], step.global_size,
                                           step.push_constants, label=step.variant)
                         many.dispatch(pipe, bound, d.global_size, d.push_constants, label=d.variant)
-                    gpu, host = sample_recording(many, repeats=back_to_back, min_time_s=min_time_s,
+                    labels = {d.variant, *(step.variant for step, _ in earlier)} if flush else None
+                    gpu, host = sample_recording(many, repeats=back_to_back, labels=labels, min_time_s=min_time_s,
                                                  max_time_s=max_time_s)
                 row["back_to_back"] = back_to_back
+                row["flush_bytes"] = flush_bytes
             elif measure:
                 gpu, host = sample_recording(rec, min_time_s=min_time_s, max_time_s=max_time_s)
             if measure:
@@ -191,7 +204,7 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
             else:
                 row.update(environment(device))
     finally:
-        for r in pipes + made:
+        for r in pipes + made + flush:
             r.close()
     return row
 
