@@ -204,6 +204,8 @@ def folder_roofs(folder) -> FolderRoofs:
                 sweep = sweep[sweep["status"] == "ok"]
             # one roof per kernel, or one per method (a sweep of both int8-dot forms)
             for method, key in (keys.items() if isinstance(keys, dict) else ((None, keys),)):
+                if method is not None and "method" not in sweep:
+                    continue
                 part = sweep if method is None else sweep[sweep["method"] == method]
                 if not len(part):
                     continue
