@@ -28,6 +28,11 @@
 // REGISTER_OPERANDS (1: a diagnostic build with WRONG results by design: the first K step's operands are loaded
 // once and every step uses them XORed with the step index, so the dot-product stream and the epilogue stay and the
 // operand loads and their address arithmetic go; it measures what the loads cost against the dot-product roof),
+// WEIGHT_K_INNER (0: weight element [k4 * OC4P + oc4], ET-VK's texel order; 1: [oc4 * IC4P + k4], one output
+// block's input-channel blocks consecutive, so a thread's TILE_K4 weight blocks of a step are one contiguous run),
+// HOIST_ADDRESSES (0: every load's index computed in the K loop, the input's clamped; 1: per-tile base indices
+// computed once, advanced by a constant per step, loads at loop-invariant offsets from them, and the one step that
+// can run past IC4 peeled off as a clamped tail, so the main loop has no clamp),
 // WRITE_ACCUMULATORS (1: a debug build that writes the raw int32 accumulators instead of int8 outputs, as a dense
 // (N, H, W, OC) int array, logical elements only).
 //
@@ -38,8 +43,9 @@
 //   output: int8x4 in 4W4C, 4C1W or 4C (packed dim C, block 4; outer dim W, block 4 or 1); word index from
 //           indexing.glslh. Only logical widths and channel blocks are written; padded channel lanes of a
 //           written word hold output_zp (as ET-VK writes them).
-//   weight: a storage buffer of ivec4, element [k4 * OC4P + oc4]: component j = output channel 4*oc4 + j,
-//           byte b of it = input channel 4*k4 + b (ET-VK's texel (x = oc4, y = k4) of its RGBA32I texture).
+//   weight: a storage buffer of ivec4, element [k4 * OC4P + oc4] (WEIGHT_K_INNER 1: [oc4 * IC4P + k4]):
+//           component j = output channel 4*oc4 + j, byte b of it = input channel 4*k4 + b (ET-VK's texel
+//           (x = oc4, y = k4) of its RGBA32I texture).
 //           OC4P and IC4P = OC4 and IC4 rounded up to multiples of 4, zero-filled: any TILE_N4 / TILE_K4 reads
 //           inside the buffer, and the padding contributes nothing.
 //   weight_sums (ivec4), weight_scales (vec4), bias (vec4): per output-channel block, OC4P entries, zero-filled.
@@ -67,6 +73,12 @@
 #endif
 #ifndef REGISTER_OPERANDS
 #define REGISTER_OPERANDS 0
+#endif
+#ifndef WEIGHT_K_INNER
+#define WEIGHT_K_INNER 0
+#endif
+#ifndef HOIST_ADDRESSES
+#define HOIST_ADDRESSES 0
 #endif
 
 #define TILE_W (4 * TILE_M)
@@ -175,9 +187,29 @@ void main() {
     }
   }
 
+  // Element of weight block (k4, oc4) in the prepacked buffer (WEIGHT_K_INNER: see the header).
+#if WEIGHT_K_INNER
+  const int IC4P = (IC4 + 3) & ~3;
+#define W_IDX(K4, OC4) ((OC4) * IC4P + (K4))
+#else
+#define W_IDX(K4, OC4) ((K4) * OC4P + OC4)  // written as before the option existed: the same SPIR-V
+#endif
+
+  // The dot products of one step: a[TILE_K4][TILE_M] input blocks against b[TILE_K4][TILE_N4] weight blocks.
+#define STEP_DOTS()                                                                                    \
+  [[unroll]] for (int kk = 0; kk < TILE_K4; ++kk) {                                                    \
+    [[unroll]] for (int m = 0; m < TILE_M; ++m) {                                                      \
+      [[unroll]] for (int wi = 0; wi < 4; ++wi) {                                                      \
+        [[unroll]] for (int j = 0; j < TILE_N4; ++j) {                                                 \
+          acc[4 * m + wi][j] = dot_block(a[kk][m][wi], b[kk][j], acc[4 * m + wi][j]);                  \
+        }                                                                                              \
+      }                                                                                                \
+    }                                                                                                  \
+  }
+
   // K loop: TILE_K4 input-channel blocks per step, all operands of a step loaded first. The last step may run
   // past IC4: its input block index is clamped (a valid load) and the weights there are zero (the prepack pads
-  // K4 to a multiple of 4), so it adds nothing -- no remainder loop, no branch.
+  // K4 to a multiple of 4), so it adds nothing -- no remainder loop over partial steps.
 #if REGISTER_OPERANDS
   ivec4 a0[TILE_K4][TILE_M];
   ivec4 b[TILE_K4][TILE_N4];
@@ -186,41 +218,94 @@ void main() {
       a0[kk][m] = t_in[in_base[m] + min(kk, IC4 - 1) * s_c];
     }
     [[unroll]] for (int j = 0; j < TILE_N4; ++j) {
-      b[kk][j] = t_weight[kk * OC4P + oc4_0 + j];
+      b[kk][j] = t_weight[W_IDX(kk, oc4_0 + j)];
     }
+  }
+  // every dot product reads a varying input word, so none is loop-invariant (no hoisting)
+#define LOAD_STEP(K4, CLAMP)                                                                           \
+  [[unroll]] for (int kk = 0; kk < TILE_K4; ++kk) {                                                    \
+    [[unroll]] for (int m = 0; m < TILE_M; ++m) {                                                      \
+      a[kk][m] = a0[kk][m] ^ ivec4(K4);                                                                \
+    }                                                                                                  \
+  }
+#endif
+
+#if HOIST_ADDRESSES
+  // Base indices computed once; each step advances them by a constant and loads at offsets that do not depend
+  // on the step (kk, j: immediates or values fixed for the whole loop). The input's channel blocks are
+  // consecutive ivec4 in 4W4C (C is its fastest dim: s_c == 1, the only input layout the spec accepts), so a
+  // column's TILE_K4 blocks of a step are at in_ptr[m] + kk.
+  int in_ptr[TILE_M];
+  [[unroll]] for (int m = 0; m < TILE_M; ++m) {
+    in_ptr[m] = in_base[m];
+  }
+  int w_ptr = W_IDX(0, oc4_0);
+  const int w_step = W_IDX(TILE_K4, 0);
+  int w_off[TILE_K4][TILE_N4];  // loop-invariant offsets of the step's weight blocks
+  [[unroll]] for (int kk = 0; kk < TILE_K4; ++kk) {
+    [[unroll]] for (int j = 0; j < TILE_N4; ++j) {
+      w_off[kk][j] = W_IDX(kk, j);
+    }
+  }
+#if !REGISTER_OPERANDS
+  // CLAMP: the tail step, whose input blocks past IC4 are clamped to the last one (weights there are zero)
+#define LOAD_STEP(K4, CLAMP)                                                                           \
+  [[unroll]] for (int kk = 0; kk < TILE_K4; ++kk) {                                                    \
+    [[unroll]] for (int m = 0; m < TILE_M; ++m) {                                                      \
+      a[kk][m] = t_in[in_ptr[m] + ((CLAMP) ? min(kk, IC4 - 1 - (K4)) : kk)];                           \
+    }                                                                                                  \
+    [[unroll]] for (int j = 0; j < TILE_N4; ++j) {                                                     \
+      b[kk][j] = t_weight[w_ptr + w_off[kk][j]];                                                       \
+    }                                                                                                  \
+  }
+#endif
+  // Whole steps without a clamp, then at most one partial step (IC4 % TILE_K4 != 0) with it.
+  const int k_whole = IC4 - IC4 % TILE_K4;
+  int k4 = 0;
+  for (; k4 < k_whole; k4 += TILE_K4) {
+    ivec4 a[TILE_K4][TILE_M];
+#if !REGISTER_OPERANDS
+    ivec4 b[TILE_K4][TILE_N4];
+#endif
+    LOAD_STEP(k4, false)
+    STEP_DOTS()
+    [[unroll]] for (int m = 0; m < TILE_M; ++m) {
+      in_ptr[m] += TILE_K4;
+    }
+    w_ptr += w_step;
+  }
+#if TILE_K4 > 1
+  if (k4 < IC4) {
+    ivec4 a[TILE_K4][TILE_M];
+#if !REGISTER_OPERANDS
+    ivec4 b[TILE_K4][TILE_N4];
+#endif
+    LOAD_STEP(k4, true)
+    STEP_DOTS()
+  }
+#endif
+#else  // !HOIST_ADDRESSES
+#if !REGISTER_OPERANDS
+#define LOAD_STEP(K4, CLAMP)                                                                           \
+  [[unroll]] for (int kk = 0; kk < TILE_K4; ++kk) {                                                    \
+    const int kc = min((K4) + kk, IC4 - 1);                                                            \
+    [[unroll]] for (int m = 0; m < TILE_M; ++m) {                                                      \
+      a[kk][m] = t_in[in_base[m] + kc * s_c];                                                          \
+    }                                                                                                  \
+    [[unroll]] for (int j = 0; j < TILE_N4; ++j) {                                                     \
+      b[kk][j] = t_weight[W_IDX((K4) + kk, oc4_0 + j)];                                                \
+    }                                                                                                  \
   }
 #endif
   for (int k4 = 0; k4 < IC4; k4 += TILE_K4) {
     ivec4 a[TILE_K4][TILE_M];
-#if REGISTER_OPERANDS
-    // every dot product reads a varying input word, so none is loop-invariant (no hoisting)
-    [[unroll]] for (int kk = 0; kk < TILE_K4; ++kk) {
-      [[unroll]] for (int m = 0; m < TILE_M; ++m) {
-        a[kk][m] = a0[kk][m] ^ ivec4(k4);
-      }
-    }
-#else
+#if !REGISTER_OPERANDS
     ivec4 b[TILE_K4][TILE_N4];
-    [[unroll]] for (int kk = 0; kk < TILE_K4; ++kk) {
-      const int kc = min(k4 + kk, IC4 - 1);
-      [[unroll]] for (int m = 0; m < TILE_M; ++m) {
-        a[kk][m] = t_in[in_base[m] + kc * s_c];
-      }
-      [[unroll]] for (int j = 0; j < TILE_N4; ++j) {
-        b[kk][j] = t_weight[(k4 + kk) * OC4P + oc4_0 + j];
-      }
-    }
 #endif
-    [[unroll]] for (int kk = 0; kk < TILE_K4; ++kk) {
-      [[unroll]] for (int m = 0; m < TILE_M; ++m) {
-        [[unroll]] for (int wi = 0; wi < 4; ++wi) {
-          [[unroll]] for (int j = 0; j < TILE_N4; ++j) {
-            acc[4 * m + wi][j] = dot_block(a[kk][m][wi], b[kk][j], acc[4 * m + wi][j]);
-          }
-        }
-      }
-    }
+    LOAD_STEP(k4, true)
+    STEP_DOTS()
   }
+#endif
 
 #if WRITE_ACCUMULATORS
   // Debug: raw accumulators, dense (N, H, W, OC), logical elements only.

@@ -8,7 +8,7 @@ torch) happen inside the suites that need them, so importing this package stays 
 """
 from __future__ import annotations
 
-from . import (conv, coopmat, coopmat_steps, coopmat_vs_etvk, copy, pack, peak, pixel_shuffle, pixel_shuffle_gaps,
+from . import (conv, conv_loads, coopmat, coopmat_steps, coopmat_vs_etvk, copy, pack, peak, pixel_shuffle, pixel_shuffle_gaps,
                propagation, quantize_affine)
 
 SUITES = {
@@ -19,6 +19,7 @@ SUITES = {
     "pixel-shuffle-gaps": pixel_shuffle_gaps.gaps_suite,
     "conv-pw": conv.bench_suite,
     "conv-gap": conv.gap_suite,
+    "conv-loads": conv_loads.loads_suite,
     "peak": peak.bench_suite,
     "quantize-affine": quantize_affine.bench_suite,
     "coopmat": coopmat.bench_suite,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from .common import add_validation_flags, device, quick_writer, report_validation, results_dir, table
 
 SHOWN = ["graph", "setting", "label", "kind", "gpu_us", "kernel", "method", "variant", "path", "shape", "size_mib",
-         "tile", "coop_size", "chains", "local_size", "samples", "median_us", "p10_us", "p90_us", "GB/s", "GOP/s",
+         "tile", "option", "operands", "coop_size", "chains", "local_size", "samples", "median_us", "p10_us",
+         "p90_us", "GB/s", "GOP/s", "roof_fraction",
          "copy_fraction", "probe_fraction", "max_abs_diff", "max_lsb_diff", "status", "exact", "stable", "timer"]
 
 

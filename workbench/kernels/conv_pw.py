@@ -14,12 +14,18 @@ The kernel (shaders/q8ta_conv2d_pw.glsl, variants in shaders/q8ta_conv2d_pw.yaml
   `use_dot_ext`, else the portable int32 fallback of shaders/include/int8_dot.glslh);
 * TILE_M, TILE_N4, TILE_K4 ∈ {1, 2, 4} are compile-time defines: every combination is its own SPIR-V;
 * dispatch: global (ceil(OC4 / TILE_N4), ceil(W4 / TILE_M), N·H); local size by ET-VK's rule (8, 8, 1) when
-  both x and y ≥ 6, else (4, 16, 1) when x < 6, else (16, 4, 1).
+  both x and y ≥ 6, else (4, 16, 1) when x < 6, else (16, 4, 1);
+* operand addressing (`addressing`, ADDRESSINGS): "indexed" (default, as landed: every load's index computed in
+  the K loop, the input's clamped to IC4 − 1) or "hoisted" (per-tile base indices computed once and advanced by a
+  constant per step, loads at loop-invariant offsets; the one partial step is a peeled, clamped tail). Each is
+  its own SPIR-V (defines HOIST_ADDRESSES, WEIGHT_K_INNER), with the `operands="registers"` diagnostic too.
 
 Weight prepack (choice: a **storage buffer** of ivec4, not ET-VK's RGBA32I texture — int8 tensors are buffer-only
-in the workbench's own kernels; the bytes per load are the same 16):
-element [k4·OC4P + oc4] holds, in component j, the 4 weights w[4·oc4 + j, 4·k4 + b] (byte b = input channel
-4·k4 + b) — ET-VK's texel (x = oc4, y = k4). OC4P and IC4P = OC4 and IC4 rounded up to multiples of 4
+in the workbench's own kernels; the bytes per load are the same 16), in one of WEIGHT_ORDERS (`weight_order`):
+"k4_oc4" (default): element [k4·OC4P + oc4] holds, in component j, the 4 weights w[4·oc4 + j, 4·k4 + b] (byte b =
+input channel 4·k4 + b) — ET-VK's texel (x = oc4, y = k4); "oc4_k4": the same blocks at [oc4·IC4P + k4], so one
+output block's input-channel blocks are consecutive and a thread's TILE_K4 weight blocks of one step are one
+contiguous 16·TILE_K4-byte run (constant offsets from one base). OC4P and IC4P = OC4 and IC4 rounded up to multiples of 4
 (zero-filled), so the same prepacked weights serve every TILE_N4 and TILE_K4: the last K step of a TILE_K4 > 1
 kernel reads zero weights past IC4 (and a clamped, valid input block), which adds nothing, so the kernel needs no
 remainder loop. Weight sums (int32), weight scales and bias (fp32) are padded to OC4P·4 the same way.
@@ -58,6 +64,8 @@ TILE_VALUES = (1, 2, 4)
 ALL_TILES = tuple(itertools.product(TILE_VALUES, TILE_VALUES, TILE_VALUES))  # (tile_m, tile_n4, tile_k4)
 INPUT_LAYOUT = "4W4C"
 OUTPUT_LAYOUTS = ("4W4C", "4C1W", "4C")
+WEIGHT_ORDERS = ("k4_oc4", "oc4_k4")  # prepacked element [k4·OC4P + oc4] (ET-VK's texel order) or [oc4·IC4P + k4]
+ADDRESSINGS = ("indexed", "hoisted")
 BINDINGS = ("out", "inp", "weight", "weight_sums", "weight_scales", "bias", "out_meta", "in_meta")
 SPEC_APPLY_BIAS, SPEC_ACTIVATION, SPEC_OUT_LAYOUT, SPEC_IN_LAYOUT = 3, 4, 5, 6
 MAX_IN_CHANNELS = 131072  # beyond this an int32 accumulator could saturate (|acc| ≤ Cin·128·128)
@@ -66,7 +74,7 @@ __all__ = ["ConvPwShape", "ConvPwSpec", "PackedWeights", "ConvPwBuffers", "QPara
            "unpack_weights", "check_weight", "check_tile", "variant_name", "pick_local_size",
            "reference_accumulators", "reference_requantize", "reference", "tile_label", "random_problem",
            "ConvPwTileFigures", "conv_pw_tile_figures", "ALL_TILES", "TILE_VALUES", "OUTPUT_LAYOUTS",
-           "DEFAULT_QPARAMS"]
+           "WEIGHT_ORDERS", "ADDRESSINGS", "check_weight_order", "DEFAULT_QPARAMS"]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -83,6 +91,13 @@ def check_tile(tile_m, tile_n4, tile_k4) -> tuple[int, int, int]:
                              f"4-input-channel blocks per thread)")
         out.append(int(value))
     return tuple(out)
+
+
+def check_weight_order(order) -> str:
+    if order not in WEIGHT_ORDERS:
+        raise ValueError(f"weight_order must be one of {WEIGHT_ORDERS} (prepacked element [k4·OC4P + oc4] or "
+                         f"[oc4·IC4P + k4]); got {order!r}")
+    return order
 
 
 def tile_label(tile_m, tile_n4, tile_k4) -> str:
@@ -204,6 +219,8 @@ class ConvPwSpec:
     local_size: tuple | None = None  # None: ET-VK's rule
     saturate: bool = True  # OpSDotAccSat as ET-VK; False: OpSDot + a wrapping add (exact for Cin <= 131072)
     operands: str = "memory"  # "registers": the diagnostic build without operand loads (REGISTER_OPERANDS, wrong results)
+    weight_order: str = "k4_oc4"  # WEIGHT_ORDERS: the prepack the kernel reads (prepack_weights(order=...))
+    addressing: str = "indexed"  # ADDRESSINGS: "hoisted" = base indices once per tile, constant steps, peeled tail
 
     def __post_init__(self):
         object.__setattr__(self, "shape", ConvPwShape.coerce(self.shape))
@@ -211,6 +228,10 @@ class ConvPwSpec:
         if self.operands not in ("memory", "registers"):
             raise ValueError(f"operands must be 'memory' or 'registers' (the load-free diagnostic); got "
                              f"{self.operands!r}")
+        check_weight_order(self.weight_order)
+        if self.addressing not in ADDRESSINGS:
+            raise ValueError(f"addressing must be one of {ADDRESSINGS} (index per load, or base indices hoisted "
+                             f"out of the K loop); got {self.addressing!r}")
         in_layout = L.get_layout(self.in_layout)
         if in_layout.name != INPUT_LAYOUT:
             raise ValueError(f"q8ta_conv2d_pw needs its input in layout {INPUT_LAYOUT} (4 widths x 4 channels per "
@@ -258,7 +279,16 @@ class ConvPwSpec:
         defines = dict(variants(SHADER)[self.variant])
         if self.operands == "registers":
             defines["REGISTER_OPERANDS"] = 1
+        if self.weight_order == "oc4_k4":
+            defines["WEIGHT_K_INNER"] = 1
+        if self.addressing == "hoisted":
+            defines["HOIST_ADDRESSES"] = 1
         return defines
+
+    @property
+    def option(self) -> str:
+        """The operand-load option in words ("k4_oc4 indexed" is the kernel as landed)."""
+        return f"{self.weight_order} {self.addressing}"
 
     def spec_constants(self) -> dict:
         return {SPEC_APPLY_BIAS: int(self.apply_bias), SPEC_ACTIVATION: int(self.relu),
@@ -359,7 +389,7 @@ def check_weight(weight, in_channels: int | None = None) -> np.ndarray:
 
 @dataclass
 class PackedWeights:
-    """Host-prepacked weights: `weight` int32 words (IC4P, OC4P, 4), `weight_sums` int32 (OC4P·4), `scales` and
+    """Host-prepacked weights: `weight` int32 words (IC4P, OC4P, 4) or, in order "oc4_k4", (OC4P, IC4P, 4); `weight_sums` int32 (OC4P·4), `scales` and
     `bias` fp32 (OC4P·4), all zero-padded (IC4P, OC4P: IC4, OC4 rounded up to multiples of 4)."""
 
     weight: np.ndarray
@@ -370,10 +400,13 @@ class PackedWeights:
     in_channels: int
     has_bias: bool
     raw: np.ndarray = field(repr=False, default=None)  # the (Cout, Cin) int8 weight
+    order: str = "k4_oc4"  # WEIGHT_ORDERS: `weight` is (IC4P, OC4P, 4) for "k4_oc4", (OC4P, IC4P, 4) for "oc4_k4"
 
 
-def prepack_weights(weight, weight_scales=None, bias=None) -> PackedWeights:
-    """Prepack (Cout, Cin[, 1, 1]) int8 weights into OC4 × IC4 blocks of 4×4 int8 (see the module docstring)."""
+def prepack_weights(weight, weight_scales=None, bias=None, order: str = "k4_oc4") -> PackedWeights:
+    """Prepack (Cout, Cin[, 1, 1]) int8 weights into OC4 × IC4 blocks of 4×4 int8 (see the module docstring),
+    in `order` (WEIGHT_ORDERS): the block order the kernel of the same `weight_order` reads."""
+    check_weight_order(order)
     w = check_weight(weight)
     cout, cin = w.shape
     oc4 = -(-cout // 4)
@@ -383,6 +416,8 @@ def prepack_weights(weight, weight_scales=None, bias=None) -> PackedWeights:
     # [oc4, j, k4, b] -> [k4, oc4, j, b]: word (k4, oc4, j) holds bytes b = input channels 4*k4 + b
     blocks = padded.reshape(oc4p, 4, ic4p, 4).transpose(2, 0, 1, 3)
     words = np.ascontiguousarray(blocks).view("<i4").reshape(ic4p, oc4p, 4).astype(np.int32)
+    if order == "oc4_k4":
+        words = np.ascontiguousarray(words.transpose(1, 0, 2))  # the same blocks, input-channel block fastest
     sums = np.zeros(oc4p * 4, dtype=np.int32)
     sums[:cout] = w.astype(np.int32).sum(axis=1)
     scales = np.zeros(oc4p * 4, dtype=np.float32)
@@ -403,13 +438,14 @@ def prepack_weights(weight, weight_scales=None, bias=None) -> PackedWeights:
         if not np.all(np.isfinite(bv)):
             raise ValueError("bias must be finite")
         b[:cout] = bv.astype(np.float32)
-    return PackedWeights(words, sums, scales, b, cout, cin, bias is not None, raw=w)
+    return PackedWeights(words, sums, scales, b, cout, cin, bias is not None, raw=w, order=order)
 
 
 def unpack_weights(packed: PackedWeights) -> np.ndarray:
     """Inverse of the prepack (for tests and pictures): (Cout, Cin) int8."""
-    ic4, oc4p, _ = packed.weight.shape
-    blocks = np.ascontiguousarray(packed.weight).view(np.int8).reshape(ic4, oc4p, 4, 4)
+    words = packed.weight if packed.order == "k4_oc4" else packed.weight.transpose(1, 0, 2)
+    ic4, oc4p, _ = words.shape
+    blocks = np.ascontiguousarray(words).view(np.int8).reshape(ic4, oc4p, 4, 4)
     dense = blocks.transpose(1, 2, 0, 3).reshape(oc4p * 4, ic4 * 4)
     return dense[:packed.out_channels, :packed.in_channels].copy()
 
@@ -486,6 +522,7 @@ class ConvPwBuffers(DeviceResources):
         self.shape = spec.shape
         self.out_layout = spec.out_layout
         self.accumulators = spec.accumulators
+        self.weight_order = packed.order
         in_layout = L.get_layout(spec.in_layout)
         out_layout = L.get_layout(spec.out_layout)
         try:
@@ -504,6 +541,9 @@ class ConvPwBuffers(DeviceResources):
             raise
 
     def check(self, spec: ConvPwSpec):
+        if spec.weight_order != self.weight_order:
+            raise ValueError(f"these buffers hold weights prepacked in order {self.weight_order!r}; the spec reads "
+                             f"order {spec.weight_order!r} (prepack_weights(..., order={spec.weight_order!r}))")
         if spec.shape != self.shape or spec.out_layout != self.out_layout or spec.accumulators != self.accumulators:
             raise ValueError(f"these buffers hold {self.shape.label} → {self.out_layout}"
                              f"{' accumulators' if self.accumulators else ''}; the spec asks for "
