@@ -49,7 +49,7 @@ import torch
 
 from ..codegen import Codegen
 from ..dispatch import Dispatch, Resource, int8_layout, packed_words, pick_hw_square_wg_size
-from .q8ta_linear import _padded, _whcn_ivec4, linear_arguments, prepack_weight
+from .q8ta_linear import _padded, _whcn_ivec4, linear_arguments, linear_input, prepack_weight
 
 N_PER_TILE = 8  # TILE_N4 = 2
 M_PER_TILE = 4  # TILE_M4 = 1
@@ -99,16 +99,7 @@ def linear_q8ta_q8csw_tiled(gen: Codegen, shape=(12, 64), out_features: int | No
     if storage not in ("texture3d", "buffer"):
         raise ValueError(f"{op}: the output storage is 'texture3d' or 'buffer' (the template's two variants), "
                          f"got {storage!r}")
-    sizes = tuple(int(s) for s in (shape if hasattr(shape, "__len__") else (shape,)))
-    if not 1 <= len(sizes) <= 4 or min(sizes) < 1:
-        raise ValueError(f"{op}: the input is [..., M, K] with every size >= 1 (at most 4 dims), got {sizes}")
-    if len(sizes) == 1:
-        sizes = (1,) + sizes
-    k, m, lead = sizes[-1], sizes[-2], sizes[:-2]
-    batch = math.prod(lead)
-    if k % 4:
-        raise ValueError(f"{op}: ET-VK needs K, the input's last dim, a multiple of 4 (VK_CHECK_COND(K % 4 == 0) in "
-                         f"quantized_linear_impl, QuantizedLinear.cpp); got K={k}")
+    sizes, k, m, lead, batch = linear_input(op, shape, "quantized_linear_impl, QuantizedLinear.cpp")
     if batch > 1 and not etvk_batch:
         raise ValueError(f"{op}: ET-VK's shader covers the output's last two dims only (global size from N and M, "
                          f"texel z = 0, no batch term in the input index); expected leading dims of 1, given {lead} "

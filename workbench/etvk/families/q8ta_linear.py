@@ -104,6 +104,21 @@ def reference_fp64(q_in, weight, w_scales, bias, in_scale, in_zp, out_scale, out
     return torch.clamp(torch.round(y / out_scale) + out_zp, -128, 127).to(torch.int8)
 
 
+def linear_input(op: str, shape, k_check_at: str):
+    """(sizes, K, M, leading dims, batch) of a linear's input [..., M, K] (1 to 4 dims; one dim is [1, K]), K a
+    multiple of 4 as ET-VK's C++ checks it (`k_check_at`: where)."""
+    sizes = tuple(int(s) for s in (shape if hasattr(shape, "__len__") else (shape,)))
+    if not 1 <= len(sizes) <= 4 or min(sizes) < 1:
+        raise ValueError(f"{op}: the input is [..., M, K] with every size >= 1 (at most 4 dims), got {sizes}")
+    if len(sizes) == 1:
+        sizes = (1,) + sizes
+    k, m, lead = sizes[-1], sizes[-2], sizes[:-2]
+    if k % 4:
+        raise ValueError(f"{op}: ET-VK needs K, the input's last dim, a multiple of 4 (VK_CHECK_COND(K % 4 == 0) in "
+                         f"{k_check_at}); got K={k}")
+    return sizes, k, m, lead, math.prod(lead)
+
+
 def linear_arguments(op: str, sizes, out_features, weight, weight_scales, bias, g: torch.Generator):
     """(weight [N, K] int8, N, per-channel scales [N] fp32, bias [N] fp32 or None) from a linear family's
     arguments: each random (from `g`) where not given, else checked against the input's K and each other."""
@@ -145,16 +160,8 @@ def linear_arguments(op: str, sizes, out_features, weight, weight_scales, bias, 
 
 def _linear_dispatch(gen: Codegen, op: str, shape, out_features, *, weight, weight_scales, bias, relu, fallback,
                      etvk_batch, seed) -> Dispatch:
-    sizes = tuple(int(s) for s in (shape if hasattr(shape, "__len__") else (shape,)))
-    if not 1 <= len(sizes) <= 4 or min(sizes) < 1:
-        raise ValueError(f"{op}: the input is [..., M, K] with every size >= 1 (at most 4 dims), got {sizes}")
-    if len(sizes) == 1:
-        sizes = (1,) + sizes
-    k, m, lead = sizes[-1], sizes[-2], sizes[:-2]
-    batch = math.prod(lead)
-    if k % 4:
-        raise ValueError(f"{op}: ET-VK needs K, the input's last dim, a multiple of 4 (VK_CHECK_COND(K % 4 == 0) in "
-                         f"{'Q8taLinear' if op == 'q8ta_linear' else 'Q8taLinearGemv'}.cpp); got K={k}")
+    sizes, k, m, lead, batch = linear_input(op, shape, f"{'Q8taLinear' if op == 'q8ta_linear' else 'Q8taLinearGemv'}"
+                                                       f".cpp")
     if op == "q8ta_linear_gemv" and m != 1:
         raise ValueError(f"q8ta_linear_gemv computes one row (its shader reads input word k4 only; ET-VK's export "
                          f"picks it when input_shape[-2] == 1): expected M=1, given M={m} — use q8ta_linear")
