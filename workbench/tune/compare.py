@@ -35,6 +35,7 @@ def compare(trials: pd.DataFrame, grid: pd.DataFrame) -> pd.DataFrame:
     """Per device key (and seed): the tuner's pick, its time in the exhaustive table, the exhaustive best,
     pct_over_best = (pick / best − 1) · 100, its rank in the grid (1 = the best), the measurements spent and
     their fraction of the grid, and whether both goals hold (`within_goal`)."""
+    from .tuner import pick_of
     for name, frame in (("trials", trials), ("grid", grid)):
         if "device_key" not in frame:
             raise ValueError(f"{name}: expected a device_key column (rows of tune.tune / tune.exhaustive)")
@@ -48,21 +49,18 @@ def compare(trials: pd.DataFrame, grid: pd.DataFrame) -> pd.DataFrame:
             raise ValueError(f"the exhaustive table has no rows of device {device_key!r}; it has "
                              f"{sorted(grid['device_key'].unique())}")
         times = _grid_times(table).dropna()
-        ok = runs[runs["objective_us"].notna() & runs.get("state", pd.Series("complete", index=runs.index)).isin(
-            ["complete", "confirm"])]
+        picked, picked_us = pick_of(runs)   # the lowest median: confirmation rows measure a config again
         row = dict(zip(group_cols, keys))
         evaluations = int(runs["evaluations"].max()) if len(runs) else 0
         grid_size = len(table)
         row.update(evaluations=evaluations, grid_size=grid_size, fraction=evaluations / grid_size if grid_size else
                    np.nan, best_config=times.idxmin(), best_us=float(times.min()))
-        if ok.empty:
+        if picked is None:
             row.update(pick=None, pick_us=np.nan, pick_measured_us=np.nan, pct_over_best=np.nan, rank=np.nan,
                        within_goal=False)
         else:
-            medians = ok.groupby("config")["objective_us"].median()   # confirmation rows measure a config again
-            pick = {"config": medians.idxmin(), "objective_us": float(medians.min())}
-            pick_us = float(times.get(pick["config"], np.nan))
-            row.update(pick=pick["config"], pick_us=pick_us, pick_measured_us=float(pick["objective_us"]),
+            pick_us = float(times.get(picked, np.nan))
+            row.update(pick=picked, pick_us=pick_us, pick_measured_us=picked_us,
                        pct_over_best=(pick_us / row["best_us"] - 1) * 100,
                        rank=int((times < pick_us).sum()) + 1 if np.isfinite(pick_us) else np.nan)
             row["within_goal"] = bool(row["pct_over_best"] <= GOAL_PCT and row["fraction"] <= GOAL_FRACTION)

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from .candidates import QUICK_TIMING, CandidateSweep
-from .search import Outcome, Search
+from .search import Outcome, Search, TrialRecord
 from .space import config_label, tuning_space
 
 __all__ = ["tune", "exhaustive", "TuneResult", "default_budget", "outcome_of", "SAMPLER", "BUDGET_FRACTION"]
@@ -92,7 +92,7 @@ def _writers(kernel: str, stem_suffix: str, keys, out, metadata: dict) -> dict:
 
 def _trial_row(record, key: str, search: Search, extra: dict, env: dict) -> dict:
     measured = dict(record.rows[0]) if record.rows else {}
-    objective = record.value if record.state == "complete" and math.isfinite(record.value) else np.nan
+    objective = record.value if record.state in ("complete", "confirm") and math.isfinite(record.value) else np.nan
     row = {**measured}
     row.update({"tuned": search.space.kernel, "trial": record.trial, "config": config_label(record.config),
                 **record.config, **search.space.describe(), "state": record.state, "objective_us": objective,
@@ -194,7 +194,8 @@ def confirm_share(budget: int) -> int:
 def pick_of(trials: pd.DataFrame) -> tuple[str | None, float]:
     """The pick of a device's trial rows: the config with the lowest median over its measurements (search and
     confirmation rows), and that median."""
-    ok = trials[trials["state"].isin(["complete", "confirm"]) & trials["objective_us"].notna()]
+    measured = trials["state"].isin(["complete", "confirm"]) if "state" in trials else True
+    ok = trials[measured & trials["objective_us"].notna()]
     if ok.empty:
         return None, np.nan
     medians = ok.groupby("config")["objective_us"].median()
@@ -216,19 +217,16 @@ def _confirm(searches, ev, sweep, confirm: int, extra, envs, rows, writers, bar)
         top = top[:max(1, confirm // 2)]
         plans[key] = [c for c in top for _ in range(2)][:confirm]
     requests = [(key, config) for key, configs in plans.items() for config in configs]
+    numbers = {key: len(search.trials) for key, search in searches.items()}   # after the search's own trials
     for (key, config), got in zip(requests, ev.evaluate(sweep, requests)):
         search = searches[key]
         outcome = outcome_of(got)
         search.evaluations += 1
-        measured = dict(got[0]) if got else {}
-        row = {**measured, "tuned": search.space.kernel, "trial": len(search.trials) + sum(
-            1 for r in rows if r.get("device_key") == key and r.get("state") == "confirm"),
-               "config": config_label(config), **config, **search.space.describe(),
-               "state": "confirm" if outcome.state == "complete" else outcome.state,
-               "objective_us": outcome.value if outcome.state == "complete" else np.nan,
-               "best_so_far_us": np.nan, "evaluations": search.evaluations, "proposed_by": "confirm",
-               "note": outcome.note, "device_key": key, **extra}
-        row.update({k: v for k, v in envs[key].items() if k not in measured})
+        record = TrialRecord(numbers[key], dict(config), "confirm" if outcome.state == "complete" else outcome.state,
+                             outcome.value if outcome.value is not None else math.inf, search.evaluations, math.nan,
+                             "confirm", outcome.note, list(outcome.rows))
+        numbers[key] += 1
+        row = _trial_row(record, key, search, extra, envs[key])
         rows.append(row)
         if key in writers:
             writers[key].append(row)
