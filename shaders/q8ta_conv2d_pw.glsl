@@ -230,6 +230,13 @@ void main() {
   }
 #endif
 
+  // One K step: its operands (b only where loaded: the diagnostic build keeps its weights in registers), the dots.
+#if REGISTER_OPERANDS
+#define STEP(K4, CLAMP) { ivec4 a[TILE_K4][TILE_M]; LOAD_STEP(K4, CLAMP) STEP_DOTS() }
+#else
+#define STEP(K4, CLAMP) { ivec4 a[TILE_K4][TILE_M]; ivec4 b[TILE_K4][TILE_N4]; LOAD_STEP(K4, CLAMP) STEP_DOTS() }
+#endif
+
 #if HOIST_ADDRESSES
   // Base indices computed once; each step advances them by a constant and loads at offsets that do not depend
   // on the step (kk, j: immediates or values fixed for the whole loop). The input's channel blocks are
@@ -263,12 +270,7 @@ void main() {
   const int k_whole = IC4 - IC4 % TILE_K4;
   int k4 = 0;
   for (; k4 < k_whole; k4 += TILE_K4) {
-    ivec4 a[TILE_K4][TILE_M];
-#if !REGISTER_OPERANDS
-    ivec4 b[TILE_K4][TILE_N4];
-#endif
-    LOAD_STEP(k4, false)
-    STEP_DOTS()
+    STEP(k4, false)
     [[unroll]] for (int m = 0; m < TILE_M; ++m) {
       in_ptr[m] += TILE_K4;
     }
@@ -276,12 +278,7 @@ void main() {
   }
 #if TILE_K4 > 1
   if (k4 < IC4) {
-    ivec4 a[TILE_K4][TILE_M];
-#if !REGISTER_OPERANDS
-    ivec4 b[TILE_K4][TILE_N4];
-#endif
-    LOAD_STEP(k4, true)
-    STEP_DOTS()
+    STEP(k4, true)
   }
 #endif
 #else  // !HOIST_ADDRESSES
@@ -298,12 +295,7 @@ void main() {
   }
 #endif
   for (int k4 = 0; k4 < IC4; k4 += TILE_K4) {
-    ivec4 a[TILE_K4][TILE_M];
-#if !REGISTER_OPERANDS
-    ivec4 b[TILE_K4][TILE_N4];
-#endif
-    LOAD_STEP(k4, true)
-    STEP_DOTS()
+    STEP(k4, true)
   }
 #endif
 
