@@ -251,7 +251,7 @@ class Instance:
             kernel = kernel or name
             m = re.search(r"Shader Instruction Index = (\d+)", message)
             pipeline = recording.pipeline_of(index)
-            if binding is None and m and pipeline is not None:  # GPU-AV names the instruction, not the binding
+            if binding is None and m and pipeline is not None and pipeline.code is not None:  # GPU-AV names the instruction, not the binding
                 binding = binding_at(pipeline.code, int(m.group(1)))
         else:
             recording_label = None

@@ -47,8 +47,10 @@ class Pipeline:
             name = name if name != "kernel" else code.name
             self.name = name
             code = code.code
-        self.code = bytes(code)  # kept for naming the binding of a layer message's instruction (sp.binding_at)
-        self.reflection = sp.reflect(self.code)
+        code = bytes(code)
+        # kept only under the validation layer: naming the binding of a message's instruction (sp.binding_at)
+        self.code = code if device.instance.validation else None
+        self.reflection = sp.reflect(code)
         self.bindings = self.reflection.bindings
         self.push_constant_size = self.reflection.push_constant_size
         if any(b.set != 0 for b in self.bindings):
