@@ -241,6 +241,37 @@ def test_an_unknown_model_is_named(tree):
         R.lower("resnet", executorch=tree, out_dir="/tmp/never")
 
 
+def _lowered(tmp_path, model="residual_add", side="working-tree"):
+    """A folder as `etvk lower` writes it, from the committed run's program."""
+    import shutil
+    folder = tmp_path / "lowered" / side
+    folder.mkdir(parents=True)
+    for name in ("summary.json", "model.pte", "reference.pt"):
+        shutil.copy2(DATA / "residual_add" / name, folder / name)
+    (folder / "input-0.bin").write_bytes(b"\0" * 16)
+    (folder / "run.etdp").write_bytes(b"stale")       # a run's output: not copied
+    return folder.parent
+
+
+def test_programs_lowered_elsewhere_are_checked_and_copied(tmp_path):
+    lowered = _lowered(tmp_path)
+    sides = P.lowered_sides(lowered, "residual_add", out_dir=tmp_path / "run")
+    assert [s["label"] for s in sides] == ["working tree"]
+    target = sides[0]["folder"]
+    assert target == tmp_path / "run" / "working-tree" and (target / "model.pte").is_file()
+    assert not (target / "run.etdp").exists() and (lowered / "working-tree" / "run.etdp").exists()
+    with pytest.raises(FileNotFoundError, match=r"no lowered program for 24da2f65cd .*expected the subfolder "
+                                                r"'24da2f65cd'.*found \['working-tree'\]"):
+        P.lowered_sides(lowered, "residual_add", revs=["24da2f65cd"], out_dir=tmp_path / "run")
+    with pytest.raises(ValueError, match="holds 'residual_add', not the model asked for \\('mobilenet_v2'\\)"):
+        P.lowered_sides(lowered, "mobilenet_v2", out_dir=tmp_path / "run")
+    with pytest.raises(ValueError, match=r"was lowered for input \[1, 3, 16, 16\], not \[1, 3, 224, 224\]"):
+        P.lowered_sides(lowered, "residual_add", input_shape=(1, 3, 224, 224), out_dir=tmp_path / "run")
+    (lowered / "working-tree" / "input-0.bin").unlink()
+    with pytest.raises(FileNotFoundError, match=r"not a whole lowered program: \['input-0.bin'\] missing"):
+        P.lowered_sides(lowered, "residual_add", out_dir=tmp_path / "run")
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # With a checkout: the real build, a profile on lavapipe, the #19395 A/B
 
@@ -292,6 +323,43 @@ def test_back_to_back_copies_time_the_same_dispatch(tmp_path):
     assert cold["correct"] and cold["flush_bytes"] == 1 << 20 and 0 < cold["median_us"]
     with pytest.raises(ValueError, match="flush_bytes needs back_to_back >= 2"):
         etvk.execute(vk.get_device(), gen, d, back_to_back=1, flush_bytes=1 << 20)
+    # ET-VK's own placement: each copy's time includes the barrier before it
+    timed = etvk.execute(vk.get_device(), gen, d, back_to_back=4, barrier_timed=True, min_time_s=0.01,
+                         max_time_s=0.5)
+    assert timed["correct"] and timed["barrier_timed"] and timed["median_us"] > 0
+
+
+@needs_checkout
+def test_run_items_times_each_item_every_way_asked(tmp_path):
+    import json
+
+    import pandas as pd
+
+    from workbench.cli import main
+    items = [{"model": "m", "dispatch_id": 1, "kernel": "q8ta_clone_buffer", "family": "q8ta_clone",
+              "options": {"shape": [1, 8, 6, 10]}},
+             {"model": "m", "dispatch_id": 2, "kernel": "q8ta_clone_buffer", "family": "q8ta_clone",
+              "options": {"shape": [0, 8, 6, 10]}}]                               # refused: an empty size
+    (tmp_path / "items.json").write_text(json.dumps(items))
+    assert main(["etvk", "run-items", str(tmp_path / "items.json"), "--csv", str(tmp_path / "rows.csv"),
+                 "--executorch", CHECKOUT, "--back-to-back", "2", "--timestamps", "etvk", "workbench",
+                 "--warm-seconds", "0"]) == 0
+    rows = pd.read_csv(tmp_path / "rows.csv")
+    assert list(rows["dispatch_id"]) == [1, 1, 2, 2] and list(rows["timestamps"]) == ["etvk", "workbench"] * 2
+    good = rows[rows["dispatch_id"] == 1]
+    assert good["correct"].all() and (good["median_us"] > 0).all()
+    assert list(good["barrier_timed"]) == [True, False]
+    assert rows[rows["dispatch_id"] == 2]["error"].str.contains("every size must be >= 1").all()
+
+
+@needs_checkout
+def test_a_program_lowered_elsewhere_runs_on_the_runtime(tmp_path):
+    lowered = tmp_path / "lowered"
+    P.lower("residual_add", executorch=CHECKOUT, out_dir=lowered, quiet=True)
+    p = P.profile("residual_add", executorch=CHECKOUT, runs=2, warmup=1, out_dir=tmp_path / "run", quiet=True,
+                  lowered=lowered)
+    assert (p.outputs["max_abs_diff"] <= p.outputs["reference_abs_max"] * 0.02).all()
+    assert not (lowered / "working-tree" / "run.etdp").exists() and (tmp_path / "run/working-tree/run.etdp").exists()
 
 
 def test_model_explorer_node_data_sums_each_nodes_dispatches(residual_profile):
@@ -304,3 +372,17 @@ def test_model_explorer_node_data_sums_each_nodes_dispatches(residual_profile):
     assert set(values[0]) <= set(nodes)            # every timed node is a node of the delegate's graph
     data = X.node_data(values[0], "ET-VK GPU µs")
     assert set(data) == {X.GRAPH_ID} and data[X.GRAPH_ID]["results"] and data[X.GRAPH_ID]["gradient"]
+
+
+def test_fidelity_table_pairs_every_way_of_timing_with_the_runtime(residual_profile):
+    import pandas as pd
+    import dataclasses
+    profile = dataclasses.replace(residual_profile, dispatches=residual_profile.dispatches.assign(device="llvmpipe"))
+    runtime = profile.dispatches.set_index("dispatch_id")["gpu_us"]
+    replayed = pd.DataFrame([{"model": "residual_add", "dispatch_id": 2, "family": "q8ta_conv2d_pw",
+                              "variant": "q8ta_conv2d_pw_float", "median_us": runtime[2] * k, "correct": True,
+                              "global_size": "1x1x1", "local_size": "1x1x1", "options": "{}", "timestamps": t,
+                              "flush_bytes": 0} for t, k in (("etvk", 1.0), ("workbench", 0.5))])
+    table = D.fidelity_table(profile, replayed)
+    assert list(table["timestamps"]) == ["etvk", "workbench"]
+    assert list(table["ratio"].round(6)) == [1.0, 0.5] and table["same_variant"].all()

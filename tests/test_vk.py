@@ -283,6 +283,33 @@ def test_timestamps_positive_and_in_order(device, scale_add):
         np.testing.assert_array_equal(a.download(np.int32), (once * 2 + 1) * 2)
 
 
+@pytest.mark.parametrize("barrier_timed", [False, True])
+def test_barrier_placement_against_timestamps(device, scale_add, monkeypatch, barrier_timed):
+    """ET-VK's QueryPool writes a dispatch's start timestamp before its barrier: `barrier_timed` records that order,
+    and the default keeps the barrier outside both intervals. The command buffer's calls are logged as recorded."""
+    from workbench.vk import recording
+    calls = []
+    for name in ("vkCmdWriteTimestamp", "vkCmdPipelineBarrier", "vkCmdDispatch"):
+        real = getattr(recording.vk, name)
+        monkeypatch.setattr(recording.vk, name,
+                            lambda *a, _real=real, _name=name: (calls.append(_name[5:]), _real(*a))[1])
+    values = np.arange(256)
+    with device.pipeline(scale_add, spec_constants={3: 2}) as p, device.buffer(values.astype(np.int32)) as a, \
+            device.buffer(nbytes=values.nbytes // 2) as b, \
+            device.uniform(np.array([values.size, 0, 0, 0], np.int32)) as ubo:
+        with device.record("two", barrier_timed=barrier_timed) as rec:
+            rec.dispatch(p, [b, a, ubo], (values.size,), struct.pack("<i", 1))
+            rec.dispatch(p, [a, b, ubo], (values.size,), struct.pack("<i", 0))
+            timings = rec.submit()
+        got = a.download(np.int32)
+    first = ["WriteTimestamp", "Dispatch", "WriteTimestamp"]
+    second = (["WriteTimestamp", "PipelineBarrier"] if barrier_timed else ["PipelineBarrier", "WriteTimestamp"]) \
+        + ["Dispatch", "WriteTimestamp"]
+    assert calls == first + second
+    assert all(t.gpu_ns > 0 for t in timings)
+    np.testing.assert_array_equal(got, (values * 2 + 1) * 2)
+
+
 def test_fence_wait_times_out(device, monkeypatch):
     spirv = shader_under_test("spin")
     with device.pipeline(spirv) as p, device.buffer(nbytes=64 * 64 * 4) as out:

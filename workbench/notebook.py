@@ -86,6 +86,20 @@ VALIDATION_CHECK_CELL = (
     "print('validation: silent')")
 
 
+def declared_parameters(path) -> list[str]:
+    """The names the notebook's `parameters` cell assigns."""
+    import ast
+
+    import nbformat
+    notebook = nbformat.read(Path(path), as_version=4)
+    cell = next((c for c in notebook.cells
+                 if c.cell_type == "code" and "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    if cell is None:
+        return []
+    return [t.id for node in ast.parse(cell.source).body if isinstance(node, ast.Assign)
+            for t in node.targets if isinstance(t, ast.Name)]
+
+
 def inject_parameters(notebook, parameters: dict):
     """Insert a cell with `parameters` after the cell tagged `parameters` (which must exist)."""
     import nbformat
@@ -154,24 +168,41 @@ def _kill_kernel(km) -> None:
         process.kill()
 
 
-def run_all(results: Path, *, full: bool = True, selection=None, show_progress: bool = True) -> list[dict]:
-    """The main job's notebook part: execute every notebook with its full parameters, save the executed
-    notebooks (with outputs) under results/notebooks/, and return one summary row per notebook. Ctrl-C saves
-    what ran of the current notebook and raises KeyboardInterrupt."""
-    results = Path(results)
-    (results / "notebooks").mkdir(parents=True, exist_ok=True)
+def check_parameters(selection, parameters) -> list[Path]:
+    """The notebooks `selection` chooses (names containing one of its strings; all when empty), each checked to
+    declare every name of `parameters`."""
     chosen = [p for p in notebooks() if not selection or any(s in p.name for s in selection)]
+    if not chosen:
+        raise ValueError(f"no notebook name contains any of {list(selection)}: the notebooks are "
+                         f"{[p.name for p in notebooks()]}")
+    for path in chosen:
+        unknown = sorted(set(parameters or {}) - set(declared_parameters(path)))
+        if unknown:
+            raise ValueError(f"{path.name} has no parameter {', '.join(unknown)}: it declares "
+                             f"{', '.join(declared_parameters(path))} (choose the notebooks that take it)")
+    return chosen
+
+
+def run_all(results: Path, *, full: bool = True, selection=None, show_progress: bool = True,
+            parameters: dict | None = None) -> list[dict]:
+    """The main job's notebook part: execute every notebook with its full parameters (and `parameters`, which
+    every chosen notebook must declare), save the executed notebooks (with outputs) under results/notebooks/, and
+    return one summary row per notebook. Ctrl-C saves what ran of the current notebook and raises
+    KeyboardInterrupt."""
+    results = Path(results)
+    chosen = check_parameters(selection, parameters)
+    (results / "notebooks").mkdir(parents=True, exist_ok=True)
     summary = []
     iterator = chosen
     if show_progress:
         from tqdm.auto import tqdm
         iterator = tqdm(chosen, desc="notebooks", unit="nb")
     for path in iterator:
-        _run_one(path, results, full, summary, iterator if show_progress else None)
+        _run_one(path, results, full, summary, iterator if show_progress else None, parameters)
     return summary
 
 
-def _run_one(path, results, full, summary, bar):
+def _run_one(path, results, full, summary, bar, parameters=None):
     """Execute one notebook, save it executed (whatever ran) and add its summary row."""
     import nbformat
     if bar is not None:
@@ -180,7 +211,8 @@ def _run_one(path, results, full, summary, bar):
     start = time.perf_counter()
     status = "ok"
     try:
-        executed = execute(path, parameters={"FULL": full, "RESULTS_DIR": str(results.resolve())})
+        executed = execute(path, parameters={"FULL": full, "RESULTS_DIR": str(results.resolve()),
+                                             **(parameters or {})})
     except Exception as exc:  # keep going: one broken notebook must not hide the others' results
         status = f"failed: {type(exc).__name__}: {str(exc).splitlines()[-1] if str(exc) else ''}"
         executed = getattr(exc, "notebook", None)

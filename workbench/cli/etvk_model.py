@@ -64,7 +64,8 @@ def cmd_profile(args) -> int:
         return 2
     shape = tuple(int(s) for s in args.shape.split(",")) if args.shape else None
     p = profile.profile(args.model, executorch=args.executorch, revs=revs, settings=args.identity_ops or None,
-                        runs=args.runs, warmup=args.warmup, input_shape=shape, runtime=args.runtime, quiet=args.quiet)
+                        runs=args.runs, warmup=args.warmup, input_shape=shape, runtime=args.runtime, quiet=args.quiet,
+                        lowered=args.lowered)
     return _report(p, args)
 
 
@@ -99,23 +100,35 @@ def cmd_run_items(args) -> int:
     gen = Codegen(source(args.executorch, rev=args.rev))
     device = vk.get_device()
     rows = []
+    modes = [(timestamps, flush) for timestamps in dict.fromkeys(args.timestamps)
+             for flush in dict.fromkeys(args.flush_l2)]
     for item in json.loads(Path(args.file).read_text()):
         try:
             d = make(gen, item["family"], **item["options"])
             for variant in [step.variant for step in d.before] + [d.variant]:
                 gen.compile(variant)          # compile first: the GPU must not idle between warm-up and timing
+        except (ValueError, RuntimeError) as e:   # a refused case is a row that says why, not the end of the run
+            d, refused = None, {"error": f"{type(e).__name__}: {e}"}
+        if d is not None:
             # a GPU idles down to its lowest clock between items (measured on the H200: 345 MHz at the start of
             # most items without this); a second of copies brings it back to where ET-VK's runtime ran
             warm_gpu(device, args.warm_seconds)
-            got = execute(device, gen, d, measure=True, statistics=args.statistics, back_to_back=args.back_to_back,
-                          flush_bytes=int(args.flush_l2 * 2**20))
-        except (ValueError, RuntimeError) as e:   # a refused case is a row that says why, not the end of the run
-            got = {"error": f"{type(e).__name__}: {e}"}
-        rows.append({**{k: v for k, v in item.items() if k != "options"}, "options": json.dumps(item["options"]),
-                     **got})
-        print(f"{item['family']} {got.get('variant')}: {got.get('median_us', float('nan')):.2f} µs, "
-              f"correct={got.get('correct')}{'  ' + got['error'] if 'error' in got else ''}", flush=True)
-        pd.DataFrame(rows).to_csv(args.csv, index=False)   # every finished row, at once
+        for timestamps, flush in modes:       # each way of timing the same item, one after another: paired rows
+            if d is None:
+                got = dict(refused)
+            else:
+                try:
+                    got = execute(device, gen, d, measure=True, statistics=args.statistics,
+                                  back_to_back=args.back_to_back, flush_bytes=int(flush * 2**20),
+                                  barrier_timed=timestamps == "etvk")
+                except (ValueError, RuntimeError) as e:
+                    got = {"error": f"{type(e).__name__}: {e}"}
+            rows.append({**{k: v for k, v in item.items() if k != "options"}, "options": json.dumps(item["options"]),
+                         "timestamps": timestamps, **got})
+            mode = f" [{timestamps} timestamps{f', flush {flush:g} MiB' if flush else ''}]" if len(modes) > 1 else ""
+            print(f"{item['family']} {got.get('variant')}{mode}: {got.get('median_us', float('nan')):.2f} µs, "
+                  f"correct={got.get('correct')}{'  ' + got['error'] if 'error' in got else ''}", flush=True)
+            pd.DataFrame(rows).to_csv(args.csv, index=False)   # every finished row, at once
     print(f"wrote {args.csv}")
     return 0
 
@@ -192,6 +205,9 @@ def register(verbs) -> None:
     p.add_argument("--identity-ops", action="append", choices=["before", "after"], default=[],
                    help="register clone / view_copy / alias_copy as before PR #19395 or as the revision does "
                         "(give both, with one --rev, for an A/B of the switch)")
+    p.add_argument("--lowered", metavar="FOLDER",
+                   help="run the programs `etvk lower MODEL --out FOLDER` wrote (e.g. on another machine) instead of "
+                        "lowering here: for a GPU host without ExecuTorch's Python")
     p.add_argument("--out", help="also write the tables as CSV into this folder")
     p.add_argument("--name", help="the files' suffix (default: the model's name)")
     p.set_defaults(fn=cmd_profile)
@@ -221,11 +237,15 @@ def register(verbs) -> None:
     p.add_argument("--statistics", action="store_true", help="driver statistics too")
     p.add_argument("--back-to-back", type=int, default=20,
                    help="copies of each dispatch per timed submit (default 20: the GPU stays busy, as in a model)")
-    p.add_argument("--flush-l2", type=float, default=0.0, metavar="MIB",
+    p.add_argument("--flush-l2", type=float, nargs="+", default=[0.0], metavar="MIB",
                    help="a copy of MIB MiB before each copy of the dispatch, not timed: its inputs start evicted from "
-                        "the last-level cache, as in a model (default 0: off)")
+                        "the last-level cache (default 0: off); several values time each item once per value")
     p.add_argument("--warm-seconds", type=float, default=1.0,
                    help="GPU warm-up (copies) before each timed item (default 1 s; CPU devices skip it)")
+    p.add_argument("--timestamps", choices=["etvk", "workbench"], nargs="+", default=["etvk"],
+                   help="etvk (default): each dispatch's time includes the barrier before it, as ET-VK's QueryPool "
+                        "times it; workbench: the barrier between two dispatches counts in neither; both: each "
+                        "item timed both ways, one after the other")
     p.set_defaults(fn=cmd_run_items)
 
     p = verbs.add_parser("harness", help="ET-VK's own op harness (custom_ops test_q8ta_* / test_q8csw_*): build, "

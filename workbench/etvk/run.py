@@ -131,14 +131,15 @@ def mismatch_of(d: Dispatch, got: torch.Tensor):
 
 def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statistics: bool = False,
             min_time_s: float = 0.2, max_time_s: float = 5.0, back_to_back: int = 1, flush_bytes: int = 0,
-            reports: list | None = None) -> dict:
+            barrier_timed: bool = False, reports: list | None = None) -> dict:
     """Compile, bind, dispatch once, check against torch; then time (re-submitting one recording) when asked.
     `back_to_back` > 1 times a recording of that many copies of the dispatch (a barrier between each) and reports
     the time per copy: a GPU kept busy holds its clock, as it does running a model's dispatches one after another,
     where a lone dispatch resubmitted lets it sag (the H200 fell from 1980 to ~1300 MHz). `flush_bytes` > 0 (with
     `back_to_back` > 1): a buffer copy of that many bytes before each copy of the dispatch, timed apart from it, so
     every copy starts with its inputs evicted from the last-level cache (as a model's dispatch reads what other
-    dispatches just wrote) instead of re-reading them from it."""
+    dispatches just wrote) instead of re-reading them from it. `barrier_timed` (with `back_to_back` > 1): each copy's
+    time includes the barrier before it, as ET-VK's runtime times a dispatch (see :class:`vk.Recording`)."""
     if back_to_back < 1:
         raise ValueError(f"back_to_back must be >= 1, got {back_to_back}")
     if flush_bytes < 0 or (flush_bytes and back_to_back < 2):
@@ -181,7 +182,7 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
             if capture:
                 row.update(_driver_columns(pipe.statistics()))
             if measure and back_to_back > 1:
-                with device.record(label=d.variant) as many:
+                with device.record(label=d.variant, barrier_timed=barrier_timed) as many:
                     for _ in range(back_to_back):
                         if flush:
                             many.copy(flush[0], flush[1], label="flush")
@@ -194,6 +195,7 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
                                                  max_time_s=max_time_s)
                 row["back_to_back"] = back_to_back
                 row["flush_bytes"] = flush_bytes
+                row["barrier_timed"] = barrier_timed
             elif measure:
                 gpu, host = sample_recording(rec, min_time_s=min_time_s, max_time_s=max_time_s)
             if measure:

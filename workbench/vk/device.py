@@ -261,9 +261,9 @@ class Device:
         return Pipeline(self, spirv, spec_constants=spec_constants, local_size=local_size,
                         capture_statistics=capture_statistics, name=name)
 
-    def record(self, label: str = "", timestamps: bool = True) -> Recording:
+    def record(self, label: str = "", timestamps: bool = True, barrier_timed: bool = False) -> Recording:
         self.check_open("record")
-        rec = Recording(self, label, timestamps)
+        rec = Recording(self, label, timestamps, barrier_timed)
         self._track(rec)
         return rec
 

@@ -264,9 +264,10 @@ def fidelity_table(profile, replayed: pd.DataFrame, revision: str | None = None)
     revision = revision or profile.revisions[0]
     runtime = profile.dispatches[profile.dispatches["revision"] == revision][
         ["model", "dispatch_id", "operator", "kernel", "gpu_us", "device"]].rename(columns={"gpu_us": "runtime_us"})
-    wb = replayed.rename(columns={"median_us": "workbench_us", "variant": "workbench_variant"})[
-        ["model", "dispatch_id", "family", "workbench_variant", "workbench_us", "correct", "global_size",
-         "local_size", "options"]]
+    wb = replayed.rename(columns={"median_us": "workbench_us", "variant": "workbench_variant"})
+    modes = [c for c in ("timestamps", "flush_bytes") if c in wb]      # one row per way of timing, where several
+    wb = wb[["model", "dispatch_id", "family", "workbench_variant", "workbench_us", "correct", "global_size",
+             "local_size", "options", *modes]]
     out = runtime.merge(wb, on=["model", "dispatch_id"], how="inner")
     out["same_variant"] = out["workbench_variant"] == out["kernel"]
     out["ratio"] = out["workbench_us"] / out["runtime_us"]

@@ -135,16 +135,22 @@ def cases(revs=(None,), settings=None) -> list[tuple]:
 
 def profile(model: str, *, executorch=None, revs=(None,), settings=None, runs: int = 20, warmup: int = 3,
             model_kwargs=None, input_shape=None, out_dir=None, runtime=None, device=None,
-            warm_seconds: float = 1.5, quiet: bool = False) -> Profile:
+            warm_seconds: float = 1.5, quiet: bool = False, lowered=None) -> Profile:
     """Lower `model` with each revision's ET-VK Python and run it on ET-VK's runtime; per-dispatch rows.
     The three stages (:func:`lower`, :func:`execute`, :func:`read`) also run apart: lowered here, executed on
-    another machine (``workbench etvk execute``), read back here."""
+    another machine (``workbench etvk execute``), read back here. `lowered`: the folder ``workbench etvk lower
+    MODEL --out FOLDER`` wrote on another machine; its programs run here as they are, nothing is lowered (a GPU
+    host without ExecuTorch's Python)."""
     echo = _echo(quiet)
     if runs < 1 or warmup < 0:
         raise ValueError(f"runs must be >= 1 and warmup >= 0, got runs={runs}, warmup={warmup}")
     base = Path(out_dir) if out_dir else Path.home() / ".cache" / "workbench" / "etvk-profile" / model
-    sides = lower(model, executorch=executorch, revs=revs, settings=settings, model_kwargs=model_kwargs,
-                  input_shape=input_shape, out_dir=base, quiet=quiet)
+    if lowered is not None:
+        sides = lowered_sides(lowered, model, revs=revs, settings=settings, input_shape=input_shape, out_dir=base)
+        echo(f"{model}: programs lowered elsewhere, from {lowered}")
+    else:
+        sides = lower(model, executorch=executorch, revs=revs, settings=settings, model_kwargs=model_kwargs,
+                      input_shape=input_shape, out_dir=base, quiet=quiet)
     for side in sides:
         built, note = _runtime_for(executorch, side["rev"], runtime, echo)
         execute(side["folder"], built, runs=runs, warmup=warmup, device=device, warm_seconds=warm_seconds,
@@ -167,13 +173,53 @@ def lower(model: str, *, executorch=None, revs=(None,), settings=None, model_kwa
         kwargs["input_shape"] = list(input_shape)
     out = []
     for rev, setting, label in cases(revs, settings):
-        folder = Path(out_dir) / ((rev or "working-tree") + ("-before" if setting == "before" else ""))
+        folder = Path(out_dir) / _side_folder(rev, setting)
         echo(f"{model} @ {label}: lowering with that revision's ET-VK Python …")
         program = R.lower(model, executorch=executorch, rev=rev, out_dir=folder, model_kwargs=kwargs,
                           setting=setting)
         program.summary["side_label"] = label
         (folder / "summary.json").write_text(json.dumps(program.summary, indent=1, default=str))
         out.append({"rev": rev, "setting": setting, "label": label, "folder": folder})
+    return out
+
+
+def _side_folder(rev, setting) -> str:
+    return (rev or "working-tree") + ("-before" if setting == "before" else "")
+
+
+LOWERED_FILES = ("summary.json", "model.pte", "reference.pt")   # and the summary's input files
+
+
+def lowered_sides(lowered, model: str, *, revs=(None,), settings=None, input_shape=None, out_dir) -> list[dict]:
+    """The sides :func:`lower` wrote into `lowered` (one subfolder per side), checked against what is asked and
+    copied into `out_dir` (the run's outputs go beside them there, not into the given folder)."""
+    import shutil
+    lowered = Path(lowered)
+    out = []
+    for rev, setting, label in cases(revs, settings):
+        name = _side_folder(rev, setting)
+        folder = lowered / name
+        if not (folder / "summary.json").is_file():
+            found = sorted(p.parent.name for p in lowered.glob("*/summary.json"))
+            raise FileNotFoundError(f"no lowered program for {label} in {lowered}: expected the subfolder {name!r} "
+                                    f"(`workbench etvk lower {model} --out {lowered}` writes it), found "
+                                    f"{found or 'none'}")
+        summary = json.loads((folder / "summary.json").read_text())
+        if summary["model"] != model:
+            raise ValueError(f"{folder} holds {summary['model']!r}, not the model asked for ({model!r})")
+        if input_shape is not None and list(summary["input_shapes"][0]) != list(input_shape):
+            raise ValueError(f"{folder} was lowered for input {summary['input_shapes'][0]}, not {list(input_shape)}")
+        missing = [f for f in LOWERED_FILES + tuple(summary["input_files"]) if not (folder / f).is_file()]
+        if missing:
+            raise FileNotFoundError(f"{folder} is not a whole lowered program: {missing} missing")
+        target = Path(out_dir) / name
+        if target.resolve() != folder.resolve():
+            shutil.rmtree(target, ignore_errors=True)
+            target.mkdir(parents=True)
+            for f in folder.iterdir():
+                if f.is_file() and not f.name.startswith(("run.", "output-")):
+                    shutil.copy2(f, target / f.name)
+        out.append({"rev": rev, "setting": setting, "label": label, "folder": target})
     return out
 
 
