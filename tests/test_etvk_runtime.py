@@ -18,6 +18,7 @@ import pytest
 from workbench.etvk.model import build as B
 from workbench.etvk.model import drill as D
 from workbench.etvk.model import events as E
+from workbench.etvk.model import fidelity as F
 from workbench.etvk.model import profile as P
 from workbench.etvk.model import revision as R
 
@@ -375,14 +376,42 @@ def test_model_explorer_node_data_sums_each_nodes_dispatches(residual_profile):
 
 
 def test_fidelity_table_pairs_every_way_of_timing_with_the_runtime(residual_profile):
-    import pandas as pd
     import dataclasses
+
+    import pandas as pd
     profile = dataclasses.replace(residual_profile, dispatches=residual_profile.dispatches.assign(device="llvmpipe"))
     runtime = profile.dispatches.set_index("dispatch_id")["gpu_us"]
     replayed = pd.DataFrame([{"model": "residual_add", "dispatch_id": 2, "family": "q8ta_conv2d_pw",
                               "variant": "q8ta_conv2d_pw_float", "median_us": runtime[2] * k, "correct": True,
                               "global_size": "1x1x1", "local_size": "1x1x1", "options": "{}", "timestamps": t,
-                              "flush_bytes": 0} for t, k in (("etvk", 1.0), ("workbench", 0.5))])
-    table = D.fidelity_table(profile, replayed)
+                              "flush_mib": 0.0} for t, k in (("etvk", 1.0), ("workbench", 0.5))])
+    table = F.table(profile, replayed)
     assert list(table["timestamps"]) == ["etvk", "workbench"]
     assert list(table["ratio"].round(6)) == [1.0, 0.5] and table["same_variant"].all()
+    s = F.summary(table).set_index(["timestamps", "family"])
+    assert s.loc[("etvk", "q8ta_conv2d_pw"), "within_10pct"] == 1.0
+    assert s.loc[("workbench", "(all)"), "within_10pct"] == 0.0 and s.loc[("workbench", "(all)"), "dispatches"] == 1
+
+
+def test_fidelity_wants_models_or_executed_programs(tmp_path, capsys):
+    from workbench.cli import main
+    assert main(["etvk", "fidelity", "--out", str(tmp_path)]) == 2
+    assert main(["etvk", "fidelity", "residual_add", "--from", str(DATA / "residual_add"), "--out", str(tmp_path)]) == 2
+    assert "name models to profile, or executed programs with --from" in capsys.readouterr().err
+
+
+@needs_checkout
+def test_fidelity_of_a_committed_run_every_way(tmp_path):
+    import pandas as pd
+
+    from workbench.cli import main
+    assert main(["etvk", "fidelity", "--from", str(DATA / "residual_add"), "--out", str(tmp_path), "--executorch",
+                 CHECKOUT, "--back-to-back", "2", "--warm-seconds", "0", "--timestamps", "etvk", "workbench",
+                 "--quiet"]) == 0
+    table = pd.read_csv(tmp_path / "etvk_fidelity.csv")
+    assert set(table["timestamps"]) == {"etvk", "workbench"} and table["correct"].all()
+    assert table["same_variant"].all() and (table["ratio"] > 0).all()
+    replayed = pd.read_csv(tmp_path / "etvk_fidelity_replayed.csv")
+    assert len(replayed) == len(table)
+    summary = pd.read_csv(tmp_path / "etvk_fidelity_summary.csv")
+    assert set(summary["family"]) >= {"q8ta_conv2d_pw", "(all)"}

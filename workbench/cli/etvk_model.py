@@ -1,6 +1,7 @@
-"""`workbench etvk build | profile | lower | execute | run-items | harness | explorer` — models on ET-VK's own runtime, built from
-the user's checkout. `profile` = `lower` (here: the revision's Python) + `execute` (any machine with the runtime and a
-Vulkan device; no ExecuTorch Python needed) + reading the ETDumps (`profile --from`)."""
+"""`workbench etvk build | profile | lower | execute | run-items | fidelity | harness | explorer` — models on ET-VK's
+own runtime, built from the user's checkout. `profile` = `lower` (here: the revision's Python) + `execute` (any machine
+with the runtime and a Vulkan device; no ExecuTorch Python needed) + reading the ETDumps (`profile --from`);
+`fidelity` replays a profile's dispatches through the workbench's own dispatch beside the runtime's times."""
 from __future__ import annotations
 
 import sys
@@ -41,12 +42,16 @@ def _report(p, args) -> int:
         print(f"== {p.revisions[0]} → {p.revisions[1]}")
         print(table(p.compare))
     if args.out:
-        frames = {"etvk_profile_dispatches": p.dispatches.drop(columns=["args"]), "etvk_profile_kernels": p.kernels,
-                  "etvk_profile_phases": p.phases, "etvk_profile_outputs": p.outputs}
-        if len(p.revisions) == 2:
-            frames["etvk_profile_compare"] = p.compare.assign(model=p.model, a=p.revisions[0], b=p.revisions[1])
-        _write({f"{stem}_{args.name or p.model}": df for stem, df in frames.items()}, Path(args.out))
+        _write({f"{stem}_{args.name or p.model}": df for stem, df in _frames(p).items()}, Path(args.out))
     return 0
+
+
+def _frames(p) -> dict:
+    frames = {"etvk_profile_dispatches": p.dispatches.drop(columns=["args"]), "etvk_profile_kernels": p.kernels,
+              "etvk_profile_phases": p.phases, "etvk_profile_outputs": p.outputs}
+    if len(p.revisions) == 2:
+        frames["etvk_profile_compare"] = p.compare.assign(model=p.model, a=p.revisions[0], b=p.revisions[1])
+    return frames
 
 
 def cmd_profile(args) -> int:
@@ -91,45 +96,47 @@ def cmd_run_items(args) -> int:
     """Each (family, options) row of a JSON file (``drill.replay_items`` writes one) through the workbench's dispatch."""
     import json
 
-    import pandas as pd
-
-    from .. import vk
-    from ..etvk import Codegen, source
-    from ..etvk.model.profile import warm_gpu
-    from ..etvk.run import execute, make
-    gen = Codegen(source(args.executorch, rev=args.rev))
-    device = vk.get_device()
-    rows = []
-    modes = [(timestamps, flush) for timestamps in dict.fromkeys(args.timestamps)
-             for flush in dict.fromkeys(args.flush_l2)]
-    for item in json.loads(Path(args.file).read_text()):
-        try:
-            d = make(gen, item["family"], **item["options"])
-            for variant in [step.variant for step in d.before] + [d.variant]:
-                gen.compile(variant)          # compile first: the GPU must not idle between warm-up and timing
-        except (ValueError, RuntimeError) as e:   # a refused case is a row that says why, not the end of the run
-            d, refused = None, {"error": f"{type(e).__name__}: {e}"}
-        if d is not None:
-            # a GPU idles down to its lowest clock between items (measured on the H200: 345 MHz at the start of
-            # most items without this); a second of copies brings it back to where ET-VK's runtime ran
-            warm_gpu(device, args.warm_seconds)
-        for timestamps, flush in modes:       # each way of timing the same item, one after another: paired rows
-            if d is None:
-                got = dict(refused)
-            else:
-                try:
-                    got = execute(device, gen, d, measure=True, statistics=args.statistics,
-                                  back_to_back=args.back_to_back, flush_bytes=int(flush * 2**20),
-                                  barrier_timed=timestamps == "etvk")
-                except (ValueError, RuntimeError) as e:
-                    got = {"error": f"{type(e).__name__}: {e}"}
-            rows.append({**{k: v for k, v in item.items() if k != "options"}, "options": json.dumps(item["options"]),
-                         "timestamps": timestamps, **got})
-            mode = f" [{timestamps} timestamps{f', flush {flush:g} MiB' if flush else ''}]" if len(modes) > 1 else ""
-            print(f"{item['family']} {got.get('variant')}{mode}: {got.get('median_us', float('nan')):.2f} µs, "
-                  f"correct={got.get('correct')}{'  ' + got['error'] if 'error' in got else ''}", flush=True)
-            pd.DataFrame(rows).to_csv(args.csv, index=False)   # every finished row, at once
+    from ..etvk.model import fidelity
+    fidelity.replay(json.loads(Path(args.file).read_text()), executorch=args.executorch, rev=args.rev,
+                    timestamps=args.timestamps, flush_mib=args.flush_l2, back_to_back=args.back_to_back,
+                    warm_seconds=args.warm_seconds, statistics=args.statistics, csv=args.csv)
     print(f"wrote {args.csv}")
+    return 0
+
+
+def cmd_fidelity(args) -> int:
+    """Models on ET-VK's runtime, then each drillable dispatch through the workbench's dispatch: the fidelity table."""
+    from ..etvk.model import drill, fidelity, profile
+    if bool(args.models) == bool(args.from_):
+        print("fidelity: name models to profile, or executed programs with --from FOLDER … (not both)",
+              file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.from_:
+        profiles = [profile.read([folder]) for folder in args.from_]
+    else:
+        profiles = []
+        for model in args.models:
+            lowered = Path(args.lowered) / model if args.lowered else None
+            p = profile.profile(model, executorch=args.executorch, runs=args.runs, warmup=args.warmup,
+                                runtime=args.runtime, lowered=lowered, quiet=args.quiet)
+            _write({f"{stem}_{model}": df for stem, df in _frames(p).items()}, out)
+            profiles.append(p)
+    items = [item for p in profiles for item in drill.replay_items(p)]
+    print(f"{len(items)} drillable dispatches of {len(profiles)} models; replaying each through the workbench …",
+          flush=True)
+    replayed = fidelity.replay(items, executorch=args.executorch, timestamps=args.timestamps,
+                               flush_mib=args.flush_l2, back_to_back=args.back_to_back,
+                               warm_seconds=args.warm_seconds, quiet=args.quiet,
+                               csv=out / "etvk_fidelity_replayed.csv")
+    import pandas as pd
+    per_dispatch = pd.concat([fidelity.table(p, replayed[replayed["model"] == p.model]) for p in profiles],
+                             ignore_index=True)
+    per = fidelity.summary(per_dispatch)
+    _write({"etvk_fidelity": per_dispatch, "etvk_fidelity_summary": per}, out)
+    print(table(per, [c for c in ("timestamps", "flush_mib", "family", "dispatches", "ratio_median",
+                                       "ratio_p10", "ratio_p90", "within_10pct", "all_correct") if c in per]))
     return 0
 
 
@@ -229,24 +236,43 @@ def register(verbs) -> None:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=cmd_execute)
 
+    def timing(p):
+        p.add_argument("--back-to-back", type=int, default=20,
+                       help="copies of each dispatch per timed submit (default 20: the GPU stays busy, as in a model)")
+        p.add_argument("--timestamps", choices=["etvk", "workbench"], nargs="+", default=["etvk"],
+                       help="etvk (default): each dispatch's time includes the barrier before it, as ET-VK's "
+                            "QueryPool times it; workbench: the barrier counts in neither interval; both: each item "
+                            "timed both ways, one after the other")
+        p.add_argument("--flush-l2", type=float, nargs="+", default=[0.0], metavar="MIB",
+                       help="a copy of MIB MiB before each copy of the dispatch, not timed: its inputs start evicted "
+                            "from the last-level cache (default 0: off); several values time each item once per value")
+        p.add_argument("--warm-seconds", type=float, default=1.0,
+                       help="GPU warm-up (copies) before each timed item (default 1 s; CPU devices skip it)")
+
     p = verbs.add_parser("run-items", help="dispatches of a model (a JSON list of family + options) through the "
                                         "workbench's own dispatch, timed")
     checkout(p)
     p.add_argument("file", help="JSON: [{\"family\": …, \"options\": {…}, …}] (drill.replay_items makes one)")
     p.add_argument("--csv", required=True, help="the rows, written after each one")
     p.add_argument("--statistics", action="store_true", help="driver statistics too")
-    p.add_argument("--back-to-back", type=int, default=20,
-                   help="copies of each dispatch per timed submit (default 20: the GPU stays busy, as in a model)")
-    p.add_argument("--flush-l2", type=float, nargs="+", default=[0.0], metavar="MIB",
-                   help="a copy of MIB MiB before each copy of the dispatch, not timed: its inputs start evicted from "
-                        "the last-level cache (default 0: off); several values time each item once per value")
-    p.add_argument("--warm-seconds", type=float, default=1.0,
-                   help="GPU warm-up (copies) before each timed item (default 1 s; CPU devices skip it)")
-    p.add_argument("--timestamps", choices=["etvk", "workbench"], nargs="+", default=["etvk"],
-                   help="etvk (default): each dispatch's time includes the barrier before it, as ET-VK's QueryPool "
-                        "times it; workbench: the barrier between two dispatches counts in neither; both: each "
-                        "item timed both ways, one after the other")
+    timing(p)
     p.set_defaults(fn=cmd_run_items)
+
+    p = verbs.add_parser("fidelity", help="models on ET-VK's runtime, every drillable dispatch replayed through the "
+                                       "workbench's dispatch: runtime µs beside workbench µs, per family")
+    p.add_argument("--executorch", help="ExecuTorch checkout (default: $WORKBENCH_EXECUTORCH)")
+    p.add_argument("models", nargs="*", help="models to profile on the runtime first (see `etvk profile`)")
+    p.add_argument("--from", dest="from_", nargs="+", metavar="FOLDER",
+                   help="programs already executed on this device (`etvk execute`), instead of models")
+    p.add_argument("--lowered", metavar="ROOT",
+                   help="ROOT/<model>/ holds what `etvk lower MODEL --out ROOT/<model>` wrote: nothing is lowered here")
+    p.add_argument("--runs", type=int, default=20, help="timed executions on the runtime (default 20)")
+    p.add_argument("--warmup", type=int, default=3, help="executions not counted (default 3)")
+    p.add_argument("--runtime", default="own", help="own, newest, or a path to an executor_runner built elsewhere")
+    p.add_argument("--out", required=True, help="folder for etvk_fidelity*.csv and the profiles' CSVs")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    timing(p)
+    p.set_defaults(fn=cmd_fidelity)
 
     p = verbs.add_parser("harness", help="ET-VK's own op harness (custom_ops test_q8ta_* / test_q8csw_*): build, "
                                          "run, per-shader rows")

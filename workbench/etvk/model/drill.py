@@ -4,7 +4,7 @@ dispatch: times side by side, the output checked against torch, the statistics o
     p = profile.profile("residual_add", executorch=...)
     drill.options(p, dispatch_id=2)          # ("q8ta_conv2d_pw", {"shape": (1, 16, 16, 16), "out_channels": 16, …})
     drill.drill(p, dispatch_id=2)            # one row: runtime µs, workbench µs, ratio, correct, …
-    drill.fidelity(p)                        # every dispatch whose family the workbench has, as rows
+    drill.replay_items(p)                    # every drillable dispatch as {family, options}: see :mod:`.fidelity`
 
 What the event gives (its JSON: sizes, dtype, storage, packed dim of every tensor argument, the scalars) is
 completed by the lowering's record of the node (:mod:`.revision`: the int8 layouts TagMemoryMetaPass chose, the
@@ -225,24 +225,6 @@ def drill(profile, dispatch_id: int, revision: str | None = None, *, device=None
     return out
 
 
-def fidelity(profile, revision: str | None = None, **kwargs) -> pd.DataFrame:
-    """:func:`drill` for every dispatch whose family the workbench dispatches; the others as rows with a reason."""
-    revision = revision or profile.revisions[0]
-    rows = []
-    for _, r in profile.dispatches[profile.dispatches["revision"] == revision].iterrows():
-        try:
-            rows.append(drill(profile, int(r["dispatch_id"]), revision, **kwargs))
-        except NotDrillable as e:
-            rows.append({"model": r["model"], "revision": revision, "dispatch_id": int(r["dispatch_id"]),
-                         "operator": r["operator"], "kernel": r["kernel"], "runtime_us": float(r["gpu_us"]),
-                         "not_drillable": str(e)})
-        except (ValueError, RuntimeError) as e:   # the family refuses the case, or the device lacks a feature
-            rows.append({"model": r["model"], "revision": revision, "dispatch_id": int(r["dispatch_id"]),
-                         "operator": r["operator"], "kernel": r["kernel"], "runtime_us": float(r["gpu_us"]),
-                         "error": f"{type(e).__name__}: {e}"})
-    return pd.DataFrame(rows)
-
-
 def replay_items(profile, revision: str | None = None) -> list[dict]:
     """Every drillable dispatch as {model, revision, dispatch_id, kernel, family, options}: the input of
     ``workbench etvk run-items`` (the workbench's dispatch of the same cases, on another machine)."""
@@ -257,18 +239,3 @@ def replay_items(profile, revision: str | None = None) -> list[dict]:
                       "kernel": r["kernel"], "family": family,
                       "options": {k: list(v) if isinstance(v, tuple) else v for k, v in opts.items()}})
     return items
-
-
-def fidelity_table(profile, replayed: pd.DataFrame, revision: str | None = None) -> pd.DataFrame:
-    """ET-VK's runtime µs beside the workbench's (rows ``etvk run-items`` wrote), per dispatch, with the ratio."""
-    revision = revision or profile.revisions[0]
-    runtime = profile.dispatches[profile.dispatches["revision"] == revision][
-        ["model", "dispatch_id", "operator", "kernel", "gpu_us", "device"]].rename(columns={"gpu_us": "runtime_us"})
-    wb = replayed.rename(columns={"median_us": "workbench_us", "variant": "workbench_variant"})
-    modes = [c for c in ("timestamps", "flush_bytes") if c in wb]      # one row per way of timing, where several
-    wb = wb[["model", "dispatch_id", "family", "workbench_variant", "workbench_us", "correct", "global_size",
-             "local_size", "options", *modes]]
-    out = runtime.merge(wb, on=["model", "dispatch_id"], how="inner")
-    out["same_variant"] = out["workbench_variant"] == out["kernel"]
-    out["ratio"] = out["workbench_us"] / out["runtime_us"]
-    return out
