@@ -3,6 +3,7 @@
     fig = plot_operator_kernels(profile)      # GPU µs per operator, stacked by the shader variants that served it
     fig = plot_dispatches(profile)            # every dispatch in order, coloured by operator
     fig = plot_ab(profile)                    # per kernel: dispatches and µs at two revisions
+    fig = plot_fidelity(table)                # workbench / runtime per dispatch and family (fidelity.table)
 """
 from __future__ import annotations
 
@@ -77,5 +78,32 @@ def plot_ab(profile):
     ax.set_xlabel("GPU µs per inference")
     ax.set_title(f"{profile.model}: {a} → {b}")
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_fidelity(table):
+    """Workbench / runtime µs per dispatch, one row per family, one marker per way of timing; the ±10 % band."""
+    t = table.dropna(subset=["ratio"])
+    modes = [c for c in ("timestamps", "flush_mib") if c in t]
+    ways = [tuple(k) if isinstance(k, tuple) else (k,) for k in t.groupby(modes).groups] if modes else [()]
+    families = sorted(t["family"].unique(), key=lambda f: -(t["family"] == f).sum())
+    fig = _Figure(figsize=(10, 0.5 * len(families) + 1.8))
+    ax = fig.add_subplot()
+    ax.axvspan(0.9, 1.1, color="0.9", zorder=0, label="within 10 %")
+    ax.axvline(1.0, color="0.5", lw=0.8)
+    palette = matplotlib.colormaps["tab10"]
+    colors = {", ".join(map(str, w)): palette(i % 10) for i, w in enumerate(ways)}
+    for i, way in enumerate(ways):
+        sel = t if not modes else t[np.logical_and.reduce([t[c] == v for c, v in zip(modes, way)])]
+        name = ", ".join(f"{c} {v}" for c, v in zip(modes, way)) or "workbench"
+        jitter = (i - (len(ways) - 1) / 2) * 0.8 / max(len(ways), 1)
+        y = sel["family"].map({f: n for n, f in enumerate(families)}) + jitter
+        ax.scatter(sel["ratio"], y, s=12, alpha=0.7, color=colors[", ".join(map(str, way))], label=name)
+    ax.set_yticks(range(len(families)), [f"{f} ({(t['family'] == f).sum() // max(len(ways), 1)})" for f in families])
+    ax.invert_yaxis()
+    ax.set_xlabel("workbench µs / ET-VK runtime µs (same variant, same shape)")
+    ax.set_title(f"Fidelity of the workbench's dispatch · {t['device'].iat[0] if 'device' in t and len(t) else ''}")
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return fig
