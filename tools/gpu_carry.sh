@@ -8,7 +8,8 @@
 #                     no ExecuTorch Python to lower with, and lowering does not depend on the device
 #   devtools.tar.xz   the Python of the executorch wheel (cp312) without its native libraries: Inspector reads the
 #                     ETDumps (with the wheel's flatc)
-#   wheels/           Jupyter (nbclient, ipykernel, ipywidgets) for Python 3.12, less what the host image has
+#   wheels/           Jupyter (nbclient, ipykernel, ipywidgets) and ruamel.yaml (executorch.exir) for Python 3.12,
+#                     less what the host image has
 # Usage: tools/gpu_carry.sh MODEL…   (needs WORKBENCH_EXECUTORCH, a built runtime and the glslang build)
 # On the host:  mkdir -p /tmp/c && for t in .carry/*.tar.xz; do tar xJf $t -C /tmp/c; done
 #               pip install --no-index --no-deps --target /tmp/site .carry/wheels/*.whl
@@ -60,5 +61,8 @@ xz_dir "$stage" devtools devtools
   --platform manylinux2014_x86_64 -d "$stage/wheels" nbclient nbformat ipykernel ipywidgets
 for skip in pygments packaging psutil attrs python_dateutil typing_extensions tzdata debugpy widgetsnbextension \
             jupyterlab_widgets; do rm -f "$stage"/wheels/"$skip"-*.whl; done
+# what executorch.exir needs beyond the host image (torchao is optional there)
+"$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 -d "$stage/wheels" ruamel.yaml
 cp "$stage"/wheels/*.whl .carry/wheels/
 echo "packed: $(du -sh .carry | cut -f1) in .carry/ ($(ls .carry/*.tar.xz | wc -l) archives, $(ls .carry/wheels | wc -l) wheels)"
