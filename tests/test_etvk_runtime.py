@@ -319,11 +319,12 @@ def test_back_to_back_copies_time_the_same_dispatch(tmp_path):
     with pytest.raises(ValueError, match="back_to_back must be >= 1, got 0"):
         etvk.execute(vk.get_device(), gen, d, back_to_back=0)
     # a copy before each copy of the dispatch evicts its inputs; only the dispatch is timed
-    cold = etvk.execute(vk.get_device(), gen, d, back_to_back=4, flush_bytes=1 << 20, min_time_s=0.01,
-                        max_time_s=0.5)
-    assert cold["correct"] and cold["flush_bytes"] == 1 << 20 and 0 < cold["median_us"]
-    with pytest.raises(ValueError, match="flush_bytes needs back_to_back >= 2"):
-        etvk.execute(vk.get_device(), gen, d, back_to_back=1, flush_bytes=1 << 20)
+    for between in ("copy:1", "shader:0.01"):      # a buffer copy, or another pipeline, untimed before each copy
+        cold = etvk.execute(vk.get_device(), gen, d, back_to_back=4, between=between, min_time_s=0.01,
+                            max_time_s=0.5)
+        assert cold["correct"] and cold["between"] == between and 0 < cold["median_us"]
+    with pytest.raises(ValueError, match="between='copy:1' needs back_to_back >= 2"):
+        etvk.execute(vk.get_device(), gen, d, back_to_back=1, between="copy:1")
     # ET-VK's own placement: each copy's time includes the barrier before it
     timed = etvk.execute(vk.get_device(), gen, d, back_to_back=4, barrier_timed=True, min_time_s=0.01,
                          max_time_s=0.5)
@@ -384,13 +385,27 @@ def test_fidelity_table_pairs_every_way_of_timing_with_the_runtime(residual_prof
     replayed = pd.DataFrame([{"model": "residual_add", "dispatch_id": 2, "family": "q8ta_conv2d_pw",
                               "variant": "q8ta_conv2d_pw_float", "median_us": runtime[2] * k, "correct": True,
                               "global_size": "1x1x1", "local_size": "1x1x1", "options": "{}", "timestamps": t,
-                              "flush_mib": 0.0} for t, k in (("etvk", 1.0), ("workbench", 0.5))])
+                              "between": "none"} for t, k in (("etvk", 1.0), ("workbench", 0.5))])
     table = F.table(profile, replayed)
     assert list(table["timestamps"]) == ["etvk", "workbench"]
     assert list(table["ratio"].round(6)) == [1.0, 0.5] and table["same_variant"].all()
     s = F.summary(table).set_index(["timestamps", "family"])
     assert s.loc[("etvk", "q8ta_conv2d_pw"), "within_10pct"] == 1.0
     assert s.loc[("workbench", "(all)"), "within_10pct"] == 0.0 and s.loc[("workbench", "(all)"), "dispatches"] == 1
+
+
+@pytest.mark.parametrize("text, expected", [("none", ("none", 0)), ("copy:128", ("copy", 128 << 20)),
+                                            ("shader:0.001", ("shader", 1056))])
+def test_between_names_what_runs_before_each_copy(text, expected):
+    from workbench.etvk.run import parse_between
+    assert parse_between(text) == expected
+
+
+@pytest.mark.parametrize("text", ["copy", "shader:0", "copy:x", "none:3", "flush:1"])
+def test_a_bad_between_is_refused_by_name(text):
+    from workbench.etvk.run import parse_between
+    with pytest.raises(ValueError, match=f"between must be 'none', 'copy:MIB' or 'shader:MIB' with MIB > 0, got '{text}'"):
+        parse_between(text)
 
 
 def test_fidelity_wants_models_or_executed_programs(tmp_path, capsys):

@@ -98,7 +98,7 @@ def cmd_run_items(args) -> int:
 
     from ..etvk.model import fidelity
     fidelity.replay(json.loads(Path(args.file).read_text()), executorch=args.executorch, rev=args.rev,
-                    timestamps=args.timestamps, flush_mib=args.flush_l2, back_to_back=args.back_to_back,
+                    timestamps=args.timestamps, between=args.between, back_to_back=args.back_to_back,
                     warm_seconds=args.warm_seconds, statistics=args.statistics, csv=args.csv)
     print(f"wrote {args.csv}")
     return 0
@@ -127,7 +127,7 @@ def cmd_fidelity(args) -> int:
     print(f"{len(items)} drillable dispatches of {len(profiles)} models; replaying each through the workbench …",
           flush=True)
     replayed = fidelity.replay(items, executorch=args.executorch, timestamps=args.timestamps,
-                               flush_mib=args.flush_l2, back_to_back=args.back_to_back,
+                               between=args.between, back_to_back=args.back_to_back,
                                warm_seconds=args.warm_seconds, quiet=args.quiet,
                                csv=out / "etvk_fidelity_replayed.csv")
     import pandas as pd
@@ -135,7 +135,7 @@ def cmd_fidelity(args) -> int:
                              ignore_index=True)
     per = fidelity.summary(per_dispatch)
     _write({"etvk_fidelity": per_dispatch, "etvk_fidelity_summary": per}, out)
-    print(table(per, [c for c in ("timestamps", "flush_mib", "family", "dispatches", "ratio_median",
+    print(table(per, [c for c in ("timestamps", "between", "family", "dispatches", "ratio_median",
                                        "ratio_p10", "ratio_p90", "within_10pct", "all_correct") if c in per]))
     return 0
 
@@ -243,9 +243,10 @@ def register(verbs) -> None:
                        help="etvk (default): each dispatch's time includes the barrier before it, as ET-VK's "
                             "QueryPool times it; workbench: the barrier counts in neither interval; both: each item "
                             "timed both ways, one after the other")
-        p.add_argument("--flush-l2", type=float, nargs="+", default=[0.0], metavar="MIB",
-                       help="a copy of MIB MiB before each copy of the dispatch, not timed: its inputs start evicted "
-                            "from the last-level cache (default 0: off); several values time each item once per value")
+        p.add_argument("--between", nargs="+", default=["none"], metavar="WHAT",
+                       help="what runs, untimed, before each copy of the dispatch: none (default), copy:MIB (a buffer "
+                            "copy; 128 evicts the inputs from the H200's L2) or shader:MIB (another pipeline, the "
+                            "workbench's shader copy); several: each item timed once per value")
         p.add_argument("--warm-seconds", type=float, default=1.0,
                        help="GPU warm-up (copies) before each timed item (default 1 s; CPU devices skip it)")
 

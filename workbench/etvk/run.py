@@ -130,21 +130,22 @@ def mismatch_of(d: Dispatch, got: torch.Tensor):
 
 
 def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statistics: bool = False,
-            min_time_s: float = 0.2, max_time_s: float = 5.0, back_to_back: int = 1, flush_bytes: int = 0,
+            min_time_s: float = 0.2, max_time_s: float = 5.0, back_to_back: int = 1, between: str = "none",
             barrier_timed: bool = False, reports: list | None = None) -> dict:
     """Compile, bind, dispatch once, check against torch; then time (re-submitting one recording) when asked.
     `back_to_back` > 1 times a recording of that many copies of the dispatch (a barrier between each) and reports
     the time per copy: a GPU kept busy holds its clock, as it does running a model's dispatches one after another,
-    where a lone dispatch resubmitted lets it sag (the H200 fell from 1980 to ~1300 MHz). `flush_bytes` > 0 (with
-    `back_to_back` > 1): a buffer copy of that many bytes before each copy of the dispatch, timed apart from it, so
-    every copy starts with its inputs evicted from the last-level cache (as a model's dispatch reads what other
-    dispatches just wrote) instead of re-reading them from it. `barrier_timed` (with `back_to_back` > 1): each copy's
-    time includes the barrier before it, as ET-VK's runtime times a dispatch (see :class:`vk.Recording`)."""
+    where a lone dispatch resubmitted lets it sag (the H200 fell from 1980 to ~1300 MHz). `between` (with
+    `back_to_back` > 1; :func:`parse_between`) runs something untimed before each copy of the dispatch, as a model
+    runs other ops between two of its dispatches: ``"copy:MIB"`` a buffer copy (vkCmdCopyBuffer) of MIB MiB,
+    ``"shader:MIB"`` the workbench's compute-shader copy (another pipeline); large ones evict the copy's inputs from
+    the last-level cache. `barrier_timed` (with `back_to_back` > 1): each copy's time includes the barrier before it,
+    as ET-VK's runtime times a dispatch (see :class:`vk.Recording`)."""
     if back_to_back < 1:
         raise ValueError(f"back_to_back must be >= 1, got {back_to_back}")
-    if flush_bytes < 0 or (flush_bytes and back_to_back < 2):
-        raise ValueError(f"flush_bytes needs back_to_back >= 2 and is >= 0; got flush_bytes={flush_bytes}, "
-                         f"back_to_back={back_to_back}")
+    between_kind, between_bytes = parse_between(between)
+    if between_kind != "none" and back_to_back < 2:
+        raise ValueError(f"between={between!r} needs back_to_back >= 2, got back_to_back={back_to_back}")
     spirv = gen.compile(d.variant)
     if d.requires is not None:  # the family's own account first (cooperative-matrix types and sizes, subgroups)
         d.requires(device)
@@ -159,12 +160,12 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
            "global_size": "x".join(map(str, d.global_size)), "local_size": "x".join(map(str, d.local_size))}
     if earlier:
         row["before"] = "+".join(step.variant for step, _ in earlier)
-    made, pipes, flush = [], [], []
+    made, pipes, extra = [], [], []
     try:
         made = _allocate(device, d)
-        if flush_bytes:
-            flush = [device.buffer(nbytes=flush_bytes, name="flush_src"),
-                     device.buffer(nbytes=flush_bytes, name="flush_dst")]
+        if between_bytes:
+            extra = [device.buffer(nbytes=between_bytes, name="between_src"),
+                     device.buffer(nbytes=between_bytes, name="between_dst")]
         for step, step_spirv in earlier:
             pipes.append(device.pipeline(step_spirv, spec_constants=declared(step_spirv, step.spec_constants),
                                          local_size=step.local_size, name=step.variant))
@@ -184,17 +185,20 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
             if measure and back_to_back > 1:
                 with device.record(label=d.variant, barrier_timed=barrier_timed) as many:
                     for _ in range(back_to_back):
-                        if flush:
-                            many.copy(flush[0], flush[1], label="flush")
+                        if between_kind == "copy":
+                            many.copy(extra[0], extra[1], label="between")
+                        elif between_kind == "shader":
+                            from ..kernels.copy import CopySpec, record_copy
+                            record_copy(many, device, CopySpec(between_bytes), extra[1], extra[0], label="between")
                         for (step, _), step_pipe in zip(earlier, pipes):
                             many.dispatch(step_pipe, [made[i] for i in step.bindings], step.global_size,
                                           step.push_constants, label=step.variant)
                         many.dispatch(pipe, bound, d.global_size, d.push_constants, label=d.variant)
-                    labels = {d.variant, *(step.variant for step, _ in earlier)} if flush else None
+                    labels = {d.variant, *(step.variant for step, _ in earlier)} if extra else None
                     gpu, host = sample_recording(many, repeats=back_to_back, labels=labels, min_time_s=min_time_s,
                                                  max_time_s=max_time_s)
                 row["back_to_back"] = back_to_back
-                row["flush_bytes"] = flush_bytes
+                row["between"] = between
                 row["barrier_timed"] = barrier_timed
             elif measure:
                 gpu, host = sample_recording(rec, min_time_s=min_time_s, max_time_s=max_time_s)
@@ -206,9 +210,21 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
             else:
                 row.update(environment(device))
     finally:
-        for r in pipes + made + flush:
+        for r in pipes + made + extra:
             r.close()
     return row
+
+
+def parse_between(between: str) -> tuple[str, int]:
+    """``"none"``, ``"copy:MIB"`` or ``"shader:MIB"`` → (kind, bytes), the bytes rounded up to 16 B."""
+    kind, _, size = str(between).partition(":")
+    try:
+        mib = float(size) if size else 0.0
+    except ValueError:
+        mib = -1.0
+    if (kind == "none" and size) or kind not in ("none", "copy", "shader") or (kind != "none" and mib <= 0):
+        raise ValueError(f"between must be 'none', 'copy:MIB' or 'shader:MIB' with MIB > 0, got {between!r}")
+    return kind, (-(-int(mib * 2**20) // 16) * 16 if kind != "none" else 0)
 
 
 def run(device, gen: Codegen, kernel: str, *, measure: bool = True, statistics: bool = False, local_size=None,

@@ -16,8 +16,9 @@ How an item is timed, and why (each measured on the H200):
   ~1,300 MHz, where a model keeps the GPU busy;
 - timestamps where ET-VK writes them (``timestamps="etvk"``): the start before the dispatch's barrier, so the barrier
   counts in the dispatch's time (``DispatchNode::encode``); ``"workbench"`` keeps the barrier outside both intervals;
-- ``flush_mib``: a copy of that size before each copy of the dispatch, not timed, so its inputs start evicted from
-  the last-level cache;
+- ``between``: what runs, untimed, before each copy of the dispatch (:func:`..run.parse_between`): nothing, a
+  buffer copy (``"copy:MIB"``) or another pipeline, the workbench's shader copy (``"shader:MIB"``), as a model runs
+  other ops between two of its dispatches; a large one evicts the copy's inputs from the last-level cache;
 - items with the same family and options are measured once; every dispatch that has them gets the rows
   (``measured_as`` names the dispatch that was measured).
 """
@@ -35,23 +36,25 @@ def _key(item) -> str:
     return json.dumps([item["family"], item["options"]], sort_keys=True, default=list)
 
 
-def replay(items, *, executorch=None, rev: str | None = None, timestamps=("etvk",), flush_mib=(0.0,),
+def replay(items, *, executorch=None, rev: str | None = None, timestamps=("etvk",), between=("none",),
            back_to_back: int = 20, warm_seconds: float = 1.0, statistics: bool = False, csv=None, device=None,
            quiet: bool = False) -> pd.DataFrame:
     """Each item ({model, dispatch_id, kernel, family, options}: :func:`.drill.replay_items`) through the
-    workbench's dispatch, timed once per (timestamps, flush) way; rows written to `csv` as each one finishes."""
+    workbench's dispatch, timed once per (timestamps, between) way; rows written to `csv` as each one finishes."""
     from ... import vk
     from ..codegen import Codegen, source
-    from ..run import execute, make
+    from ..run import execute, make, parse_between
     from .profile import warm_gpu
     echo = (lambda *_: None) if quiet else (lambda m: print(m, file=sys.stderr, flush=True))
     bad = [t for t in timestamps if t not in ("etvk", "workbench")]
-    if bad or not timestamps or not flush_mib:
-        raise ValueError(f"timestamps must be 'etvk' or 'workbench' and flush_mib non-empty; got timestamps="
-                         f"{list(timestamps)}, flush_mib={list(flush_mib)}")
+    if bad or not timestamps or not between:
+        raise ValueError(f"timestamps must be 'etvk' or 'workbench' and between non-empty; got timestamps="
+                         f"{list(timestamps)}, between={list(between)}")
+    for b in between:
+        parse_between(b)                  # a bad one fails before anything runs
     gen = Codegen(source(executorch, rev=rev))
     device = device or vk.get_device()
-    modes = [(t, f) for t in dict.fromkeys(timestamps) for f in dict.fromkeys(flush_mib)]
+    modes = [(t, b) for t in dict.fromkeys(timestamps) for b in dict.fromkeys(between)]
     measured: dict[str, tuple[int, list[dict]]] = {}
     rows = []
     for n, item in enumerate(items, 1):
@@ -61,8 +64,7 @@ def replay(items, *, executorch=None, rev: str | None = None, timestamps=("etvk"
             measured[key] = (item["dispatch_id"], _time_item(device, gen, item, modes, back_to_back, warm_seconds,
                                                              statistics, make, execute, warm_gpu))
             for got in measured[key][1]:
-                flush = f", flush {got['flush_mib']:g} MiB" if got["flush_mib"] else ""
-                mode = f" [{got['timestamps']} timestamps{flush}]"
+                mode = f" [{got['timestamps']} timestamps, {got['between']} between]"
                 echo(f"{n}/{len(items)} {item['family']} {got.get('variant')}{mode if len(modes) > 1 else ''}: "
                      f"{got.get('median_us', float('nan')):.2f} µs, correct={got.get('correct')}"
                      f"{'  ' + got['error'] if 'error' in got else ''}")
@@ -80,16 +82,16 @@ def _time_item(device, gen, item, modes, back_to_back, warm_seconds, statistics,
         for variant in [step.variant for step in d.before] + [d.variant]:
             gen.compile(variant)          # compile first: the GPU must not idle between warm-up and timing
     except (ValueError, RuntimeError) as e:   # a refused case is a row per way that says why, not the end
-        return [{"timestamps": t, "flush_mib": f, "error": f"{type(e).__name__}: {e}"} for t, f in modes]
+        return [{"timestamps": t, "between": b, "error": f"{type(e).__name__}: {e}"} for t, b in modes]
     warm_gpu(device, warm_seconds)
     out = []
-    for t, f in modes:                    # each way of timing the same item, one after another: paired rows
+    for t, b in modes:                    # each way of timing the same item, one after another: paired rows
         try:
             got = execute(device, gen, d, measure=True, statistics=statistics, back_to_back=back_to_back,
-                          flush_bytes=int(f * 2**20), barrier_timed=t == "etvk")
+                          between=b, barrier_timed=t == "etvk")
         except (ValueError, RuntimeError) as e:
             got = {"error": f"{type(e).__name__}: {e}"}
-        out.append({"timestamps": t, "flush_mib": f, **got})
+        out.append({**got, "timestamps": t, "between": b})
     return out
 
 
@@ -102,7 +104,7 @@ def table(profile, replayed: pd.DataFrame, revision: str | None = None) -> pd.Da
     for column in ("workbench_variant", "workbench_us", "correct", "global_size", "local_size", "error"):
         if column not in wb:
             wb[column] = None
-    modes = [c for c in ("timestamps", "flush_mib") if c in wb]
+    modes = [c for c in ("timestamps", "between") if c in wb]
     wb = wb[["model", "dispatch_id", "family", "workbench_variant", "workbench_us", "correct", "global_size",
              "local_size", "options", "error", *modes]]
     out = runtime.merge(wb, on=["model", "dispatch_id"], how="inner")
@@ -114,7 +116,7 @@ def table(profile, replayed: pd.DataFrame, revision: str | None = None) -> pd.Da
 def summary(fidelity_table: pd.DataFrame) -> pd.DataFrame:
     """Per family (and way of timing): dispatches, median ratio with p10–p90, the share within 10 %, all correct."""
     t = fidelity_table.dropna(subset=["ratio"])
-    modes = [c for c in ("timestamps", "flush_mib") if c in t]
+    modes = [c for c in ("timestamps", "between") if c in t]
 
     def rows(group):
         r = group["ratio"]
