@@ -345,12 +345,15 @@ def test_run_items_times_each_item_every_way_asked(tmp_path):
     (tmp_path / "items.json").write_text(json.dumps(items))
     assert main(["etvk", "run-items", str(tmp_path / "items.json"), "--csv", str(tmp_path / "rows.csv"),
                  "--executorch", CHECKOUT, "--back-to-back", "2", "--timestamps", "etvk", "workbench",
-                 "--warm-seconds", "0"]) == 0
+                 "--barriers", "light", "full", "--warm-seconds", "0"]) == 0
     rows = pd.read_csv(tmp_path / "rows.csv")
-    assert list(rows["dispatch_id"]) == [1, 1, 2, 2] and list(rows["timestamps"]) == ["etvk", "workbench"] * 2
+    assert list(rows["dispatch_id"]) == [1] * 4 + [2] * 4
+    assert list(rows["timestamps"]) == ["etvk", "etvk", "workbench", "workbench"] * 2
+    assert list(rows["barriers"]) == ["light", "full"] * 4
     good = rows[rows["dispatch_id"] == 1]
     assert good["correct"].all() and (good["median_us"] > 0).all()
-    assert list(good["barrier_timed"]) == [True, False]
+    assert list(good["barrier_timed"]) == [True, True, False, False]
+    assert list(good["full_barriers"]) == [False, True, False, True]
     assert rows[rows["dispatch_id"] == 2]["error"].str.contains("every size must be >= 1").all()
 
 

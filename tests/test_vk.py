@@ -283,21 +283,24 @@ def test_timestamps_positive_and_in_order(device, scale_add):
         np.testing.assert_array_equal(a.download(np.int32), (once * 2 + 1) * 2)
 
 
-@pytest.mark.parametrize("barrier_timed", [False, True])
-def test_barrier_placement_against_timestamps(device, scale_add, monkeypatch, barrier_timed):
+@pytest.mark.parametrize("barrier_timed, full", [(False, False), (True, False), (True, True)])
+def test_barrier_placement_against_timestamps(device, scale_add, monkeypatch, barrier_timed, full):
     """ET-VK's QueryPool writes a dispatch's start timestamp before its barrier: `barrier_timed` records that order,
     and the default keeps the barrier outside both intervals. The command buffer's calls are logged as recorded."""
     from workbench.vk import recording
-    calls = []
+    calls, stages = [], []
     for name in ("vkCmdWriteTimestamp", "vkCmdPipelineBarrier", "vkCmdDispatch"):
         real = getattr(recording.vk, name)
         monkeypatch.setattr(recording.vk, name,
                             lambda *a, _real=real, _name=name: (calls.append(_name[5:]), _real(*a))[1])
+    real_barrier = recording.vk.vkCmdPipelineBarrier
+    monkeypatch.setattr(recording.vk, "vkCmdPipelineBarrier",
+                        lambda *a: (stages.append((a[1], a[2], a[5][0].srcAccessMask)), real_barrier(*a))[1])
     values = np.arange(256)
     with device.pipeline(scale_add, spec_constants={3: 2}) as p, device.buffer(values.astype(np.int32)) as a, \
             device.buffer(nbytes=values.nbytes // 2) as b, \
             device.uniform(np.array([values.size, 0, 0, 0], np.int32)) as ubo:
-        with device.record("two", barrier_timed=barrier_timed) as rec:
+        with device.record("two", barrier_timed=barrier_timed, full_barriers=full) as rec:
             rec.dispatch(p, [b, a, ubo], (values.size,), struct.pack("<i", 1))
             rec.dispatch(p, [a, b, ubo], (values.size,), struct.pack("<i", 0))
             timings = rec.submit()
@@ -306,6 +309,10 @@ def test_barrier_placement_against_timestamps(device, scale_add, monkeypatch, ba
     second = (["WriteTimestamp", "PipelineBarrier"] if barrier_timed else ["PipelineBarrier", "WriteTimestamp"]) \
         + ["Dispatch", "WriteTimestamp"]
     assert calls == first + second
+    vk = recording.vk
+    want = ((vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT)
+            if full else (recording.COMPUTE_AND_TRANSFER, recording.ALL_ACCESS))
+    assert stages == [(want[0], want[0], want[1])]
     assert all(t.gpu_ns > 0 for t in timings)
     np.testing.assert_array_equal(got, (values * 2 + 1) * 2)
 

@@ -98,7 +98,8 @@ def cmd_run_items(args) -> int:
 
     from ..etvk.model import fidelity
     fidelity.replay(json.loads(Path(args.file).read_text()), executorch=args.executorch, rev=args.rev,
-                    timestamps=args.timestamps, between=args.between, back_to_back=args.back_to_back,
+                    timestamps=args.timestamps, between=args.between, barriers=args.barriers,
+                    back_to_back=args.back_to_back,
                     warm_seconds=args.warm_seconds, statistics=args.statistics, csv=args.csv)
     print(f"wrote {args.csv}")
     return 0
@@ -127,7 +128,7 @@ def cmd_fidelity(args) -> int:
     print(f"{len(items)} drillable dispatches of {len(profiles)} models; replaying each through the workbench …",
           flush=True)
     replayed = fidelity.replay(items, executorch=args.executorch, timestamps=args.timestamps,
-                               between=args.between, back_to_back=args.back_to_back,
+                               between=args.between, barriers=args.barriers, back_to_back=args.back_to_back,
                                warm_seconds=args.warm_seconds, quiet=args.quiet,
                                csv=out / "etvk_fidelity_replayed.csv")
     import pandas as pd
@@ -135,7 +136,7 @@ def cmd_fidelity(args) -> int:
                              ignore_index=True)
     per = fidelity.summary(per_dispatch)
     _write({"etvk_fidelity": per_dispatch, "etvk_fidelity_summary": per}, out)
-    print(table(per, [c for c in ("timestamps", "between", "family", "dispatches", "ratio_median",
+    print(table(per, [c for c in ("timestamps", "between", "barriers", "family", "dispatches", "ratio_median",
                                        "ratio_p10", "ratio_p90", "within_10pct", "all_correct") if c in per]))
     return 0
 
@@ -243,6 +244,9 @@ def register(verbs) -> None:
                        help="etvk (default): each dispatch's time includes the barrier before it, as ET-VK's "
                             "QueryPool times it; workbench: the barrier counts in neither interval; both: each item "
                             "timed both ways, one after the other")
+        p.add_argument("--barriers", choices=["light", "full"], nargs="+", default=["light"],
+                       help="light (default): compute / transfer barriers between copies; full: all-commands memory "
+                            "barriers, as ET-VK widens a write-after-read; both: each item timed both ways")
         p.add_argument("--between", nargs="+", default=["none"], metavar="WHAT",
                        help="what runs, untimed, before each copy of the dispatch: none (default), copy:MIB (a buffer "
                             "copy; 128 evicts the inputs from the H200's L2) or shader:MIB (another pipeline, the "

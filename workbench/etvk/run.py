@@ -131,7 +131,7 @@ def mismatch_of(d: Dispatch, got: torch.Tensor):
 
 def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statistics: bool = False,
             min_time_s: float = 0.2, max_time_s: float = 5.0, back_to_back: int = 1, between: str = "none",
-            barrier_timed: bool = False, reports: list | None = None) -> dict:
+            barrier_timed: bool = False, full_barriers: bool = False, reports: list | None = None) -> dict:
     """Compile, bind, dispatch once, check against torch; then time (re-submitting one recording) when asked.
     `back_to_back` > 1 times a recording of that many copies of the dispatch (a barrier between each) and reports
     the time per copy: a GPU kept busy holds its clock, as it does running a model's dispatches one after another,
@@ -140,7 +140,8 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
     runs other ops between two of its dispatches: ``"copy:MIB"`` a buffer copy (vkCmdCopyBuffer) of MIB MiB,
     ``"shader:MIB"`` the workbench's compute-shader copy (another pipeline); large ones evict the copy's inputs from
     the last-level cache. `barrier_timed` (with `back_to_back` > 1): each copy's time includes the barrier before it,
-    as ET-VK's runtime times a dispatch (see :class:`vk.Recording`)."""
+    as ET-VK's runtime times a dispatch; `full_barriers`: all-commands memory barriers, as ET-VK widens a
+    write-after-read (see :class:`vk.Recording`)."""
     if back_to_back < 1:
         raise ValueError(f"back_to_back must be >= 1, got {back_to_back}")
     between_kind, between_bytes = parse_between(between)
@@ -183,7 +184,8 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
             if capture:
                 row.update(_driver_columns(pipe.statistics()))
             if measure and back_to_back > 1:
-                with device.record(label=d.variant, barrier_timed=barrier_timed) as many:
+                with device.record(label=d.variant, barrier_timed=barrier_timed,
+                                   full_barriers=full_barriers) as many:
                     for _ in range(back_to_back):
                         if between_kind == "copy":
                             many.copy(extra[0], extra[1], label="between")
@@ -200,6 +202,7 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
                 row["back_to_back"] = back_to_back
                 row["between"] = between
                 row["barrier_timed"] = barrier_timed
+                row["full_barriers"] = full_barriers
             elif measure:
                 gpu, host = sample_recording(rec, min_time_s=min_time_s, max_time_s=max_time_s)
             if measure:

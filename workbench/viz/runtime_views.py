@@ -85,7 +85,7 @@ def plot_ab(profile):
 def plot_fidelity(table):
     """Workbench / runtime µs per dispatch, one row per family, one marker per way of timing; the ±10 % band."""
     t = table.dropna(subset=["ratio"])
-    modes = [c for c in ("timestamps", "between") if c in t]
+    modes = [c for c in ("timestamps", "between", "barriers") if c in t]
     ways = [tuple(k) if isinstance(k, tuple) else (k,) for k in t.groupby(modes).groups] if modes else [()]
     families = sorted(t["family"].unique(), key=lambda f: -(t["family"] == f).sum())
     fig = _Figure(figsize=(10, 0.5 * len(families) + 1.8))

@@ -261,9 +261,10 @@ class Device:
         return Pipeline(self, spirv, spec_constants=spec_constants, local_size=local_size,
                         capture_statistics=capture_statistics, name=name)
 
-    def record(self, label: str = "", timestamps: bool = True, barrier_timed: bool = False) -> Recording:
+    def record(self, label: str = "", timestamps: bool = True, barrier_timed: bool = False,
+               full_barriers: bool = False) -> Recording:
         self.check_open("record")
-        rec = Recording(self, label, timestamps, barrier_timed)
+        rec = Recording(self, label, timestamps, barrier_timed, full_barriers)
         self._track(rec)
         return rec
 

@@ -64,15 +64,19 @@ def as_push_constants(pipeline: Pipeline, values) -> bytes:
 
 
 class Recording:
-    def __init__(self, device, label: str = "", timestamps: bool = True, barrier_timed: bool = False):
+    def __init__(self, device, label: str = "", timestamps: bool = True, barrier_timed: bool = False,
+                 full_barriers: bool = False):
         """`barrier_timed`: each command's start timestamp goes before the barrier that precedes it, so the
         barrier's cost counts in that command's time. ET-VK's runtime times its dispatches this way
         (DispatchNode::encode writes the start timestamp, then inserts the dispatch's barrier); by default the
-        barrier sits between two commands' intervals and counts in neither."""
+        barrier sits between two commands' intervals and counts in neither. `full_barriers`: all commands → all
+        commands, memory read / write, the barrier ET-VK widens a write-after-read hazard to
+        (vTensorStorage::transition), instead of compute / transfer shader and transfer access."""
         self.device = device
         self.label = label
         self.timestamps = timestamps and device.info.timestamp_valid_bits > 0
         self.barrier_timed = barrier_timed
+        self.full_barriers = full_barriers
         self.commands: list[_Command] = []
         self.timings: list[DispatchTiming] = []
         self.host_ns: float | None = None
@@ -160,15 +164,17 @@ class Recording:
         vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo())
         if self.timestamps:
             vk.vkCmdResetQueryPool(cmd, self._query_pool, 0, 2 * len(self.commands))
-        barrier = vk.VkMemoryBarrier(srcAccessMask=ALL_ACCESS, dstAccessMask=ALL_ACCESS)
+        access, stages = ((vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT,
+                           vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT) if self.full_barriers
+                          else (ALL_ACCESS, COMPUTE_AND_TRANSFER))
+        barrier = vk.VkMemoryBarrier(srcAccessMask=access, dstAccessMask=access)
         set_iter = iter(sets)
         for i, c in enumerate(self.commands):
             self._recording_at = i
             if self.timestamps and self.barrier_timed:
                 vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self._query_pool, 2 * i)
             if i and c.barrier:  # each command sees everything the previous ones wrote
-                vk.vkCmdPipelineBarrier(cmd, COMPUTE_AND_TRANSFER, COMPUTE_AND_TRANSFER, 0, 1, [barrier], 0, None,
-                                        0, None)
+                vk.vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, [barrier], 0, None, 0, None)
             if self.timestamps and not self.barrier_timed:
                 vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self._query_pool, 2 * i)
             if c.kind == "dispatch":

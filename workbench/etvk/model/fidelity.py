@@ -16,6 +16,8 @@ How an item is timed, and why (each measured on the H200):
   ~1,300 MHz, where a model keeps the GPU busy;
 - timestamps where ET-VK writes them (``timestamps="etvk"``): the start before the dispatch's barrier, so the barrier
   counts in the dispatch's time (``DispatchNode::encode``); ``"workbench"`` keeps the barrier outside both intervals;
+- ``barriers``: ``"full"`` (all commands, memory read / write: what ET-VK widens a write-after-read to, and in a
+  model run again and again every output was last read) or ``"light"`` (compute / transfer shader access);
 - ``between``: what runs, untimed, before each copy of the dispatch (:func:`..run.parse_between`): nothing, a
   buffer copy (``"copy:MIB"``) or another pipeline, the workbench's shader copy (``"shader:MIB"``), as a model runs
   other ops between two of its dispatches; a large one evicts the copy's inputs from the last-level cache;
@@ -37,6 +39,7 @@ def _key(item) -> str:
 
 
 def replay(items, *, executorch=None, rev: str | None = None, timestamps=("etvk",), between=("none",),
+           barriers=("light",),
            back_to_back: int = 20, warm_seconds: float = 1.0, statistics: bool = False, csv=None, device=None,
            quiet: bool = False) -> pd.DataFrame:
     """Each item ({model, dispatch_id, kernel, family, options}: :func:`.drill.replay_items`) through the
@@ -46,15 +49,16 @@ def replay(items, *, executorch=None, rev: str | None = None, timestamps=("etvk"
     from ..run import execute, make, parse_between
     from .profile import warm_gpu
     echo = (lambda *_: None) if quiet else (lambda m: print(m, file=sys.stderr, flush=True))
-    bad = [t for t in timestamps if t not in ("etvk", "workbench")]
-    if bad or not timestamps or not between:
-        raise ValueError(f"timestamps must be 'etvk' or 'workbench' and between non-empty; got timestamps="
-                         f"{list(timestamps)}, between={list(between)}")
+    bad = [t for t in timestamps if t not in ("etvk", "workbench")] + [b for b in barriers if b not in ("light", "full")]
+    if bad or not timestamps or not between or not barriers:
+        raise ValueError(f"timestamps must be 'etvk' or 'workbench', barriers 'light' or 'full', between non-empty; "
+                         f"got timestamps={list(timestamps)}, barriers={list(barriers)}, between={list(between)}")
     for b in between:
         parse_between(b)                  # a bad one fails before anything runs
     gen = Codegen(source(executorch, rev=rev))
     device = device or vk.get_device()
-    modes = [(t, b) for t in dict.fromkeys(timestamps) for b in dict.fromkeys(between)]
+    modes = [(t, b, f) for t in dict.fromkeys(timestamps) for b in dict.fromkeys(between)
+             for f in dict.fromkeys(barriers)]
     measured: dict[str, tuple[int, list[dict]]] = {}
     rows = []
     for n, item in enumerate(items, 1):
@@ -64,7 +68,7 @@ def replay(items, *, executorch=None, rev: str | None = None, timestamps=("etvk"
             measured[key] = (item["dispatch_id"], _time_item(device, gen, item, modes, back_to_back, warm_seconds,
                                                              statistics, make, execute, warm_gpu))
             for got in measured[key][1]:
-                mode = f" [{got['timestamps']} timestamps, {got['between']} between]"
+                mode = f" [{got['timestamps']} timestamps, {got['between']} between, {got['barriers']} barriers]"
                 echo(f"{n}/{len(items)} {item['family']} {got.get('variant')}{mode if len(modes) > 1 else ''}: "
                      f"{got.get('median_us', float('nan')):.2f} µs, correct={got.get('correct')}"
                      f"{'  ' + got['error'] if 'error' in got else ''}")
@@ -82,16 +86,17 @@ def _time_item(device, gen, item, modes, back_to_back, warm_seconds, statistics,
         for variant in [step.variant for step in d.before] + [d.variant]:
             gen.compile(variant)          # compile first: the GPU must not idle between warm-up and timing
     except (ValueError, RuntimeError) as e:   # a refused case is a row per way that says why, not the end
-        return [{"timestamps": t, "between": b, "error": f"{type(e).__name__}: {e}"} for t, b in modes]
+        return [{"timestamps": t, "between": b, "barriers": f, "error": f"{type(e).__name__}: {e}"}
+                for t, b, f in modes]
     warm_gpu(device, warm_seconds)
     out = []
-    for t, b in modes:                    # each way of timing the same item, one after another: paired rows
+    for t, b, f in modes:                 # each way of timing the same item, one after another: paired rows
         try:
             got = execute(device, gen, d, measure=True, statistics=statistics, back_to_back=back_to_back,
-                          between=b, barrier_timed=t == "etvk")
+                          between=b, barrier_timed=t == "etvk", full_barriers=f == "full")
         except (ValueError, RuntimeError) as e:
             got = {"error": f"{type(e).__name__}: {e}"}
-        out.append({**got, "timestamps": t, "between": b})
+        out.append({**got, "timestamps": t, "between": b, "barriers": f})
     return out
 
 
@@ -104,7 +109,7 @@ def table(profile, replayed: pd.DataFrame, revision: str | None = None) -> pd.Da
     for column in ("workbench_variant", "workbench_us", "correct", "global_size", "local_size", "error"):
         if column not in wb:
             wb[column] = None
-    modes = [c for c in ("timestamps", "between") if c in wb]
+    modes = [c for c in ("timestamps", "between", "barriers") if c in wb]
     wb = wb[["model", "dispatch_id", "family", "workbench_variant", "workbench_us", "correct", "global_size",
              "local_size", "options", "error", *modes]]
     out = runtime.merge(wb, on=["model", "dispatch_id"], how="inner")
@@ -116,7 +121,7 @@ def table(profile, replayed: pd.DataFrame, revision: str | None = None) -> pd.Da
 def summary(fidelity_table: pd.DataFrame) -> pd.DataFrame:
     """Per family (and way of timing): dispatches, median ratio with p10–p90, the share within 10 %, all correct."""
     t = fidelity_table.dropna(subset=["ratio"])
-    modes = [c for c in ("timestamps", "between") if c in t]
+    modes = [c for c in ("timestamps", "between", "barriers") if c in t]
 
     def rows(group):
         r = group["ratio"]
