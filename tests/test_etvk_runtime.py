@@ -397,6 +397,23 @@ def test_fidelity_table_pairs_every_way_of_timing_with_the_runtime(residual_prof
     assert s.loc[("workbench", "(all)"), "within_10pct"] == 0.0 and s.loc[("workbench", "(all)"), "dispatches"] == 1
 
 
+def test_bracket_says_whether_the_runtime_lies_between_warm_and_cold(residual_profile):
+    import dataclasses
+
+    import pandas as pd
+    profile = dataclasses.replace(residual_profile, dispatches=residual_profile.dispatches.assign(device="llvmpipe"))
+    runtime = profile.dispatches.set_index("dispatch_id")["gpu_us"]
+    rows = [{"model": "residual_add", "dispatch_id": i, "family": "f", "variant": "v", "median_us": runtime[i] * k,
+             "correct": True, "options": "{}", "timestamps": "etvk", "barriers": "light", "between": b}
+            for i, (warm, cold) in ((2, (0.8, 1.3)), (3, (0.5, 0.7)), (4, (1.05, 1.2))) for b, k in
+            (("none", warm), ("shader:128", cold))]
+    got = F.bracket(F.table(profile, pd.DataFrame(rows))).set_index("dispatch_id")
+    assert list(got["inside"]) == [True, False, True]       # 0.8–1.3; 0.5–0.7 (+10 % < 1); 1.05 (−10 % < 1)
+    assert got.loc[3, "warm_us"] == pytest.approx(runtime[3] * 0.5)
+    with pytest.raises(ValueError, match="no rows timed as .*shader:64.*the table has"):
+        F.bracket(F.table(profile, pd.DataFrame(rows)), cold={"between": "shader:64"})
+
+
 @pytest.mark.parametrize("text, expected", [("none", ("none", 0)), ("copy:128", ("copy", 128 << 20)),
                                             ("shader:0.001", ("shader", 1056))])
 def test_between_names_what_runs_before_each_copy(text, expected):
@@ -425,9 +442,10 @@ def test_fidelity_of_a_committed_run_every_way(tmp_path):
     from workbench.cli import main
     assert main(["etvk", "fidelity", "--from", str(DATA / "residual_add"), "--out", str(tmp_path), "--executorch",
                  CHECKOUT, "--back-to-back", "2", "--warm-seconds", "0", "--timestamps", "etvk", "workbench",
-                 "--quiet"]) == 0
+                 "--between", "none", "shader:1", "--quiet"]) == 0
     table = pd.read_csv(tmp_path / "etvk_fidelity.csv")
     assert set(table["timestamps"]) == {"etvk", "workbench"} and table["correct"].all()
+    assert set(table["between"]) == {"none", "shader:1"}
     assert table["same_variant"].all() and (table["ratio"] > 0).all()
     replayed = pd.read_csv(tmp_path / "etvk_fidelity_replayed.csv")
     assert len(replayed) == len(table)

@@ -135,7 +135,15 @@ def cmd_fidelity(args) -> int:
     per_dispatch = pd.concat([fidelity.table(p, replayed[replayed["model"] == p.model]) for p in profiles],
                              ignore_index=True)
     per = fidelity.summary(per_dispatch)
-    _write({"etvk_fidelity": per_dispatch, "etvk_fidelity_summary": per}, out)
+    frames = {"etvk_fidelity": per_dispatch, "etvk_fidelity_summary": per}
+    try:       # with both a warm and a cold way timed: is the runtime's time between the two?
+        frames["etvk_fidelity_bracket"] = bracket = fidelity.bracket(per_dispatch)
+    except ValueError:
+        bracket = None
+    _write(frames, out)
+    if bracket is not None:
+        print(f"runtime within the workbench's warm / cold bracket (±10 %): {int(bracket['inside'].sum())} of "
+              f"{len(bracket)} dispatches")
     print(table(per, [c for c in ("timestamps", "between", "barriers", "family", "dispatches", "ratio_median",
                                        "ratio_p10", "ratio_p90", "within_10pct", "all_correct") if c in per]))
     return 0

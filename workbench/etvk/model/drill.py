@@ -197,12 +197,40 @@ def options(profile, dispatch_id: int, revision: str | None = None) -> tuple[str
     return family, make_options(row, _node_for(profile, row), args)
 
 
+def prepare(device, gen, family: str, options: dict, *, warm_seconds: float = 1.0):
+    """The family's Dispatch for `options`, compiled (with its earlier steps), the GPU then kept busy for
+    `warm_seconds`: between items a GPU idles down (the H200 to 345 MHz, which made the workbench 3–4× slow)."""
+    from ..run import make
+    from .profile import warm_gpu
+    d = make(gen, family, **options)
+    for variant in [step.variant for step in d.before] + [d.variant]:
+        gen.compile(variant)              # compile first: the GPU must not idle between warm-up and timing
+    warm_gpu(device, warm_seconds)
+    return d
+
+
+def timed(device, gen, d, *, timestamps: str = "etvk", barriers: str = "light", between: str = "none",
+          back_to_back: int = 20, statistics: bool = False) -> dict:
+    """The dispatch checked against torch and timed the way a model's dispatch is timed on ET-VK's runtime:
+    `back_to_back` copies per submit (a lone dispatch resubmitted lets the clock sag, ~1,300 MHz on the H200),
+    the start timestamp before each copy's barrier (``timestamps="etvk"``, as ``DispatchNode::encode``; or
+    ``"workbench"``), ``barriers`` light or full (all commands), ``between`` what runs untimed before each copy
+    (:func:`..run.parse_between`)."""
+    from ..run import execute
+    if timestamps not in ("etvk", "workbench") or barriers not in ("light", "full"):
+        raise ValueError(f"timestamps must be 'etvk' or 'workbench' and barriers 'light' or 'full'; got "
+                         f"timestamps={timestamps!r}, barriers={barriers!r}")
+    got = execute(device, gen, d, measure=True, statistics=statistics, back_to_back=back_to_back, between=between,
+                  barrier_timed=timestamps == "etvk", full_barriers=barriers == "full")
+    return {**got, "timestamps": timestamps, "barriers": barriers, "between": between}
+
+
 def drill(profile, dispatch_id: int, revision: str | None = None, *, device=None, gen=None, executorch=None,
-          measure: bool = True, statistics: bool = True) -> dict:
-    """The dispatch through the workbench's own dispatch: one row beside ET-VK's runtime time."""
+          statistics: bool = True, warm_seconds: float = 1.0) -> dict:
+    """The dispatch through the workbench's own dispatch, timed as :func:`timed` does: one row beside ET-VK's
+    runtime time."""
     from ... import vk
     from ..codegen import Codegen, source
-    from ..run import run as run_family
     revision = revision or profile.revisions[0]
     family, opts = options(profile, dispatch_id, revision)
     rows = profile.dispatches
@@ -212,7 +240,7 @@ def drill(profile, dispatch_id: int, revision: str | None = None, *, device=None
         commit = row["etvk_commit"]
         gen = Codegen(source(executorch) if revision.startswith("working tree") else
                       source(executorch, rev=commit))
-    got = run_family(device, gen, family, measure=measure, statistics=statistics, **opts)
+    got = timed(device, gen, prepare(device, gen, family, opts, warm_seconds=warm_seconds), statistics=statistics)
     out = {"model": row["model"], "revision": revision, "dispatch_id": int(dispatch_id), "operator": row["operator"],
            "kernel": row["kernel"], "family": family, "options": json.dumps(opts, default=list),
            "runtime_us": float(row["gpu_us"]), "workbench_variant": got.get("variant"),
@@ -221,7 +249,8 @@ def drill(profile, dispatch_id: int, revision: str | None = None, *, device=None
            "local_size": got.get("local_size")}
     if out["workbench_us"]:
         out["ratio"] = out["workbench_us"] / out["runtime_us"]
-    out.update({k: v for k, v in got.items() if k in ("registers", "spills", "device", "driver", "commit")})
+    out.update({k: v for k, v in got.items() if k in ("registers", "spills", "timestamps", "barriers", "back_to_back",
+                                                      "device", "driver", "commit")})
     return out
 
 

@@ -31,6 +31,8 @@ import sys
 
 import pandas as pd
 
+from . import drill
+
 WITHIN = 0.10     # the issue's goal: the workbench within 10 % of ET-VK's runtime
 
 
@@ -46,8 +48,7 @@ def replay(items, *, executorch=None, rev: str | None = None, timestamps=("etvk"
     workbench's dispatch, timed once per (timestamps, between) way; rows written to `csv` as each one finishes."""
     from ... import vk
     from ..codegen import Codegen, source
-    from ..run import execute, make, parse_between
-    from .profile import warm_gpu
+    from ..run import parse_between
     echo = (lambda *_: None) if quiet else (lambda m: print(m, file=sys.stderr, flush=True))
     bad = [t for t in timestamps if t not in ("etvk", "workbench")] + [b for b in barriers if b not in ("light", "full")]
     if bad or not timestamps or not between or not barriers:
@@ -66,7 +67,7 @@ def replay(items, *, executorch=None, rev: str | None = None, timestamps=("etvk"
         key = _key(item)
         if key not in measured:
             measured[key] = (item["dispatch_id"], _time_item(device, gen, item, modes, back_to_back, warm_seconds,
-                                                             statistics, make, execute, warm_gpu))
+                                                             statistics))
             for got in measured[key][1]:
                 mode = f" [{got['timestamps']} timestamps, {got['between']} between, {got['barriers']} barriers]"
                 echo(f"{n}/{len(items)} {item['family']} {got.get('variant')}{mode if len(modes) > 1 else ''}: "
@@ -80,23 +81,19 @@ def replay(items, *, executorch=None, rev: str | None = None, timestamps=("etvk"
     return pd.DataFrame(rows)
 
 
-def _time_item(device, gen, item, modes, back_to_back, warm_seconds, statistics, make, execute, warm_gpu):
+def _time_item(device, gen, item, modes, back_to_back, warm_seconds, statistics):
     try:
-        d = make(gen, item["family"], **item["options"])
-        for variant in [step.variant for step in d.before] + [d.variant]:
-            gen.compile(variant)          # compile first: the GPU must not idle between warm-up and timing
+        d = drill.prepare(device, gen, item["family"], item["options"], warm_seconds=warm_seconds)
     except (ValueError, RuntimeError) as e:   # a refused case is a row per way that says why, not the end
         return [{"timestamps": t, "between": b, "barriers": f, "error": f"{type(e).__name__}: {e}"}
                 for t, b, f in modes]
-    warm_gpu(device, warm_seconds)
     out = []
     for t, b, f in modes:                 # each way of timing the same item, one after another: paired rows
         try:
-            got = execute(device, gen, d, measure=True, statistics=statistics, back_to_back=back_to_back,
-                          between=b, barrier_timed=t == "etvk", full_barriers=f == "full")
+            out.append(drill.timed(device, gen, d, timestamps=t, barriers=f, between=b, back_to_back=back_to_back,
+                                   statistics=statistics))
         except (ValueError, RuntimeError) as e:
-            got = {"error": f"{type(e).__name__}: {e}"}
-        out.append({**got, "timestamps": t, "between": b, "barriers": f})
+            out.append({"timestamps": t, "between": b, "barriers": f, "error": f"{type(e).__name__}: {e}"})
     return out
 
 
@@ -133,3 +130,34 @@ def summary(fidelity_table: pd.DataFrame) -> pd.DataFrame:
     every = t.groupby(modes).apply(rows, include_groups=False).reset_index().assign(family="(all)") if modes else \
         rows(t).to_frame().T.assign(family="(all)")
     return pd.concat([per, every], ignore_index=True)
+
+
+WARM = {"timestamps": "etvk", "barriers": "light", "between": "none"}
+COLD = {"timestamps": "etvk", "barriers": "light", "between": "shader:128"}
+
+
+def bracket(fidelity_table: pd.DataFrame, warm: dict | None = None, cold: dict | None = None) -> pd.DataFrame:
+    """Per dispatch: the runtime's µs beside the workbench's warm time (nothing between copies: inputs in L2) and
+    cold time (128 MiB through another pipeline between copies: inputs evicted). A dispatch inside a model runs
+    somewhere between the two, so `inside` says whether the runtime lies in [min − 10 %, max + 10 %]."""
+    warm, cold = warm or WARM, cold or COLD
+    t = fidelity_table.dropna(subset=["ratio"])
+
+    def pick(way, name):
+        missing = [c for c in way if c not in t]
+        if missing:
+            raise ValueError(f"the fidelity table has no column {missing}: it needs rows timed as {way}")
+        sel = t[pd.concat([t[c] == v for c, v in way.items()], axis=1).all(axis=1)]
+        if sel.empty:
+            ways = t[list(way)].drop_duplicates().to_dict("records")
+            raise ValueError(f"no rows timed as {way}; the table has {ways}")
+        return sel.set_index(["model", "dispatch_id"])["workbench_us"].astype(float).rename(name)
+
+    both = pd.concat([pick(warm, "warm_us"), pick(cold, "cold_us")], axis=1, join="inner")
+    base = t.drop_duplicates(["model", "dispatch_id"]).set_index(["model", "dispatch_id"])[
+        ["family", "kernel", "runtime_us"]]
+    out = base.join(both, how="inner").reset_index()
+    low = out[["warm_us", "cold_us"]].min(axis=1) * (1 - WITHIN)
+    high = out[["warm_us", "cold_us"]].max(axis=1) * (1 + WITHIN)
+    out["inside"] = (out["runtime_us"] >= low) & (out["runtime_us"] <= high)
+    return out
