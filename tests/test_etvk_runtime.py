@@ -287,6 +287,7 @@ def test_profile_on_etvk_runtime_matches_torch(tmp_path):
     assert p.dispatches["etvk_python"].iat[0].startswith(str(Path(CHECKOUT).resolve()))
     row = D.drill(p, 2, executorch=CHECKOUT, statistics=False)
     assert row["correct"] and row["same_variant"] and row["workbench_us"] > 0
+    assert (row["timestamps"], row["barriers"], row["back_to_back"]) == ("etvk", "light", 20)   # timed as fidelity
 
 
 @needs_checkout
