@@ -408,8 +408,13 @@ def test_bracket_says_whether_the_runtime_lies_between_warm_and_cold(residual_pr
              "correct": True, "options": "{}", "timestamps": "etvk", "barriers": "light", "between": b}
             for i, (warm, cold) in ((2, (0.8, 1.3)), (3, (0.5, 0.7)), (4, (1.05, 1.2))) for b, k in
             (("none", warm), ("shader:128", cold))]
-    got = F.bracket(F.table(profile, pd.DataFrame(rows))).set_index("dispatch_id")
+    table = F.table(profile, pd.DataFrame(rows))
+    assert len(F.timed_as(table, between="none")) == 3 and len(F.timed_as(table, between=["none", "shader:128"])) == 6
+    assert len(F.timed_as(table, between="none", mode="absent")) == 3     # a column the table lacks selects nothing away
+    rows_in = F.bracket(table)
+    got = rows_in.set_index("dispatch_id")
     assert list(got["inside"]) == [True, False, True]       # 0.8–1.3; 0.5–0.7 (+10 % < 1); 1.05 (−10 % < 1)
+    assert F.bracket_summary(rows_in).loc["(all)"].to_dict() == {"dispatches": 3, "inside": 2, "share": 2 / 3}
     assert got.loc[3, "warm_us"] == pytest.approx(runtime[3] * 0.5)
     with pytest.raises(ValueError, match="no rows timed as .*shader:64.*the table has"):
         F.bracket(F.table(profile, pd.DataFrame(rows)), cold={"between": "shader:64"})

@@ -209,6 +209,10 @@ def prepare(device, gen, family: str, options: dict, *, warm_seconds: float = 1.
     return d
 
 
+TIMESTAMPS = ("etvk", "workbench")   # where the start timestamp goes: before the barrier (as ET-VK) or after it
+BARRIERS = ("light", "full")         # compute / transfer shader access, or all commands with memory read / write
+
+
 def timed(device, gen, d, *, timestamps: str = "etvk", barriers: str = "light", between: str = "none",
           back_to_back: int = 20, statistics: bool = False) -> dict:
     """The dispatch checked against torch and timed the way a model's dispatch is timed on ET-VK's runtime:
@@ -217,7 +221,7 @@ def timed(device, gen, d, *, timestamps: str = "etvk", barriers: str = "light", 
     ``"workbench"``), ``barriers`` light or full (all commands), ``between`` what runs untimed before each copy
     (:func:`..run.parse_between`)."""
     from ..run import execute
-    if timestamps not in ("etvk", "workbench") or barriers not in ("light", "full"):
+    if timestamps not in TIMESTAMPS or barriers not in BARRIERS:
         raise ValueError(f"timestamps must be 'etvk' or 'workbench' and barriers 'light' or 'full'; got "
                          f"timestamps={timestamps!r}, barriers={barriers!r}")
     got = execute(device, gen, d, measure=True, statistics=statistics, back_to_back=back_to_back, between=between,

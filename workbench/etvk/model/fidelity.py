@@ -50,7 +50,7 @@ def replay(items, *, executorch=None, rev: str | None = None, timestamps=("etvk"
     from ..codegen import Codegen, source
     from ..run import parse_between
     echo = (lambda *_: None) if quiet else (lambda m: print(m, file=sys.stderr, flush=True))
-    bad = [t for t in timestamps if t not in ("etvk", "workbench")] + [b for b in barriers if b not in ("light", "full")]
+    bad = [t for t in timestamps if t not in drill.TIMESTAMPS] + [b for b in barriers if b not in drill.BARRIERS]
     if bad or not timestamps or not between or not barriers:
         raise ValueError(f"timestamps must be 'etvk' or 'workbench', barriers 'light' or 'full', between non-empty; "
                          f"got timestamps={list(timestamps)}, barriers={list(barriers)}, between={list(between)}")
@@ -132,6 +132,16 @@ def summary(fidelity_table: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([per, every], ignore_index=True)
 
 
+def timed_as(table: pd.DataFrame, **way) -> pd.DataFrame:
+    """The rows of `table` timed that way: column=value or column=[values]; a column the table lacks (a table of
+    before that way of timing) selects nothing away."""
+    keep = pd.Series(True, index=table.index)
+    for column, value in way.items():
+        if column in table:
+            keep &= table[column].isin(value if isinstance(value, list | tuple) else [value])
+    return table[keep]
+
+
 WARM = {"timestamps": "etvk", "barriers": "light", "between": "none"}
 COLD = {"timestamps": "etvk", "barriers": "light", "between": "shader:128"}
 
@@ -147,7 +157,7 @@ def bracket(fidelity_table: pd.DataFrame, warm: dict | None = None, cold: dict |
         missing = [c for c in way if c not in t]
         if missing:
             raise ValueError(f"the fidelity table has no column {missing}: it needs rows timed as {way}")
-        sel = t[pd.concat([t[c] == v for c, v in way.items()], axis=1).all(axis=1)]
+        sel = timed_as(t, **way)
         if sel.empty:
             ways = t[list(way)].drop_duplicates().to_dict("records")
             raise ValueError(f"no rows timed as {way}; the table has {ways}")
@@ -161,3 +171,11 @@ def bracket(fidelity_table: pd.DataFrame, warm: dict | None = None, cold: dict |
     high = out[["warm_us", "cold_us"]].max(axis=1) * (1 + WITHIN)
     out["inside"] = (out["runtime_us"] >= low) & (out["runtime_us"] <= high)
     return out
+
+
+def bracket_summary(bracket_rows: pd.DataFrame) -> pd.DataFrame:
+    """Per family and for "(all)": dispatches, how many lie inside the warm…cold bracket, and their share."""
+    def rows(inside):
+        return {"dispatches": len(inside), "inside": int(inside.sum()), "share": inside.mean()}
+    per = [{"family": f, **rows(g["inside"])} for f, g in bracket_rows.groupby("family")]
+    return pd.DataFrame([*per, {"family": "(all)", **rows(bracket_rows["inside"])}]).set_index("family")
