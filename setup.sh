@@ -68,10 +68,10 @@ fi
 export PATH="$PWD/$venv/bin:$PATH"
 # The shader compiler for ET-VK's whole GLSL dialect (GL_EXT_integer_dot_product in headers, GL_KHR_cooperative_matrix):
 # glslc / glslangValidator / spirv-val built from Debian 13's shaderc, glslang and SPIRV-Tools sources once (~6 min on
-# 2 cores) and cached in ~/.cache/workbench/glslang (WORKBENCH_GLSLANG_DIR); workbench.shaders prefers it. A second run
+# 2 cores) and cached in ~/.cache/workbench/glslang (WORKBENCH_GLSLANG_DIR); workbench.toolchain.shaders prefers it. A second run
 # finds the stamp and returns at once.
 if [[ ( "$mode" == main || "$mode" == test ) && -z "${WORKBENCH_SKIP_GLSLANG:-}" ]]; then
-  "$venv/bin/python" -m workbench.compilers.glslang setup --quiet
+  "$venv/bin/python" -m workbench.toolchain.glslang setup --quiet
   export WORKBENCH_REQUIRE_GLSLANG=1
 fi
 # Adreno, Mali and AMD statistics without their GPUs: Mesa 25.0.7's Turnip, PanVK and RADV on no-op kernel drivers,

@@ -1,8 +1,8 @@
-"""workbench.compilers.glslang: glslc / glslangValidator / spirv-val built from Debian 13 source for ET-VK's dialect.
+"""workbench.toolchain.glslang: glslc / glslangValidator / spirv-val built from Debian 13 source for ET-VK's dialect.
 
 Two kinds of tests:
 * no build needed: the cache folder, the missing-build error, the stamp (a second set-up is a no-op), the source
-  index parsing, the CLI, how workbench.shaders picks its compiler and keys its cache, and that Debian 12's glslc
+  index parsing, the CLI, how workbench.toolchain.shaders picks its compiler and keys its cache, and that Debian 12's glslc
   rejects the extension in a header (why the build exists);
 * build needed (the `glslang_build` fixture): GL_EXT_integer_dot_product from an included header reaching OpSDot /
   OpSDotAccSat (run on the device against numpy), GL_KHR_cooperative_matrix int8 x int8 -> int32, spirv-val and
@@ -22,10 +22,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench import etvk, shaders
-from workbench.compilers import glslang
+from workbench import etvk
+from workbench.toolchain import shaders
+from workbench.toolchain import glslang
 from workbench.etvk import codegen
-from workbench.shaders import ShaderCompileError, compile_glsl, compile_shader
+from workbench.toolchain.shaders import ShaderCompileError, compile_glsl, compile_shader
 
 TEST_SHADERS = Path(__file__).parent / "shaders"
 DIALECT = Path(__file__).parent / "etvk_dialect"
@@ -70,8 +71,8 @@ def test_missing_build_names_what_is_missing_and_how_to_build_it(tmp_path, monke
     root = tmp_path.resolve()
     for missing in (root / "bin" / "glslc", root / "bin" / "spirv-val", root / "setup.json"):
         assert str(missing) in message
-    assert "python -m workbench.compilers.glslang setup" in message and "WORKBENCH_GLSLANG_DIR" in message
-    # asking workbench.shaders for the built compiler gives the same error
+    assert "python -m workbench.toolchain.glslang setup" in message and "WORKBENCH_GLSLANG_DIR" in message
+    # asking workbench.toolchain.shaders for the built compiler gives the same error
     monkeypatch.setenv("WORKBENCH_GLSLC", "built")
     with pytest.raises(glslang.GlslangNotSetUpError, match="compilers.glslang setup"):
         compile_glsl(PLAIN, name="wants_the_build")
@@ -203,7 +204,7 @@ def test_only_packaging_patches_are_skipped():
 
 
 def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "workbench.compilers.glslang", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "workbench.toolchain.glslang", *args], capture_output=True,
                           text=True, cwd=REPO, env={**os.environ, **(env or {})}, timeout=60)
 
 
@@ -220,7 +221,7 @@ def test_cli_status_and_a_second_setup(tmp_path):
 
 def test_setup_sh_builds_it_in_main_and_test_mode():
     text = (REPO / "setup.sh").read_text()
-    assert '"$venv/bin/python" -m workbench.compilers.glslang setup --quiet' in text
+    assert '"$venv/bin/python" -m workbench.toolchain.glslang setup --quiet' in text
     assert "WORKBENCH_SKIP_GLSLANG" in text and "WORKBENCH_REQUIRE_GLSLANG=1" in text
 
 
@@ -238,7 +239,7 @@ def test_opcodes_walk_the_instruction_stream(monkeypatch):
 def glslang_build():
     if not glslang.is_set_up():
         reason = (f"the glslang build is not set up in {glslang.cache_root()} (missing "
-                  f"{glslang.status()['missing'][0]}); run `python -m workbench.compilers.glslang setup`")
+                  f"{glslang.status()['missing'][0]}); run `python -m workbench.toolchain.glslang setup`")
         if os.environ.get("WORKBENCH_REQUIRE_GLSLANG", "").strip() in ("1", "true", "yes"):
             pytest.fail(f"WORKBENCH_REQUIRE_GLSLANG=1 but {reason}", pytrace=False)
         pytest.skip(reason)
@@ -247,7 +248,7 @@ def glslang_build():
 
 @pytest.fixture
 def built(glslang_build, monkeypatch):
-    """The build's tools, with workbench.shaders using them (whatever the caller's WORKBENCH_GLSLC)."""
+    """The build's tools, with workbench.toolchain.shaders using them (whatever the caller's WORKBENCH_GLSLC)."""
     monkeypatch.setenv("WORKBENCH_GLSLC", "built")
     return glslang_build
 

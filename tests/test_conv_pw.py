@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 import torch
 
-from workbench import layouts as L, measure, occupancy as occ
+from workbench import layouts as L, measure
+from workbench.vendors import occupancy as occ
 from workbench.benchmarks import conv as C
 from workbench.kernels import conv_pw as K
 from workbench.ops import conv_pw as ops

@@ -6,7 +6,7 @@ import pytest
 
 from workbench.benchmarks import coopmat as CB
 from workbench.kernels import coopmat
-from workbench.shaders import compile_shader
+from workbench.toolchain.shaders import compile_shader
 
 
 @pytest.mark.parametrize("shader,defines", [("coopmat_peak", {"CHAINS": c}) for c in (1, 2, 4, 8)]
@@ -273,7 +273,7 @@ def test_suite_control_flow_with_host_stand_ins(device, monkeypatch, capsys):
 def test_reflection_skips_cooperative_matrix_locals():
     """Function-local cooperative-matrix variables are no part of the interface; reflection must not trip on their
     type (it did on the H200, the first device to build these pipelines)."""
-    from workbench.shaders import compile_shader
+    from workbench.toolchain.shaders import compile_shader
     from workbench.vk.spirv import reflect
     peak = reflect(compile_shader("coopmat_peak", defines={"CHAINS": 2}, target_env=coopmat.TARGET_ENV).code)
     assert [b.kind for b in peak.bindings] == ["storage_buffer", "storage_buffer"]

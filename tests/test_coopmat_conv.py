@@ -14,8 +14,8 @@ from workbench.benchmarks import coopmat_steps as S
 from workbench.kernels import coopmat as CM
 from workbench.kernels import coopmat_conv as CC
 from workbench.kernels import conv_pw
-from workbench.shaders import compile_shader
-from workbench.vk.clocks import CLOCK_COLUMNS, ClockSampler, parse_smi_line
+from workbench.toolchain.shaders import compile_shader
+from workbench.measure.clocks import CLOCK_COLUMNS, ClockSampler, parse_smi_line
 
 
 @pytest.mark.parametrize("defines", [{"STAGES": s, "EPILOGUE": e} for s in (2, 3, 4) for e in (0, 2, 3)]

@@ -20,6 +20,7 @@ import pytest
 
 from workbench.benchmarks import SUITES
 from workbench.benchmarks import coopmat_vs_etvk as cve
+from workbench.cli.bench import write_chart
 from workbench.measure import ResultsReader, ResultsWriter
 from workbench.viz.coopmat_vs_etvk_views import chart_rows, plot_coopmat_vs_etvk
 
@@ -135,6 +136,7 @@ def quick_run(device, tmp_path_factory):
     folder = tmp_path_factory.mktemp("coopvs")
     with ResultsWriter(folder / "coopmat_vs_etvk") as writer:
         df = cve.bench_suite(device, writer, quick=True, show_progress=False, executorch=CHECKOUT)
+    write_chart("coopmat-vs-etvk", df, folder / "coopmat_vs_etvk")
     return df, folder
 
 

@@ -1,4 +1,4 @@
-"""workbench.compilers.debian_source: what workbench.compilers.mesa and workbench.compilers.glslang share to build from Debian
+"""workbench.toolchain.debian_source: what workbench.vendors.mesa and workbench.toolchain.glslang share to build from Debian
 13's source packages. No network, no build: the sources list, apt's options, the checksum check, the lock, the
 stamp, the step logs, the prerequisites, the source index, unpacking and patching (real tar and patch on tiny
 files). The builders' own tests (test_mesa_compilers.py, test_compilers_glslang.py) cover their recipes and messages."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.compilers import debian_source as ds
+from workbench.toolchain import debian_source as ds
 
 
 class DemoSetupError(ds.SetupError):

@@ -15,7 +15,7 @@ import pytest
 
 from workbench import etvk, vk
 from workbench.etvk import codegen as src_mod
-from workbench.shaders import ShaderCompileError
+from workbench.toolchain.shaders import ShaderCompileError
 
 DIALECT = Path(__file__).parent / "etvk_dialect"
 CHECKOUT = os.environ.get("WORKBENCH_EXECUTORCH")
@@ -273,7 +273,7 @@ def test_real_cli_run_and_list(capsys):
 
 @needs_checkout
 def test_diff_across_pr_19396(device):
-    from workbench.compilers import mesa
+    from workbench.vendors import mesa
     if not mesa.is_set_up():
         if os.environ.get("WORKBENCH_REQUIRE_ADRENO") or os.environ.get("WORKBENCH_REQUIRE_MESA"):
             pytest.fail("the offline compilers are not set up (workbench compilers setup)")

@@ -8,7 +8,8 @@ import pytest
 
 from workbench import etvk
 from workbench.cli import main
-from workbench.etvk.check import check, suffix_tables
+from workbench.checks.names import suffix_tables
+from workbench.etvk.checks import check_names as check
 from workbench.etvk.compile_all import compile_all, summary
 
 TREE = Path(__file__).parent / "etvk_check_tree"

@@ -1,12 +1,12 @@
-"""workbench.etvk.lint: the planted bugs of tests/shaders/planted are caught, clean shaders are not flagged."""
+"""workbench.checks.lint: the planted bugs of tests/shaders/planted are caught, clean shaders are not flagged."""
 import os
 from pathlib import Path
 
 import pytest
 
 from workbench.cli import main
-from workbench.etvk.lint import COLUMNS, lint_spirv, parse
-from workbench.shaders import compile_glsl
+from workbench.checks.lint import COLUMNS, lint_spirv, parse
+from workbench.toolchain.shaders import compile_glsl
 
 PLANTED = Path(__file__).parent / "shaders" / "planted"
 CHECKOUT = os.environ.get("WORKBENCH_EXECUTORCH")
@@ -62,7 +62,7 @@ def test_cli_lint_checkout(capsys):
 @pytest.mark.skipif(not CHECKOUT, reason="WORKBENCH_EXECUTORCH is not set")
 def test_interfaces_of_every_family_agree_with_the_checkout(capsys):
     from workbench import etvk
-    from workbench.etvk.interfaces import check_families
+    from workbench.etvk.checks import check_families
     gen = etvk.Codegen(etvk.source(CHECKOUT))
     assert check_families(gen) == []  # every family's push constants and UBOs cover what its shader declares
     with pytest.raises(ValueError, match="expected family names .* got \\['nope'\\]"):
@@ -73,7 +73,7 @@ def test_interfaces_of_every_family_agree_with_the_checkout(capsys):
 
 def test_binding_at_names_the_accessed_binding():
     from workbench.vk.spirv import binding_at, reflect
-    from workbench.etvk.lint import OP_LOAD, OP_STORE
+    from workbench.checks.lint import OP_LOAD, OP_STORE
     code = spirv("scale_tiles")
     ins = parse(code)
     stores = [i.index for i in ins if i.opcode == OP_STORE]

@@ -218,12 +218,12 @@ def test_an_unknown_revision_is_named(tree, monkeypatch):
 
 
 def test_no_glslc_for_the_dialect_says_what_to_run(monkeypatch):
-    from workbench.compilers import glslang
+    from workbench.toolchain import glslang
 
     def refuse(*a, **k):
         raise glslang.GlslangNotSetUpError("not set up")
     monkeypatch.setattr(glslang, "require", refuse)
-    with pytest.raises(B.RuntimeBuildError, match="workbench.compilers.glslang setup"):
+    with pytest.raises(B.RuntimeBuildError, match="workbench.toolchain.glslang setup"):
         B.glslc()
 
 
@@ -453,7 +453,7 @@ def test_fidelity_of_a_committed_run_every_way(tmp_path):
     assert set(table["timestamps"]) == {"etvk", "workbench"} and table["correct"].all()
     assert set(table["between"]) == {"none", "shader:1"}
     assert table["same_variant"].all() and (table["ratio"] > 0).all()
-    replayed = pd.read_csv(tmp_path / "etvk_fidelity_replayed.csv")
+    replayed = pd.read_csv(tmp_path / "etvk_fidelity_timed.csv")
     assert len(replayed) == len(table)
     summary = pd.read_csv(tmp_path / "etvk_fidelity_summary.csv")
     assert set(summary["family"]) >= {"q8ta_conv2d_pw", "(all)"}

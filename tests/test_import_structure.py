@@ -1,6 +1,6 @@
 """The import structure, the house's plan: the runtime (vk) at the bottom; kernels on it, knowing only layouts, quant
 and the shader toolchain; measurement (workbench.measure) knowing only the runtime; benchmarks above both; no
-import cycle anywhere; statistics collection (workbench.compilers.mesa) knows no kernel. Imports inside functions count: a
+import cycle anywhere; statistics collection (workbench.vendors.mesa) knows no kernel. Imports inside functions count: a
 function-level import is still a dependency."""
 import ast
 import subprocess
@@ -63,8 +63,8 @@ def reachable(g, start) -> set[str]:
 def test_the_graph_sees_function_level_imports():
     g = graph()
     # benchmarks.conv imports compilers.mesa at module level; etvk.run imports it inside a function
-    assert "workbench.compilers.mesa" in g["workbench.benchmarks.conv"]
-    assert "workbench.compilers.mesa" in g["workbench.etvk.run"]
+    assert "workbench.vendors.mesa" in g["workbench.benchmarks.conv"]
+    assert "workbench.vendors.mesa" in g["workbench.etvk.run"]
     assert "workbench.vk.spirv" in g["workbench.kernels.conv_pw"]
 
 
@@ -103,9 +103,47 @@ def test_no_import_cycle_anywhere():
     assert strongly_connected(graph()) == []
 
 
+# The packages in order, top to bottom: an import may only point down this list (or stay inside its own package).
+# The DEVELOPERS.md architecture section and the README's picture follow it.
+ORDER = ("cli", "notebook", "report", "tune", "fanout", "viz", "benchmarks", "graphs", "etvk", "catalogue", "checks",
+         "ops", "kernels", "measure", "vendors", "toolchain", "layouts", "quant", "quiet", "vk")
+
+
+def room(module: str) -> str | None:
+    """The top-level package (or module) of workbench that `module` lives in; None for workbench itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def arrows_back_up(g) -> list[str]:
+    rank = {name: i for i, name in enumerate(ORDER)}
+    found = []
+    for module, targets in sorted(g.items()):
+        for target in sorted(targets):
+            a, b = room(module), room(target)
+            if a is None or b is None or a == b:
+                continue
+            if rank[b] <= rank[a]:
+                found.append(f"{module} -> {target} ({a} is above {b} in ORDER)")
+    return found
+
+
+def test_every_package_has_its_place_in_the_order():
+    rooms = {room(m) for m in graph()} - {None, "__main__"}
+    assert not rooms - set(ORDER), f"place these in ORDER: {sorted(rooms - set(ORDER))}"
+
+
+def test_no_import_runs_back_up_between_packages():
+    g = graph()
+    assert arrows_back_up(g) == []
+    # the check sees real arrows: one down (etvk → measure) and one that would run back up if added
+    assert "workbench.measure" in g["workbench.etvk.run"]
+    assert arrows_back_up({"workbench.vk.device": {"workbench.kernels.copy"}}) != []
+
+
 # What a kernel module may import: the layouts, the quantization references, the shader toolchain, the runtime,
 # other kernel modules, and the import-noise filter (torchao's references are imported through it).
-KERNEL_MAY_IMPORT = ("workbench.layouts", "workbench.quant", "workbench.shaders", "workbench.vk", "workbench.kernels",
+KERNEL_MAY_IMPORT = ("workbench.layouts", "workbench.quant", "workbench.toolchain.shaders", "workbench.vk", "workbench.kernels",
                      "workbench.quiet")
 
 
@@ -122,9 +160,11 @@ def test_kernels_know_nothing_of_measurement():
 
 def test_measurement_knows_only_the_runtime():
     g = graph()
-    assert all(_within(t, ("workbench.vk",)) or t == "workbench" for t in g["workbench.measure"]), g["workbench.measure"]
+    measure = [m for m in g if _within(m, ("workbench.measure",))]
+    assert len(measure) > 1 and all(_within(t, ("workbench.vk", "workbench.measure")) or t == "workbench"
+                                    for m in measure for t in g[m]), {m: g[m] for m in measure}
     # and nothing below the benchmarks reaches up to them
-    below = [m for m in g if _within(m, ("workbench.kernels", "workbench.measure", "workbench.vk", "workbench.shaders",
+    below = [m for m in g if _within(m, ("workbench.kernels", "workbench.measure", "workbench.vk", "workbench.toolchain.shaders",
                                          "workbench.layouts", "workbench.quant"))]
     up = {m: sorted(t for t in g[m] if _within(t, ("workbench.benchmarks", "workbench.cli"))) for m in below}
     assert not {m: t for m, t in up.items() if t}, up
@@ -148,7 +188,7 @@ def test_suites_are_function_references():
         suite("nope")
 
 
-@pytest.mark.parametrize("stats_module", ["workbench.compilers.mesa", "workbench.compilers.mesa_worker"])
+@pytest.mark.parametrize("stats_module", ["workbench.vendors.mesa", "workbench.vendors.mesa_worker"])
 def test_statistics_collection_knows_no_kernel(stats_module):
     needs = reachable(graph(), stats_module)
     kernel_side = sorted(m for m in needs if m.startswith(("workbench.kernels", "workbench.etvk", "workbench.viz",
@@ -158,13 +198,13 @@ def test_statistics_collection_knows_no_kernel(stats_module):
 
 def test_no_import_cycle_through_the_compilers_or_conv_pw():
     g = graph()
-    for name in ("workbench.compilers.mesa", "workbench.kernels.conv_pw", "workbench.benchmarks.conv_vendors"):
+    for name in ("workbench.vendors.mesa", "workbench.kernels.conv_pw", "workbench.benchmarks.conv_vendors"):
         cycle = [m for m in g[name] if name in reachable(g, m) or m == name]
         assert not cycle, f"{name} is in an import cycle through {cycle}"
 
 
 def test_importing_the_compilers_loads_no_kernel_module():
-    code = ("import sys, workbench.compilers.mesa as a; "
+    code = ("import sys, workbench.vendors.mesa as a; "
             "print(sorted(m for m in sys.modules if m.startswith(('workbench.kernels', 'workbench.etvk'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=PACKAGE.parent)

@@ -1,5 +1,5 @@
-"""Layout propagation on the device: int8 graphs (workbench.etvk.model.int8_graph) tagged by ExecuTorch's real TagMemoryMetaPass
-(workbench.etvk.model.tagging) and executed with the workbench's kernels (workbench.etvk.model.graph_exec), against torch — awkward
+"""Layout propagation on the device: int8 graphs (workbench.graphs.int8_graph) tagged by ExecuTorch's real TagMemoryMetaPass
+(workbench.graphs.tagging) and executed with the workbench's kernels (workbench.graphs.graph_exec), against torch — awkward
 shapes, batch > 1, both identity-op settings — plus the q8ta_clone transition kernel in every direction."""
 import random
 
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from workbench.etvk.model import graph_exec as X
-from workbench.etvk.model import int8_graph as G
+from workbench.graphs import graph_exec as X
+from workbench.graphs import int8_graph as G
 
 T, B = "texture", "buffer"
 
@@ -70,7 +70,7 @@ def test_random_graphs_on_the_device_match_torch(device):
     """Random graphs of convs, fused pixel shuffles, quantized adds and identity ops (batch 1-2, C 16/32, H 3/4,
     W 4/5), tagged by the real pass under both settings and executed: every int8 output equals torch's."""
     pytest.importorskip("executorch")
-    from workbench.etvk.model import tagging as RT
+    from workbench.graphs import tagging as RT
     rng = random.Random(7)
     gen = torch.Generator().manual_seed(7)
     kinds, labels = set(), set()

@@ -100,7 +100,7 @@ def test_failures_name_their_stage():
 def test_real_graph_int8_ops_run_on_the_device(device, refinenet, transitions_model):
     """The real graphs' q8ta_pixel_shuffle / q8ta_add / int8 transitions, each at the shape, layouts and qparams the
     real passes gave it, run with the workbench's kernels in one recording; outputs checked inside (AssertionError)."""
-    from workbench.etvk.model.lowered_run import run_int8_ops
+    from workbench.graphs.lowered_run import run_int8_ops
     df = run_int8_ops(transitions_model, device, repeats=1)
     ran = df[df["kernel"].notna()]
     assert set(ran["op"]) == {"clone", "q8ta_add"} and (ran["gpu_us_median"] > 0).all()

@@ -1,4 +1,4 @@
-"""workbench.compilers.mesa: Mesa's Turnip (Adreno), PanVK (Mali) and RADV (AMD) on no-op kernel drivers as offline
+"""workbench.vendors.mesa: Mesa's Turnip (Adreno), PanVK (Mali) and RADV (AMD) on no-op kernel drivers as offline
 compilers.
 
 Two kinds of tests:
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from workbench.benchmarks import conv as conv_bench
-from workbench.compilers import mesa
-from workbench.shaders import compile_glsl, compile_shader
+from workbench.vendors import mesa
+from workbench.toolchain.shaders import compile_glsl, compile_shader
 
 TEST_SHADERS = Path(__file__).parent / "shaders"
 OLD_TURNIP_ONLY_RECIPE = "bd62896f06c41163"  # the stamp of the Turnip-only build this one replaces
@@ -51,7 +51,7 @@ def test_unknown_gpu_names_what_was_given_and_what_is_expected(bad):
 
 
 def test_every_gpu_has_a_driver_and_a_model():
-    from workbench import occupancy as occ
+    from workbench.vendors import occupancy as occ
     for g in mesa.GPUS.values():
         assert g.driver in mesa.DRIVERS and g.vendor in ("adreno", "mali", "amd")
         assert mesa.check_gpu(g.name) is g and all(mesa.check_gpu(a) is g for a in g.aliases)

@@ -1,4 +1,4 @@
-"""workbench.mismatch: counts, errors, first indices and the maps over logical dims and packed words / texels."""
+"""workbench.checks.mismatch: counts, errors, first indices and the maps over logical dims and packed words / texels."""
 import io
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from workbench import layouts as L
-from workbench.mismatch import MismatchReport, mismatch_report, ordered_fp32
+from workbench.checks.mismatch import MismatchReport, mismatch_report, ordered_fp32
 
 
 def _int8(shape, seed=0):

@@ -1,4 +1,4 @@
-"""Tests for workbench.occupancy: worked examples from the references, properties, adapters."""
+"""Tests for workbench.vendors.occupancy: worked examples from the references, properties, adapters."""
 
 import math
 
@@ -7,24 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.occupancy import (
-    ADRENO_GPUS,
-    AMD_FAMILIES,
-    NVIDIA_ARCHS,
-    NVIDIA_NO_LOCAL_MEMORY_SENTINEL,
-    Occupancy,
-    adreno_occupancy,
-    adreno_register_footprint,
-    adreno_should_double_threadsize,
-    amd_occupancy,
-    guess_amd_family,
-    guess_nvidia_arch,
-    mali_occupancy,
-    nvidia_occupancy,
-    occupancy_for_device,
-    occupancy_table,
-    registers_from_statistics,
-)
+from workbench.vendors.occupancy import (ADRENO_GPUS, AMD_FAMILIES, NVIDIA_ARCHS, NVIDIA_NO_LOCAL_MEMORY_SENTINEL, Occupancy, adreno_occupancy, adreno_register_footprint, adreno_should_double_threadsize, amd_occupancy, guess_amd_family, guess_nvidia_arch, mali_occupancy, nvidia_occupancy, occupancy_for_device, occupancy_table, registers_from_statistics)
 
 FAST = settings(max_examples=150, deadline=None)
 

@@ -45,7 +45,7 @@ def test_peak_spec_counts_and_errors():
 
 def test_shader_counts_the_instructions_it_claims():
     """The compiled probe holds CHAINS x UNROLL dot / fma instructions in its loop (glslc unrolls them)."""
-    from workbench.shaders import compile_shader
+    from workbench.toolchain.shaders import compile_shader
     import subprocess, shutil
     dis = shutil.which("spirv-dis")
     if not dis:
@@ -239,7 +239,7 @@ def test_device_limits_shader_and_clock(device):
     """The limits shader compiles with every option (SM builtins are NVIDIA-only: compiled and validated here, run
     there); where the device has a subgroup clock the measured clock is a positive number."""
     from workbench.kernels import device_limits as dl
-    from workbench.shaders import compile_shader
+    from workbench.toolchain.shaders import compile_shader
     for sm in (0, 1):
         for clock in (0, 1):
             compile_shader(dl.SHADER, defines={"SM_BUILTINS": sm, "CLOCK": clock})

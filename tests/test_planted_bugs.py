@@ -3,11 +3,11 @@
 The planted bugs are shaders written here (tests/shaders/planted, tests/shaders/validation), or a C++-side slip in
 the bytes a Dispatch supplies. The mechanisms:
 
-- ``lint``: ``workbench.etvk.lint`` on the SPIR-V (barriers in non-uniform control flow, shared memory read after a
+- ``lint``: ``workbench.checks.lint`` on the SPIR-V (barriers in non-uniform control flow, shared memory read after a
   write with no barrier between);
-- ``interfaces``: ``workbench.etvk.interfaces`` (push-constant / UBO ranges against the bytes the dispatch supplies);
-- ``replay``: ``workbench.etvk.replay`` (runs per local size, each compared bitwise with the reference and run 0);
-- ``mismatch_map``: ``workbench.mismatch`` on one run's output (where the wrong elements are);
+- ``interfaces``: ``workbench.checks.interfaces`` (push-constant / UBO ranges against the bytes the dispatch supplies);
+- ``shake``: ``workbench.etvk.shake`` (runs per local size, each compared bitwise with the reference and run 0);
+- ``mismatch_map``: ``workbench.checks.mismatch`` on one run's output (where the wrong elements are);
 - ``gpu_av``: the validation layer's GPU-assisted validation (out-of-bounds descriptor accesses).
 
 ``CAUGHT`` is the table the closing note and the README quote; each cell is checked by running the mechanism.
@@ -24,17 +24,17 @@ import torch
 
 from workbench import vk
 from workbench.etvk.dispatch import Dispatch, Resource
-from workbench.etvk.interfaces import check_dispatch
-from workbench.etvk.lint import lint_spirv
-from workbench.etvk.replay import replay_dispatch
-from workbench.mismatch import mismatch_report
-from workbench.shaders import compile_glsl
+from workbench.checks.interfaces import check_dispatch
+from workbench.checks.lint import lint_spirv
+from workbench.etvk.shake import shake_dispatch
+from workbench.checks.mismatch import mismatch_report
+from workbench.toolchain.shaders import compile_glsl
 
 HERE = Path(__file__).parent / "shaders"
-MECHANISMS = ("lint", "interfaces", "replay", "mismatch_map", "gpu_av")
+MECHANISMS = ("lint", "interfaces", "shake", "mismatch_map", "gpu_av")
 UB = "not run: undefined behaviour (a barrier some invocations never reach)"
 CAUGHT = {
-    #                         lint   interfaces replay mismatch_map gpu_av
+    #                         lint   interfaces shake  mismatch_map gpu_av
     "out_of_bounds_write":    (False, False,    True,  True,        True),
     "missing_barrier":        (True,  False,    True,  True,        False),
     "return_before_barrier":  (True,  False,    UB,    UB,          UB),
@@ -124,11 +124,11 @@ def test_clean_versions_pass_every_mechanism(device):
     spirv, d = _sizes_dispatch(struct.pack("<Iii", 40, 1, 3),
                                np.array([3, 5, 7, 11, 2, 4, 6, 8], np.int32).tobytes())
     assert lint_spirv(spirv.code) == [] and check_dispatch(spirv.code, d) == []
-    assert replay_dispatch(device, spirv, d, runs=2, local_sizes=[(64, 1, 1)])["bad_runs"].tolist() == [0]
+    assert shake_dispatch(device, spirv, d, runs=2, local_sizes=[(64, 1, 1)])["bad_runs"].tolist() == [0]
     spirv, d = missing_barrier()
     spirv = _spirv(HERE / "planted" / "shared_exchange.glsl", BARRIER=1)
     assert lint_spirv(spirv.code) == []
-    assert replay_dispatch(device, spirv, d, runs=3, local_sizes=[(64, 1, 1), (128, 1, 1)],
+    assert shake_dispatch(device, spirv, d, runs=3, local_sizes=[(64, 1, 1), (128, 1, 1)],
                            stress=True)["bad_runs"].tolist() == [0, 0]
 
 
@@ -142,31 +142,31 @@ def test_static_mechanisms(bug):
     assert all(r["severity"] == "error" for r in found)
 
 
-def _replay(device, bug):
+def _shake(device, bug):
     spirv, d = BUGS[bug]()
     try:
         if bug == "missing_barrier":  # a race shows at some local sizes and not others (on an H200: 0 of 100 runs
             # bad at 64 × 132 work groups, 99 of 100 at 128): the union over a sweep, behind the stress load
-            df = replay_dispatch(device, spirv, d, runs=3, local_sizes=[(64, 1, 1), (128, 1, 1), (256, 1, 1)],
+            df = shake_dispatch(device, spirv, d, runs=3, local_sizes=[(64, 1, 1), (128, 1, 1), (256, 1, 1)],
                                  stress=True)
             row = df.iloc[int(df["bad_runs"].argmax())]
             if row["bad_runs"] == 0:
                 pytest.skip("the race did not show on this device in 3 runs at 3 local sizes")
             return row, d
-        return replay_dispatch(device, spirv, d, runs=3, local_sizes=[(64, 1, 1)]).iloc[0], d
+        return shake_dispatch(device, spirv, d, runs=3, local_sizes=[(64, 1, 1)]).iloc[0], d
     except ValueError as e:
         assert "push constants are 12 B, got 8 B" in str(e)
         return "refused", d
 
 
 @pytest.mark.parametrize("bug", [b for b in BUGS if CAUGHT[b][2] != UB])
-def test_replay_and_mismatch_map(device, bug):
+def test_shake_and_mismatch_map(device, bug):
     expected = dict(zip(MECHANISMS, CAUGHT[bug]))
-    row, d = _replay(device, bug)
-    if expected["replay"] == "refused":
+    row, d = _shake(device, bug)
+    if expected["shake"] == "refused":
         assert row == "refused"
         return
-    assert (row["bad_runs"] > 0) == expected["replay"]
+    assert (row["bad_runs"] > 0) == expected["shake"]
     report = mismatch_report(row["wrong"].to(torch.int8), torch.zeros_like(row["wrong"], dtype=torch.int8))
     assert (not report.exact) == expected["mismatch_map"]
     if bug == "wrong_last_tile":  # the map points at the tile: the two elements of the partial last tile, nothing else
@@ -183,7 +183,7 @@ def gpu_dev():
 @pytest.mark.parametrize("bug", [b for b in BUGS if CAUGHT[b][4] not in (UB, "refused")])
 def test_gpu_assisted_validation(gpu_dev, bug):
     spirv, d = BUGS[bug]()
-    replay_dispatch(gpu_dev, spirv, d, runs=1, local_sizes=[(64, 1, 1)])
+    shake_dispatch(gpu_dev, spirv, d, runs=1, local_sizes=[(64, 1, 1)])
     found = gpu_dev.take_validation_messages()
     assert bool(found) == CAUGHT[bug][4], found
     for m in found:  # each message names the kernel, the dispatch and the binding

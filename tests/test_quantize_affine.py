@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from workbench import ops
 from workbench.kernels import quantize_affine as K
-from workbench.shaders import variants
+from workbench.toolchain.shaders import variants
 from workbench.vk import MissingFeatureError
 
 STORAGES = [("buffer", "width"), ("buffer", "channels"), ("buffer", "height"),

@@ -1,4 +1,4 @@
-"""ExecuTorch's real TagMemoryMetaPass on the workbench's int8 graphs (workbench.etvk.model.tagging): the edge ops written
+"""ExecuTorch's real TagMemoryMetaPass on the workbench's int8 graphs (workbench.graphs.tagging): the edge ops written
 with ExecuTorch 1.5.1's own schemas, and the pass's transitions on small graphs against answers derived by hand
 from ET-VK's rules (reference etvk.md §7)."""
 import random
@@ -8,8 +8,8 @@ import pytest
 import torch
 
 pytest.importorskip("executorch")
-from workbench.etvk.model import int8_graph as G  # noqa: E402
-from workbench.etvk.model import tagging as RT  # noqa: E402
+from workbench.graphs import int8_graph as G
+from workbench.graphs import tagging as RT
 
 B, T = "buffer", "texture"
 

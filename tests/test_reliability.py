@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from workbench import vk
-from workbench.shaders import compile_shader
+from workbench.toolchain.shaders import compile_shader
 from workbench.vk.churn import measure, rss_kib
 
 

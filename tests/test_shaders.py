@@ -1,4 +1,4 @@
-"""Tests for workbench.shaders: compiling, caching, error reports, YAML variants, the int8 dot include."""
+"""Tests for workbench.toolchain.shaders: compiling, caching, error reports, YAML variants, the int8 dot include."""
 
 import os
 import shutil
@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from workbench import shaders
-from workbench.shaders import ShaderCompileError, compile_glsl, compile_shader, compile_variant, variants
+from workbench.toolchain import shaders
+from workbench.toolchain.shaders import (ShaderCompileError, compile_glsl, compile_shader, compile_variant, variants)
 
 pytestmark = pytest.mark.skipif(shutil.which("glslc") is None or shutil.which("spirv-val") is None,
                                 reason="needs glslc and spirv-val")
@@ -252,7 +252,7 @@ def fake_glslang(tmp_path, monkeypatch):
     ready = compile_glsl(COPY_SHADER, defines={"OFFSET": 1})
     (tmp_path / "ready.spv").write_bytes(ready.code)
     monkeypatch.setattr(shaders, "COMPILERS", ("no-such-glslc-here", "glslangValidator"))
-    monkeypatch.setenv("WORKBENCH_GLSLC", "system")  # PATH only, not workbench.compilers.glslang's build
+    monkeypatch.setenv("WORKBENCH_GLSLC", "system")  # PATH only, not workbench.toolchain.glslang's build
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_LOG", str(log_dir))
     monkeypatch.setenv("FAKE_SPV", str(tmp_path / "ready.spv"))

@@ -9,7 +9,7 @@ import pytest
 from workbench import tune
 from workbench.kernels import conv_pw
 from workbench.kernels import pixel_shuffle_block as B
-from workbench.tune.compare import compare, replay, table_objective
+from workbench.tune.compare import compare, simulate, table_objective
 from workbench.tune.search import Outcome, Search, minimize
 from workbench.tune.space import config_label, tuning_space
 from workbench.tune.tuner import default_budget, outcome_of
@@ -164,14 +164,14 @@ def test_replay_searches_the_measured_table():
     rng = np.random.default_rng(0)
     times = {config_label(c): float(t) for c, t in zip(space.valid(), rng.uniform(50, 150, 27))}
     grid = _grid(times)
-    out = replay("conv-pw", grid, seeds=range(3), budget=27)
+    out = simulate("conv-pw", grid, seeds=range(3), budget=27)
     assert (out["pct_over_best"] == 0).all() and (out["evaluations"] == 27).all()   # the whole grid: exact
-    small = replay("conv-pw", grid, seeds=range(3))
+    small = simulate("conv-pw", grid, seeds=range(3))
     assert (small["evaluations"] <= 6).all() and (small["pct_over_best"] >= 0).all()
     objective = table_objective(grid)
     assert objective(space.valid()[0]).value == times[config_label(space.valid()[0])]
     with pytest.raises(ValueError, match="outside pixel-shuffle's space"):
-        replay("pixel-shuffle", grid, seeds=[0])
+        simulate("pixel-shuffle", grid, seeds=[0])
 
 
 # --- the vendor table ------------------------------------------------------------------------------------------------

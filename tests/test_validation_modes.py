@@ -4,7 +4,8 @@ filtered by invocation, the CLI's --validate."""
 import numpy as np
 import pytest
 
-from workbench import shaders, vk
+from workbench.toolchain import shaders
+from workbench import vk
 
 SHADERS = "tests/shaders/validation"
 N = 64

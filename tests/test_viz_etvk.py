@@ -5,8 +5,8 @@ import os
 import pytest
 
 from workbench import etvk
-from workbench.compilers import mesa
-from workbench.shaders import compile_glsl
+from workbench.vendors import mesa
+from workbench.toolchain.shaders import compile_glsl
 from workbench.viz import etvk_views
 
 TRIVIAL = """#version 450

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from workbench import vk
-from workbench.shaders import compile_glsl
+from workbench.toolchain.shaders import compile_glsl
 
 HERE = Path(__file__).parent / "shaders"
 
@@ -381,7 +381,7 @@ def test_local_size_id_at_vulkan_1_3(device):
 def test_a_refused_pipeline_leaves_nothing_behind():
     """A pipeline refused after reflection (an undeclared specialization constant) creates no Vulkan object: the
     device it was asked of closes without the validation layer's 'child objects not destroyed'."""
-    from workbench.shaders import compile_shader
+    from workbench.toolchain.shaders import compile_shader
     spv = compile_shader("copy")
     with vk.Device() as dev:
         with pytest.raises(vk.BindingError, match=r"specialization constant ids \[9\] are not declared"):

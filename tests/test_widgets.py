@@ -5,7 +5,7 @@ temporary folder).  Extra cells appended to it find the explorer object, move it
 the browser front end would (setting `.value` fires the same observers), and print one JSON line per state: the
 readout text, the widget values, and fingerprints of the chart (sha256 of the PNG the explorer shows in its Image
 widget, and of the data its matplotlib figure's artists hold).  The tests below check those states against the
-workbench's own definitions (`workbench.layouts`, `workbench.occupancy`).
+workbench's own definitions (`workbench.layouts`, `workbench.vendors.occupancy`).
 
 The kernels run with the inherited environment (MPLBACKEND=Agg from conftest.py: both explorers render their figure
 to PNG themselves) but without the validation layer, which test_notebooks.py already runs every notebook under.

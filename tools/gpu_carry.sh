@@ -2,7 +2,7 @@
 # Pack what a GPU host without ExecuTorch needs to run notebook 06 and `workbench etvk fidelity` there, into .carry/
 # (git-ignored), compressed to fit the device tool's 64 MiB carry beside the tracked tree:
 #   runtime.tar.xz    ET-VK's executor_runner built here (`workbench etvk build`; static but for libc / libstdc++)
-#   glslang.tar.xz    the glslc that speaks ET-VK's dialect (workbench.compilers.glslang)
+#   glslang.tar.xz    the glslc that speaks ET-VK's dialect (workbench.toolchain.glslang)
 #   etvk.tar.xz       the checkout's tracked backends/vulkan files as in its working tree (GLSL, codegen, Python)
 #   programs.tar.xz   models lowered here by the checkout's ET-VK Python (`workbench etvk lower`): the host has
 #                     no ExecuTorch Python to lower with, and lowering does not depend on the device
@@ -33,7 +33,7 @@ mkdir -p "$stage/runtime/bin" && cp "$runner/bin/executor_runner" "$stage/runtim
 xz_dir "$stage" runtime runtime
 
 glslang=$("$py" -c "from workbench.compilers import glslang; print(glslang.cache_root() if glslang.is_set_up() else '')")
-[[ -n "$glslang" ]] || { echo "no glslang build: run python -m workbench.compilers.glslang setup" >&2; exit 1; }
+[[ -n "$glslang" ]] || { echo "no glslang build: run python -m workbench.toolchain.glslang setup" >&2; exit 1; }
 mkdir -p "$stage/glslang" && cp -r "$glslang"/. "$stage/glslang/"
 xz_dir "$stage" glslang glslang
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from workbench.shaders import compile_shader  # noqa: E402
+from workbench.toolchain.shaders import compile_shader
 from workbench.vk.churn import measure  # noqa: E402
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench import shaders, vk
+from workbench.toolchain import shaders
+from workbench import vk
 from workbench.kernels import pixel_shuffle as PS
 from workbench.measure import ResultsWriter, default_results_dir, environment
 

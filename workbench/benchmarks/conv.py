@@ -14,13 +14,13 @@ import time
 import numpy as np
 import pandas as pd
 
-from ..compilers import mesa
-from .. import occupancy as occ
+from ..vendors import mesa
+from ..vendors import occupancy as occ
 from ..kernels.conv_pw import (ALL_TILES, DEFAULT_QPARAMS, SHADER, ConvPwBuffers, ConvPwShape, ConvPwSpec, QParams,
                                check_tile, conv_pw_tile_figures, prepack_weights, random_problem, reference, tile_label)
 from ..kernels.device_limits import device_limits
 from ..measure import environment, measurement_row, progress, sample_callable, sample_recording
-from ..shaders import compile_shader
+from ..toolchain.shaders import compile_shader
 from ..vk.spirv import reflect
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -225,7 +225,7 @@ def sweep(device, tiles=SUITE_TILES, shapes=SUITE_SHAPES, writer=None, show_prog
     tile of every shape (the host's reference and packing leave it idle between shapes: the landed H200 run
     recorded 5108 µs for a first tile whose neighbour took 1229 µs), so no first tile is timed at an idle clock.
     `adreno_gpu` (default 740): every tile also compiled by Mesa's Turnip for that Adreno on the no-op DRM shim
-    (`workbench.compilers.mesa`), giving `a740_registers` (vec4), `a740_waves`, `a740_occupancy` and `a740_spills` next to
+    (`workbench.vendors.mesa`), giving `a740_registers` (vec4), `a740_waves`, `a740_occupancy` and `a740_spills` next to
     the live device's columns; NaN with `a740_note` where `workbench compilers setup` has not run. None skips it."""
     tiles = [check_tile(*t) for t in tiles]
     shapes = [ConvPwShape.coerce(s) for s in shapes]

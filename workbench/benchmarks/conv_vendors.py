@@ -4,7 +4,7 @@
     vendor_tile_winners(df)                                                      # which tile wins where
 
 Every tile (TILE_M, TILE_N4, TILE_K4) of the workbench's q8ta_conv2d_pw, compiled by the offline compilers of
-`workbench.compilers.mesa` (Turnip's ir3 for Adreno, PanVK's bifrost/valhall backend for Mali, RADV's ACO for AMD):
+`workbench.vendors.mesa` (Turnip's ir3 for Adreno, PanVK's bifrost/valhall backend for Mali, RADV's ACO for AMD):
 registers, spills, instructions and each compiler's own occupancy figure. This module knows the kernel; the
 compilers module does not (tests/test_import_structure.py).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..compilers import mesa
+from ..vendors import mesa
 from ..kernels.conv_pw import ALL_TILES, tile_label
 from .conv import ADRENO_DEFAULT_SHAPE, adreno_job
 

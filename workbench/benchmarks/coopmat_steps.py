@@ -24,7 +24,7 @@ from ..kernels import coopmat as CM
 from ..kernels import coopmat_conv as CC
 from ..kernels.device_limits import device_limits, theoretical_gops
 from ..measure import Rows, environment, keep_busy, measurement_row, sample_callable, sample_recording
-from ..vk.clocks import ClockSampler
+from ..measure.clocks import ClockSampler
 
 STEP_SHAPES = ((5, 512, 512, 128, 128), (9, 256, 256, 128, 128), (1, 4096, 4096, 64, 64))
 COOP_SIZE = (16, 16, 32)

@@ -24,10 +24,10 @@ torch reference). ET-VK's kernel needs M % 128 == 0 (can_use_q4gsw_coopmat): at 
 rows the same way. `ops` = 2·M·N·K of the GEMM asked for (not the padding) for every row, so TOP/s compare.
 
 Every row: `correct` (against torch: the workbench's kernels and torch._int_mm against the exact product; ET-VK's
-against its family's torch reference), `max_abs_diff`, `mismatch` (a `workbench.mismatch` summary, "exact" when
+against its family's torch reference), `max_abs_diff`, `mismatch` (a `workbench.checks.mismatch` summary, "exact" when
 right), the timing columns of `measure.measurement_row`, `ops`, `TOP/s`, `bytes` (each kernel's own traffic: ET-VK
-reads 4-bit weights and writes fp16), device / driver / commit. With a writer, the chart
-(`viz.coopmat_vs_etvk_views.plot_coopmat_vs_etvk`) is written beside the table as ``coopmat_vs_etvk.png``.
+reads 4-bit weights and writes fp16), device / driver / commit. `workbench bench coopmat-vs-etvk` writes
+the chart (`viz.coopmat_vs_etvk_views.plot_coopmat_vs_etvk`) beside the table as ``coopmat_vs_etvk.png``.
 """
 from __future__ import annotations
 
@@ -215,11 +215,6 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
         rows.append({**_torch_row(device, shape, a, b, expected, env, quick), **common})
     df = pd.DataFrame(rows)
     _print_summary(df)
-    if writer is not None and len(df):
-        from ..viz.coopmat_vs_etvk_views import plot_coopmat_vs_etvk
-        png = Path(writer.stem).with_suffix(".png")
-        plot_coopmat_vs_etvk(df).savefig(png, dpi=110, bbox_inches="tight")
-        print(f"wrote {png}")
     return df
 
 
@@ -275,7 +270,7 @@ def _not_run(impl, method, status, reason, env) -> dict:
 
 
 def _mismatch(got, want) -> str:
-    from ..mismatch import mismatch_report
+    from ..checks.mismatch import mismatch_report
     return mismatch_report(np.asarray(got).astype(np.int64), np.asarray(want).astype(np.int64),
                            dtype_kind="int8").summary()
 

@@ -10,7 +10,7 @@ import pandas as pd
 from ..kernels import linear_global_size, pipeline_for
 from ..kernels.copy import LOCAL_SIZE, SHADER, CopySpec, record_copy
 from ..measure import ResultsWriter, environment, measurement_row, progress, sample_callable, sample_recording
-from ..shaders import compile_shader
+from ..toolchain.shaders import compile_shader
 from ..vk.churn import measure as churn
 
 COPY_SIZES_MIB = (1, 4, 16, 64, 256)

@@ -35,7 +35,7 @@ from ..kernels.pixel_shuffle_block import (REQUANT_COPY_SHADER, Q8taPixelShuffle
                                            Q8taRequantCopySpec, block_applies)
 from ..kernels.q8ta_quantize import Q8taChainRun, Q8taPixelShuffleChainSpec
 from ..measure import Rows, environment, measurement_row, progress, sample_callable, sample_recording, sampling
-from ..shaders import compile_shader
+from ..toolchain.shaders import compile_shader
 from .copy import CopyAtTraffic
 
 #: ET-VK's PERF cases (test_q8ta_pixel_shuffle.cpp): the RefineNet decoder, inputs [1,96,H,W] → outputs

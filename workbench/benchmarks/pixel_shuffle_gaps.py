@@ -32,7 +32,7 @@ from .. import layouts as L
 from ..kernels.pixel_shuffle import DIFF_QP, SAME_QP, output_sizes, shape_str
 from ..kernels.pixel_shuffle_block import Q8taPixelShuffleBlockSpec, Q8taRequantCopySpec
 from ..measure import Rows, environment, measurement_row, progress, sample_recording, sampling
-from ..shaders import ShaderCompileError, compile_shader
+from ..toolchain.shaders import ShaderCompileError, compile_shader
 from .copy import CopyAtTraffic
 from .pixel_shuffle import _Buffers, _SharedRun, check_exact
 
@@ -274,7 +274,7 @@ def requant_instruction_counts(gpus=("rdna3", "a740", "mali-g610"), *, mesa: boo
     """Per requantize math: SPIR-V ALU operations of the requant copy and, with Mesa's compilers (`mesa` None:
     where set up), each GPU's instruction count; ``*_per_byte`` = (count − the REQUANT_NONE build's) / 64 bytes a
     thread requantizes. Compile-only: no device needed."""
-    from ..compilers import mesa as mesa_mod
+    from ..vendors import mesa as mesa_mod
     rows = []
     spirv = {name: compile_shader("q8ta_requant_copy", defines=defines) for name, defines in REQUANT_MATHS.items()}
     for name, spv in spirv.items():

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from ..etvk.model import graph_exec
+from ..graphs import graph_exec
 from ..etvk.model import zoo as M
-from ..etvk.model.int8_graph import ConvViewConv, RefineNetHead, refinenet_input_shape
-from ..etvk.model.lowered_run import run_int8_ops
+from ..graphs.int8_graph import ConvViewConv, RefineNetHead, refinenet_input_shape
+from ..graphs.lowered_run import run_int8_ops
 from ..etvk.model.lowering import compare_settings
 from ..measure import environment, progress
 

@@ -35,7 +35,7 @@ def main(argv=None) -> int:
         return interrupted(since)
     except Exception as exc:  # a clear one-line error, not a traceback, for expected failures
         from ..etvk import UnknownKernelError
-        from ..shaders import ShaderCompileError
+        from ..toolchain.shaders import ShaderCompileError
         from ..vk import VulkanError
         if isinstance(exc, (VulkanError, ShaderCompileError, ValueError, UnknownKernelError)):
             print(f"workbench: error: {exc}", file=sys.stderr)

@@ -1,8 +1,8 @@
 """`workbench adreno …`: Adreno statistics without a phone -- `workbench compilers …` (cli/compilers.py) with the
-Adreno a740 as the default GPU; `--gpu` takes any of `workbench.compilers.mesa.GPUS` here too."""
+Adreno a740 as the default GPU; `--gpu` takes any of `workbench.vendors.mesa.GPUS` here too."""
 from __future__ import annotations
 
-from ..compilers.mesa import DEFAULT_GPU
+from ..vendors.mesa import DEFAULT_GPU
 from .compilers import add_commands, check, conv, setup, stats, status  # noqa: F401  (the handlers, for tests)
 
 

@@ -2,6 +2,8 @@
 folder."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from .common import add_validation_flags, device, quick_writer, report_validation, results_dir, table
 
 SHOWN = ["graph", "setting", "label", "kind", "gpu_us", "kernel", "method", "variant", "path", "shape", "size_mib",
@@ -35,6 +37,15 @@ def _bench(args) -> int:
     return status
 
 
+def write_chart(suite: str, df, stem) -> None:
+    """The suite's chart beside its table (stem.png), for the suites that have one."""
+    if suite == "coopmat-vs-etvk" and len(df):
+        from ..viz.coopmat_vs_etvk_views import plot_coopmat_vs_etvk
+        png = Path(stem).with_suffix(".png")
+        plot_coopmat_vs_etvk(df).savefig(png, dpi=110, bbox_inches="tight")
+        print(f"wrote {png}")
+
+
 def run_suite(device, suite: str, out, *, quick: bool = False, sizes: str | None = None) -> int:
     """Run one suite (or `overhead`) on `device`, writing its rows into `out` as they come; print the table."""
     from .. import benchmarks, measure
@@ -60,6 +71,7 @@ def run_suite(device, suite: str, out, *, quick: bool = False, sizes: str | None
     with measure.ResultsWriter(stem, metadata) as writer:
         df = run(device, quick_writer(writer) if quick else writer, quick=quick)
     print(table(df, [c for c in SHOWN if c in df.columns]))
+    write_chart(suite, df, stem)
     if quick:
         print(QUICK_NOTE)
     if suite == "copy":

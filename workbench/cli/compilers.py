@@ -1,13 +1,13 @@
 """`workbench compilers …`: four vendors' shader compilers without their GPUs (Mesa's Turnip, PanVK and RADV on
-no-op kernel drivers, `workbench.compilers.mesa`), and the pointwise conv's tiles across them
+no-op kernel drivers, `workbench.vendors.mesa`), and the pointwise conv's tiles across them
 (`workbench.benchmarks.conv_vendors`). `workbench adreno …` (cli/adreno.py) is the same set with Adreno defaults."""
 from __future__ import annotations
 
 import json
 import sys
 
-from ..compilers import mesa
-from ..compilers.mesa import DEFAULT_GPU, DEFAULT_GPUS, MESA_VERSION
+from ..vendors import mesa
+from ..vendors.mesa import DEFAULT_GPU, DEFAULT_GPUS, MESA_VERSION
 
 
 def register(subparsers) -> None:

@@ -1,4 +1,4 @@
-"""`workbench etvk list | stats | run | diff | compile-all | check | bench | lint | replay` — ET-VK's own kernels from a checkout;
+"""`workbench etvk list | stats | run | diff | compile-all | check | bench | lint | shake` — ET-VK's own kernels from a checkout;
 `build | profile | explorer` (models on ET-VK's own runtime) are in ``cli.etvk_model``."""
 from __future__ import annotations
 
@@ -171,7 +171,7 @@ def cmd_diff(args) -> int:
 def cmd_bench(args) -> int:
     from .. import measure
     from ..measure import QUICK_NOTE
-    from ..etvk.suite import bench_suite
+    from ..benchmarks.etvk_suite import bench_suite
     device = chosen_device(args)
     out = Path(args.out) if args.out else measure.default_results_dir(device)
     if args.quick:
@@ -210,7 +210,7 @@ def cmd_compile_all(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from ..etvk.check import check
+    from ..etvk.checks import check_names as check
     report = check(args.executorch, rev=args.rev)
     for title, frame in (("missing: no variant has these names", report.missing),
                          ("unresolved: names built from run-time values (what is known of them)", report.unresolved),
@@ -227,7 +227,7 @@ def cmd_check(args) -> int:
 
 def cmd_lint(args) -> int:
     from ..etvk import Codegen, source
-    from ..etvk.lint import lint
+    from ..etvk.checks import lint
     gen = Codegen(source(args.executorch, rev=args.rev))
     if not args.variant and not args.all and not args.interfaces:
         raise ValueError("etvk lint: expected VARIANT names, --all or --interfaces, got none of them")
@@ -236,13 +236,13 @@ def cmd_lint(args) -> int:
     else:
         import pandas as pd
 
-        from ..etvk.lint import COLUMNS
+        from ..checks.lint import COLUMNS
         df = pd.DataFrame(columns=list(COLUMNS))
         df.attrs.update(variants=0, seconds=0.0)
     if args.interfaces:  # push-constant / UBO ranges against the bytes the workbench's ET-VK dispatches supply
         import pandas as pd
 
-        from ..etvk.interfaces import check_families
+        from ..etvk.checks import check_families
         found = check_families(gen)
         attrs = dict(df.attrs)
         df = pd.concat([df, pd.DataFrame(found, columns=df.columns)], ignore_index=True)
@@ -254,22 +254,22 @@ def cmd_lint(args) -> int:
     return 1 if (df["severity"] == "error").any() else 0
 
 
-def cmd_replay(args) -> int:
+def cmd_shake(args) -> int:
     from ..etvk import Codegen, source
-    from ..etvk.replay import parse_local_sizes, replay
+    from ..etvk.shake import parse_local_sizes, shake
     local_sizes = parse_local_sizes(args.local_size)
     options = {"shape": _shape(args.shape)} if args.shape else {}
     gen = Codegen(source(args.executorch, rev=args.rev))
     device = chosen_device(args)
-    df = replay(device, gen, args.kernel, runs=args.runs, local_sizes=local_sizes, stress=args.stress, **options)
+    df = shake(device, gen, args.kernel, runs=args.runs, local_sizes=local_sizes, stress=args.stress, **options)
     _print(df.drop(columns=["wrong"]), args.csv)
-    _replay_union_maps(df)
+    _shake_union_maps(df)
     return _with_validation(device, args, 1 if (df["bad_runs"] > 0).any() else 0)
 
 
-def _replay_union_maps(df) -> None:
+def _shake_union_maps(df) -> None:
     """The union of wrong elements over a local size's runs, as a mismatch map's text grid."""
-    from ..mismatch import mismatch_report
+    from ..checks.mismatch import mismatch_report
     for _, row in df[df["wrong_count"] > 0].iterrows():
         wrong = row["wrong"].numpy().astype("int8")
         report = mismatch_report(wrong, wrong * 0)
@@ -278,7 +278,7 @@ def _replay_union_maps(df) -> None:
 
 
 def register(sub) -> None:
-    from ..compilers.mesa import gpu_names as mesa_gpu_names
+    from ..vendors.mesa import gpu_names as mesa_gpu_names
     from ..etvk.run import VENDOR_GPUS, kernel_names
     etvk = sub.add_parser("etvk", help="ET-VK's own kernels from an ExecuTorch checkout", epilog=EPILOG)
     verbs = etvk.add_subparsers(dest="verb", required=True)
@@ -363,7 +363,7 @@ def register(sub) -> None:
     p.add_argument("--jobs", "-j", type=int, default=None, help="compilers at once (default: CPU count)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_lint)
-    p = verbs.add_parser("replay", help="run a family's dispatch N times per local size; bad runs vs the reference "
+    p = verbs.add_parser("shake", help="run a family's dispatch N times per local size; bad runs vs the reference "
                                         "and run 0, the union of wrong elements")
     common(p)
     p.add_argument("kernel", help="a family (kernel) name")
@@ -373,6 +373,6 @@ def register(sub) -> None:
     p.add_argument("--stress", action="store_true", help="a big copy submitted alongside each run")
     p.add_argument("--device", help="device index or name substring (default: the current one)")
     add_validation_flags(p)
-    p.set_defaults(fn=cmd_replay)
+    p.set_defaults(fn=cmd_shake)
     from . import etvk_model
     etvk_model.register(verbs)

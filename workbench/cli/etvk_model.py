@@ -1,7 +1,7 @@
 """`workbench etvk build | profile | lower | execute | run-items | fidelity | harness | explorer` — models on ET-VK's
 own runtime, built from the user's checkout. `profile` = `lower` (here: the revision's Python) + `execute` (any machine
 with the runtime and a Vulkan device; no ExecuTorch Python needed) + reading the ETDumps (`profile --from`);
-`fidelity` replays a profile's dispatches through the workbench's own dispatch beside the runtime's times."""
+`fidelity` times a profile's dispatches through the workbench's own dispatch beside the runtime's times."""
 from __future__ import annotations
 
 import sys
@@ -93,11 +93,11 @@ def cmd_execute(args) -> int:
 
 
 def cmd_run_items(args) -> int:
-    """Each (family, options) row of a JSON file (``drill.replay_items`` writes one) through the workbench's dispatch."""
+    """Each (family, options) row of a JSON file (``drill.fidelity_items`` writes one) through the workbench's dispatch."""
     import json
 
     from ..etvk.model import fidelity
-    fidelity.replay(json.loads(Path(args.file).read_text()), executorch=args.executorch, rev=args.rev,
+    fidelity.time_items(json.loads(Path(args.file).read_text()), executorch=args.executorch, rev=args.rev,
                     timestamps=args.timestamps, between=args.between, barriers=args.barriers,
                     back_to_back=args.back_to_back,
                     warm_seconds=args.warm_seconds, statistics=args.statistics, csv=args.csv)
@@ -124,15 +124,15 @@ def cmd_fidelity(args) -> int:
                                 runtime=args.runtime, lowered=lowered, quiet=args.quiet)
             _write({f"{stem}_{model}": df for stem, df in _frames(p).items()}, out)
             profiles.append(p)
-    items = [item for p in profiles for item in drill.replay_items(p)]
-    print(f"{len(items)} drillable dispatches of {len(profiles)} models; replaying each through the workbench …",
+    items = [item for p in profiles for item in drill.fidelity_items(p)]
+    print(f"{len(items)} drillable dispatches of {len(profiles)} models; timing each through the workbench …",
           flush=True)
-    replayed = fidelity.replay(items, executorch=args.executorch, timestamps=args.timestamps,
+    timed = fidelity.time_items(items, executorch=args.executorch, timestamps=args.timestamps,
                                between=args.between, barriers=args.barriers, back_to_back=args.back_to_back,
                                warm_seconds=args.warm_seconds, quiet=args.quiet,
-                               csv=out / "etvk_fidelity_replayed.csv")
+                               csv=out / "etvk_fidelity_timed.csv")
     import pandas as pd
-    per_dispatch = pd.concat([fidelity.table(p, replayed[replayed["model"] == p.model]) for p in profiles],
+    per_dispatch = pd.concat([fidelity.table(p, timed[timed["model"] == p.model]) for p in profiles],
                              ignore_index=True)
     per = fidelity.summary(per_dispatch)
     frames = {"etvk_fidelity": per_dispatch, "etvk_fidelity_summary": per}
@@ -265,13 +265,13 @@ def register(verbs) -> None:
     p = verbs.add_parser("run-items", help="dispatches of a model (a JSON list of family + options) through the "
                                         "workbench's own dispatch, timed")
     checkout(p)
-    p.add_argument("file", help="JSON: [{\"family\": …, \"options\": {…}, …}] (drill.replay_items makes one)")
+    p.add_argument("file", help="JSON: [{\"family\": …, \"options\": {…}, …}] (drill.fidelity_items makes one)")
     p.add_argument("--csv", required=True, help="the rows, written after each one")
     p.add_argument("--statistics", action="store_true", help="driver statistics too")
     timing(p)
     p.set_defaults(fn=cmd_run_items)
 
-    p = verbs.add_parser("fidelity", help="models on ET-VK's runtime, every drillable dispatch replayed through the "
+    p = verbs.add_parser("fidelity", help="models on ET-VK's runtime, every drillable dispatch timed through the "
                                        "workbench's dispatch: runtime µs beside workbench µs, per family")
     p.add_argument("--executorch", help="ExecuTorch checkout (default: $WORKBENCH_EXECUTORCH)")
     p.add_argument("models", nargs="*", help="models to profile on the runtime first (see `etvk profile`)")

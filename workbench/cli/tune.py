@@ -28,8 +28,8 @@ def register(sub) -> None:
     p.add_argument("--here", action="store_true", help="measure in this process on the current device, no cluster")
     p.add_argument("--exhaustive", action="store_true",
                    help="measure every valid config instead (tune_<kernel>_exhaustive.csv: the tuner's reference)")
-    p.add_argument("--replay-seeds", type=int, default=0,
-                   help="after the run, compare with the exhaustive table of the results folder and replay the "
+    p.add_argument("--simulate-seeds", type=int, default=0,
+                   help="after the run, compare with the exhaustive table of the results folder and simulate the "
                         "optimiser on it with this many seeds (tune_<kernel>_vs_exhaustive.csv)")
     p.add_argument("--head-to-head", type=int, metavar="ROUNDS",
                    help="instead of tuning: measure the folder's recorded pick and exhaustive best alternately "
@@ -89,7 +89,7 @@ def tune_command(args) -> int:
         print(table(result.best))
     for key, path in result.paths.items():
         print(f"wrote {path} (+ .parquet, .json)")
-    if args.replay_seeds and not args.exhaustive:
+    if args.simulate_seeds and not args.exhaustive:
         name = f"tune_{args.kernel.replace('-', '_')}"
         for key, path in result.paths.items():
             folder = Path(path).parent
@@ -98,8 +98,8 @@ def tune_command(args) -> int:
                 print(f"no {name}_exhaustive in {folder}: run `workbench tune {args.kernel} --exhaustive` first")
                 continue
             live = tune.compare(result.frame[result.frame["device_key"] == key], grid).assign(mode="live tune run")
-            replayed = tune.replay(args.kernel, grid, seeds=range(args.replay_seeds), budget=args.budget, **problem)
-            both = pd.concat([live, replayed], ignore_index=True)
+            simulated = tune.simulate(args.kernel, grid, seeds=range(args.simulate_seeds), budget=args.budget, **problem)
+            both = pd.concat([live, simulated], ignore_index=True)
             writer = ResultsWriter(folder / f"{name}_vs_exhaustive", {"kernel": args.kernel})
             for row in both.to_dict("records"):
                 writer.append(row)

@@ -25,7 +25,7 @@ def register(sub) -> None:
 def _validate(args) -> int:
     import numpy as np
 
-    from .. import shaders
+    from ..toolchain import shaders
     path = Path(args.shader)
     if not path.is_file():
         raise ValueError(f"no shader file {path}")

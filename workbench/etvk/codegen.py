@@ -4,7 +4,7 @@
     gen = Codegen(src)
     gen.variants()                      # {variant name: template path}, from the templates' YAML files
     gen.expand("q8ta_conv2d_pw_float")  # the generated GLSL, as gen_vulkan_spv.py writes it, and a line map
-    gen.compile("q8ta_conv2d_pw_float") # validated SPIR-V (workbench.shaders: glslc, spirv-val, cache)
+    gen.compile("q8ta_conv2d_pw_float") # validated SPIR-V (workbench.toolchain.shaders: glslc, spirv-val, cache)
 
 Where the templates come from
     An ExecuTorch checkout named by the caller (or ``WORKBENCH_EXECUTORCH``): its
@@ -21,16 +21,16 @@ Who expands them
     are expanded with the default environment into the same output folder, as the generator does.
 
 Who compiles them
-    ``workbench.shaders.compile_glsl`` (glslc ``-O``, spirv-val, the content-keyed cache), target environment
+    ``workbench.toolchain.shaders.compile_glsl`` (glslc ``-O``, spirv-val, the content-keyed cache), target environment
     ``vulkan<VK_VERSION>`` (1.1 by default) as ET-VK does. The compiler is the one ``shaders.compiler_info()``
     names: normally the workbench's own build of Debian 13's shaderc 2025.2 / glslang 15.1
-    (``workbench.compilers.glslang``, set up by ./setup.sh), which compiles ET-VK's whole dialect as it is --
+    (``workbench.toolchain.glslang``, set up by ./setup.sh), which compiles ET-VK's whole dialect as it is --
     ``GL_EXT_integer_dot_product`` in top-level shaders and in included headers alike, ``GL_KHR_cooperative_matrix``.
 
 The integer dot product shim (a fallback for Debian 12's glslc only)
     ET-VK's int8 shaders ``require GL_EXT_integer_dot_product`` for ``dotPacked4x8AccSatEXT``; Debian 12's glslc
     (shaderc 2023.2) does not know that extension. The shim exists for a machine where the compiler above is not
-    built (``WORKBENCH_GLSLC=system``, or before ``python -m workbench.compilers.glslang setup``); it rewrites only
+    built (``WORKBENCH_GLSLC=system``, or before ``python -m workbench.toolchain.glslang setup``); it rewrites only
     the top-level shader, so a header that requires the extension still fails there -- the error then comes from
     that compiler. :func:`compiler_has_integer_dot_product` asks the compiler in use (once per compiler and
     version); with a compiler that has the extension the shim is never applied. When the compiler lacks it, the
@@ -62,8 +62,8 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import shaders
-from ..shaders import ShaderCompileError
+from ..toolchain import shaders
+from ..toolchain.shaders import ShaderCompileError
 
 GLSL_DIR = "backends/vulkan/runtime/graph/ops/glsl"
 GENERATOR = "backends/vulkan/runtime/gen_vulkan_spv.py"

@@ -4,7 +4,7 @@
     df = compile_all(gen)            # variant, template, ok, spirv_bytes, spirv_val, error, error_at, seconds
     summary(df)                      # "1153 variants from 165 templates: 1153 compile (…)"
 
-The compiler is `workbench.shaders`' (``compiler_info()``): the workbench's build of Debian 13's shaderc /
+The compiler is `workbench.toolchain.shaders`' (``compiler_info()``): the workbench's build of Debian 13's shaderc /
 glslang when it is set up, which speaks ET-VK's whole dialect. Every result passes spirv-val (compile_glsl runs it);
 results are cached by content, so a second run costs the expansions only. A variant that fails gets its error and
 the template file:line it comes from (`TemplateCompileError`).
@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 
 import pandas as pd
 
-from .. import shaders
-from ..shaders import ShaderCompileError
+from ..toolchain import shaders
+from ..toolchain.shaders import ShaderCompileError
 from .codegen import Codegen, TemplateCompileError
 
 COLUMNS = ("variant", "template", "ok", "spirv_bytes", "spirv_val", "shim", "error", "error_at", "seconds")

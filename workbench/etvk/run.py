@@ -22,7 +22,7 @@ from .families import KERNELS
 from .codegen import Codegen, UnknownKernelError, source
 
 ADRENO_GPUS = ("a740", "a750", "a730")
-# `etvk stats`'s offline compilers (workbench.compilers.mesa.GPUS): three Adreno, two Mali, RDNA2 and RDNA3.
+# `etvk stats`'s offline compilers (workbench.vendors.mesa.GPUS): three Adreno, two Mali, RDNA2 and RDNA3.
 VENDOR_GPUS = ("a740", "a750", "a730", "mali-g610", "mali-g52", "rdna2", "rdna3")
 # Statistic names of the two kinds of driver in one vocabulary (NVIDIA's and Turnip's own names stay as well).
 INSTRUCTIONS = ("Instruction Count", "Instructions", "Binary Size")
@@ -91,7 +91,7 @@ def _read(resource) -> np.ndarray:
 
 def check(d: Dispatch, got: torch.Tensor, reports: list | None = None) -> dict:
     """Correctness columns: shape, largest difference, fraction of elements that differ, pass/fail; and, when any
-    element differs, `mismatch_map`: the summary of a `workbench.mismatch` report (count, LSB / ULP errors, first
+    element differs, `mismatch_map`: the summary of a `workbench.checks.mismatch` report (count, LSB / ULP errors, first
     wrong NCHW indices, wrong words / texels of the output layout). `reports`, when given, gets the report."""
     want = d.expected
     report = mismatch_of(d, got)
@@ -109,9 +109,9 @@ def check(d: Dispatch, got: torch.Tensor, reports: list | None = None) -> dict:
 
 
 def mismatch_of(d: Dispatch, got: torch.Tensor):
-    """The `workbench.mismatch` report of a dispatch's output: int8 (LSB) for integer outputs, else float (ULP);
+    """The `workbench.checks.mismatch` report of a dispatch's output: int8 (LSB) for integer outputs, else float (ULP);
     mapped onto the output's layout where the dispatch names it (`out_layout`, or `layout` with `storage`)."""
-    from ..mismatch import mismatch_report
+    from ..checks.mismatch import mismatch_report
     want = d.expected
     kind = "float" if want.is_floating_point() else "int8"
     name = d.params.get("out_layout") or d.params.get("layout")
@@ -233,7 +233,7 @@ def parse_between(between: str) -> tuple[str, int]:
 def run(device, gen: Codegen, kernel: str, *, measure: bool = True, statistics: bool = False, local_size=None,
         reports: list | None = None, **options) -> dict:
     """make + execute. `local_size` overrides ET-VK's pick (to study what the pick is worth); rows say so.
-    `reports`, when given, gets the output's `workbench.mismatch` report."""
+    `reports`, when given, gets the output's `workbench.checks.mismatch` report."""
     d = make(gen, kernel, **options)
     if local_size is not None:
         d = with_local_size(d, local_size)
@@ -246,7 +246,7 @@ def with_local_size(d: Dispatch, local_size) -> Dispatch:
 
 
 def _driver_columns(stats: dict) -> dict:
-    from .. import occupancy as occ
+    from ..vendors import occupancy as occ
     out = {f"driver: {k}": v for k, v in stats.items()}
     regs = occ.registers_from_statistics(stats)["registers"]  # the one reading of every driver's register names
     if regs is not None:
@@ -256,7 +256,7 @@ def _driver_columns(stats: dict) -> dict:
 
 # --------------------------------------------------------------------------------------------------
 # Statistics without running: the live driver (where it reports them) and the offline vendor compilers (Mesa's
-# Turnip for Adreno, PanVK for Mali, RADV for AMD on no-op kernel drivers: workbench.compilers.mesa)
+# Turnip for Adreno, PanVK for Mali, RADV for AMD on no-op kernel drivers: workbench.vendors.mesa)
 
 def stats_rows(device, gen: Codegen, variants, *, gpus=VENDOR_GPUS, dispatches: dict | None = None) -> pd.DataFrame:
     """One row per (variant, compiler): every statistic the live device's driver reports (NVIDIA, RADV, …; lavapipe
@@ -264,7 +264,7 @@ def stats_rows(device, gen: Codegen, variants, *, gpus=VENDOR_GPUS, dispatches: 
     (names of `compilers.mesa.GPUS`: "a740", "mali-g610", "rdna2", …; Adreno ints such as 740 work too). The common
     columns (`unified_statistics`): registers, register_unit, spills, instructions, waves, max_waves, occupancy,
     model_waves; `error` says why a row has none (a compiler that crashed, refused the GPU, or is not built)."""
-    from ..compilers import mesa
+    from ..vendors import mesa
     targets = [mesa.check_gpu(g) for g in gpus]  # an unknown name fails before any compile
     rows = []
     for variant in variants:
@@ -311,11 +311,11 @@ def unified_statistics(stats: dict, device_info=None, local_size=(64, 1, 1), *, 
     figure (Turnip's "Max Waves Per Core", RADV's "Subgroups per SIMD", PanVK's "Threads") beside the rule model's.
     With `device_info` (the live device) waves and occupancy are the workbench's rule model for that device, from
     its driver's register count (`occupancy.occupancy_for_device`)."""
-    from .. import occupancy as occ
+    from ..vendors import occupancy as occ
     empty = {"registers": None, "register_unit": None, "instructions": None, "spills": None, "waves": None,
              "max_waves": None, "occupancy": None, "model_waves": None}
     if gpu is not None:
-        from ..compilers import mesa
+        from ..vendors import mesa
         figures = mesa.summary(stats, gpu, local_size)
         out = dict(empty)
         out.update({k: figures.get(k) for k in empty})

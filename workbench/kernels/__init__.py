@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from ..shaders import compile_shader
+from ..toolchain.shaders import compile_shader
 
 
 def _freeze(mapping) -> tuple:

@@ -56,7 +56,7 @@ import numpy as np
 
 from .. import layouts as L
 from ..quant import inverse_scale
-from ..shaders import variants
+from ..toolchain.shaders import variants
 from . import DeviceResources, pipeline_for
 
 SHADER = "q8ta_conv2d_pw"
@@ -307,7 +307,7 @@ class ConvPwSpec:
     def pipeline(self, device, capture_statistics: bool = False):
         """The (cached) pipeline of this variant on `device`. Specialization constants the optimizer removed
         (e.g. the epilogue's in the accumulator build) are not passed."""
-        from ..shaders import compile_shader
+        from ..toolchain.shaders import compile_shader
         from ..vk.spirv import reflect
         defines = self.defines()
         declared = set(reflect(compile_shader(SHADER, defines).code).spec_constants)

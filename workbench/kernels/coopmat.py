@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..shaders import compile_shader
+from ..toolchain.shaders import compile_shader
 
 TARGET_ENV = "vulkan1.3"
 SUBGROUP = 32

@@ -163,7 +163,7 @@ def _reduce_pipeline(device):
     cache = device.__dict__.setdefault("_coopmat_pipelines", {})
     key = (REDUCE_SHADER,)
     if key not in cache or cache[key].handle is None:
-        from ..shaders import compile_shader
+        from ..toolchain.shaders import compile_shader
         cache[key] = device.pipeline(compile_shader(REDUCE_SHADER), local_size=(REDUCE_LOCAL_X, 1, 1),
                                      name=REDUCE_SHADER)
     return cache[key]

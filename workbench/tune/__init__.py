@@ -5,7 +5,7 @@ every device of a Dask cluster (one worker per device), every trial a tidy row.
     result = tune.tune("conv-pw", budget=6, seed=0)          # data/<device>/tune_conv_pw.csv
     grid = tune.exhaustive("conv-pw")                         # every valid config, the same measurement
     tune.compare(result.frame, grid.frame)                    # the pick against the exhaustive best
-    tune.replay("conv-pw", grid.frame, seeds=range(10))       # the optimiser alone, on the measured table
+    tune.simulate("conv-pw", grid.frame, seeds=range(10))       # the optimiser alone, on the measured table
 
 space.py (the spaces, from the kernels' specs), search.py (the optimiser loop), candidates.py (one candidate on one
 device), evaluate.py (in this process or on Dask), tuner.py (tune, exhaustive), compare.py (against the exhaustive
@@ -13,7 +13,7 @@ grid), vendor_table.py (the best variant per device or compiler, as ET-VK's C++ 
 """
 from .space import SPACES, TuningSpace, tuning_space
 
-__all__ = ["SPACES", "TuningSpace", "tuning_space", "tune", "exhaustive", "compare", "replay"]
+__all__ = ["SPACES", "TuningSpace", "tuning_space", "tune", "exhaustive", "compare", "simulate"]
 
 
 def tune(*args, **kwargs):
@@ -31,6 +31,6 @@ def compare(*args, **kwargs):
     return run(*args, **kwargs)
 
 
-def replay(*args, **kwargs):
-    from .compare import replay as run
+def simulate(*args, **kwargs):
+    from .compare import simulate as run
     return run(*args, **kwargs)

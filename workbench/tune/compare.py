@@ -2,11 +2,11 @@
 spent.
 
     compare(trials, grid)            # a live tune run against an exhaustive run of the same space and device
-    replay("conv-pw", grid, seeds=range(10))   # the optimiser alone: TPE searching the measured table itself
+    simulate("conv-pw", grid, seeds=range(10))   # the optimiser alone: TPE searching the measured table itself
 
 `compare` looks the tuner's pick up **in the exhaustive table** (not its own measurement of it): both sides then
 come from one measurement per config, so run-to-run noise (large on lavapipe's 2 shared cores) cannot make the pick
-look better or worse than the grid says. `replay` runs the same Search with the exhaustive table as its objective
+look better or worse than the grid says. `simulate` runs the same Search with the exhaustive table as its objective
 (Kernel Tuner's "simulation mode" over a cache file): it separates the optimiser's efficiency from measurement
 noise and costs no device time, so many seeds are cheap.
 """
@@ -18,7 +18,7 @@ import pandas as pd
 from .search import Outcome, minimize
 from .space import config_label, tuning_space
 
-__all__ = ["compare", "replay", "table_objective", "GOAL_PCT", "GOAL_FRACTION"]
+__all__ = ["compare", "simulate", "table_objective", "GOAL_PCT", "GOAL_FRACTION"]
 
 GOAL_PCT = 3.0          # within 3 % of the exhaustive best ...
 GOAL_FRACTION = 0.25    # ... in at most a quarter of the grid's measurements
@@ -85,7 +85,7 @@ def table_objective(grid: pd.DataFrame, device_key: str | None = None):
     return objective
 
 
-def replay(kernel: str, grid: pd.DataFrame, *, seeds=range(10), budget: int | None = None, batch: int = 1,
+def simulate(kernel: str, grid: pd.DataFrame, *, seeds=range(10), budget: int | None = None, batch: int = 1,
            **problem) -> pd.DataFrame:
     """The optimiser on the measured table, once per device key of `grid` and seed → one row per run with
     compare's columns (`budget`: default a quarter of the grid; `batch`: candidates per round, as with that many
@@ -110,5 +110,5 @@ def replay(kernel: str, grid: pd.DataFrame, *, seeds=range(10), budget: int | No
     out = compare(trials, grid)
     out.insert(2, "budget", budget)
     out["sampler"] = SAMPLER
-    out["mode"] = "replay of the exhaustive table"
+    out["mode"] = "simulated on the exhaustive table"
     return out

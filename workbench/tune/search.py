@@ -175,7 +175,7 @@ def _constraints(frozen_trial) -> tuple:
 
 
 def minimize(space: TuningSpace, objective, *, budget: int, seed: int = 0, batch: int = 1) -> Search:
-    """Run a Search on a host-side objective(config) -> value (or an Outcome): tests, and replaying a measured
+    """Run a Search on a host-side objective(config) -> value (or an Outcome): tests, and simulating on a measured
     table. Returns the finished Search."""
     search = Search(space, budget, seed)
     while not search.done:

@@ -256,7 +256,7 @@ def precompile(space, grid, *, jobs: int | None = None, show_progress: bool = Fa
     from concurrent.futures import ThreadPoolExecutor
 
     from ..measure import progress
-    from ..shaders import compile_shader
+    from ..toolchain.shaders import compile_shader
     variants = {}
     for config in grid:
         spec = space.check(config)

@@ -8,7 +8,7 @@ e.g. ExecuTorch 266e0dc455 appends `_tile2` to sdpa_compute_out_gqa_coop on Adre
 Two kinds of evidence, labelled in the `evidence` column:
 - **measured**: a live device's tuner pick (`tune_<kernel>.csv`: the fastest correct trial);
 - **model**: no such device here. Mesa's compilers (Turnip for Adreno, PanVK for Mali, RADV for AMD;
-  `workbench.compilers.mesa`) compile every variant; those without spills rank first (then fewer spills), then by
+  `workbench.vendors.mesa`) compile every variant; those without spills rank first (then fewer spills), then by
   `model_score` = occupancy / instructions per output (the compiler's resident-wave fraction, which hides
   latency, over its static instruction count divided by the outputs one invocation writes; a loop body counts
   once). A model, not a measurement: it ignores memory traffic and the vendor's own compiler (Qualcomm's, Arm's,
@@ -145,7 +145,7 @@ def vendor_table(family: str, *, gpus=None, measured=None, executorch=None, out=
     (default every data/* folder with tune_conv_pw.csv) + the model on `gpus`; "sdpa-gqa-coop": ET-VK's base vs
     _tile2 AV coop-GEMV on the compilers, model only: the workbench has no SDPA dispatch). Written to
     `out`/vendor_table_<family>.csv (default data/llvmpipe/)."""
-    from ..compilers import mesa
+    from ..vendors import mesa
     from ..measure import REPO, ResultsWriter
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; families: {list(FAMILIES)}")

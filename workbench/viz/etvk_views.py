@@ -23,13 +23,13 @@ import numpy as np
 import pandas as pd
 
 from .. import etvk
-from ..compilers import mesa
+from ..vendors import mesa
 from ..etvk.run import declared, unified_statistics
 from ..etvk.codegen import ENV_VAR
 from ..kernels import conv_pw as K
 from ..kernels import pixel_shuffle as ps
 from ..kernels import pixel_shuffle_block as psb
-from ..shaders import compile_shader
+from ..toolchain.shaders import compile_shader
 from .tile_views import _Figure
 
 __all__ = ["HOW_TO_CONFIGURE", "PR_19396", "checkout", "statistics", "pixel_shuffle_side_by_side",

@@ -1,4 +1,4 @@
-"""Pictures of int8 graphs tagged by ExecuTorch's real pass (``workbench.etvk.model.tagging.tagged``): nodes left → right
+"""Pictures of int8 graphs tagged by ExecuTorch's real pass (``workbench.graphs.tagging.tagged``): nodes left → right
 in topological order, each tensor edge labelled with the storage / layout its producer was given, the transitions the
 tagging pass inserted in red.
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyBboxPatch
 
-from ..etvk.model import int8_graph as G
+from ..graphs import int8_graph as G
 
 TRANSITION_COLOR = "#d62728"
 COLORS = {"input": "#e0e0e0", "quantize_per_tensor": "#c6dbef", "dequantize_per_tensor": "#c6dbef",
@@ -98,7 +98,7 @@ def compare(graph, tagged: dict | None = None, max_cols: int = 12, executions: d
     """One panel per identity-op setting, each tagged by ExecuTorch's real ``TagMemoryMetaPass``
     (``tagged``: {setting: tagged Graph}, default ``real_tagging.tagged`` under both settings); with
     ``executions`` ({setting: Execution}) the measured GPU total and dispatch count join each title."""
-    from ..etvk.model import tagging as RT
+    from ..graphs import tagging as RT
     if tagged is None:
         tagged = {s: RT.tagged(graph, s) for s in RT.SETTINGS}
     dims = []
@@ -126,7 +126,7 @@ KIND_COLORS = {"op": "#4c72b0", "transition": TRANSITION_COLOR, "staging": "#999
 
 def time_bars(timings, xlabel: str = "GPU µs per dispatch, stacked"):
     """Per-dispatch GPU time stacked per setting, one panel per graph (each on its own scale), coloured by kind
-    (transitions red), from ``workbench.etvk.model.graph_exec.timing_rows`` frames."""
+    (transitions red), from ``workbench.graphs.graph_exec.timing_rows`` frames."""
     graphs = list(dict.fromkeys(timings["graph"]))
     fig, axes = plt.subplots(len(graphs), 1, figsize=(8, 1.3 * len(graphs) + 1.2), squeeze=False)
     for ax, graph in zip(axes[:, 0], graphs):

@@ -1,4 +1,4 @@
-"""Pictures of a :class:`workbench.mismatch.MismatchReport`: wrong elements over the logical dims (batches down,
+"""Pictures of a :class:`workbench.checks.mismatch.MismatchReport`: wrong elements over the logical dims (batches down,
 blocks of 4 channels across, an H×W heat map each) and, when the report has a layout, over its packed words /
 texels in rows, so a wrong tile, lane or block shows as a shape."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib import colors as mcolors
 
-from ..mismatch import MismatchReport
+from ..checks.mismatch import MismatchReport
 from .tile_views import _Figure
 
 __all__ = ["plot_mismatch"]

@@ -43,7 +43,7 @@ class Pipeline:
                  capture_statistics: bool = False, name: str = "kernel"):
         self.device = device
         self.name = name
-        if hasattr(code, "code"):  # a workbench.shaders.Spirv
+        if hasattr(code, "code"):  # a workbench.toolchain.shaders.Spirv
             name = name if name != "kernel" else code.name
             self.name = name
             code = code.code

@@ -8,7 +8,7 @@
     events       ET-VK's own per-dispatch events (ETDump, read by executorch.devtools) → tidy rows
     profile      model → rows at one revision, or two revisions side by side
     drill        one dispatch of those rows → the same shader at the same shape through the workbench's dispatch
-    fidelity     every drillable dispatch replayed that way, timed as ET-VK times it, beside the runtime's time
+    fidelity     every drillable dispatch timed that way, timed as ET-VK times it, beside the runtime's time
     explorer     per-node times as a Model Explorer node-data file
 
 Small int8 graphs written here (not lowered from a model) take a shorter path that only the workbench shows:

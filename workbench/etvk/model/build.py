@@ -20,7 +20,7 @@ What is built, and why ``executor_runner`` + ETDump rather than the pybindings
 How
     CMake + Ninja on the revision's own CMakeLists (``-DEXECUTORCH_BUILD_VULKAN=ON`` …, XNNPACK, pthreadpool and
     cpuinfo off). ET-VK's shaders are compiled at build time by its ``gen_vulkan_spv.py`` with the glslc of
-    ``workbench.compilers.glslang`` (it speaks ET-VK's whole dialect; ``GLSLC_PATH`` is passed explicitly because
+    ``workbench.toolchain.glslang`` (it speaks ET-VK's whole dialect; ``GLSLC_PATH`` is passed explicitly because
     ShaderLibrary.cmake's ``find_program`` hint ``$ENV{VULKAN_SDK}/bin`` becomes ``/bin`` when the variable is
     unset, which finds Debian 12's glslc before ``PATH``). Nothing is downloaded: the sources are the checkout's
     and its submodules' (:data:`SUBMODULES`). The working tree builds in place (``rev=None``; the key includes a
@@ -103,14 +103,14 @@ def cache_root() -> Path:
 
 
 def glslc() -> Path:
-    """The glslc that speaks ET-VK's dialect (``workbench.compilers.glslang``), or a clear error."""
-    from ...compilers import glslang
+    """The glslc that speaks ET-VK's dialect (``workbench.toolchain.glslang``), or a clear error."""
+    from ...toolchain import glslang
     try:
         return glslang.require()["glslc"]
     except Exception as e:  # not set up: say what to run
         raise RuntimeBuildError(f"building ET-VK's runtime compiles all its shaders with a glslc that knows "
                                 f"GL_EXT_integer_dot_product and GL_KHR_cooperative_matrix; none is set up ({e}). "
-                                "Run `python -m workbench.compilers.glslang setup` (./setup.sh does it)") from e
+                                "Run `python -m workbench.toolchain.glslang setup` (./setup.sh does it)") from e
 
 
 def missing_tools(tools=TOOLS) -> list[str]:

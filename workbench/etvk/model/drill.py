@@ -4,7 +4,7 @@ dispatch: times side by side, the output checked against torch, the statistics o
     p = profile.profile("residual_add", executorch=...)
     drill.options(p, dispatch_id=2)          # ("q8ta_conv2d_pw", {"shape": (1, 16, 16, 16), "out_channels": 16, …})
     drill.drill(p, dispatch_id=2)            # one row: runtime µs, workbench µs, ratio, correct, …
-    drill.replay_items(p)                    # every drillable dispatch as {family, options}: see :mod:`.fidelity`
+    drill.fidelity_items(p)                    # every drillable dispatch as {family, options}: see :mod:`.fidelity`
 
 What the event gives (its JSON: sizes, dtype, storage, packed dim of every tensor argument, the scalars) is
 completed by the lowering's record of the node (:mod:`.revision`: the int8 layouts TagMemoryMetaPass chose, the
@@ -258,7 +258,7 @@ def drill(profile, dispatch_id: int, revision: str | None = None, *, device=None
     return out
 
 
-def replay_items(profile, revision: str | None = None) -> list[dict]:
+def fidelity_items(profile, revision: str | None = None) -> list[dict]:
     """Every drillable dispatch as {model, revision, dispatch_id, kernel, family, options}: the input of
     ``workbench etvk run-items`` (the workbench's dispatch of the same cases, on another machine)."""
     revision = revision or profile.revisions[0]

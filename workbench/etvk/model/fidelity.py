@@ -1,9 +1,9 @@
-"""Fidelity of the workbench's own dispatch: every dispatch of a model on ET-VK's runtime, replayed through the
+"""Fidelity of the workbench's own dispatch: every dispatch of a model on ET-VK's runtime, timed through the
 workbench's port of its family (same variant, shape, layouts and work-group sizes), timed beside the runtime's own
 time for it.
 
     p = profile.profile("mobilenet_v2", executorch=...)
-    rows = fidelity.replay(drill.replay_items(p), executorch=...)   # the workbench's times, one row per way of timing
+    rows = fidelity.time_items(drill.fidelity_items(p), executorch=...)   # the workbench's times, one row per way of timing
     table = fidelity.table(p, rows)          # per dispatch: runtime µs, workbench µs, ratio, correct
     fidelity.summary(table)                  # per family (and way of timing): median ratio, p10–p90, within 10 %
 
@@ -40,11 +40,11 @@ def _key(item) -> str:
     return json.dumps([item["family"], item["options"]], sort_keys=True, default=list)
 
 
-def replay(items, *, executorch=None, rev: str | None = None, timestamps=("etvk",), between=("none",),
+def time_items(items, *, executorch=None, rev: str | None = None, timestamps=("etvk",), between=("none",),
            barriers=("light",),
            back_to_back: int = 20, warm_seconds: float = 1.0, statistics: bool = False, csv=None, device=None,
            quiet: bool = False) -> pd.DataFrame:
-    """Each item ({model, dispatch_id, kernel, family, options}: :func:`.drill.replay_items`) through the
+    """Each item ({model, dispatch_id, kernel, family, options}: :func:`.drill.fidelity_items`) through the
     workbench's dispatch, timed once per (timestamps, between) way; rows written to `csv` as each one finishes."""
     from ... import vk
     from ..codegen import Codegen, source
@@ -97,12 +97,12 @@ def _time_item(device, gen, item, modes, back_to_back, warm_seconds, statistics)
     return out
 
 
-def table(profile, replayed: pd.DataFrame, revision: str | None = None) -> pd.DataFrame:
-    """ET-VK's runtime µs beside the workbench's (rows :func:`replay` wrote), per dispatch and way of timing."""
+def table(profile, timed: pd.DataFrame, revision: str | None = None) -> pd.DataFrame:
+    """ET-VK's runtime µs beside the workbench's (rows :func:`time_items` wrote), per dispatch and way of timing."""
     revision = revision or profile.revisions[0]
     runtime = profile.dispatches[profile.dispatches["revision"] == revision][
         ["model", "dispatch_id", "operator", "kernel", "gpu_us", "device"]].rename(columns={"gpu_us": "runtime_us"})
-    wb = replayed.rename(columns={"median_us": "workbench_us", "variant": "workbench_variant"})
+    wb = timed.rename(columns={"median_us": "workbench_us", "variant": "workbench_variant"})
     for column in ("workbench_variant", "workbench_us", "correct", "global_size", "local_size", "error"):
         if column not in wb:
             wb[column] = None

@@ -1,6 +1,6 @@
 """GLSL compute shaders → validated SPIR-V, with includes, defines, YAML variants and a cache.
 
-    from workbench.shaders import compile_shader, compile_glsl, compile_variant, variants
+    from workbench.toolchain.shaders import compile_shader, compile_glsl, compile_variant, variants
     spv = compile_shader("copy", defines={"DTYPE": "uint"})   # shaders/copy.glsl
     spv = compile_glsl(text, defines={"USE_INT_DOT_EXT": True}, name="probe")
     spv.code, spv.words, spv.cache_hit
@@ -12,8 +12,8 @@ Compiling
     1. ``$WORKBENCH_GLSLC``: a path or command name of a glslc or glslangValidator; ``built`` means the
        cached build below and fails (naming what is missing and how to build it) when it is not there;
        ``system`` skips the cached build.
-    2. The build of ``workbench.compilers.glslang`` (glslc of shaderc 2025.2 / glslang 15.1 and
-       spirv-val of SPIRV-Tools 2025.1, from Debian 13 source; ``python -m workbench.compilers.glslang
+    2. The build of ``workbench.toolchain.glslang`` (glslc of shaderc 2025.2 / glslang 15.1 and
+       spirv-val of SPIRV-Tools 2025.1, from Debian 13 source; ``python -m workbench.toolchain.glslang
        setup``, which ./setup.sh runs) when it is set up: it knows ET-VK's whole dialect
        (GL_EXT_integer_dot_product, GL_KHR_cooperative_matrix). Its spirv-val then validates every
        result, whichever compiler made it.
@@ -85,7 +85,7 @@ from pathlib import Path
 
 import yaml
 
-SHADER_DIR = Path(__file__).resolve().parent.parent / "shaders"
+SHADER_DIR = Path(__file__).resolve().parents[2] / "shaders"
 INCLUDE_DIR = SHADER_DIR / "include"
 
 TARGET_ENVS = ("vulkan1.1", "vulkan1.2", "vulkan1.3")
@@ -167,7 +167,7 @@ class CompilerInfo:
     """The GLSL compiler and the SPIR-V validator :func:`compile_glsl` uses, and where they come from.
 
     ``kind`` is ``"glslc"`` or ``"glslangValidator"`` (how the command line is formed); ``origin`` is
-    ``"env"`` ($WORKBENCH_GLSLC), ``"built"`` (workbench.compilers.glslang's cache) or ``"system"`` (PATH);
+    ``"env"`` ($WORKBENCH_GLSLC), ``"built"`` (workbench.toolchain.glslang's cache) or ``"system"`` (PATH);
     ``version`` / ``validator_version`` are the tools' ``--version`` output.
     """
 
@@ -269,7 +269,7 @@ def available_shaders(shader_dir=None) -> list[str]:
 
 def compiler_info() -> CompilerInfo:
     """Which GLSL compiler and spirv-val :func:`compile_glsl` uses now (see "Compiling" in the module doc)."""
-    from .compilers import glslang as built
+    from . import glslang as built
 
     choice = os.environ.get(COMPILER_ENV, "").strip()
     built_tools = None
@@ -306,7 +306,7 @@ def _system_compiler() -> Path:
     raise ToolNotFoundError(
         f"no GLSL compiler found (looked for {', '.join(COMPILERS)} on PATH). "
         "Install glslc: `apt-get install glslc` (Debian package `glslc`), or build the workbench's own: "
-        "`python -m workbench.compilers.glslang setup`.")
+        "`python -m workbench.toolchain.glslang setup`.")
 
 
 def _system_validator() -> Path:

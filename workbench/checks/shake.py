@@ -1,13 +1,13 @@
 """Replay one dispatch many times per local work-group size, to shake out races and bad edge tiles (issue 24).
 
-What every replay shares (``workbench.etvk.replay`` uses it for ET-VK's families) and the replay of the workbench's
+What every shake shares (``workbench.etvk.shake`` uses it for ET-VK's families) and the shake of the workbench's
 own kernels:
 
-``replay_kernel(device, spec, make_run, reference, runs=N, local_sizes=None, stress=False)`` takes a kernel spec
+``shake_kernel(device, spec, make_run, reference, runs=N, local_sizes=None, stress=False)`` takes a kernel spec
 (``workbench.kernels.*``), a ``make_run(device, spec) → KernelRun`` (the run owns an ``out`` resource and an
 ``output()`` that decodes it to a torch tensor) and the reference output. For each local size it makes the spec
 with that local size, fills the output with a sentinel pattern (0xA5 bytes) before every run, runs, and compares
-each run bitwise with the reference and with run 0. One row per local size (``replay_row``): ``bad_runs`` (runs
+each run bitwise with the reference and with run 0. One row per local size (``shake_row``): ``bad_runs`` (runs
 whose output differs bitwise from the reference), ``bad_fraction``, ``bad_run_ids``, ``differs_from_run0``,
 ``wrong_count`` and ``wrong`` (the union over runs of the wrong elements, a boolean tensor shaped like the
 reference), ``first_wrong``. ``stress=True`` records a 64 MiB buffer copy in the same submission before the
@@ -30,7 +30,7 @@ SIZES_1D = ((64, 1, 1), (32, 1, 1), (128, 1, 1), (256, 1, 1), (512, 1, 1), (1024
 SIZES_3D = ((64, 1, 1), (32, 1, 1), (128, 1, 1), (256, 1, 1), (8, 8, 1), (16, 16, 1), (16, 4, 1), (4, 4, 4),
             (8, 4, 2), (1, 1, 1))
 
-__all__ = ["replay_kernel", "replay_row", "parse_local_sizes", "sweep_local_sizes", "bitwise_differ",
+__all__ = ["shake_kernel", "shake_row", "parse_local_sizes", "sweep_local_sizes", "bitwise_differ",
            "fill_sentinel", "with_local_size", "SENTINEL", "STRESS_BYTES"]
 
 
@@ -99,7 +99,7 @@ def bitwise_differ(got: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
     return got != want
 
 
-def replay_row(kernel: str, variant: str, local, outputs, want: torch.Tensor, *, stress: bool, seconds: float,
+def shake_row(kernel: str, variant: str, local, outputs, want: torch.Tensor, *, stress: bool, seconds: float,
                raw=None) -> dict:
     """One local size's runs (decoded outputs) against the reference and against run 0 (``raw``: the runs' raw
     bytes, compared instead of the decoded outputs where given: padding lanes count too)."""
@@ -147,7 +147,7 @@ def kernel_local_sizes(device, spec) -> list:
     return sweep_local_sizes(device, own, spec.global_size(device), SIZES_1D if one_d else SIZES_3D)
 
 
-def replay_kernel(device, spec, make_run, reference, *, runs: int = 10, local_sizes=None, stress: bool = False):
+def shake_kernel(device, spec, make_run, reference, *, runs: int = 10, local_sizes=None, stress: bool = False):
     """Replay a workbench kernel (module docstring). ``reference``: the expected output (torch tensor, the shape
     ``run.output()`` returns)."""
     import pandas as pd
@@ -178,6 +178,6 @@ def replay_kernel(device, spec, make_run, reference, *, runs: int = 10, local_si
         finally:
             for r in extra:
                 r.close()
-        rows.append(replay_row(kernel, variant, local, outputs, want, stress=stress,
+        rows.append(shake_row(kernel, variant, local, outputs, want, stress=stress,
                                seconds=time.perf_counter() - start))
     return pd.DataFrame(rows)

@@ -17,8 +17,8 @@ TRANSITION` node per inserted clone, where the pass put it), ready for ``workben
 """
 from __future__ import annotations
 
-from .int8_graph import TRANSITION, Graph, Node, Repr
-from ...quiet import import_quietly
+from .int8_graph import (TRANSITION, Graph, Node, Repr)
+from ..quiet import import_quietly
 
 TEXTURE_LIMITS = (16384, 16384, 2048)
 SETTINGS = ("before", "after")
@@ -116,7 +116,7 @@ def _etvk_repr(node):
 
 def _run(graph: Graph, setting: str, remove_redundant_first: bool):
     """The tagged GraphModule, the graph-name ↔ fx-node map and the transition nodes the pass inserted."""
-    from .lowering import identity_ops
+    from ..etvk.model.lowering import identity_ops
     if setting not in SETTINGS:
         raise ValueError(f"identity-op setting must be one of {SETTINGS}, got {setting!r}")
     tagmod = import_quietly("executorch.backends.vulkan._passes.tag_memory_meta_pass")
@@ -269,7 +269,7 @@ def op_repsets(setting: str = "after"):
     """The input / output repsets ExecuTorch's ``op_registry`` declares for the ops of an int8 graph (identity ops
     under ``setting``) → DataFrame; repsets named where they equal one of :data:`REPSET_NAMES`."""
     import pandas as pd
-    from .lowering import identity_ops
+    from ..etvk.model.lowering import identity_ops
     u = import_quietly("executorch.backends.vulkan.utils")
     reg = import_quietly("executorch.backends.vulkan.op_registry")
     E = import_quietly("executorch.exir.dialects._ops").ops.edge

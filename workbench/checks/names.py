@@ -8,7 +8,7 @@ found at a desk instead of on a phone.)
 
 How names are read. For every ``VK_KERNEL_FROM_STR(var)`` / ``VK_KERNEL(name)`` in
 ``backends/vulkan/runtime/graph/ops/impl/*.cpp``, the statements of the enclosing function that build ``var`` are
-replayed in order, as the C++ assembles the name:
+followed in order, as the C++ assembles the name:
 * ``std::string var = "lit" + other;`` / ``var = cond ? a + "_x" : b;`` set it (string literals, other names already
   built in the function, ``?:`` giving both branches);
 * ``var += "lit";`` appends; inside an ``if`` / ``else`` / ``switch`` it may or may not happen, so both are kept;
@@ -18,7 +18,7 @@ replayed in order, as the C++ assembles the name:
 A name is *missing* when none of its fully known spellings matches a variant; a dtype or storage suffix may be any
 of its values (which dtype a graph uses is known at run time only), so a missing name means a family or a literal
 spelling that the templates do not generate. A name built from a function parameter, a member or a call the
-replay cannot see is listed as *unresolved* (with the pattern of what is known of it), never guessed; a template
+reading cannot see is listed as *unresolved* (with the pattern of what is known of it), never guessed; a template
 that only such names might reach says so in `unrequested`.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ import pandas as pd
 
 IMPL_DIR = "backends/vulkan/runtime/graph/ops/impl"
 UTILS_DIR = "backends/vulkan/runtime/graph/ops/utils"
-WILD = "\0"  # stands for a value the replay cannot know (an unresolved part)
+WILD = "\0"  # stands for a value the reading cannot know (an unresolved part)
 
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _FUNC_START = re.compile(r"^[A-Za-z_][\w:<>,\s\*&]*\s[\*&]?[\w:]+\s*\([^;]*$")
@@ -203,7 +203,7 @@ def kernel_names(impl_dir: Path, tables: dict[str, list[str]]) -> list[dict]:
             known: dict[str, set[str]] = {}
             assigned: dict[str, set[str]] = {}  # what the branches of a switch / if chain assigned so far
             for stmt, _, depth in _statements(body, base):
-                _replay(stmt, depth, known, tables, assigned)
+                _follow(stmt, depth, known, tables, assigned)
             if _STRING.fullmatch(arg):
                 spellings = {_STRING.fullmatch(arg).group(1)}
             else:
@@ -212,7 +212,7 @@ def kernel_names(impl_dir: Path, tables: dict[str, list[str]]) -> list[dict]:
     return found
 
 
-def _replay(stmt: str, depth: int, known: dict[str, set[str]], tables: dict[str, list[str]],
+def _follow(stmt: str, depth: int, known: dict[str, set[str]], tables: dict[str, list[str]],
             assigned: dict[str, set[str]]) -> None:
     stmt = re.sub(r"^(?:else\s+)?(?:if|for|while|switch)\s*\(.*?\)\s*", "", stmt.strip(), flags=re.S)
     stmt = re.sub(r"^(?:(?:else|case\s+(?:\w+::)*\w+\s*:|default\s*:|return)\s*)+", "", stmt).strip()
@@ -247,37 +247,13 @@ def _pattern(spelling: str) -> re.Pattern:
     return re.compile(".*".join(re.escape(part) for part in spelling.split(WILD)) + r"\Z")
 
 
-def cpp_tree(src) -> Path:
-    """Where the C++ of a ShaderSource lies: the checkout's working tree, or (a revision) the C++ folders of that
-    commit extracted once with git archive into the workbench's cache, beside its templates."""
-    if src.commit is None or src.label == "working tree" or src.checkout is None:
-        return Path(src.glsl_dir).parents[5]  # …/backends/vulkan/runtime/graph/ops/glsl → the tree's root
-    import io
-    import tarfile
-
-    from .codegen import CheckoutError, _cached_folder, _git, cache_root
-
-    def extract(folder: Path) -> None:
-        result = _git(src.checkout, "archive", "--format=tar", src.commit, IMPL_DIR, UTILS_DIR, binary=True)
-        if result.returncode != 0:
-            raise CheckoutError(f"git archive of {IMPL_DIR} at {src.commit[:10]} failed: "
-                                f"{result.stderr.decode(errors='replace').strip()}")
-        with tarfile.open(fileobj=io.BytesIO(result.stdout)) as tar:
-            tar.extractall(folder, filter="data")
-
-    return _cached_folder(cache_root() / f"{src.commit}-cpp", extract)
-
-
-def check(executorch=None, rev: str | None = None, *, gen=None) -> Report:
-    """The check over a checkout (or `gen`, a Codegen whose source is the checkout's glsl folder)."""
-    from .codegen import Codegen, source
-    gen = gen or Codegen(source(executorch, rev=rev))
-    root = cpp_tree(gen.source)
+def check_tree(variants: dict, root: Path) -> Report:
+    """The check of the C++ under `root` (a tree holding IMPL_DIR and UTILS_DIR) against `variants` (the codegen's
+    {variant name: template path})."""
     impl, utils = root / IMPL_DIR, root / UTILS_DIR
     if not impl.is_dir():
         raise FileNotFoundError(f"no {IMPL_DIR} in {root}: the check reads the C++ that requests the kernels")
     tables = suffix_tables(utils)
-    variants = gen.variants()
     rows, reached, maybe = [], set(), set()
     for entry in kernel_names(impl, tables):
         spellings = sorted(entry["spellings"])

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import layouts as L
+from .. import layouts as L
 
 __all__ = ["MismatchReport", "mismatch_report", "ordered_fp32", "count_char"]
 

@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import __version__
-from .vk.clocks import nvml_clocks
+from .. import __version__
+from .clocks import nvml_clocks
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 COMMIT_STAMP = REPO / ".workbench-commit"  # written by whoever copies the tree without .git (see DEVELOPERS.md)

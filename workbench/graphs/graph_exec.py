@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .int8_graph import IDENTITY_OPS, Graph, Node, Repr
+from .int8_graph import (IDENTITY_OPS, Graph, Node, Repr)
 
 CLONE_SHADER = "q8ta_clone"
 LOCAL_LINEAR = (64, 1, 1)
@@ -113,8 +113,8 @@ class _Executor:
     def convert(self, src: Node, src_res, dst: Node, dst_res, kind: str, label: str):
         """A layout conversion ``src.repr`` → ``dst.repr`` (same tensor): one q8ta_clone dispatch for int8, or
         float buffer(W) ↔ texture through the pack shaders."""
-        from ...kernels import linear_global_size, pipeline_for
-        from ...kernels import pack as P
+        from ..kernels import linear_global_size, pipeline_for
+        from ..kernels import pack as P
         a, b = src.repr, dst.repr
         (si, sm), (do, dm) = src_res, dst_res
         if src.dtype == "int8":
@@ -149,9 +149,9 @@ class _Executor:
                                   "through WIDTH_PACKED)")
 
     def node(self, node: Node):
-        from ...kernels import conv_pw as CK
-        from ...kernels import pixel_shuffle as PK
-        from ...kernels import q8ta_quantize as QK
+        from ..kernels import conv_pw as CK
+        from ..kernels import pixel_shuffle as PK
+        from ..kernels import q8ta_quantize as QK
         r = node.repr
         if node.is_transition or (node.op in IDENTITY_OPS and r != node.args[0].repr):
             src = node.args[0]
@@ -212,8 +212,8 @@ class _Executor:
             self._spec_dispatch(spec, [do, si, dm, sm], node, spec.variant)
             return
         if node.op == "q8ta_add":
-            from ...kernels import pipeline_for
-            from ...kernels.q8ta_add import Q8taAddSpec
+            from ..kernels import pipeline_for
+            from ..kernels.q8ta_add import Q8taAddSpec
             if not (r.storage == "buffer" and r.is_int8):
                 raise NotImplementedError(f"{node.name}: q8ta_add writes an int8x4 buffer, the pass gave {r}")
             # the workbench's q8ta_add is word-wise (one layout for all three tensors); where the pass gives an
@@ -258,7 +258,7 @@ class _Executor:
         raise NotImplementedError(f"{node.name}: no workbench kernel for {node.op}")
 
     def _spec_dispatch(self, spec, resources, node, label):
-        from ...kernels import pipeline_for
+        from ..kernels import pipeline_for
         pipe = pipeline_for(self.device, spec.shader, defines=spec.defines or None,
                             spec_constants=spec.spec_constants(), local_size=spec.local_size)
         gs = spec.global_size(self.device)
@@ -270,8 +270,8 @@ def execute(graph: Graph, inputs, device=None, repeats: int = 1) -> Execution:
     """Run a tagged graph on ``device`` (default: the workbench's current device) in ONE recording: every dispatch
     of the graph, ``repeats`` times over, each bracketed by GPU timestamps.  ``inputs``: a tensor (single-input
     graph) or a list / dict by input name, NCHW.  Returns an :class:`Execution`."""
-    from ... import vk
-    from ...measure import keep_busy
+    from .. import vk
+    from ..measure import keep_busy
     if any(n.repr is None for n in graph.nodes):
         raise ValueError(f"{graph.name}: untagged nodes {[n.name for n in graph.nodes if n.repr is None]}; tag the "
                          "graph first (workbench.real_tagging.tagged)")

@@ -61,30 +61,3 @@ def check_dispatch(code: bytes, d, variant: str = "") -> list[dict]:
                              f"{where}: the shader's block ends at byte {b.block_size}; the C++ side's buffer "
                              f"{r.name or ''} holds {_nbytes(r)} bytes (the rest is undefined when read)"))
     return rows
-
-
-def check_families(gen, names=None) -> list[dict]:
-    """``check_dispatch`` on each family's default Dispatch (``etvk.run.make``) and on the dispatches it records
-    before its last one (im2col before the GEMM, …): every place the workbench knows the C++ side's bytes."""
-    from .families import KERNELS
-    from .run import make
-    names = list(KERNELS) if names is None else list(names)
-    unknown = [n for n in names if n not in KERNELS]
-    if unknown:
-        raise ValueError(f"expected family names ({', '.join(KERNELS)}), got {unknown}")
-    rows = []
-    for name in names:
-        d = make(gen, name)
-        rows += check_dispatch(gen.compile(d.variant).code, d)
-        for step in d.before or ():
-            step_dispatch = _StepView(step, d.resources)
-            rows += check_dispatch(gen.compile(step.variant).code, step_dispatch, step.variant)
-    return rows
-
-
-class _StepView:
-    """A `Step` seen as a Dispatch for the check: its push constants, the family's resources it binds."""
-
-    def __init__(self, step, resources):
-        self.variant, self.push_constants = step.variant, step.push_constants
-        self.resources, self.bindings = resources, tuple(step.bindings)

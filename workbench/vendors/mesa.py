@@ -32,7 +32,7 @@ The drivers (one meson build of all three, one cache folder)
       libdrm_amdgpu >= 2.4.121 (Debian 12 has 2.4.114): the set-up builds Debian 13's libdrm 2.4.124 statically
       first and links it into the driver, so the cache stays self-contained.
 
-    Every compile runs in a child process (``python -m workbench.compilers.mesa_worker``) whose environment points the
+    Every compile runs in a child process (``python -m workbench.vendors.mesa_worker``) whose environment points the
     Vulkan loader at one driver of the build only (:func:`shim_env`): the caller keeps its own Vulkan device, the
     shim never enters the caller's process, and no validation layer runs there. One child per call and GPU, however
     many shaders; a driver crash ends only the child (the shader in flight gets an error, a new child takes the rest).
@@ -66,7 +66,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import debian_source
+from ..toolchain import debian_source
 
 __all__ = [
     "MESA_VERSION", "LIBDRM_VERSION", "Gpu", "GPUS", "DEFAULT_GPU", "DEFAULT_GPUS", "DRIVERS", "APT_PACKAGES",
@@ -211,7 +211,7 @@ SUBGROUP_SIZE_NEEDS = (
     "`required_subgroup_size` that chains VkPipelineShaderStageRequiredSubgroupSizeCreateInfo"
     "(requiredSubgroupSize=N) into VkPipelineShaderStageCreateInfo.pNext (check N against "
     "VkPhysicalDeviceSubgroupSizeControlProperties min/maxSubgroupSize: 64..128 on Turnip, 32..64 on RADV), "
-    "exposed as Device.pipeline(..., required_subgroup_size=N). workbench.compilers.mesa passes it through as soon "
+    "exposed as Device.pipeline(..., required_subgroup_size=N). workbench.vendors.mesa passes it through as soon "
     "as it exists. Until then the compiler chooses: ir3 wave64 for workgroups of <= 64 invocations, else wave128 "
     "when 2x the registers fit; RADV wave32 for compute on RDNA.")
 SUBGROUP_SIZES = {"turnip": (64, 128), "radv": (32, 64), "panvk": ()}
@@ -580,7 +580,7 @@ def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build
 
 
 def _smoke_spirv():
-    from ..shaders import compile_glsl
+    from ..toolchain.shaders import compile_glsl
     return compile_glsl(live_vec4_shader(4), name="mesa_smoke")
 
 
@@ -605,7 +605,7 @@ def _resolve_code(shader, defines=None):
         return bytes(shader), "spirv"
     if isinstance(shader, (str, os.PathLike)):
         text = os.fspath(shader)
-        from ..shaders import compile_glsl, compile_shader
+        from ..toolchain.shaders import compile_glsl, compile_shader
         if "\n" in text or "void main" in text:
             return compile_glsl(text, defines=defines, name="inline").code, "inline"
         path = Path(text)
@@ -615,7 +615,7 @@ def _resolve_code(shader, defines=None):
             return compile_glsl(path.read_text(), defines=defines, name=path.stem, source_path=path).code, path.stem
         spirv = compile_shader(text, defines)
         return spirv.code, spirv.name
-    raise TypeError(f"expected SPIR-V bytes, a workbench.shaders.Spirv, a .spv/.glsl path, GLSL text or a shader "
+    raise TypeError(f"expected SPIR-V bytes, a workbench.toolchain.shaders.Spirv, a .spv/.glsl path, GLSL text or a shader "
                     f"name; got {type(shader).__name__}")
 
 
@@ -745,7 +745,7 @@ def _run_worker(jobs: list[dict], g: Gpu, root, timeout: float | None) -> tuple[
             request_path = Path(tmp) / f"request{attempt}.json"
             result_path = Path(tmp) / f"result{attempt}.jsonl"
             request_path.write_text(json.dumps(request))
-            command = [sys.executable, "-m", "workbench.compilers.mesa_worker", str(request_path), str(result_path)]
+            command = [sys.executable, "-m", "workbench.vendors.mesa_worker", str(request_path), str(result_path)]
             limit = timeout if timeout is not None else SHADER_TIMEOUT_S
             rc, output = _watch_worker(command, env, tmp, result_path, limit)
             found_device, found, done = _read_records(result_path)
@@ -862,7 +862,7 @@ def stats(shader_or_spirv, gpu=DEFAULT_GPU, subgroup_size=None, local_size=None,
           defines=None, name=None, root=None, timeout: float | None = None) -> dict:
     """Every statistic the driver reports for one compute shader on `gpu` (see `GPUS`; "a740" by default).
 
-    `shader_or_spirv`: SPIR-V bytes, a `workbench.shaders.Spirv`, a .spv or .glsl path, GLSL text or the name of a
+    `shader_or_spirv`: SPIR-V bytes, a `workbench.toolchain.shaders.Spirv`, a .spv or .glsl path, GLSL text or the name of a
     shader in shaders/ (compiled with `defines`). `local_size` and `spec_constants` as for `vk.Device.pipeline`.
     Returns the driver's own names ({"Registers used": 3, "Max Waves Per Core": 16, ...} on Turnip, {"VGPRs": 8,
     "Subgroups per SIMD": 16, ...} on RADV, {"Code Size", "Instructions", "Threads", ...} on PanVK) plus
@@ -886,7 +886,7 @@ def summary(statistics: dict, gpu, local_size=(64, 1, 1)) -> dict:
     "Max Waves Per Core" of 16, RADV's "Subgroups per SIMD" of 16, PanVK's "Threads" of 2), max_waves, occupancy
     (waves / max_waves), subgroup_size, model_waves, model_occupancy (`occupancy.adreno_occupancy`,
     `amd_occupancy`, `mali_occupancy`), and error where the statistics are an error."""
-    from .. import occupancy as occ
+    from . import occupancy as occ
     g = check_gpu(gpu)
     out = {"registers": None, "register_unit": None, "spills": None, "instructions": None, "waves": None,
            "max_waves": g.max_waves, "occupancy": None, "subgroup_size": statistics.get("Subgroup Size"),
@@ -1014,8 +1014,8 @@ def check_occupancy_model(register_counts=range(4, 49, 4), gpu=DEFAULT_GPU, loca
     Adreno the subgroup size, match), occupancy (compiler waves / max_waves), gpu, vendor, local_size.
     """
     import pandas as pd
-    from .. import occupancy as occ
-    from ..shaders import compile_glsl
+    from . import occupancy as occ
+    from ..toolchain.shaders import compile_glsl
     g = check_gpu(gpu)
     counts = [int(n) for n in register_counts]
     local = (local_size, 1, 1) if isinstance(local_size, int) else tuple(local_size)

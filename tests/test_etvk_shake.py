@@ -1,4 +1,4 @@
-"""workbench.etvk.replay: a wrong index in the last partial tile shows as wrong elements only there; the correct
+"""workbench.etvk.shake: a wrong index in the last partial tile shows as wrong elements only there; the correct
 shader and a correct ET-VK family replay with 0 bad runs."""
 import os
 import struct
@@ -11,8 +11,8 @@ import torch
 from workbench import etvk
 from workbench.cli import main
 from workbench.etvk.dispatch import Dispatch
-from workbench.etvk.replay import parse_local_sizes, replay, replay_dispatch
-from workbench.shaders import compile_glsl
+from workbench.etvk.shake import parse_local_sizes, shake, shake_dispatch
+from workbench.toolchain.shaders import compile_glsl
 
 PLANTED = Path(__file__).parent / "shaders" / "planted"
 CHECKOUT = os.environ.get("WORKBENCH_EXECUTORCH")
@@ -33,13 +33,13 @@ def scale_dispatch(**defines):
 
 def test_correct_shader_has_no_bad_runs(device):
     spirv, d = scale_dispatch()
-    df = replay_dispatch(device, spirv, d, runs=3, local_sizes=[(64, 1, 1), (32, 1, 1)], stress=True)
+    df = shake_dispatch(device, spirv, d, runs=3, local_sizes=[(64, 1, 1), (32, 1, 1)], stress=True)
     assert list(df["bad_runs"]) == [0, 0] and list(df["wrong_count"]) == [0, 0]
 
 
 def test_bad_last_tile_is_caught_only_in_the_last_tile(device):
     spirv, d = scale_dispatch(BAD_LAST_TILE=1)
-    df = replay_dispatch(device, spirv, d, runs=3, local_sizes=[(64, 1, 1)])
+    df = shake_dispatch(device, spirv, d, runs=3, local_sizes=[(64, 1, 1)])
     row = df.iloc[0]
     assert row["bad_runs"] == 3 and row["bad_fraction"] == 1.0 and row["differs_from_run0"] == []
     wrong = torch.nonzero(row["wrong"]).flatten().tolist()
@@ -49,25 +49,25 @@ def test_bad_last_tile_is_caught_only_in_the_last_tile(device):
 def test_local_size_errors_name_expected_and_given(device):
     spirv, d = scale_dispatch()
     with pytest.raises(ValueError, match="at most .* got"):
-        replay_dispatch(device, spirv, d, runs=1, local_sizes=[(4096, 4096, 1)])
+        shake_dispatch(device, spirv, d, runs=1, local_sizes=[(4096, 4096, 1)])
     with pytest.raises(ValueError, match="X,Y,Z integers .* got"):
         parse_local_sizes(["a,b"])
     with pytest.raises(ValueError, match="runs must be >= 1, got 0"):
-        replay_dispatch(device, spirv, d, runs=0)
+        shake_dispatch(device, spirv, d, runs=0)
 
 
 def test_cli_replay_bad_input(tmp_path):
-    assert main(["etvk", "replay", "q8ta_clone", "--executorch", str(tmp_path / "none")]) == 2
+    assert main(["etvk", "shake", "q8ta_clone", "--executorch", str(tmp_path / "none")]) == 2
 
 
 @pytest.mark.skipif(not CHECKOUT, reason="WORKBENCH_EXECUTORCH is not set")
 def test_replay_correct_etvk_family(device):
     gen = etvk.Codegen(etvk.source(CHECKOUT))
-    df = replay(device, gen, "q8ta_clone", runs=3, local_sizes=[(64, 1, 1), (8, 8, 1)], stress=True)
+    df = shake(device, gen, "q8ta_clone", runs=3, local_sizes=[(64, 1, 1), (8, 8, 1)], stress=True)
     assert (df["bad_runs"] == 0).all() and (df["wrong_count"] == 0).all()
-    assert main(["etvk", "replay", "q8ta_clone", "--executorch", CHECKOUT, "--runs", "2",
+    assert main(["etvk", "shake", "q8ta_clone", "--executorch", CHECKOUT, "--runs", "2",
                  "--local-size", "0,1"]) == 2
-    assert main(["etvk", "replay", "no_such_family", "--executorch", CHECKOUT, "--runs", "1"]) == 2
+    assert main(["etvk", "shake", "no_such_family", "--executorch", CHECKOUT, "--runs", "1"]) == 2
 
 
 def reverse_dispatch(name):
@@ -87,9 +87,9 @@ def reverse_dispatch(name):
 
 def test_shared_race_shows_in_replay_and_the_barrier_version_is_clean(device):
     spirv, d = reverse_dispatch("reverse_tile")
-    assert replay_dispatch(device, spirv, d, runs=4, local_sizes=[(64, 1, 1)])["bad_runs"].tolist() == [0]
+    assert shake_dispatch(device, spirv, d, runs=4, local_sizes=[(64, 1, 1)])["bad_runs"].tolist() == [0]
     spirv, d = reverse_dispatch("shared_no_barrier")
-    row = replay_dispatch(device, spirv, d, runs=4, local_sizes=[(64, 1, 1)], stress=True).iloc[0]
+    row = shake_dispatch(device, spirv, d, runs=4, local_sizes=[(64, 1, 1)], stress=True).iloc[0]
     if row["bad_runs"] == 0:  # a race need not show: a device may happen to order the invocations benignly
         pytest.skip("the race did not show on this device in 4 runs")
     assert row["wrong_count"] > 0

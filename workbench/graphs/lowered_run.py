@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import layouts as L
-from ...quant import quantize_per_tensor
+from .. import layouts as L
+from ..quant import quantize_per_tensor
 
 _LAYOUTS = {"PACKED_INT8_4W4C": "4W4C", "PACKED_INT8_4H4W": "4H4W", "PACKED_INT8_4W": "4W", "PACKED_INT8_4C": "4C",
             "PACKED_INT8_4C1W": "4C1W", "PACKED_INT8_CONV2D": "4C1W"}
@@ -52,8 +52,8 @@ class _Run:
 
 
 def _record_add(run, row, node, args):
-    from ...kernels.q8ta_add import LOCAL_SIZE, Q8taAddSpec, SHADER
-    from ...kernels import pipeline_for
+    from ..kernels.q8ta_add import LOCAL_SIZE, Q8taAddSpec, SHADER
+    from ..kernels import pipeline_for
     import torch
     lay = workbench_layout(row["layout"])
     shape = row["shape"]
@@ -85,8 +85,8 @@ def _record_add(run, row, node, args):
 
 
 def _record_pixel_shuffle(run, row, node, args, in_layout):
-    from ...kernels import pipeline_for
-    from ...kernels.pixel_shuffle import Q8taPixelShuffleSpec
+    from ..kernels import pipeline_for
+    from ..kernels.pixel_shuffle import Q8taPixelShuffleSpec
     import torch
     out_lay = workbench_layout(row["layout"])
     in_lay = workbench_layout(in_layout)
@@ -109,7 +109,7 @@ def _record_pixel_shuffle(run, row, node, args, in_layout):
 
 
 def _record_clone(run, row, node, args, in_layout):
-    from ...kernels import linear_global_size, pipeline_for
+    from ..kernels import linear_global_size, pipeline_for
     import torch
     if row["storage"] != "BUFFER":
         raise NotImplementedError(f"{row['node']}: int8 transition to {row['storage']} (int8 lives in buffers)")
@@ -142,8 +142,8 @@ def run_int8_ops(lowered, device=None, repeats: int = 5, seed: int = 0):
     ``kernel`` None where the workbench has no kernel).  Raises AssertionError if any output is wrong."""
     import pandas as pd
 
-    from ... import vk
-    from ...measure import keep_busy
+    from .. import vk
+    from ..measure import keep_busy
     device = device or vk.get_device()
     df = lowered.table()
     rows, run = [], _Run(device, seed)

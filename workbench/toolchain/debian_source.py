@@ -18,8 +18,8 @@
         ds.write_stamp(root / ds.STAMP_NAME, {"recipe": ds.recipe_id(RECIPE), ...})
 
 Two builders use it, each keeping its own recipe (packages, build options, what it keeps) in its own module:
-``workbench.compilers.mesa`` (Mesa's Turnip, PanVK and RADV + the no-op drm-shims, through ``apt-get source``) and
-``workbench.compilers.glslang`` (glslc / glslang / SPIRV-Tools, through ``apt-helper`` downloads and Debian's
+``workbench.vendors.mesa`` (Mesa's Turnip, PanVK and RADV + the no-op drm-shims, through ``apt-get source``) and
+``workbench.toolchain.glslang`` (glslc / glslang / SPIRV-Tools, through ``apt-helper`` downloads and Debian's
 patches applied here).
 
 What it provides

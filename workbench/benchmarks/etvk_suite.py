@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import measure
-from ..benchmarks.copy import CopyAtTraffic
-from .run import execute, make, with_local_size
-from .codegen import Codegen, source
+from .copy import CopyAtTraffic
+from ..etvk.run import execute, make, with_local_size
+from ..etvk.codegen import Codegen, source
 
 PR_19396 = "1ee58ed3b7"  # "Halve accumulator to lift Adreno occupancy" (TILE_N4 2 → 1)
 # ET-VK picks 64×1×1; a 2-D 8×8 group on this 1-D grid leaves 56 of every 64 threads idle

@@ -1,6 +1,6 @@
 """Replay one dispatch many times to shake out races and bad edge tiles.
 
-``replay(device, gen, family, runs=N, local_sizes=[...], stress=False, **options)`` builds the family's Dispatch
+``shake(device, gen, family, runs=N, local_sizes=[...], stress=False, **options)`` builds the family's Dispatch
 (``etvk.run.make``), and for each local size runs it ``runs`` times, the output resource filled with a sentinel
 pattern (0xA5 bytes) before every run, each run compared bitwise with the reference and with run 0. One row per local
 size: ``bad_runs`` (runs whose output differs bitwise from the reference), ``bad_fraction``, ``bad_run_ids``,
@@ -9,9 +9,9 @@ runs of the wrong elements: a boolean tensor shaped like the reference), ``first
 ``stress=True`` records a large buffer copy (64 MiB, ``workbench.kernels``' copy in spirit: a transfer) in the
 same submission before the dispatch, so the GPU has unrelated memory traffic in flight.
 
-``replay_dispatch(device, spirv, d, ...)`` is the same for any ``etvk.dispatch.Dispatch`` and its compiled
-``Spirv`` (the planted shaders of the tests use it: build a Dispatch by hand). The workbench's own kernels replay
-through ``workbench.replay.replay_kernel``; both share its rows, sentinel and stress load.
+``shake_dispatch(device, spirv, d, ...)`` is the same for any ``etvk.dispatch.Dispatch`` and its compiled
+``Spirv`` (the planted shaders of the tests use it: build a Dispatch by hand). The workbench's own kernels shake
+through ``workbench.checks.shake.shake_kernel``; both share its rows, sentinel and stress load.
 """
 from __future__ import annotations
 
@@ -19,30 +19,29 @@ import time
 
 import numpy as np
 
-from ..replay import (SIZES_3D, check_local_sizes, fill_sentinel, parse_local_sizes, replay_row, stress_buffers,
-                      sweep_local_sizes)
+from ..checks.shake import (SIZES_3D, check_local_sizes, fill_sentinel, parse_local_sizes, shake_row, stress_buffers, sweep_local_sizes)
 
-__all__ = ["replay", "replay_dispatch", "parse_local_sizes", "default_local_sizes"]
+__all__ = ["shake", "shake_dispatch", "parse_local_sizes", "default_local_sizes"]
 
 
 def default_local_sizes(device, d) -> list:
-    """The kernel's own local size first, then the shapes of ``workbench.replay.SIZES_3D`` that fit the device and
+    """The kernel's own local size first, then the shapes of ``workbench.checks.shake.SIZES_3D`` that fit the device and
     the global size."""
     return sweep_local_sizes(device, d.local_size, d.global_size, SIZES_3D)
 
 
-def replay(device, gen, family: str, *, runs: int = 10, local_sizes=None, stress: bool = False, **options):
+def shake(device, gen, family: str, *, runs: int = 10, local_sizes=None, stress: bool = False, **options):
     from .run import make
     d = make(gen, family, **options)
-    return replay_dispatch(device, gen.compile(d.variant), d, runs=runs, local_sizes=local_sizes, stress=stress,
+    return shake_dispatch(device, gen.compile(d.variant), d, runs=runs, local_sizes=local_sizes, stress=stress,
                            compile_step=gen.compile)
 
 
-def replay_dispatch(device, spirv, d, *, runs: int = 10, local_sizes=None, stress: bool = False,
+def shake_dispatch(device, spirv, d, *, runs: int = 10, local_sizes=None, stress: bool = False,
                     compile_step=None):
     import pandas as pd
 
-    from .run import _allocate, _read, _require_features, declared, with_local_size
+    from .run import (_allocate, _read, _require_features, declared, with_local_size)
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
     if d.requires is not None:
@@ -80,6 +79,6 @@ def replay_dispatch(device, spirv, d, *, runs: int = 10, local_sizes=None, stres
         finally:
             for r in pipes + made + extra:
                 r.close()
-        rows.append(replay_row(d.kernel, d.variant, local, [dl.decode(r) for r in raw], d.expected, stress=stress,
+        rows.append(shake_row(d.kernel, d.variant, local, [dl.decode(r) for r in raw], d.expected, stress=stress,
                                seconds=time.perf_counter() - start, raw=raw))
     return pd.DataFrame(rows)

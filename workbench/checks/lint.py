@@ -260,30 +260,3 @@ def lint_spirv(code: bytes, variant: str = "") -> list[dict]:
             rows += [{"variant": variant, "check": check, "severity": severity, "instruction": ins.index,
                       "line": ins.line, "message": message} for ins, message in found]
     return rows
-
-
-def lint(gen, names=None, *, jobs: int | None = None, show_progress: bool = False):
-    """Lint `names` (default: every variant of `gen`) compiled through compile-all's cache: a DataFrame of findings
-    (COLUMNS) plus one `compile_failed` row per variant that does not compile; `.attrs['variants']` and
-    `.attrs['seconds']` say how many were linted and how long it took."""
-    import pandas as pd
-
-    from .codegen import UnknownKernelError
-    from .compile_all import compile_all
-    start = time.perf_counter()
-    known = gen.variants()
-    names = sorted(known) if names is None else list(names)
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise UnknownKernelError(f"expected ET-VK variant names of {gen.source.label}, got {unknown[:5]}")
-    compiled = compile_all(gen, names, jobs=jobs, show_progress=show_progress)
-    rows = []
-    for row in compiled.itertuples():
-        if not row.ok:
-            rows.append({"variant": row.variant, "check": "compile_failed", "severity": "info", "instruction": -1,
-                         "line": row.error_at, "message": row.error.splitlines()[0] if row.error else ""})
-            continue
-        rows += lint_spirv(gen.compile(row.variant).code, row.variant)  # a cache hit
-    df = pd.DataFrame(rows, columns=list(COLUMNS))
-    df.attrs.update(variants=len(names), seconds=time.perf_counter() - start)
-    return df

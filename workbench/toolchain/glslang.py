@@ -1,7 +1,7 @@
 """glslc, glslangValidator, spirv-val and spirv-dis for ET-VK's whole GLSL dialect, built once from Debian 13 source.
 
-    python -m workbench.compilers.glslang setup [--quiet]   # once: fetch, build, cache (./setup.sh main|test does it)
-    python -m workbench.compilers.glslang status            # JSON; exit status 1 while not set up
+    python -m workbench.toolchain.glslang setup [--quiet]   # once: fetch, build, cache (./setup.sh main|test does it)
+    python -m workbench.toolchain.glslang status            # JSON; exit status 1 while not set up
 
     from workbench.compilers import glslang
     glslang.setup()                 # the same from Python; a second call returns at once
@@ -14,7 +14,7 @@ Why
     glslang 12) knows neither, and its spirv-val (SPIRV-Tools 2023.1) does not know SPV_KHR_cooperative_matrix.
     Debian 13 (trixie) ships shaderc 2025.2, glslang 15.1.0+1.4.309.0 (its tarball is glslang 15.2.0, as
     ``glslangValidator --version`` says) and SPIRV-Tools 2025.1~rc1, which know both; their
-    source packages build with Debian 12's cmake 3.25 and gcc 12. ``workbench.shaders`` prefers these tools once
+    source packages build with Debian 12's cmake 3.25 and gcc 12. ``workbench.toolchain.shaders`` prefers these tools once
     they are set up (see its ``compiler_info()``).
 
 How
@@ -52,7 +52,7 @@ import time
 from pathlib import Path
 
 from . import debian_source
-from .debian_source import parse_showsrc  # noqa: F401  (public here since this module was written)
+from .debian_source import parse_showsrc
 
 __all__ = [
     "PACKAGES", "TOOLS", "APT_PACKAGES", "CMAKE_OPTIONS", "BUILD_TARGETS", "SKIPPED_PATCHES",
@@ -111,7 +111,7 @@ _RECIPE = {"packages": PACKAGES, "cmake": CMAKE_OPTIONS, "targets": BUILD_TARGET
            "skipped": {k: sorted(v) for k, v in SKIPPED_PATCHES.items()}, "edits": SOURCE_EDITS, "layout": 1}
 RECIPE_ID = debian_source.recipe_id(_RECIPE)
 
-SETUP_COMMAND = "python -m workbench.compilers.glslang setup"
+SETUP_COMMAND = "python -m workbench.toolchain.glslang setup"
 _SPIRV_MAGIC = b"\x03\x02\x23\x07"
 
 
@@ -124,7 +124,7 @@ class GlslangError(RuntimeError):
 
 
 class GlslangNotSetUpError(GlslangError):
-    """The tools are not in the cache: run `python -m workbench.compilers.glslang setup`."""
+    """The tools are not in the cache: run `python -m workbench.toolchain.glslang setup`."""
 
 
 class GlslangSetupError(GlslangError, debian_source.SetupError):
@@ -451,11 +451,11 @@ def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Command line: python -m workbench.compilers.glslang {setup,status}
+# Command line: python -m workbench.toolchain.glslang {setup,status}
 # ----------------------------------------------------------------------------------------------------------------
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m workbench.compilers.glslang",
+    parser = argparse.ArgumentParser(prog="python -m workbench.toolchain.glslang",
                                      description="glslc/glslangValidator/spirv-val for ET-VK's GLSL dialect, built "
                                                  "once from Debian 13 source and cached")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -483,7 +483,7 @@ def main(argv=None) -> int:
             print(json.dumps(status(args.dir), indent=2))
             return 0 if is_set_up(args.dir) else 1
     except GlslangError as exc:
-        print(f"workbench.compilers.glslang: error: {exc}", file=sys.stderr)
+        print(f"workbench.toolchain.glslang: error: {exc}", file=sys.stderr)
         return 1
     return 0
 

@@ -1,7 +1,7 @@
-"""Child process of `workbench.compilers.mesa`: compile SPIR-V with one Mesa driver on its no-op kernel driver and
+"""Child process of `workbench.vendors.mesa`: compile SPIR-V with one Mesa driver on its no-op kernel driver and
 read the statistics.
 
-    python -m workbench.compilers.mesa_worker REQUEST.json RESULT.json
+    python -m workbench.vendors.mesa_worker REQUEST.json RESULT.json
 
 Run only with the environment `mesa.shim_env(gpu)` builds (VK_ICD_FILENAMES → one driver of the build, LD_PRELOAD →
 its shim, FD_GPU_ID / PAN_GPU_ID / RADV_FORCE_FAMILY → the chip): then the only Vulkan device this process sees is
@@ -97,7 +97,7 @@ def _run_job(dev, job: dict, capture: bool) -> dict:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
-        print("usage: python -m workbench.compilers.mesa_worker REQUEST.json RESULT.json", file=sys.stderr)
+        print("usage: python -m workbench.vendors.mesa_worker REQUEST.json RESULT.json", file=sys.stderr)
         return 2
     request_path, result_path = argv
     with open(request_path) as f:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ... import layouts as L
+from .. import layouts as L
 
 FLOAT_LAYOUTS = ("WIDTH_PACKED", "HEIGHT_PACKED", "CHANNELS_PACKED")
 INT8_LAYOUTS = ("4W4C", "4H4W", "4W", "4C", "4C1W")
@@ -311,7 +311,7 @@ class QPixelShuffle(_module_base()):
 
     def forward(self, q):
         torch = _torch()
-        from ...kernels.pixel_shuffle import is_passthrough
+        from ..kernels.pixel_shuffle import is_passthrough
         y = torch.nn.functional.pixel_shuffle(q, self.upscale_factor)
         if is_passthrough(self.input_scale, self.input_zero_point, self.output_scale, self.output_zero_point):
             return y

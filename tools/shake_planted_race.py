@@ -1,10 +1,10 @@
 """Replays the planted shared-memory race (tests/shaders/planted/shared_exchange.glsl, no barrier) on the current
 Vulkan device: for each local size × number of work groups × stress, N runs, each compared bitwise with the reference
-and with run 0 (``workbench.etvk.replay.replay_dispatch``). Writes ``data/<device>/replay_planted_race.csv`` (one row
+and with run 0 (``workbench.etvk.shake.shake_dispatch``). Writes ``data/<device>/shake_planted_race.csv`` (one row
 per configuration: the fraction of bad runs, the runs that differ from run 0, the fraction of wrong elements in
 their union), and the same with the barrier as the control.
 
-    python tools/replay_planted_race.py [--runs 100] [--out data/<device>]
+    python tools/shake_planted_race.py [--runs 100] [--out data/<device>]
 """
 import argparse
 import struct
@@ -16,9 +16,9 @@ import torch
 
 from workbench import vk
 from workbench.etvk.dispatch import Dispatch, Resource
-from workbench.etvk.replay import replay_dispatch
+from workbench.etvk.shake import shake_dispatch
 from workbench.measure import ResultsWriter, default_results_dir, environment
-from workbench.shaders import compile_glsl
+from workbench.toolchain.shaders import compile_glsl
 
 SHADER = Path(__file__).resolve().parents[1] / "tests" / "shaders" / "planted" / "shared_exchange.glsl"
 LOCAL_X = (64, 128, 256, 512, 1024)
@@ -27,7 +27,7 @@ GROUPS = (1, 132, 2048)
 
 def exchange_dispatch(groups: int, local_x: int) -> Dispatch:
     """out[i] = in[i ^ 32] over ``groups`` work groups of ``local_x`` (the reference does not depend on the local
-    size, so one Dispatch replays at every local size with the same thread count)."""
+    size, so one Dispatch shakes at every local size with the same thread count)."""
     n = groups * local_x
     x = torch.arange(n, dtype=torch.float32) + 0.25
     res = [Resource("buffer", nbytes=n * 4, name="out"), Resource("buffer", data=x.numpy(), name="in")]
@@ -48,13 +48,13 @@ def main() -> int:
     code = {barrier: compile_glsl(SHADER.read_text(), defines={"BARRIER": 1} if barrier else {},
                                   name="shared_exchange", source_path=SHADER) for barrier in (False, True)}
     limit = dev.info.max_workgroup_invocations
-    with ResultsWriter(out / "replay_planted_race", {"shader": str(SHADER.name), "runs": args.runs}) as writer:
+    with ResultsWriter(out / "shake_planted_race", {"shader": str(SHADER.name), "runs": args.runs}) as writer:
         for barrier in (False, True):
             for groups in GROUPS:
                 for stress in (False, True):
                     for local_x in [x for x in LOCAL_X if x <= limit]:
                         d = exchange_dispatch(groups, local_x)
-                        row = replay_dispatch(dev, code[barrier], d, runs=args.runs, local_sizes=[(local_x, 1, 1)],
+                        row = shake_dispatch(dev, code[barrier], d, runs=args.runs, local_sizes=[(local_x, 1, 1)],
                                               stress=stress).iloc[0].to_dict()
                         row.pop("wrong")
                         row.update(barrier=barrier, workgroups=groups, elements=groups * local_x,
