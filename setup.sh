@@ -5,6 +5,8 @@
 #   ./setup.sh lab            set up, then start JupyterLab on the repository
 #   ./setup.sh compilers      set up, then build Mesa's Turnip, PanVK and RADV + the drm-shims (offline Adreno, Mali
 #                             and AMD statistics); `./setup.sh adreno` is the same
+#   ./setup.sh capture [ARGS…] set up, then build GFXReconstruct's capture layer and tools (~8 min on 2 cores; for
+#                             `workbench capture`; fetched from GitHub, or WORKBENCH_GFXRECON_SOURCE names a checkout)
 #   ./setup.sh                set up only
 # Environment: WORKBENCH_VENV (default .venv), WORKBENCH_SKIP_MESA=1 or its older name WORKBENCH_SKIP_ADRENO=1 (no
 # Turnip / PanVK / RADV build), WORKBENCH_MESA_DIR (or WORKBENCH_ADRENO_DIR: its cache), WORKBENCH_SKIP_GLSLANG=1 (no
@@ -35,7 +37,7 @@ if ((${#missing[@]})); then
 fi
 
 pip_quiet() {  # this machine's pip configuration warns about absent local indexes on every package
-  # … and pip's resolver lists executorch's requirements that setup leaves out on purpose (README: dependencies)
+  # … and pip's resolver lists executorch's requirements that setup leaves out on purpose (docs/partitioner.md: dependencies)
   "$@" 2> >(grep -v -e "is ignored: it is neither a file nor a directory" \
                -e "^executorch .* requires .*, which is not installed" \
                -e "pip's dependency resolver does not currently take into account" >&2)
@@ -86,6 +88,7 @@ case "$mode" in
   test) exec "$venv/bin/python" -m pytest "$@" ;;
   lab)  exec "$venv/bin/jupyter" lab --notebook-dir="$PWD" "$@" ;;
   compilers|adreno) exec "$venv/bin/workbench" compilers setup "$@" ;;
+  capture) exec "$venv/bin/python" -m workbench.toolchain.gfxreconstruct setup "$@" ;;
   setup) echo "setup: done ($venv)" ;;
-  *) echo "setup: unknown mode '$mode' (expected main, test, lab, compilers or nothing)" >&2; exit 2 ;;
+  *) echo "setup: unknown mode '$mode' (expected main, test, lab, compilers, capture or nothing)" >&2; exit 2 ;;
 esac

@@ -1,10 +1,46 @@
 """Every test's Vulkan instance runs with VK_LAYER_KHRONOS_validation; any message it prints fails the test."""
+import hashlib
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("WORKBENCH_VALIDATION", "1")  # before any instance exists
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+REPO = Path(__file__).resolve().parents[1]
+COMMITTED = ("data", "notebooks")  # results and notebooks as committed: a test writes into tmp, never here
+
+
+def committed_state() -> str | None:
+    """The state of the committed data/ and notebooks/ (changes against HEAD, byte for byte, and files git does not
+    know there), or None without git."""
+    if not (REPO / ".git").exists():
+        return None
+    git = lambda *a: subprocess.run(["git", "-C", str(REPO), *a], capture_output=True)  # noqa: E731
+    diff = git("diff", "--binary", "HEAD", "--", *COMMITTED)
+    others = git("ls-files", "--others", "--exclude-standard", "--", *COMMITTED)
+    if diff.returncode or others.returncode:
+        return None
+    return hashlib.sha256(diff.stdout + b"\0" + others.stdout).hexdigest() + "\n" + \
+        git("status", "--short", "--", *COMMITTED).stdout.decode()
+
+
+def pytest_sessionstart(session):
+    session.config.committed_before = committed_state()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The run leaves data/ and notebooks/ as they were (`git diff --quiet -- data notebooks` on a clean tree)."""
+    before = getattr(session.config, "committed_before", None)
+    after = committed_state()
+    if before is not None and after is not None and before != after:
+        changed = sorted(set(after.splitlines()[1:]) ^ set(before.splitlines()[1:]))
+        session.config.get_terminal_writer().line(
+            "tests changed the committed data/ or notebooks/ (a test must write into tmp_path): "
+            + (", ".join(changed) or "files already changed before the run changed again"), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")

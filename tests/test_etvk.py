@@ -246,7 +246,7 @@ def test_cli(capsys, tmp_path):
     from workbench.cli import main
     assert main(["etvk", "run", "q8ta_clone", "--executorch", str(tmp_path / "none")]) == 2
     assert "does not exist" in capsys.readouterr().err
-    assert main(["etvk", "run", "q8ta_pixel_shuffle", "--executorch", str(tmp_path), "--shape", "1,2,3"]) == 2
+    assert main(["etvk", "run", "q8ta_pixel_shuffle", "--executorch", str(tmp_path), "--shape", "1,2,3,4"]) == 2
     assert "is not an ExecuTorch checkout" in capsys.readouterr().err
 
 

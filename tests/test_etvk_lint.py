@@ -54,7 +54,7 @@ def test_cli_lint_needs_names_or_all(tmp_path):
 @pytest.mark.skipif(not CHECKOUT, reason="WORKBENCH_EXECUTORCH is not set")
 def test_cli_lint_checkout(capsys):
     assert main(["etvk", "lint", "--executorch", CHECKOUT]) == 2
-    assert "expected VARIANT names, --all or --interfaces" in capsys.readouterr().err + capsys.readouterr().out
+    assert "expected shader files (.glsl, .spv), VARIANT names, --all or --interfaces" in capsys.readouterr().err
     assert main(["etvk", "lint", "--executorch", CHECKOUT, "no_such_variant"]) == 2
     assert main(["etvk", "lint", "--executorch", CHECKOUT, "--quiet", "q8ta_linear_gemv_float"]) == 1  # errors found
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from workbench import cli, measure
+from workbench.measure import method
 from workbench.benchmarks import copy as copy_bench
 from workbench.kernels.copy import CopySpec, record_copy
 
@@ -111,16 +112,16 @@ def test_unstable_sets_are_measured_again(device):
             device.record("stability") as rec:
         record_copy(rec, device, spec, dst, src)
         calls = {"n": 0}
-        real = measure.stability
+        real = method.stability
 
         def fake(samples):  # the first two sets "drift", the third is fine
             calls["n"] += 1
             return {**real(samples), "stable": calls["n"] >= 3}
-        measure.stability = fake
+        method.stability = fake
         try:
             gpu, host = measure.sample_recording(rec, min_samples=3, min_time_s=0.0, attempts=5)
         finally:
-            measure.stability = real
+            method.stability = real
     assert gpu.attempts == 3 and calls["n"] == 3
     row = measure.measurement_row("copy", measure.environment(device), gpu, host_ns=host)
     assert row["attempts"] == 3 and "drift_pct" in row and "spread_pct" in row and "stable" in row
@@ -137,6 +138,52 @@ def test_keep_busy_only_on_gpus():
     assert calls == []
     measure.keep_busy(rec, SimpleNamespace(info=SimpleNamespace(is_cpu=False)), seconds=0.05)
     assert len(calls) > 1
+    calls.clear()
+    measure.keep_busy(rec, SimpleNamespace(info=SimpleNamespace(is_cpu=True)), seconds=0.05, cpu_too=True)
+    assert len(calls) > 1
+
+
+def test_ways_of_timing_are_checked_and_named():
+    assert measure.parse_between("none") == ("none", 0)
+    assert measure.parse_between("copy:1") == ("copy", 1 << 20)
+    assert measure.parse_between("shader:0.00001") == ("shader", 16)  # rounded up to 16 B
+    for bad in ("copy", "copy:0", "none:1", "dma:4", "copy:x"):
+        with pytest.raises(ValueError, match=f"between must be 'none', 'copy:MIB' or 'shader:MIB' with MIB > 0, "
+                                             f"got '{bad}'"):
+            measure.parse_between(bad)
+    with pytest.raises(ValueError, match="back_to_back must be an int >= 1, got 0"):
+        measure.Way(0)
+    with pytest.raises(ValueError, match="between='copy:1' needs back_to_back >= 2, got back_to_back=1"):
+        measure.Way(1, "copy:1")
+    with pytest.raises(ValueError, match="timestamps must be one of \\('etvk', 'workbench'\\)"):
+        measure.Way.named("gpu")
+    way = measure.Way.named("etvk", "full", "copy:1", back_to_back=3)
+    assert way == measure.Way(3, "copy:1", barrier_timed=True, full_barriers=True)
+    assert way.columns() == {"back_to_back": 3, "between": "copy:1", "barrier_timed": True, "full_barriers": True}
+    assert way.recording_options() == {"barrier_timed": True, "full_barriers": True}
+
+
+def test_a_way_times_the_copies_and_not_what_runs_between(device):
+    """Way.sample: `back_to_back` copies of what is recorded, the between work before each, the time per copy
+    counting the dispatches only; "shader:MIB" records the caller's shader copy."""
+    spec = CopySpec(4096)
+    sampling = dict(min_samples=3, max_samples=3, min_time_s=0.0, warmup=0)
+    with device.buffer(nbytes=spec.nbytes) as src, device.buffer(nbytes=spec.nbytes) as dst:
+        recorded = []
+
+        def record(rec):
+            record_copy(rec, device, spec, dst, src, label="timed")
+            recorded.append([c.label for c in rec.commands])
+        gpu, host = measure.Way(2, "copy:0.01").sample(device, record, label="way", **sampling)
+        assert recorded[-1] == ["between", "timed", "between", "timed"] and len(gpu) == 3 and (gpu > 0).all()
+        copies = []
+        shader_copy = lambda rec, d, s, nbytes, label: (copies.append(nbytes),  # noqa: E731
+                                                        record_copy(rec, device, CopySpec(nbytes), d, s, label=label))
+        gpu, _ = measure.Way(2, "shader:0.01", barrier_timed=True).sample(device, record, shader_copy=shader_copy,
+                                                                          **sampling)
+        assert copies == [10496, 10496] and len(gpu) == 3
+        with pytest.raises(ValueError, match="needs a shader_copy"):
+            measure.Way(2, "shader:1").sample(device, record)
 
 
 def test_results_reader_reads_what_the_writer_wrote(tmp_path):

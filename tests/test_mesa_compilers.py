@@ -282,6 +282,112 @@ def test_worker_result_lines_survive_a_torn_last_line(tmp_path):
     assert mesa._read_records(tmp_path / "absent.jsonl") == (None, {}, False)
 
 
+class FakeWorker:
+    """Stands in for `mesa._watch_worker` (no build needed): answers a request as a worker would, each job by its
+    name: "slow…" hangs (no line: the watchdog kills it), "crash…" ends the process with SIGSEGV, others compile.
+    `calls` lists the job names of each process started."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, command, env, cwd, result_path, limit):
+        request = json.loads(Path(command[-2]).read_text())
+        self.calls.append([job["name"] for job in request["jobs"]])
+        with open(result_path, "w") as out:
+            device = {"name": f"Turnip {request['device_selector']}", "driver_info": "fake"}
+            out.write(json.dumps({"device": device}) + "\n")
+            for index, job in enumerate(request["jobs"]):
+                if job["name"].startswith("slow"):
+                    return None, ""
+                if job["name"].startswith("crash"):
+                    return -11, "Segmentation fault"
+                statistics = {"Registers used": 3 + int(job["spec_constants"].get("3", 0)), "Max Waves Per Core": 16}
+                out.write(json.dumps({"index": index, "name": job["name"], "statistics": statistics,
+                                      "local_size": [64, 1, 1], "seconds": 0.1}) + "\n")
+            out.write(json.dumps({"done": True}) + "\n")
+        return 0, ""
+
+
+@pytest.fixture
+def fake_build(tmp_path, monkeypatch):
+    """A complete-looking build in tmp_path, its statistics cache beside it, and a FakeWorker instead of the
+    driver processes."""
+    _fake_complete_cache(tmp_path / "mesa")
+    monkeypatch.setenv("WORKBENCH_MESA_DIR", str(tmp_path / "mesa"))
+    monkeypatch.setenv("WORKBENCH_MESA_STATS_DIR", str(tmp_path / "stats"))
+    monkeypatch.setenv("WORKBENCH_MESA_WORKERS", "1")
+    monkeypatch.delenv("WORKBENCH_MESA_REFRESH", raising=False)
+    worker = FakeWorker()
+    monkeypatch.setattr(mesa, "_watch_worker", worker)
+    return worker
+
+
+def _jobs(*names):
+    spirv = trivial_spirv()
+    return [{"shader": spirv, "name": name, "spec_constants": {3: i}} for i, name in enumerate(names)]
+
+
+def test_statistics_are_cached_failures_included(fake_build):
+    from workbench.vendors import stats_cache
+    jobs = _jobs("a", "slow", "crash", "b")
+    before = stats_cache.counts()
+    first = mesa.stats_many(jobs, errors="keep", timeout=5)
+    assert [r.get("failure") for r in first] == [None, "timeout", "crash", None]
+    assert "more than 5 s" in first[1]["error"] and "SIGSEGV" in first[2]["error"]
+    assert first[0]["Registers used"] == 3 and first[3]["Registers used"] == 6
+    assert fake_build.calls == [["a", "slow", "crash", "b"], ["crash", "b"], ["b"]]  # a new process after each
+    assert stats_cache.counts()["compiled"] - before["compiled"] == 4
+
+    # a second look: nothing compiled, the timeout and the crash come back as recorded
+    again = mesa.stats_many(jobs, errors="keep", timeout=5)
+    assert len(fake_build.calls) == 3
+    assert stats_cache.counts()["cached"] - before["cached"] == 4
+    assert [r.get("failure") for r in again] == [None, "timeout", "crash", None]
+    assert "more than 5 s" in again[1]["error"] and "cached" in again[1]["error"]
+    assert again[0] == first[0] and again[3] == first[3]
+    assert mesa.stats_many(jobs[1:2], errors="keep", timeout=2)[0]["failure"] == "timeout"  # less time: no retry
+    assert len(fake_build.calls) == 3
+
+    # asked to: more time, or a refresh, compiles again
+    mesa.stats_many(jobs, errors="keep", timeout=10)
+    assert fake_build.calls[3:] == [["slow"]]
+    mesa.stats_many(jobs, errors="keep", timeout=10, refresh="failures")
+    assert fake_build.calls[4:] == [["slow", "crash"], ["crash"]]
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("WORKBENCH_MESA_REFRESH", "all")
+        mesa.stats_many(jobs[:1], errors="keep", timeout=10)
+    assert fake_build.calls[6:] == [["a"]]
+    with pytest.raises(ValueError, match="refresh must be one of none, failures, all.*'sometimes'"):
+        mesa.stats_many(jobs, refresh="sometimes")
+
+
+def test_the_cache_key_is_the_shader_its_constants_local_size_gpu_and_compiler(fake_build, tmp_path):
+    spirv = trivial_spirv()
+    mesa.stats(spirv, spec_constants={3: 1}, local_size=64)
+    for variant in (dict(spec_constants={3: 2}, local_size=64), dict(spec_constants={3: 1}, local_size=128),
+                    dict(spec_constants={3: 1}, local_size=64, gpu="a730")):
+        calls = len(fake_build.calls)
+        mesa.stats(spirv, **variant)
+        assert len(fake_build.calls) == calls + 1, variant
+    calls = len(fake_build.calls)
+    mesa.stats(spirv, spec_constants={3: 1}, local_size=(64, 1, 1), name="another label")
+    assert len(fake_build.calls) == calls  # the name is a label, not part of the key
+    stamp = mesa.build_files()["stamp"]
+    stamp.write_text(json.dumps({**json.loads(stamp.read_text()), "built_at": "later"}))  # a rebuild
+    mesa.stats(spirv, spec_constants={3: 1}, local_size=64)
+    assert len(fake_build.calls) == calls + 1
+
+
+def test_parallel_workers_keep_the_order(fake_build, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_MESA_WORKERS", "2")
+    results = mesa.stats_many(_jobs("a", "b", "c", "d", "e"))
+    assert [r["Registers used"] for r in results] == [3, 4, 5, 6, 7]
+    assert sorted(map(tuple, fake_build.calls)) == [("a", "c", "e"), ("b", "d")]
+    monkeypatch.setenv("WORKBENCH_MESA_WORKERS", "none")
+    with pytest.raises(ValueError, match="WORKBENCH_MESA_WORKERS must be a whole number"):
+        mesa.stats_many(_jobs("a", "b", "c", "d", "e", "f")[5:])
+
+
 def test_live_vec4_shader_compiles_with_n_accumulators():
     text = mesa.live_vec4_shader(7)
     assert text.count("vec4 acc") == 7 and "acc6 = acc6 * x + 7.0" in text

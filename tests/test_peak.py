@@ -83,13 +83,15 @@ def test_roofline_figure():
     roofs = {"copy_GBps": 100.0, "int8_GOPs": 1000.0, "fp32_GFLOPs": 500.0}
     conv = pd.DataFrame({"macs": [1000, 2000], "bytes": [100, 100], "GOP/s": [10.0, 20.0], "GB/s": [1.0, 1.0],
                          "label": ["a", "b"], "kernel": ["conv", "conv"]})
+    # 50 GB/s against a copy of the same bytes at 62.5 GB/s in its own run: 80 % of copy, not 50 % of the roof
     moves = pd.DataFrame({"macs": [0], "bytes": [100], "GOP/s": [np.nan], "GB/s": [50.0], "label": ["pack"],
-                          "kernel": ["pack"]})
+                          "kernel": ["pack"], "copy_GBps": [62.5], "copy_fraction": [0.8]})
     compute, movement = compute_points([conv, moves]), bandwidth_points([conv, moves])
     assert compute["intensity"].tolist() == [20.0, 40.0] and movement["label"].tolist() == ["pack"]
     fig = roofline_figure(roofs, compute, movement, device="test")
     texts = [t.get_text() for ax in fig.axes for t in ax.texts]
-    assert " 50%" in texts  # the movement kernel's share of the copy roof
+    assert " 80.0 % (50 GB/s)" in texts
+    assert fig.axes[0].get_title() == "roofline · test"
 
 
 def _roof_folder(tmp_path, *, sat_median=100.0, sat_min=98.0):

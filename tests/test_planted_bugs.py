@@ -10,7 +10,7 @@ the bytes a Dispatch supplies. The mechanisms:
 - ``mismatch_map``: ``workbench.checks.mismatch`` on one run's output (where the wrong elements are);
 - ``gpu_av``: the validation layer's GPU-assisted validation (out-of-bounds descriptor accesses).
 
-``CAUGHT`` is the table the closing note and the README quote; each cell is checked by running the mechanism.
+``CAUGHT`` is the table docs/microscope.md quotes; each cell is checked by running the mechanism.
 ``UB``: not run (a return before a barrier is undefined behaviour: Mali loses the device, #22325, so the microscope
 finds it without running it); "refused": the workbench's own dispatch refuses push constants of the wrong size
 before anything runs (ET-VK's runtime has no such check: the interface check is what finds it there).

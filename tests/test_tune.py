@@ -212,6 +212,9 @@ def test_cli_tune(tmp_path, capsys):
     assert code == 0 and "== picks" in out and (tmp_path / "tune_conv_pw.csv").is_file()
     assert main(["tune", "conv-pw", "--here", "--budget", "0", "--out", str(tmp_path)]) == 2
     assert "budget must be a positive int" in capsys.readouterr().err
+    # an option of another kernel's space is refused by what the space's builder takes, before any measurement
+    assert main(["tune", "conv-pw", "--here", "--fixed", "--pair", "4C1W,4C", "--out", str(tmp_path)]) == 2
+    assert "--pair / --fixed: not an option of conv-pw's space (it takes shape, saturate)" in capsys.readouterr().err
 
 
 def test_tune_on_a_dask_worker(device, tmp_path, monkeypatch):

@@ -1,4 +1,5 @@
 """The Vulkan runtime on the real default device (lavapipe in CI), validation layer on."""
+import dataclasses
 import resource
 import struct
 from pathlib import Path
@@ -237,8 +238,10 @@ def test_bad_dispatches_get_clear_errors(device, scale_add):
             rec.dispatch(p, [a, b, ubo], (16,), struct.pack("<ii", 0, 0))
         with pytest.raises(ValueError, match="global size must be positive"):
             rec.dispatch(p, [a, b, ubo], (0,), struct.pack("<i", 0))
-    with pytest.raises(vk.BindingError, match=r"specialization constant ids \[9\] are not declared"):
-        device.pipeline(scale_add, spec_constants={9: 1})
+    with pytest.raises(vk.BindingError, match=r"no compute entry point 'nope' in the module \(it has \['main'\]\)"):
+        device.pipeline(scale_add, entry_point="nope")
+    with pytest.raises(ValueError, match=r"specialization constant 3 \(int\) takes 4 bytes, got 2"):
+        device.pipeline(scale_add, spec_constants={3: b"\x01\x00"})
     with pytest.raises(TypeError, match="specialization constant 4 is a bool"):
         device.pipeline(scale_add, spec_constants={4: 7})
     with pytest.raises(ValueError, match="exceeds the device's limits"):
@@ -379,12 +382,54 @@ def test_local_size_id_at_vulkan_1_3(device):
 
 
 def test_a_refused_pipeline_leaves_nothing_behind():
-    """A pipeline refused after reflection (an undeclared specialization constant) creates no Vulkan object: the
-    device it was asked of closes without the validation layer's 'child objects not destroyed'."""
+    """A pipeline refused after reflection (an entry point the module lacks) creates no Vulkan object: the device
+    it was asked of closes without the validation layer's 'child objects not destroyed'."""
     from workbench.toolchain.shaders import compile_shader
     spv = compile_shader("copy")
     with vk.Device() as dev:
-        with pytest.raises(vk.BindingError, match=r"specialization constant ids \[9\] are not declared"):
-            dev.pipeline(spv, spec_constants={9: 1})
+        with pytest.raises(vk.BindingError, match="no compute entry point 'other'"):
+            dev.pipeline(spv, entry_point="other")
         assert dev.live_objects() == 0
     assert [m for m in dev.instance.messages if "vkDestroyDevice" in m] == []
+
+
+# --- the one launch path -----------------------------------------------------------------------------------------
+def test_undeclared_specialization_constants_are_dropped(device, scale_add):
+    """Vulkan ignores constant ids a module does not declare (ET-VK passes its whole list): so does the pipeline,
+    saying which it dropped; the kept ones still specialize."""
+    values = np.arange(32, dtype=np.int32)
+    with device.pipeline(scale_add, spec_constants={3: 3, 9: 1, 12: 2.5}) as p:
+        assert p.spec_constants == {3: 3} and p.dropped_spec_constants == [9, 12]
+    assert vk.spirv.declared(scale_add, {3: 3, 9: 1}) == {3: 3}
+    out, _ = run_scale_add(device, scale_add, values, mul=3)
+    np.testing.assert_array_equal(out, values * 3)
+
+
+def test_a_launch_as_a_capture_describes_it(device, scale_add):
+    """A Launch takes what a captured dispatch holds: SPIR-V bytes, entry point, constants as raw bytes, push
+    constants, resources by binding number, work-group counts; it computes what the same dispatch recorded by hand
+    computes, and equal programs share one pipeline."""
+    values = np.arange(200, dtype=np.int32)
+    with device.buffer(values) as inp, device.buffer(nbytes=values.nbytes) as out, \
+            device.buffer(nbytes=values.nbytes) as out2, \
+            device.uniform(np.array([values.size, 5, 0, 0], np.int32)) as ubo:
+        code = bytes(scale_add.code)
+        first = vk.Launch(code, {2: ubo, 1: inp, 0: out, 7: inp}, groups=(4, 1, 1), push_constants=struct.pack("<i", 1),
+                          spec_constants={3: struct.pack("<i", 2), 4: b"\x01\x00\x00\x00", 9: 1},
+                          local_size=(64, 1, 1), entry_point="main", label="captured")
+        second = vk.Launch(code, [out2, inp, ubo], global_size=(200,), push_constants=struct.pack("<i", 1),
+                           spec_constants={3: 2, 4: True}, local_size=(64, 1, 1))
+        again = dataclasses.replace(second, label="again")
+        with vk.Launches(device, [first, second, again]) as launches:
+            assert launches.pipeline_of(2) is launches.pipeline_of(1) is not launches.pipeline_of(0)
+            timings = launches.run()
+        assert [t.label for t in timings] == ["captured", "kernel", "again"] and timings[0].groups == (4, 1, 1)
+        want = -(values * 2 + 1 + 5)
+        np.testing.assert_array_equal(out.download(np.int32), want)
+        np.testing.assert_array_equal(out2.download(np.int32), want)
+        with vk.Launches(device, [vk.Launch(code, {0: out, 1: inp}, groups=(1,))]) as missing, \
+                pytest.raises(vk.BindingError, match=r"no resource for binding 2:params \(uniform_buffer\); given "
+                                                     r"bindings \[0, 1\]"):
+            missing.run()
+    with pytest.raises(ValueError, match="give its size as groups or as global_size, not both"):
+        vk.Launch(code, [], groups=(1,), global_size=(64,))

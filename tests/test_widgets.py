@@ -296,3 +296,69 @@ def test_layout_explorer_follows_layout_dropdown(packing):
     assert after["text"].splitlines()[0] != before["text"].splitlines()[0]
     assert after["png"] != before["png"], "the explorer still shows the old picture after the layout changed"
     assert after["data"] != before["data"], "figure data unchanged after the layout changed"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 03 · the TileExplorer on a device that reports no registers: the vendors' compilers' figures instead
+# ---------------------------------------------------------------------------------------------------------------------
+
+SMALL_SHAPE = (1, 16, 12, 6, 10)
+QUICK = dict(min_time_s=0.001, min_samples=2, target_us=50.0)
+
+
+@pytest.fixture
+def cpu_device(device):
+    if not device.info.is_cpu:
+        pytest.skip(f"needs a device without register statistics (a CPU device such as lavapipe), this is "
+                    f"{device.info.name}")
+    return device
+
+
+def _vendor_bars(explorer):
+    return [p.get_height() for ax in explorer.figure.axes for p in ax.patches if p.get_gid() == "vendor-registers"]
+
+
+def test_tile_explorer_shows_a_vendor_compilers_registers_on_a_cpu_device(cpu_device, tmp_path, monkeypatch):
+    from workbench.vendors import mesa, stats_cache
+    from workbench.viz.tile_views import TileExplorer
+    if not mesa.is_set_up():
+        pytest.skip("the vendor compilers are not built here (./setup.sh compilers)")
+    monkeypatch.setenv("WORKBENCH_MESA_STATS_DIR", str(tmp_path / "stats"))  # empty: the first look compiles
+    start = stats_cache.counts()["compiled"]
+    explorer = TileExplorer(cpu_device, shapes=[SMALL_SHAPE], **QUICK)
+    try:
+        m = re.search(r"registers (\d+) vec4 on a740 \(Turnip.*?, (\d+) spills, occupancy [\d.]+ % \((\d+)/16 waves",
+                      explorer.readout.value)
+        assert m, explorer.readout.value
+        assert stats_cache.counts()["compiled"] == start + 1
+        first = int(m.group(1))
+        assert _vendor_bars(explorer) == [4 * first]  # vec4 → 32-bit registers on the chart's axis
+
+        explorer.sliders["tile_n4"].value = 2  # a new setting: one compile
+        assert stats_cache.counts()["compiled"] == start + 2
+        bigger = int(re.search(r"registers (\d+) vec4 on a740", explorer.readout.value).group(1))
+        assert bigger > first, explorer.readout.value  # 32 accumulators take more registers than 16
+        explorer.sliders["tile_n4"].value = 1  # a setting seen before: from the cache, no compile
+        assert stats_cache.counts()["compiled"] == start + 2
+        assert f"registers {first} vec4 on a740" in explorer.readout.value
+
+        explorer.vendor_picker.value = "mali-g610"  # the two tiles of this shape, once each
+        assert stats_cache.counts()["compiled"] == start + 4
+        assert re.search(r"registers (32|64) work registers on mali-g610 \(PanVK", explorer.readout.value), \
+            explorer.readout.value
+        assert len(_vendor_bars(explorer)) == 2
+    finally:
+        explorer.close()
+    again = TileExplorer(cpu_device, shapes=[SMALL_SHAPE], **QUICK)  # a new explorer: still no compile
+    again.close()
+    assert stats_cache.counts()["compiled"] == start + 4
+
+
+def test_tile_explorer_says_how_to_build_the_vendor_compilers(cpu_device, tmp_path, monkeypatch):
+    from workbench.viz.tile_views import TileExplorer
+    monkeypatch.setenv("WORKBENCH_MESA_DIR", str(tmp_path / "no-mesa"))
+    explorer = TileExplorer(cpu_device, shapes=[SMALL_SHAPE], **QUICK)
+    explorer.close()
+    readout = explorer.readout.value
+    assert "a740: vendor compilers not built: run ./setup.sh compilers" in readout and "\n" not in readout
+    assert "registers n/a (CPU device)" in readout and "occupancy" in readout

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 
 import numpy as np
 import pandas as pd
@@ -19,9 +18,9 @@ from ..vendors import occupancy as occ
 from ..kernels.conv_pw import (ALL_TILES, DEFAULT_QPARAMS, SHADER, ConvPwBuffers, ConvPwShape, ConvPwSpec, QParams,
                                check_tile, conv_pw_tile_figures, prepack_weights, random_problem, reference, tile_label)
 from ..kernels.device_limits import device_limits
-from ..measure import environment, measurement_row, progress, sample_callable, sample_recording
+from ..measure import environment, keep_busy, measurement_row, progress, sample_callable, sample_recording
 from ..toolchain.shaders import compile_shader
-from ..vk.spirv import reflect
+from ..vk.spirv import declared
 
 # ----------------------------------------------------------------------------------------------------------------
 # Registers and occupancy columns
@@ -163,9 +162,7 @@ def _time_recording(device, bufs, spec, qparams, pipeline, *, min_time_s, max_ti
             bufs.record(rec, spec, qparams, pipeline)
         # warm-up with the chained recording itself: it keeps the GPU busy (single dispatches leave it idle
         # between fences, and then its clock does not ramp up)
-        start = time.perf_counter()
-        while time.perf_counter() - start < warmup_s:
-            rec.submit()
+        keep_busy(rec, device, warmup_s, cpu_too=True)
         gpu, host = sample_recording(rec, repeats=repeats, min_samples=min_samples, min_time_s=min_time_s,
                                      max_time_s=max_time_s)
     return gpu, host, repeats
@@ -344,8 +341,7 @@ def adreno_job(tile, *, use_dot_ext: bool, shape=ADRENO_DEFAULT_SHAPE, local_siz
     tile_m, tile_n4, tile_k4 = check_tile(*tile)
     spec = ConvPwSpec(shape, tile_m=tile_m, tile_n4=tile_n4, tile_k4=tile_k4, use_dot_ext=use_dot_ext)
     spirv = compile_shader(SHADER, spec.defines())
-    declared = set(reflect(spirv.code).spec_constants)
-    spec_constants = {k: v for k, v in spec.spec_constants().items() if k in declared}
+    spec_constants = declared(spirv, spec.spec_constants())
     local = tuple(local_size) if local_size is not None else spec.resolved_local_size()
     return {"shader": spirv, "name": spec.variant, "spec_constants": spec_constants, "local_size": local}
 

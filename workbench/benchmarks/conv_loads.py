@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import numpy as np
 import pandas as pd
 
 from ..kernels import peak as P

@@ -16,9 +16,13 @@ from ..vendors import mesa
 from ..kernels.conv_pw import ALL_TILES, tile_label
 from .conv import ADRENO_DEFAULT_SHAPE, adreno_job
 
-__all__ = ["conv_pw_vendor_tiles", "vendor_tile_winners", "VENDOR_TILE_GPUS"]
+__all__ = ["conv_pw_vendor_tiles", "vendor_tile_winners", "tile_compiler_columns", "VENDOR_TILE_GPUS",
+           "COMPILER_GPUS", "NOT_BUILT"]
 
 VENDOR_TILE_GPUS = ("a740", "a750", "a730", "mali-g610", "mali-g52", "rdna2", "rdna3")
+#: Every GPU a driver of the build compiles for (those with a note, such as Mali-G57, it refuses).
+COMPILER_GPUS = tuple(g.name for g in mesa.GPUS.values() if not g.note)
+NOT_BUILT = "vendor compilers not built: run ./setup.sh compilers"
 
 
 def conv_pw_vendor_tiles(tiles=None, gpus=VENDOR_TILE_GPUS, *, shape=ADRENO_DEFAULT_SHAPE, local_size=None,
@@ -89,3 +93,21 @@ def vendor_tile_winners(df: pd.DataFrame) -> pd.DataFrame:
                      "runner_up": ok.iloc[1]["tile"] if len(ok) > 1 else None, "tiles": len(ok),
                      "tiles_failed": int(group["error"].notna().sum())})
     return pd.DataFrame(rows)
+
+
+def tile_compiler_columns(tiles, gpu=mesa.DEFAULT_GPU, *, shape=ADRENO_DEFAULT_SHAPE, prefix: str = "vendor_",
+                          timeout: float | None = None) -> dict[str, dict]:
+    """tile label → one vendor compiler's figures for that tile at `shape` (its local size), for a table or a
+    widget on a device that reports no registers itself: {prefix}gpu, compiler, registers, register_unit, spills,
+    waves, max_waves, occupancy, path, error, failure ("timeout", "crash", "error" or None). From the statistics
+    cache, so a tile costs one compile once; where the compilers are not built, every tile gets only {prefix}gpu
+    and {prefix}error = NOT_BUILT."""
+    g = mesa.check_gpu(gpu)
+    tiles = [tuple(t) for t in tiles]
+    if not mesa.is_set_up():
+        return {tile_label(*t): {f"{prefix}gpu": g.name, f"{prefix}error": NOT_BUILT} for t in tiles}
+    df = conv_pw_vendor_tiles(tiles, [g.name], shape=shape, timeout=timeout)
+    keep = ("gpu", "compiler", "registers", "register_unit", "spills", "waves", "max_waves", "occupancy", "path",
+            "error", "failure")
+    return {r["tile"]: {f"{prefix}{k}": None if pd.isna(r.get(k)) else r.get(k) for k in keep}
+            for r in df.to_dict("records")}

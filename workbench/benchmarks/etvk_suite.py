@@ -1,5 +1,5 @@
 """The ET-VK suite: ET-VK's real kernels (from a checkout) beside the workbench's own kernels and the copy at the
-same traffic, on one device in one run — the rows behind the README's "ET-VK's own kernels" figures."""
+same traffic, on one device in one run — the rows behind docs/etvk-kernels.md's figures."""
 from __future__ import annotations
 
 import pandas as pd

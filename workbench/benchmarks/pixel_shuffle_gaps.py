@@ -57,11 +57,6 @@ STAGES = (4, 8, 16)
 REPEATS = 4  # kernel runs per recording (back to back, barriers between): the GPU stays busy between submits
 
 
-def _math(options: dict) -> str:
-    return ("lut" if options.get("lut") else "convert" if options.get("convert") else
-            "fixed" if options.get("fixed") else "magic")
-
-
 def gap_items(shape, cpu_device: bool = False, pairs=None, ceiling: bool = True) -> list[tuple[str, object]]:
     """(role, spec) of everything the suite measures at `shape`, in order; a spec the options refuse becomes
     (role, error message). CPU devices skip the shared-memory table (built per workgroup: far too slow there).

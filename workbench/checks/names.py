@@ -34,7 +34,6 @@ UTILS_DIR = "backends/vulkan/runtime/graph/ops/utils"
 WILD = "\0"  # stands for a value the reading cannot know (an unresolved part)
 
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
-_FUNC_START = re.compile(r"^[A-Za-z_][\w:<>,\s\*&]*\s[\*&]?[\w:]+\s*\([^;]*$")
 
 
 @dataclass

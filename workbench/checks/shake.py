@@ -90,6 +90,27 @@ def stress_buffers(device) -> list:
             device.buffer(nbytes=STRESS_BYTES, name="stress_dst")]
 
 
+def repeated_runs(device, out, record, read, *, runs: int, stress: bool, label: str) -> list:
+    """`runs` submissions of what `record(rec)` records, the output resource `out` filled with the sentinel before
+    each (and, with `stress`, a 64 MiB buffer copy first in the same submission); each run's output as `read()`
+    returns it."""
+    extra = stress_buffers(device) if stress else []
+    try:
+        outputs = []
+        for _ in range(runs):
+            fill_sentinel(out)
+            with device.record(label=label) as rec:
+                if stress:
+                    rec.copy(extra[0], extra[1], label="stress_copy")
+                record(rec)
+                rec.submit()
+            outputs.append(read())
+        return outputs
+    finally:
+        for r in extra:
+            r.close()
+
+
 def bitwise_differ(got: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
     """Element-wise: the bits differ (floats compared as their bit patterns, so -0.0 vs 0.0 and NaNs count)."""
     got, want = got.contiguous(), want.contiguous().to(got.dtype)
@@ -161,23 +182,10 @@ def shake_kernel(device, spec, make_run, reference, *, runs: int = 10, local_siz
     kernel = getattr(spec, "shader", type(spec).__name__)
     rows = []
     for local in sizes:
-        s = with_local_size(spec, local)
-        extra = stress_buffers(device) if stress else []
         start = time.perf_counter()
-        outputs = []
-        try:
-            with make_run(device, s) as run:
-                for _ in range(runs):
-                    fill_sentinel(run.out)
-                    with device.record(label=variant) as rec:
-                        if stress:
-                            rec.copy(extra[0], extra[1], label="stress_copy")
-                        run.record(rec)
-                        rec.submit()
-                    outputs.append(torch.as_tensor(run.output()).clone())
-        finally:
-            for r in extra:
-                r.close()
+        with make_run(device, with_local_size(spec, local)) as run:
+            outputs = repeated_runs(device, run.out, run.record, lambda: torch.as_tensor(run.output()).clone(),
+                                    runs=runs, stress=stress, label=variant)
         rows.append(shake_row(kernel, variant, local, outputs, want, stress=stress,
                                seconds=time.perf_counter() - start))
     return pd.DataFrame(rows)

@@ -1,20 +1,24 @@
 """`workbench …` — the command line: one module per command family, each with `register(subparsers)` adding its
 parsers (their handlers parse arguments and call plain functions); `main` runs one command, turning expected
-failures into one line and exit status 2, and Ctrl-C into a report of the rows kept."""
+failures (`common.expected_errors`) into one line and exit status 2 (WORKBENCH_TRACEBACK=1: the traceback instead),
+and Ctrl-C into a report of the rows kept."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from . import adreno, bench, compilers, devices, etvk, fanout, layout, main_job, tune, validate
-from .common import RESULTS_DIRS, close_opened, interrupted
+from . import adreno, bench, capture, compilers, devices, etvk, fanout, layout, main_job, tune, validate
+from .common import RESULTS_DIRS, TRACEBACK_VAR, close_opened, error_line, expected_errors, interrupted
 
 # In the order `workbench --help` lists them.
-FAMILIES = (devices, bench, fanout, layout, main_job, compilers, adreno, etvk, validate, tune)
+FAMILIES = (devices, bench, fanout, layout, main_job, compilers, adreno, etvk, capture, validate, tune)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="workbench", description="`workbench …` — the command line.")
+    parser = argparse.ArgumentParser(prog="workbench", description="`workbench …` — the command line.",
+                                     epilog="An expected failure prints one line and exits 2; "
+                                            f"{TRACEBACK_VAR}=1 shows its whole message and traceback.")
     parser.add_argument("--device", default=None,
                         help="device index or name substring (default: WORKBENCH_DEVICE, else the first GPU, "
                              "else the CPU device)")
@@ -34,11 +38,8 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         return interrupted(since)
     except Exception as exc:  # a clear one-line error, not a traceback, for expected failures
-        from ..etvk import UnknownKernelError
-        from ..toolchain.shaders import ShaderCompileError
-        from ..vk import VulkanError
-        if isinstance(exc, (VulkanError, ShaderCompileError, ValueError, UnknownKernelError)):
-            print(f"workbench: error: {exc}", file=sys.stderr)
+        if isinstance(exc, expected_errors()) and os.environ.get(TRACEBACK_VAR) != "1":
+            print(error_line(exc), file=sys.stderr)
             return 2
         raise
     finally:

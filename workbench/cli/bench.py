@@ -13,9 +13,9 @@ SHOWN = ["graph", "setting", "label", "kind", "gpu_us", "kernel", "method", "var
 
 
 def register(sub) -> None:
-    from ..benchmarks import SUITES
+    from .. import catalogue
     p = sub.add_parser("bench", help="run a benchmark suite and write its DataFrame")
-    p.add_argument("suite", choices=sorted(SUITES) + ["overhead"])
+    p.add_argument("suite", choices=sorted(catalogue.suites()) + ["overhead"])
     p.add_argument("--sizes", help="copy only: sizes in MiB, comma-separated (default 1,4,16,64,256)")
     p.add_argument("--quick", action="store_true",
                    help="small sizes (seconds, for a smoke test); checks no headline figure, its rows say so")
@@ -38,11 +38,12 @@ def _bench(args) -> int:
 
 
 def write_chart(suite: str, df, stem) -> None:
-    """The suite's chart beside its table (stem.png), for the suites that have one."""
-    if suite == "coopmat-vs-etvk" and len(df):
-        from ..viz.coopmat_vs_etvk_views import plot_coopmat_vs_etvk
+    """The suite's chart beside its table (stem.png), for the suites whose catalogue entry names one."""
+    from .. import catalogue
+    chart = catalogue.suite(suite).chart
+    if chart is not None and len(df):
         png = Path(stem).with_suffix(".png")
-        plot_coopmat_vs_etvk(df).savefig(png, dpi=110, bbox_inches="tight")
+        catalogue.resolve(chart)(df).savefig(png, dpi=110, bbox_inches="tight")
         print(f"wrote {png}")
 
 

@@ -98,12 +98,74 @@ def report_validation(dev, args, out=None) -> int:
     return len(messages)
 
 
+SHADER_SUFFIXES = (".glsl", ".comp", ".spv")
+
+
+def is_shader_file(name) -> bool:
+    """A command line name is a shader file where it ends in .glsl / .comp / .spv or names an existing file."""
+    return Path(str(name)).suffix in SHADER_SUFFIXES or Path(str(name)).is_file()
+
+
+def shader_file(path, defines: dict | None = None):
+    """A shader file as a `toolchain.shaders.Spirv`: SPIR-V read (its magic number checked), GLSL compiled with
+    the file's folder (and its include/) searched for includes."""
+    from ..toolchain import shaders
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no shader file {path} (expected a .glsl or .spv file)")
+    if path.suffix == ".spv":
+        code = path.read_bytes()
+        if len(code) < 20 or len(code) % 4 or code[:4] != b"\x03\x02\x23\x07":
+            raise ValueError(f"{path} is not SPIR-V (expected a whole number of words starting 0x07230203, got "
+                             f"{len(code)} bytes starting {code[:4].hex() or 'nothing'})")
+        if defines:
+            raise ValueError(f"-D applies to GLSL, not to the compiled {path}")
+        return shaders.Spirv(code=code, name=path.stem, defines={}, cache_hit=False, source_path=path.resolve())
+    includes = [path.parent / "include"] if (path.parent / "include").is_dir() else []
+    return shaders.compile_glsl(path.read_text(), name=path.stem, defines=defines, include_dirs=includes,
+                                source_path=path)
+
+
+def parse_defines(texts) -> dict:
+    """-D NAME=VALUE (or NAME, meaning 1) values → {NAME: VALUE}."""
+    return dict(d.split("=", 1) if "=" in d else (d, "1") for d in texts or ())
+
+
 def results_dir(out, device) -> Path:
     """`out`, or data/<device>/; remembered for the Ctrl-C report."""
     from ..measure import default_results_dir
     folder = Path(out) if out else default_results_dir(device)
     RESULTS_DIRS.append(folder)
     return folder
+
+
+def expected_errors() -> tuple:
+    """The error classes a command reports as one line (exit 2): bad input, a missing tool, checkout, device or
+    build, a failed compile, build or run. Anything else is a bug and keeps its traceback."""
+    from ..etvk.codegen import UnknownKernelError
+    from ..etvk.harness import HarnessError
+    from ..etvk.model.build import RuntimeBuildError
+    from ..etvk.model.lowering import LoweringError
+    from ..etvk.model.revision import RevisionLoweringError
+    from ..etvk.model.runtime import RuntimeRunError
+    from ..toolchain.debian_source import SetupError
+    from ..toolchain.glslang import GlslangError
+    from ..toolchain.shaders import ShaderCompileError, ToolNotFoundError
+    from ..vendors.mesa import MesaError
+    from ..vk import VulkanError
+    return (ValueError, UnknownKernelError, OSError, NotImplementedError, ModuleNotFoundError,
+            VulkanError, ShaderCompileError, ToolNotFoundError, GlslangError, MesaError, SetupError,
+            RuntimeBuildError, RuntimeRunError, LoweringError, RevisionLoweringError, HarnessError)
+
+
+TRACEBACK_VAR = "WORKBENCH_TRACEBACK"  # set to 1: an expected error raises with its traceback, every line of it
+
+
+def error_line(exc: BaseException) -> str:
+    """`exc` as the one line a command prints: its message's first line, and how many lines it left out."""
+    lines = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+    more = f" (+{len(lines) - 1} more lines: {TRACEBACK_VAR}=1 shows them)" if len(lines) > 1 else ""
+    return f"workbench: error: {lines[0].strip()}{more}"
 
 
 def interrupted(since: float) -> int:

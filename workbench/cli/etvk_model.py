@@ -208,7 +208,8 @@ def register(verbs) -> None:
     p = verbs.add_parser("build", help="build ExecuTorch's runtime with ET-VK (executor_runner + ETDump), cached")
     checkout(p)
     p.add_argument("--jobs", "-j", type=int, help="parallel compile jobs (default: CPU count)")
-    p.add_argument("--force", action="store_true", help="build again even when cached")
+    p.add_argument("--force", action="store_true", help="build again from scratch even when cached (CMake's tree "
+                                                        "cleared)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(fn=cmd_build)
 

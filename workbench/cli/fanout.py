@@ -8,8 +8,9 @@ from .common import table
 
 
 def register(sub) -> None:
+    from .. import catalogue
     p = sub.add_parser("sweep", help="a sweep on every Vulkan device of a Dask cluster (local by default)")
-    p.add_argument("sweep", choices=["conv-pw", "pixel-shuffle"])
+    p.add_argument("sweep", choices=sorted(catalogue.sweeps()))
     p.add_argument("--quick", action="store_true", help="small sizes (seconds, for a smoke test)")
     p.add_argument("--scheduler", help="join an existing Dask cluster at this address (tcp://host:port); default: "
                                        "start a local one on 127.0.0.1")

@@ -10,11 +10,35 @@ def _shape(text):
     return tuple(int(v) for v in text.replace("x", ",").split(",")) if text else None
 
 
-def register(sub) -> None:
+def _problem(args) -> dict:
+    """The problem the flags give: --shape for every space; --pair / --passthrough / --fixed only for the spaces
+    whose builder (the catalogue's, through tune.space.SPACES) takes those options."""
+    import inspect
+
     from ..tune.space import SPACES
+    flags = {}
+    if args.pair:
+        pair = args.pair.split(",")
+        if len(pair) != 2:
+            raise ValueError(f"--pair takes IN,OUT layouts (e.g. 4C1W,4C), got {args.pair!r}")
+        flags["--pair"] = {"in_layout": pair[0], "out_layout": pair[1]}
+    if args.passthrough:
+        flags["--passthrough"] = {"requant": False}
+    if args.fixed:
+        flags["--fixed"] = {"fixed": True}
+    takes = inspect.signature(SPACES[args.kernel]).parameters
+    refused = [flag for flag, options in flags.items() if not set(options) <= set(takes)]
+    if refused:
+        raise ValueError(f"{' / '.join(refused)}: not an option of {args.kernel}'s space (it takes "
+                         f"{', '.join(takes)})")
+    return {"shape": _shape(args.shape), **{k: v for options in flags.values() for k, v in options.items()}}
+
+
+def register(sub) -> None:
+    from .. import catalogue
     p = sub.add_parser("tune", help="search a kernel's tile / option space with optuna's TPE (Dask: one worker per "
                                     "device); every trial a tidy row in data/<device>/tune_<kernel>.csv")
-    p.add_argument("kernel", choices=sorted(SPACES))
+    p.add_argument("kernel", choices=sorted(catalogue.spaces()))
     p.add_argument("--budget", type=int, help="measurements per device (default: a quarter of the valid grid)")
     p.add_argument("--seed", type=int, default=0, help="the sampler's seed (default 0)")
     p.add_argument("--shape", help="the problem's shape: conv-pw N,Cin,Cout,H,W; pixel-shuffle N,C,H,W")
@@ -58,16 +82,7 @@ def tune_command(args) -> int:
 
     from .. import tune
     from ..measure import ResultsReader, ResultsWriter
-    problem = {"shape": _shape(args.shape)}
-    if args.kernel == "pixel-shuffle":
-        if args.pair:
-            pair = args.pair.split(",")
-            if len(pair) != 2:
-                raise ValueError(f"--pair takes IN,OUT layouts (e.g. 4C1W,4C), got {args.pair!r}")
-            problem.update(in_layout=pair[0], out_layout=pair[1])
-        problem.update(requant=not args.passthrough, fixed=args.fixed)
-    elif args.pair or args.passthrough or args.fixed:
-        raise ValueError(f"--pair / --passthrough / --fixed are pixel-shuffle options, not {args.kernel}'s")
+    problem = _problem(args)
     devices = args.devices.split(",") if args.devices else None
     workers = args.workers.split(",") if args.workers else None
     common = dict(devices=devices, workers=workers, scheduler=args.scheduler, here=args.here,

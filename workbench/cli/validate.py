@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import add_validation_flags, device, report_validation
+from .common import add_validation_flags, device, parse_defines, report_validation
 
 
 def register(sub) -> None:
@@ -29,7 +29,7 @@ def _validate(args) -> int:
     path = Path(args.shader)
     if not path.is_file():
         raise ValueError(f"no shader file {path}")
-    defines = dict(d.split("=", 1) if "=" in d else (d, "1") for d in args.defines)
+    defines = parse_defines(args.defines)
     dev = device(args)
     spv = shaders.compile_shader(path.stem, defines, shader_dir=path.parent)
     prog = dev.pipeline(spv, local_size=(args.local_size, 1, 1), name=path.stem)

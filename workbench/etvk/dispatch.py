@@ -15,6 +15,11 @@ import numpy as np
 import torch
 
 from .. import layouts as L
+from ..kernels.workgroups import create_local_wg_size, pick_hw_square_wg_size
+
+__all__ = ["Resource", "Step", "Dispatch", "create_local_wg_size", "pick_hw_square_wg_size", "block_config",
+           "io_block_configs", "linear_blocks", "extents_blocks", "square_local", "int8_layout", "float_layout",
+           "nchw_sizes", "random_int8", "quantize", "dequantize", "packed_words", "int8_decoder"]
 
 @dataclass
 class Resource:
@@ -64,35 +69,8 @@ class Dispatch:
 
 
 # --------------------------------------------------------------------------------------------------
-# ET-VK's work-group pickers (Common.cpp, ComputeGraph.cpp)
-
-def create_local_wg_size(global_size) -> tuple:
-    """``ComputeGraph::create_local_wg_size``, literally: the same three compare-and-swaps (ties keep axis order),
-    the local size from the 2nd and 3rd largest extents, and the same final indexing — which is
-    ``local[order[i]]``, not "the largest axis gets local[0]" (they differ when the sort is a 3-cycle)."""
-    desc = [(axis, int(v)) for axis, v in enumerate(global_size)]
-    if desc[0][1] < desc[1][1]:
-        desc[0], desc[1] = desc[1], desc[0]
-    if desc[1][1] < desc[2][1]:
-        desc[1], desc[2] = desc[2], desc[1]
-    if desc[0][1] < desc[1][1]:
-        desc[0], desc[1] = desc[1], desc[0]
-    local = [8, max(1, min(4, desc[1][1])), max(1, min(2, desc[2][1]))]
-    if desc[2][1] == 1:
-        if desc[1][1] == 1:
-            local[0], local[1] = 64, 1
-        elif desc[1][1] % 4 == 0:
-            local[0], local[1] = 16, 4
-        else:
-            local[0], local[1] = 32, 2
-    return tuple(local[desc[i][0]] for i in range(3))
-
-
-def pick_hw_square_wg_size(global_size) -> tuple:
-    if global_size[0] >= 6 and global_size[1] >= 6:
-        return (8, 8, 1)
-    return (4, 16, 1) if global_size[0] < 6 else (16, 4, 1)
-
+# ET-VK's work-group pickers (Common.cpp, ComputeGraph.cpp): the two the workbench's own kernels use too live in
+# workbench.kernels.workgroups (below etvk in the package order); the block-config ones are here
 
 def block_config(inner: int, outer: int) -> int:
     """``BlockConfig{inner, 4, outer, 4}.as_packed_int()`` (not transposed)."""

@@ -15,8 +15,10 @@ import pandas as pd
 import torch
 
 from .. import layouts as L
-from ..measure import environment, measurement_row, sample_recording
-from ..vk.spirv import reflect
+from ..measure import Way, environment, measurement_row, sample_recording
+from ..measure import parse_between  # noqa: F401 - the etvk.model modules name it from here
+from ..vk import Launch, Launches
+from ..vk.spirv import declared  # noqa: F401 - what a family's constants the variant reads (tests, etvk_views)
 from .dispatch import Dispatch
 from .families import KERNELS
 from .codegen import Codegen, UnknownKernelError, source
@@ -36,13 +38,6 @@ def make(gen: Codegen, kernel: str, **options) -> Dispatch:
     if kernel not in KERNELS:
         raise UnknownKernelError(f"no ET-VK kernel {kernel!r} in the workbench; known: {', '.join(kernel_names())}")
     return KERNELS[kernel](gen, **options)
-
-
-def declared(spirv, spec_constants: dict) -> dict:
-    """The specialization constants the compiled shader still declares: ET-VK's C++ passes its whole list and
-    Vulkan ignores ids a module lacks; the workbench's Pipeline refuses them, and glslc -O removes unused ones."""
-    ids = reflect(bytes(spirv.code)).spec_constants
-    return {k: v for k, v in spec_constants.items() if k in ids}
 
 
 # SPIR-V capabilities → the device feature each needs (the shader itself says what it uses)
@@ -129,31 +124,40 @@ def mismatch_of(d: Dispatch, got: torch.Tensor):
     return mismatch_report(got, want, layout=layout, dtype_kind=kind)
 
 
+def launches(d: Dispatch, spirv, made: list, earlier=()) -> list:
+    """The dispatch as the runtime launches it: ET-VK's earlier dispatches of the op (`earlier`: (Step, Spirv)
+    pairs), then its last one, each bound to its resources of `made` (the allocated resources, in order)."""
+    out = [Launch(step_spirv, [made[i] for i in step.bindings], global_size=step.global_size,
+                  push_constants=step.push_constants, spec_constants=step.spec_constants,
+                  local_size=step.local_size, name=step.variant) for step, step_spirv in earlier]
+    bound = made if d.bindings is None else [made[i] for i in d.bindings]
+    out.append(Launch(spirv, bound, global_size=d.global_size, push_constants=d.push_constants,
+                      spec_constants=d.spec_constants, local_size=d.local_size, name=d.variant))
+    return out
+
+
+def compiled(device, gen: Codegen, d: Dispatch):
+    """(the last dispatch's Spirv, [(Step, Spirv)] of the earlier ones), each checked against the device's
+    features (the family's own account first: cooperative-matrix types and sizes, subgroups)."""
+    spirv = gen.compile(d.variant)
+    if d.requires is not None:
+        d.requires(device)
+    earlier = [(step, gen.compile(step.variant)) for step in d.before]
+    for s in [spirv] + [step_spirv for _, step_spirv in earlier]:
+        _require_features(device, s)
+    return spirv, earlier
+
+
 def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statistics: bool = False,
             min_time_s: float = 0.2, max_time_s: float = 5.0, back_to_back: int = 1, between: str = "none",
             barrier_timed: bool = False, full_barriers: bool = False, reports: list | None = None) -> dict:
     """Compile, bind, dispatch once, check against torch; then time (re-submitting one recording) when asked.
-    `back_to_back` > 1 times a recording of that many copies of the dispatch (a barrier between each) and reports
-    the time per copy: a GPU kept busy holds its clock, as it does running a model's dispatches one after another,
-    where a lone dispatch resubmitted lets it sag (the H200 fell from 1980 to ~1300 MHz). `between` (with
-    `back_to_back` > 1; :func:`parse_between`) runs something untimed before each copy of the dispatch, as a model
-    runs other ops between two of its dispatches: ``"copy:MIB"`` a buffer copy (vkCmdCopyBuffer) of MIB MiB,
-    ``"shader:MIB"`` the workbench's compute-shader copy (another pipeline); large ones evict the copy's inputs from
-    the last-level cache. `barrier_timed` (with `back_to_back` > 1): each copy's time includes the barrier before it,
-    as ET-VK's runtime times a dispatch; `full_barriers`: all-commands memory barriers, as ET-VK widens a
-    write-after-read (see :class:`vk.Recording`)."""
-    if back_to_back < 1:
-        raise ValueError(f"back_to_back must be >= 1, got {back_to_back}")
-    between_kind, between_bytes = parse_between(between)
-    if between_kind != "none" and back_to_back < 2:
-        raise ValueError(f"between={between!r} needs back_to_back >= 2, got back_to_back={back_to_back}")
-    spirv = gen.compile(d.variant)
-    if d.requires is not None:  # the family's own account first (cooperative-matrix types and sizes, subgroups)
-        d.requires(device)
-    _require_features(device, spirv)
-    earlier = [(step, gen.compile(step.variant)) for step in d.before]  # ET-VK's earlier dispatches of the op
-    for _, step_spirv in earlier:
-        _require_features(device, step_spirv)
+    `back_to_back`, `between`, `barrier_timed`, `full_barriers`: the way of timing (:class:`workbench.measure.Way`,
+    used with `back_to_back` > 1): that many copies of the dispatch in one recording, the time per copy, what runs
+    untimed before each copy (``"copy:MIB"``, or ``"shader:MIB"``: the workbench's compute-shader copy), where the
+    start timestamps go and which barriers separate the copies."""
+    way = Way(back_to_back, between, barrier_timed, full_barriers)
+    spirv, earlier = compiled(device, gen, d)
     capture = statistics and bool(device.info.features.get("pipeline_executable_properties"))
     row = {"kernel": d.kernel, "variant": d.variant, **d.params, "source": gen.source.label,
            "source_commit": gen.source.commit,
@@ -161,48 +165,23 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
            "global_size": "x".join(map(str, d.global_size)), "local_size": "x".join(map(str, d.local_size))}
     if earlier:
         row["before"] = "+".join(step.variant for step, _ in earlier)
-    made, pipes, extra = [], [], []
+    made = []
     try:
         made = _allocate(device, d)
-        if between_bytes:
-            extra = [device.buffer(nbytes=between_bytes, name="between_src"),
-                     device.buffer(nbytes=between_bytes, name="between_dst")]
-        for step, step_spirv in earlier:
-            pipes.append(device.pipeline(step_spirv, spec_constants=declared(step_spirv, step.spec_constants),
-                                         local_size=step.local_size, name=step.variant))
-        with device.pipeline(spirv, spec_constants=declared(spirv, d.spec_constants), local_size=d.local_size,
-                             capture_statistics=capture, name=d.variant) as pipe, \
+        todo = launches(d, spirv, made, earlier)
+        last = len(todo) - 1
+        with Launches(device, todo, capture_statistics={last} if capture else ()) as pipes, \
                 device.record(label=d.variant) as rec:
-            for (step, _), step_pipe in zip(earlier, pipes):
-                rec.dispatch(step_pipe, [made[i] for i in step.bindings], step.global_size, step.push_constants,
-                             label=step.variant)
-            bound = made if d.bindings is None else [made[i] for i in d.bindings]
-            rec.dispatch(pipe, bound, d.global_size, d.push_constants, label=d.variant)
+            pipes.record(rec)
             rec.submit()
             got = d.decode(_read(made[d.output]))
             row.update(check(d, got, reports))
             if capture:
-                row.update(_driver_columns(pipe.statistics()))
-            if measure and back_to_back > 1:
-                with device.record(label=d.variant, barrier_timed=barrier_timed,
-                                   full_barriers=full_barriers) as many:
-                    for _ in range(back_to_back):
-                        if between_kind == "copy":
-                            many.copy(extra[0], extra[1], label="between")
-                        elif between_kind == "shader":
-                            from ..kernels.copy import CopySpec, record_copy
-                            record_copy(many, device, CopySpec(between_bytes), extra[1], extra[0], label="between")
-                        for (step, _), step_pipe in zip(earlier, pipes):
-                            many.dispatch(step_pipe, [made[i] for i in step.bindings], step.global_size,
-                                          step.push_constants, label=step.variant)
-                        many.dispatch(pipe, bound, d.global_size, d.push_constants, label=d.variant)
-                    labels = {d.variant, *(step.variant for step, _ in earlier)} if extra else None
-                    gpu, host = sample_recording(many, repeats=back_to_back, labels=labels, min_time_s=min_time_s,
-                                                 max_time_s=max_time_s)
-                row["back_to_back"] = back_to_back
-                row["between"] = between
-                row["barrier_timed"] = barrier_timed
-                row["full_barriers"] = full_barriers
+                row.update(_driver_columns(pipes.pipeline_of(last).statistics()))
+            if measure and way.back_to_back > 1:
+                gpu, host = way.sample(device, pipes.record, label=d.variant, shader_copy=_shader_copy(device),
+                                       min_time_s=min_time_s, max_time_s=max_time_s)
+                row.update(way.columns())
             elif measure:
                 gpu, host = sample_recording(rec, min_time_s=min_time_s, max_time_s=max_time_s)
             if measure:
@@ -213,21 +192,15 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
             else:
                 row.update(environment(device))
     finally:
-        for r in pipes + made + extra:
+        for r in made:
             r.close()
     return row
 
 
-def parse_between(between: str) -> tuple[str, int]:
-    """``"none"``, ``"copy:MIB"`` or ``"shader:MIB"`` → (kind, bytes), the bytes rounded up to 16 B."""
-    kind, _, size = str(between).partition(":")
-    try:
-        mib = float(size) if size else 0.0
-    except ValueError:
-        mib = -1.0
-    if (kind == "none" and size) or kind not in ("none", "copy", "shader") or (kind != "none" and mib <= 0):
-        raise ValueError(f"between must be 'none', 'copy:MIB' or 'shader:MIB' with MIB > 0, got {between!r}")
-    return kind, (-(-int(mib * 2**20) // 16) * 16 if kind != "none" else 0)
+def _shader_copy(device):
+    """The workbench's compute-shader copy: what a "shader:MIB" way runs between copies."""
+    from ..kernels.copy import CopySpec, record_copy
+    return lambda rec, dst, src, nbytes, label: record_copy(rec, device, CopySpec(nbytes), dst, src, label=label)
 
 
 def run(device, gen: Codegen, kernel: str, *, measure: bool = True, statistics: bool = False, local_size=None,
@@ -270,7 +243,7 @@ def stats_rows(device, gen: Codegen, variants, *, gpus=VENDOR_GPUS, dispatches: 
     for variant in variants:
         spirv = gen.compile(variant)
         d = (dispatches or {}).get(variant)
-        spec = declared(spirv, d.spec_constants) if d else {}
+        spec = d.spec_constants if d else {}
         local = d.local_size if d else (64, 1, 1)
         base = {"variant": variant, "source": gen.source.label, "spirv_bytes": len(spirv.code)}
         if device is not None:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..measure import GPU_WARMUP_S
+
 
 @dataclass(frozen=True)
 class WorkItem:
@@ -158,19 +160,16 @@ class PixelShuffleSweep:
         return rows
 
 
-SWEEPS = {"conv-pw": ConvTileSweep, "pixel-shuffle": PixelShuffleSweep}
-
-
 def make_sweep(name: str, quick: bool = False, **options):
-    if name not in SWEEPS:
-        raise ValueError(f"unknown sweep {name!r}; sweeps: {sorted(SWEEPS)}")
-    return SWEEPS[name].suite(quick, **options)
+    """The suite grid of the sweep `name` (a family's `sweep` in workbench.catalogue); ValueError listing them."""
+    from .. import catalogue
+    return catalogue.resolve(catalogue.sweep(name).sweep).suite(quick, **options)
 
 
 # --- running one item ----------------------------------------------------------------------------------------------
 
 _last_item_end: float | None = None  # when this process last finished an item (GPU clock warm-up)
-IDLE_WARMUP_S = 1.0                  # on a GPU idle longer than this, keep it busy that long first
+IDLE_WARMUP_S = GPU_WARMUP_S         # on a GPU idle longer than this, the item's measure.keep_busy runs that long
 
 
 def execute_item(sweep, item: WorkItem, worker: str | None = None) -> list[dict]:

@@ -1,6 +1,6 @@
 """Run an int8 graph tagged by ExecuTorch's real ``TagMemoryMetaPass`` on the device, with per-dispatch timestamps.
 
-    g = real_tagging.tagged(int8_graph.etvk_74_graph(), "before")     # reprs + transitions from the real pass
+    g = tagging.tagged(int8_graph.etvk_74_graph(), "before")          # reprs + transitions from the real pass
     e = execute(g, x, device)                                          # one recording, GPU time per dispatch
     tagged, execs, df, ref = run_settings(module, x, device)           # trace → tag (both settings) → run → rows
 
@@ -212,7 +212,6 @@ class _Executor:
             self._spec_dispatch(spec, [do, si, dm, sm], node, spec.variant)
             return
         if node.op == "q8ta_add":
-            from ..kernels import pipeline_for
             from ..kernels.q8ta_add import Q8taAddSpec
             if not (r.storage == "buffer" and r.is_int8):
                 raise NotImplementedError(f"{node.name}: q8ta_add writes an int8x4 buffer, the pass gave {r}")
@@ -230,9 +229,7 @@ class _Executor:
             self.res[node] = do, dm = self.alloc(node, r, node.name)
             a, b = node.args
             spec = Q8taAddSpec(node.sizes, r.layout, a.qparams, b.qparams, node.qparams)
-            pipe = pipeline_for(self.device, spec.shader, local_size=spec.local_size)
-            gs, push = spec.global_size(self.device), spec.push_constants()
-            self.add(lambda rec: rec.dispatch(pipe, [do, *ins], gs, push, label="q8ta_add"), "q8ta_add", node, "op")
+            self._spec_dispatch(spec, [do, *ins], node, "q8ta_add")
             return
         if node.op == "q8ta_conv2d_pw":
             self.res[node] = do, dm = self.alloc(node, r, node.name)
@@ -258,12 +255,8 @@ class _Executor:
         raise NotImplementedError(f"{node.name}: no workbench kernel for {node.op}")
 
     def _spec_dispatch(self, spec, resources, node, label):
-        from ..kernels import pipeline_for
-        pipe = pipeline_for(self.device, spec.shader, defines=spec.defines or None,
-                            spec_constants=spec.spec_constants(), local_size=spec.local_size)
-        gs = spec.global_size(self.device)
-        push = spec.push_constants()
-        self.add(lambda rec: rec.dispatch(pipe, resources, gs, push, label=label), label, node, "op")
+        from ..kernels import record_spec
+        self.add(lambda rec: record_spec(rec, self.device, spec, resources, label), label, node, "op")
 
 
 def execute(graph: Graph, inputs, device=None, repeats: int = 1) -> Execution:
@@ -274,7 +267,7 @@ def execute(graph: Graph, inputs, device=None, repeats: int = 1) -> Execution:
     from ..measure import keep_busy
     if any(n.repr is None for n in graph.nodes):
         raise ValueError(f"{graph.name}: untagged nodes {[n.name for n in graph.nodes if n.repr is None]}; tag the "
-                         "graph first (workbench.real_tagging.tagged)")
+                         "graph first (workbench.graphs.tagging.tagged)")
     device = device or vk.get_device()
     in_nodes = [n for n in graph.nodes if n.op == "input"]
     if isinstance(inputs, dict):
@@ -336,8 +329,8 @@ def summarize(df):
 
 def run_settings(module, x, device=None, repeats: int = 3, name: str | None = None,
                  remove_redundant_first: bool = False):
-    """Trace ``module`` (``workbench.int8_graph.from_fx``), tag it with ExecuTorch's real pass under both
-    identity-op settings (``workbench.real_tagging.tagged``), execute each on the device, and compute the torch
+    """Trace ``module`` (``workbench.graphs.int8_graph.from_fx``), tag it with ExecuTorch's real pass under both
+    identity-op settings (``workbench.graphs.tagging.tagged``), execute each on the device, and compute the torch
     reference ``module(x)``.  Returns (tagged {setting: Graph}, executions {setting: Execution}, tidy DataFrame,
     torch reference output)."""
     import pandas as pd

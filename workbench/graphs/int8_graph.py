@@ -9,9 +9,9 @@
 * :class:`RefineNetHead` — a RefineNet-like segmentation head: four conv_pw → ``_clone_dim_order`` →
   q8ta_pixel_shuffle stages.  :func:`etvk_74_graph` / :class:`ConvViewConv` — §7.4's conv_pw → view_copy → conv_pw.
 * :class:`Repr` — a tensor's (storage, layout) in the workbench's layout names.  The graphs carry no tagging logic:
-  ``workbench.real_tagging.tagged`` runs ExecuTorch's own ``TagMemoryMetaPass`` on them and returns a copy with
-  every node's repr and the transitions (:data:`TRANSITION` nodes) the real pass inserted; ``workbench.graph_exec``
-  runs that on the device.
+  ``workbench.graphs.tagging.tagged`` runs ExecuTorch's own ``TagMemoryMetaPass`` on them and returns a copy with
+  every node's repr and the transitions (:data:`TRANSITION` nodes) the real pass inserted;
+  ``workbench.graphs.graph_exec`` runs that on the device.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ _SHORT = {"WIDTH_PACKED": "W", "HEIGHT_PACKED": "H", "CHANNELS_PACKED": "C"}
 
 #: The identity ops whose registration PR #19395 changed.
 IDENTITY_OPS = ("view_copy", "clone", "_clone_dim_order", "alias_copy")
-#: The ops a graph may hold (every one has an edge op in ``workbench.real_tagging.to_fx``).
+#: The ops a graph may hold (every one has an edge op in ``workbench.graphs.tagging.to_fx``).
 OPS = ("quantize_per_tensor", "dequantize_per_tensor", "q8ta_conv2d_pw", "q8ta_pixel_shuffle", "q8ta_add",
        "pixel_shuffle") + IDENTITY_OPS
 TRANSITION = "transition"  # op name of the clones the tagging pass inserts
@@ -38,7 +38,7 @@ TRANSITION = "transition"  # op name of the clones the tagging pass inserts
 @dataclass(frozen=True)
 class Repr:
     """(storage, memory layout) of one tensor, in the workbench's layout names (ET-VK's ``TensorRepr`` read back:
-    ``workbench.real_tagging`` translates)."""
+    ``workbench.graphs.tagging`` translates)."""
 
     storage: str
     layout: str
@@ -74,7 +74,7 @@ class Repr:
 class Node:
     """One tensor-producing node.  ``op``: one of :data:`OPS`, ``"input"`` or ``"transition"``; ``args``:
     tensor-producing nodes; ``params``: everything else (qparams, weights, r...); ``repr``: set by
-    ``workbench.real_tagging.tagged``."""
+    ``workbench.graphs.tagging.tagged``."""
 
     name: str
     op: str

@@ -1,5 +1,5 @@
-"""Run the int8 data-movement ops of a real tagged graph (``workbench.lowering.Lowered``) on the device with the
-workbench's kernels: each ``q8ta_pixel_shuffle``, ``q8ta_add`` and int8 transition (``clone``) at the shape, layouts
+"""Run the int8 data-movement ops of a real tagged graph (``workbench.etvk.model.lowering.Lowered``) on the device
+with the workbench's kernels: each ``q8ta_pixel_shuffle``, ``q8ta_add`` and int8 transition (``clone``) at the shape, layouts
 and quantization parameters the real passes gave it, all in ONE recording with per-dispatch GPU timestamps, each
 output checked against its reference (torch's quantized add via ``workbench.quant``, the shuffle's reference, the identity for a clone).
 
@@ -52,8 +52,8 @@ class _Run:
 
 
 def _record_add(run, row, node, args):
-    from ..kernels.q8ta_add import LOCAL_SIZE, Q8taAddSpec, SHADER
-    from ..kernels import pipeline_for
+    from ..kernels import record_spec
+    from ..kernels.q8ta_add import Q8taAddSpec
     import torch
     lay = workbench_layout(row["layout"])
     shape = row["shape"]
@@ -62,9 +62,7 @@ def _record_add(run, row, node, args):
     a, ba = run.int8_input(shape, lay)
     b, bb = run.int8_input(shape, lay)
     out = run.output(shape, lay)
-    pipe = pipeline_for(run.device, SHADER, local_size=LOCAL_SIZE)
-    run.steps.append(lambda rec: rec.dispatch(pipe, [out, ba, bb], spec.global_size(run.device),
-                                              spec.push_constants(), label=row["node"]))
+    run.steps.append(lambda rec: record_spec(rec, run.device, spec, [out, ba, bb], row["node"]))
 
     def check():
         da = (a.int() - qa[1]).float() * torch.tensor(qa[0], dtype=torch.float32)
@@ -85,7 +83,7 @@ def _record_add(run, row, node, args):
 
 
 def _record_pixel_shuffle(run, row, node, args, in_layout):
-    from ..kernels import pipeline_for
+    from ..kernels import record_spec
     from ..kernels.pixel_shuffle import Q8taPixelShuffleSpec
     import torch
     out_lay = workbench_layout(row["layout"])
@@ -96,10 +94,7 @@ def _record_pixel_shuffle(run, row, node, args, in_layout):
     x, bx = run.int8_input(in_shape, in_lay)
     out = run.output(spec.out_sizes, out_lay)
     om, im = (run.ubo(m) for m in spec.metadata())
-    pipe = pipeline_for(run.device, spec.shader, defines=spec.defines or None,
-                        spec_constants=spec.spec_constants(), local_size=spec.local_size)
-    run.steps.append(lambda rec: rec.dispatch(pipe, [out, bx, om, im], spec.global_size(run.device),
-                                              spec.push_constants(), label=row["node"]))
+    run.steps.append(lambda rec: record_spec(rec, run.device, spec, [out, bx, om, im], row["node"]))
 
     def check():
         got = L.get_layout(out_lay).unpack(torch.from_numpy(out.download(np.int32)), spec.out_sizes)

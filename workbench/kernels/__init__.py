@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from ..toolchain.shaders import compile_shader
+from .workgroups import create_local_wg_size as texture_local_size  # ET-VK's picker for texture dispatches
 
 
 def _freeze(mapping) -> tuple:
@@ -16,7 +17,8 @@ def _freeze(mapping) -> tuple:
 
 def pipeline_for(device, shader: str, *, defines=None, spec_constants=None, local_size=None,
                  capture_statistics: bool = False):
-    """The pipeline for one shader variant on `device`, compiled (disk-cached) and created once per device."""
+    """The pipeline for one shader variant on `device`, compiled (disk-cached) and created once per device.
+    Specialization constants the compiled variant does not declare are dropped by the runtime (`vk.Pipeline`)."""
     cache = device.__dict__.setdefault("_kernel_pipelines", {})
     key = (shader, _freeze(defines), _freeze(spec_constants), tuple(local_size or ()), capture_statistics)
     pipeline = cache.get(key)
@@ -25,6 +27,17 @@ def pipeline_for(device, shader: str, *, defines=None, spec_constants=None, loca
         pipeline = device.pipeline(spirv, spec_constants=spec_constants, local_size=local_size,
                                    capture_statistics=capture_statistics, name=shader)
         cache[key] = pipeline
+    return pipeline
+
+
+def record_spec(rec, device, spec, resources, label: str | None = None):
+    """Add one dispatch of a kernel spec to the recording `rec`: its shader variant (`shader`, `defines`,
+    `spec_constants()`, `local_size`) at its `global_size(device)` with its `push_constants()`. Returns the
+    pipeline."""
+    spec_constants = spec.spec_constants() if hasattr(spec, "spec_constants") else None
+    pipeline = pipeline_for(device, spec.shader, defines=getattr(spec, "defines", None) or None,
+                            spec_constants=spec_constants, local_size=spec.local_size)
+    rec.dispatch(pipeline, resources, spec.global_size(device), spec.push_constants(), label=label)
     return pipeline
 
 
@@ -48,26 +61,6 @@ def storage_global_size(device, layout, sizes, threads: int, local_x: int) -> tu
     if device is None:
         return (math.ceil(threads / local_x) * local_x, 1, 1)
     return linear_global_size(device, threads, local_x)
-
-
-def texture_local_size(global_size) -> tuple[int, int, int]:
-    """ET-VK's ``ComputeGraph::create_local_wg_size`` for texture dispatches, reproduced literally (§2.2):
-    sort the axes by size (descending, stable), ``l = {8, clamp(d1, 1, 4), clamp(d2, 1, 2)}``, or for a flat
-    dispatch ``{64, 1}`` / ``{16, 4}`` / ``{32, 2}``; the result is ``(l[axis of d0], l[axis of d1], l[axis of d2])``.
-    """
-    g = tuple(int(v) for v in global_size)
-    order = sorted(range(3), key=lambda a: -g[a])
-    d0, d1, d2 = (g[a] for a in order)
-    if d2 == 1:
-        if d1 == 1:
-            loc = [64, 1, 1]
-        elif d1 % 4 == 0:
-            loc = [16, 4, 1]
-        else:
-            loc = [32, 2, 1]
-    else:
-        loc = [8, min(max(d1, 1), 4), min(max(d2, 1), 2)]
-    return tuple(loc[a] for a in order)
 
 
 class DeviceResources:
@@ -97,9 +90,7 @@ class KernelRun(DeviceResources):
     """A spec bound to its resources: subclasses allocate them and define record(rec); run() submits once."""
 
     def _dispatch(self, rec, spec, resources, label):
-        pipeline = pipeline_for(self.device, spec.shader, defines=spec.defines or None,
-                                spec_constants=spec.spec_constants(), local_size=spec.local_size)
-        rec.dispatch(pipeline, resources, spec.global_size(self.device), spec.push_constants(), label=label)
+        record_spec(rec, self.device, spec, resources, label)
 
     def record(self, rec, label: str | None = None):
         raise NotImplementedError

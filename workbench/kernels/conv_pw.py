@@ -58,6 +58,7 @@ from .. import layouts as L
 from ..quant import inverse_scale
 from ..toolchain.shaders import variants
 from . import DeviceResources, pipeline_for
+from .workgroups import pick_hw_square_wg_size as pick_local_size  # ET-VK's rule for this kernel
 
 SHADER = "q8ta_conv2d_pw"
 TILE_VALUES = (1, 2, 4)
@@ -115,14 +116,6 @@ def variant_name(tile_m, tile_n4, tile_k4, use_dot_ext: bool, accumulators: bool
 # Work-group shapes a tuner may try beside ET-VK's rule (None): threads along output-channel blocks (x), width
 # blocks (y) and batch × height (z); the shader bounds-checks every axis, so any shape is correct.
 LOCAL_SIZE_CHOICES = (None, (16, 4, 1), (4, 16, 1), (32, 2, 1), (4, 4, 4), (16, 1, 4))
-
-
-def pick_local_size(global_size) -> tuple[int, int, int]:
-    """ET-VK's pick_hw_square_wg_size: (8, 8, 1) if x ≥ 6 and y ≥ 6, else (4, 16, 1) if x < 6, else (16, 4, 1)."""
-    x, y = int(global_size[0]), int(global_size[1])
-    if x >= 6 and y >= 6:
-        return (8, 8, 1)
-    return (4, 16, 1) if x < 6 else (16, 4, 1)
 
 
 @dataclass(frozen=True)
@@ -306,15 +299,10 @@ class ConvPwSpec:
 
     def pipeline(self, device, capture_statistics: bool = False):
         """The (cached) pipeline of this variant on `device`. Specialization constants the optimizer removed
-        (e.g. the epilogue's in the accumulator build) are not passed."""
-        from ..toolchain.shaders import compile_shader
-        from ..vk.spirv import reflect
-        defines = self.defines()
-        declared = set(reflect(compile_shader(SHADER, defines).code).spec_constants)
-        spec = {k: v for k, v in self.spec_constants().items() if k in declared}
+        (e.g. the epilogue's in the accumulator build) are dropped by the runtime."""
         if self.use_dot_ext:
             device.require("integer_dot_product")
-        return pipeline_for(device, SHADER, defines=defines, spec_constants=spec,
+        return pipeline_for(device, SHADER, defines=self.defines(), spec_constants=self.spec_constants(),
                             local_size=self.resolved_local_size(), capture_statistics=capture_statistics)
 
     # -- traffic and work -------------------------------------------------------------------------------------------

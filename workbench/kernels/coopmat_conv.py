@@ -18,8 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import linear_global_size
-from .coopmat import (DIAGNOSTICS, SUBGROUP, _pipeline, conv_parameters, conv_reference, gemm_reference,
-                      padded_gemm)
+from .coopmat import DIAGNOSTICS, SUBGROUP, _pipeline, conv_parameters, conv_reference, padded_gemm
 
 EPILOGUES = ("int32", "direct", "sectors", "reduce")
 # int32: the GEMM (C as torch._int_mm returns it); direct / sectors: the conv, requantized in the GEMM's registers;
@@ -286,8 +285,3 @@ def _time(device, steps, label: str, *, sample, target_us: float):
             return sample(rec, repeats), repeats
         rec.submit()
         return rec.gpu_ns, repeats
-
-
-def reference_int32(spec: CoopmatConvSpec, a: np.ndarray, bt: np.ndarray) -> np.ndarray:
-    """The full padded GEMM (M x N), exact: what the "int32" epilogue writes."""
-    return gemm_reference(a, bt.T)

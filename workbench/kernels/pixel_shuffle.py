@@ -79,14 +79,6 @@ def source_element(n, c, oh, ow, r):
     return n, c * r * r + (oh % r) * r + (ow % r), oh // r, ow // r
 
 
-def destination_element(n, c_in, ih, iw, r):
-    """Inverse of :func:`source_element`: the output element that input element ``(n, c_in, ih, iw)`` lands in."""
-    c_in, ih, iw = np.asarray(c_in), np.asarray(ih), np.asarray(iw)
-    c, off = np.divmod(c_in, r * r)
-    dy, dx = np.divmod(off, r)
-    return n, c, ih * r + dy, iw * r + dx
-
-
 def float_layout(packed: str, storage: str) -> L.Layout:
     if storage not in STORAGES:
         raise ValueError(f"unknown storage {storage!r}; expected 'buffer' or 'texture'")

@@ -293,11 +293,6 @@ def compiler_info() -> CompilerInfo:
                         validator_version=_compiler_version(str(validator)))
 
 
-def find_compiler() -> Path:
-    """The GLSL compiler to use (``compiler_info().path``)."""
-    return compiler_info().path
-
-
 def _system_compiler() -> Path:
     for candidate in COMPILERS:
         found = shutil.which(candidate)

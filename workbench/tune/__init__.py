@@ -7,7 +7,8 @@ every device of a Dask cluster (one worker per device), every trial a tidy row.
     tune.compare(result.frame, grid.frame)                    # the pick against the exhaustive best
     tune.simulate("conv-pw", grid.frame, seeds=range(10))       # the optimiser alone, on the measured table
 
-space.py (the spaces, from the kernels' specs), search.py (the optimiser loop), candidates.py (one candidate on one
+space.py (the spaces, from the kernels' specs; registered in `workbench.catalogue`, whose names `workbench tune`
+takes), search.py (the optimiser loop), candidates.py (one candidate on one
 device), evaluate.py (in this process or on Dask), tuner.py (tune, exhaustive), compare.py (against the exhaustive
 grid), vendor_table.py (the best variant per device or compiler, as ET-VK's C++ selects).
 """

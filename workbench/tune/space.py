@@ -1,5 +1,6 @@
 """A kernel's tuning space: the parameters the tuner may choose, each with its choices, taken from the kernel's own
-spec module (not a second copy), and the fixed problem (shape, layouts) they are tuned for.
+spec module (not a second copy), and the fixed problem (shape, layouts) they are tuned for. A space is registered in
+its family's entry of `workbench.catalogue` (`spaces`), which names the builder functions below.
 
     space = tuning_space("conv-pw")                     # TILE_M × TILE_N4 × TILE_K4 of kernels.conv_pw
     space = tuning_space("pixel-shuffle", shape=(1, 96, 64, 36))
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+
+from .. import catalogue
 
 __all__ = ["TuningSpace", "tuning_space", "SPACES", "config_label"]
 
@@ -165,12 +168,12 @@ def pixel_shuffle_space(shape=None, in_layout: str = "4W4C", out_layout: str = "
                        _pixel_shuffle_problem(shape, in_layout, out_layout, requant, fixed), _pixel_shuffle_build)
 
 
-SPACES = {"conv-pw": conv_space, "conv-pw-wg": conv_wg_space, "pixel-shuffle": pixel_shuffle_space}
+#: name -> space builder: the catalogue's spaces (`workbench.catalogue`, each family's `spaces`)
+SPACES = catalogue.Resolved({name: entry.build for name, (_, entry) in catalogue.spaces().items()})
 
 
 def tuning_space(kernel: str, **problem) -> TuningSpace:
     """The space of `kernel` (a name of SPACES) for the problem given (shape=..., and the kernel's own options)."""
-    if kernel not in SPACES:
-        raise ValueError(f"unknown kernel {kernel!r} to tune; kernels: {sorted(SPACES)}")
+    _, entry = catalogue.space(kernel)
     problem = {k: v for k, v in problem.items() if v is not None}
-    return SPACES[kernel](**problem)
+    return catalogue.resolve(entry.build)(**problem)

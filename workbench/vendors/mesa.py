@@ -1,7 +1,7 @@
 """Shader statistics of four vendors' compilers without their GPUs: Mesa's Turnip (Adreno), PanVK (Mali) and RADV
 (AMD) built once from Debian 13's Mesa 25.0.7 and run on no-op kernel drivers.
 
-    from workbench.compilers import mesa
+    from workbench.vendors import mesa
     mesa.setup()                                         # once: fetch, build and cache (~10 min on 2 cores)
     mesa.stats(spirv, gpu="a740")                        # every statistic that driver reports, one shader
     mesa.stats_many([job, job], gpu="mali-g610")         # one child process, many shaders
@@ -34,8 +34,15 @@ The drivers (one meson build of all three, one cache folder)
 
     Every compile runs in a child process (``python -m workbench.vendors.mesa_worker``) whose environment points the
     Vulkan loader at one driver of the build only (:func:`shim_env`): the caller keeps its own Vulkan device, the
-    shim never enters the caller's process, and no validation layer runs there. One child per call and GPU, however
-    many shaders; a driver crash ends only the child (the shader in flight gets an error, a new child takes the rest).
+    shim never enters the caller's process, and no validation layer runs there. One child per CPU core (at most 4,
+    $WORKBENCH_MESA_WORKERS) per call and GPU, the shaders dealt out in turn; a driver crash ends only its child
+    (the shader in flight gets an error, a new child takes the rest).
+
+Statistics cache (``workbench.vendors.stats_cache``, :func:`statistics_cache`)
+    Every compile's result is kept on disk by SPIR-V hash, specialization constants, local size, subgroup size, GPU
+    and compiler build, failures included: a rejected shader, a driver crash, a compile past its time limit (kept
+    with that limit; a longer limit compiles again). A second look costs nothing; ``refresh="failures"`` / ``"all"``
+    or $WORKBENCH_MESA_REFRESH compiles again. Folder: ``stats/`` in the cache below ($WORKBENCH_MESA_STATS_DIR).
 
 Cache (``$WORKBENCH_MESA_DIR``, else ``$WORKBENCH_ADRENO_DIR``, else ``~/.cache/workbench/mesa/mesa-25.0.7``)
     ``lib/``  the three drivers, the two shims and one ICD manifest per driver; ``logs/`` one full log per set-up
@@ -53,6 +60,7 @@ Subgroup size
 """
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import inspect
@@ -67,6 +75,7 @@ import time
 from pathlib import Path
 
 from ..toolchain import debian_source
+from . import stats_cache
 
 __all__ = [
     "MESA_VERSION", "LIBDRM_VERSION", "Gpu", "GPUS", "DEFAULT_GPU", "DEFAULT_GPUS", "DRIVERS", "APT_PACKAGES",
@@ -74,7 +83,7 @@ __all__ = [
     "MesaError", "MesaNotSetUpError", "MesaSetupError", "MesaCompileError",
     "cache_root", "is_set_up", "build_files", "shim_env", "check_gpu", "gpu_names", "setup", "status",
     "stats", "stats_many", "stats_rows", "summary", "live_vec4_shader", "check_occupancy_model",
-    "parse_shaderdb",
+    "parse_shaderdb", "statistics_cache", "SHADER_TIMEOUT_S",
 ]
 
 MESA_VERSION = "25.0.7"     # Debian 13's mesa 25.0.7-2+deb13u1 (debian_source.DEBIAN_SUITES)
@@ -214,7 +223,6 @@ SUBGROUP_SIZE_NEEDS = (
     "exposed as Device.pipeline(..., required_subgroup_size=N). workbench.vendors.mesa passes it through as soon "
     "as it exists. Until then the compiler chooses: ir3 wave64 for workgroups of <= 64 invocations, else wave128 "
     "when 2x the registers fit; RADV wave32 for compute on RDNA.")
-SUBGROUP_SIZES = {"turnip": (64, 128), "radv": (32, 64), "panvk": ()}
 
 _SPIRV_MAGIC = b"\x03\x02\x23\x07"
 _PACKAGE_PARENT = Path(__file__).resolve().parent.parent.parent
@@ -289,7 +297,7 @@ def _require_set_up(root=None) -> dict[str, Path]:
         raise MesaNotSetUpError(
             f"the offline vendor compilers (Mesa {MESA_VERSION}: Turnip, PanVK, RADV + the no-op DRM shims) are not "
             f"set up in {cache_root(root)} (missing: {', '.join(missing)}).\nRun `workbench compilers setup` (or "
-            "`./setup.sh compilers`, or `python -c 'from workbench.compilers import mesa; mesa.setup()'`): it "
+            "`./setup.sh compilers`, or `python -c 'from workbench.vendors import mesa; mesa.setup()'`): it "
             "fetches Debian 13's Mesa and libdrm sources and builds the drivers once, about 10 minutes on 2 cores. "
             "$WORKBENCH_MESA_DIR chooses the cache folder.")
     return build_files(root)
@@ -717,73 +725,139 @@ def _watch_worker(command, env, cwd, result_path: Path, limit: float) -> tuple[i
         return rc, sink.read().decode(errors="replace")
 
 
-def _run_worker(jobs: list[dict], g: Gpu, root, timeout: float | None) -> tuple[dict, list[dict]]:
-    """Compile `jobs` in a child process with the GPU's environment; one result per job, in order. `timeout`:
-    seconds one shader may take (default SHADER_TIMEOUT_S); a shader that takes longer gets an error.
+def _compiler_id(root=None) -> str:
+    """The compiler build's identity for the statistics cache: the stamp's recipe, Debian version and build time."""
+    stamp = _read_stamp(root) or {}
+    return f"mesa {stamp.get('debian_version', MESA_VERSION)} recipe {stamp.get('recipe')} built " \
+           f"{stamp.get('built_at')}"
 
-    Normally one process does them all. If the driver crashes on a shader, that shader's result says so and a new
-    process continues with the rest (the result lines the crashed one already wrote are kept)."""
-    _require_set_up(root)
-    env = shim_env(g, root)
+
+def statistics_cache(root=None) -> stats_cache.StatsCache:
+    """The statistics cache of the build in `root` (see `workbench.vendors.stats_cache`)."""
+    return stats_cache.StatsCache(stats_cache.folder(cache_root(root)), _compiler_id(root))
+
+
+def _worker_count(jobs: int) -> int:
+    """Worker processes for `jobs` shaders of one GPU: $WORKBENCH_MESA_WORKERS, else one per CPU core (at most 4);
+    never more than the shaders."""
+    text = os.environ.get("WORKBENCH_MESA_WORKERS", "").strip()
+    if text:
+        if not text.isdigit() or int(text) < 1:
+            raise ValueError(f"$WORKBENCH_MESA_WORKERS must be a whole number >= 1, got {text!r}")
+        wanted = int(text)
+    else:
+        wanted = min(os.cpu_count() or 1, 4)
+    return max(1, min(wanted, jobs))
+
+
+def _compile_in_one_worker(jobs: list[dict], g: Gpu, env: dict, limit: float, tmp: Path,
+                           tag: str) -> tuple[dict | None, list[dict]]:
+    """Compile `jobs` in a child process with the GPU's environment; (device, one result per job, in order).
+
+    A shader that crashes the driver, or takes more than `limit` seconds, gets an error result ("failure": "crash"
+    or "timeout") and a new process continues with the rest (the result lines the old one wrote are kept). With no
+    jobs, the process only reports its device."""
+    title = DRIVER_TITLES[g.driver]
     results: list[dict | None] = [None] * len(jobs)
     device = None
+    paths = []
+    for i, job in enumerate(jobs):
+        path = tmp / f"{tag}-job{i}.spv"
+        path.write_bytes(job["code"])
+        paths.append(str(path))
+    pending = list(range(len(jobs)))
+    attempt = 0
+    while pending or attempt == 0:
+        attempt += 1
+        # PanVK's figures come from the compiler's shader-db line on stderr: the worker keeps each job's output.
+        request = {"gpu": g.name, "device_selector": g.device_match, "capture_output": g.driver == "panvk",
+                   "jobs": [{k: v for k, v in jobs[i].items() if k != "code"} | {"spirv": paths[i]}
+                            for i in pending]}
+        request_path = tmp / f"{tag}-request{attempt}.json"
+        result_path = tmp / f"{tag}-result{attempt}.jsonl"
+        request_path.write_text(json.dumps(request))
+        command = [sys.executable, "-m", "workbench.vendors.mesa_worker", str(request_path), str(result_path)]
+        rc, output = _watch_worker(command, env, tmp, result_path, limit)
+        found_device, found, done = _read_records(result_path)
+        if found_device is not None and "error" in found_device:
+            raise MesaCompileError(f"{title} refuses {g.name} ({', '.join(f'{k}={v}' for k, v in g.env)}): "
+                                   f"{found_device['error']}" + (f"; {g.note}" if g.note else ""))
+        device = found_device or device
+        for position, record in found.items():
+            results[pending[position]] = record
+        if len(found) == len(pending):  # all there (a crash while closing the device loses nothing)
+            break
+        lines = [l for l in output.strip().splitlines() if not _NOISE.match(l)]
+        if rc is None:
+            how = f"took more than {limit:g} s on one shader (killed)"
+        else:
+            how = f"exit status {rc}" if rc >= 0 else f"killed by signal {-rc}"
+            if rc < 0:
+                with contextlib.suppress(ValueError):
+                    import signal
+                    how += f" ({signal.Signals(-rc).name})"
+        if found_device is None:  # died before any shader: nothing to blame on one of them
+            raise MesaCompileError(f"the {title} worker for {g.name} ({', '.join(f'{k}={v}' for k, v in g.env)}) "
+                                   f"failed ({how}) before compiling anything; its last output:\n" + _tail(lines, 30))
+        culprit = pending[len(found)]
+        kind = "crash" if rc is not None else "timeout"
+        results[culprit] = {"name": jobs[culprit]["name"], "failure": kind,
+                            "error": f"the driver process {how} while compiling this shader (a {title} "
+                                     f"{'crash' if rc is not None else 'hang or a slow compile'} on {g.name})"
+                                     + (f"; last output: {_tail(lines, 8)}" if lines else "")}
+        if kind == "timeout":
+            results[culprit]["timeout_s"] = limit
+        pending = pending[len(found) + 1:]
+    return device, results
+
+
+def _run_worker(jobs: list[dict], g: Gpu, root, timeout: float | None,
+                refresh=None) -> tuple[dict, list[dict]]:
+    """The statistics of `jobs` on `g`; one result per job, in order. `timeout`: seconds one shader may take
+    (default SHADER_TIMEOUT_S); a shader that takes longer gets an error.
+
+    Results come from the statistics cache where it has them (`statistics_cache`; `refresh` or $WORKBENCH_MESA_REFRESH
+    = "failures" / "all" compiles them again); the rest are compiled by `_worker_count` child processes at once,
+    the shaders dealt out in turn, and recorded, failures included."""
+    _require_set_up(root)
+    refresh = stats_cache.check_refresh(refresh)
+    limit = float(timeout) if timeout is not None else SHADER_TIMEOUT_S
+    if limit <= 0:
+        raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+    cache = statistics_cache(root)
+    keys = [cache.key(job, g.name, g.env) for job in jobs]
+    results: list[dict | None] = [cache.get(key, limit, refresh) for key in keys]
+    pending = [i for i, r in enumerate(results) if r is None]
+    device = cache.device(g.name)
+    stats_cache.COUNTS["cached"] += len(jobs) - len(pending)
     title = DRIVER_TITLES[g.driver]
-    with tempfile.TemporaryDirectory(prefix="workbench-mesa-") as tmp:
-        paths = []
-        for i, job in enumerate(jobs):
-            path = Path(tmp) / f"job{i}.spv"
-            path.write_bytes(job["code"])
-            paths.append(str(path))
-        pending = list(range(len(jobs)))
-        attempt = 0
-        while pending:
-            attempt += 1
-            # PanVK's figures come from the compiler's shader-db line on stderr: the worker keeps each job's output.
-            request = {"gpu": g.name, "device_selector": g.device_match, "capture_output": g.driver == "panvk",
-                       "jobs": [{k: v for k, v in jobs[i].items() if k != "code"} | {"spirv": paths[i]}
-                                for i in pending]}
-            request_path = Path(tmp) / f"request{attempt}.json"
-            result_path = Path(tmp) / f"result{attempt}.jsonl"
-            request_path.write_text(json.dumps(request))
-            command = [sys.executable, "-m", "workbench.vendors.mesa_worker", str(request_path), str(result_path)]
-            limit = timeout if timeout is not None else SHADER_TIMEOUT_S
-            rc, output = _watch_worker(command, env, tmp, result_path, limit)
-            found_device, found, done = _read_records(result_path)
-            if found_device is not None and "error" in found_device:
-                raise MesaCompileError(f"{title} refuses {g.name} ({', '.join(f'{k}={v}' for k, v in g.env)}): "
-                                       f"{found_device['error']}" + (f"; {g.note}" if g.note else ""))
-            device = found_device or device
-            for position, record in found.items():
-                results[pending[position]] = record
-            if len(found) == len(pending):  # all there (a crash while closing the device loses nothing)
-                break
-            lines = [l for l in output.strip().splitlines() if not _NOISE.match(l)]
-            if rc is None:
-                how = f"took more than {limit:g} s on one shader (killed)"
-            else:
-                how = f"exit status {rc}" if rc >= 0 else f"killed by signal {-rc}"
-                if rc < 0:
-                    with contextlib.suppress(ValueError):
-                        import signal
-                        how += f" ({signal.Signals(-rc).name})"
-            if found_device is None:  # died before any shader: nothing to blame on one of them
-                raise MesaCompileError(f"the {title} worker for {g.name} ({', '.join(f'{k}={v}' for k, v in g.env)}) "
-                                       f"failed ({how}) before compiling anything; its last output:\n"
-                                       + _tail(lines, 30))
-            culprit = pending[len(found)]
-            results[culprit] = {"name": jobs[culprit]["name"],
-                                "error": f"the driver process {how} while compiling this shader (a {title} "
-                                         f"{'crash' if rc is not None else 'hang or a slow compile'} on {g.name})" + (f"; last output: {_tail(lines, 8)}"
-                                                                    if lines else "")}
-            pending = pending[len(found) + 1:]
-    if device is None:
-        raise MesaCompileError(f"the {title} worker for {g.name} reported no device")
+    if pending or device is None:
+        stats_cache.COUNTS["compiled"] += len(pending)
+        env = shim_env(g, root)
+        n = _worker_count(len(pending))
+        shards = [pending[k::n] for k in range(n)]
+        with tempfile.TemporaryDirectory(prefix="workbench-mesa-") as tmp, \
+                concurrent.futures.ThreadPoolExecutor(n) as pool:
+            futures = [pool.submit(_compile_in_one_worker, [jobs[i] for i in shard], g, env, limit, Path(tmp),
+                                   f"w{k}") for k, shard in enumerate(shards)]
+            for shard, future in zip(shards, futures):
+                found_device, found = future.result()
+                device = found_device or device
+                for i, record in zip(shard, found):
+                    if g.driver == "panvk" and "statistics" in record:
+                        record["statistics"].update(parse_shaderdb(record.get("output", ""), g))
+                    if "error" in record:
+                        record.setdefault("failure", "error")
+                    cache.put(keys[i], record, jobs[i]["name"])
+                    results[i] = record
+        if device is None:
+            raise MesaCompileError(f"the {title} worker for {g.name} reported no device")
+        cache.put_device(g.name, device)
     if g.device_match.lower() not in device["name"].lower():
         raise MesaCompileError(f"expected {title} for {g.name} (a device named like {g.device_match!r}), the worker "
                                f"got {device['name']!r} ({device['driver_info']})")
-    for record in results:
-        if record and "statistics" in record and g.driver == "panvk":
-            record["statistics"].update(parse_shaderdb(record.get("output", ""), g))
+    for job, record in zip(jobs, results):
+        record["name"] = job["name"]  # the cache keeps the name of the first compile; the caller's label wins
     return device, results
 
 
@@ -828,13 +902,16 @@ def parse_shaderdb(output: str, gpu=None) -> dict:
 
 
 def stats_many(shaders, gpu=DEFAULT_GPU, *, root=None, timeout: float | None = None, errors: str = "raise",
-               **common) -> list[dict]:
-    """Statistics of several shaders, compiled by one child process for one GPU.
+               refresh=None, **common) -> list[dict]:
+    """Statistics of several shaders for one GPU: from the statistics cache where it has them, the rest compiled
+    by child processes (one per CPU core, at most 4) and cached.
 
     `shaders`: a list of shaders (anything `stats` takes) or job dicts ({"shader", "name", "defines",
     "spec_constants", "local_size", "subgroup_size"}), or a dict name → shader / job dict. `common` gives the
-    defaults of those options. Returns one statistics dict per shader, in order; a shader the driver rejected raises
-    MesaCompileError (errors="raise") or gives {"error": message} (errors="keep").
+    defaults of those options. Returns one statistics dict per shader, in order; a shader the driver rejected,
+    crashed on or took more than `timeout` seconds over raises MesaCompileError (errors="raise") or gives
+    {"error": message, "failure": "error" | "crash" | "timeout"} (errors="keep"). Failures are cached too;
+    `refresh` ("failures", "all"; default $WORKBENCH_MESA_REFRESH) compiles cached results again.
     """
     g = check_gpu(gpu)
     if errors not in ("raise", "keep"):
@@ -845,21 +922,21 @@ def stats_many(shaders, gpu=DEFAULT_GPU, *, root=None, timeout: float | None = N
     jobs = [_job(item, i, common) for i, item in enumerate(_normalise_items(shaders))]
     if not jobs:
         return []
-    _, results = _run_worker(jobs, g, root, timeout)
+    _, results = _run_worker(jobs, g, root, timeout, refresh)
     out = []
     for job, result in zip(jobs, results):
         if "error" in result:
             if errors == "raise":
                 raise MesaCompileError(f"{DRIVER_TITLES[g.driver]} ({g.name}) rejected {job['name']!r}: "
                                        f"{result['error']}")
-            out.append({"error": result["error"]})
+            out.append({"error": result["error"], "failure": result.get("failure", "error")})
         else:
             out.append(result["statistics"])
     return out
 
 
 def stats(shader_or_spirv, gpu=DEFAULT_GPU, subgroup_size=None, local_size=None, spec_constants=None, *,
-          defines=None, name=None, root=None, timeout: float | None = None) -> dict:
+          defines=None, name=None, root=None, timeout: float | None = None, refresh=None) -> dict:
     """Every statistic the driver reports for one compute shader on `gpu` (see `GPUS`; "a740" by default).
 
     `shader_or_spirv`: SPIR-V bytes, a `workbench.toolchain.shaders.Spirv`, a .spv or .glsl path, GLSL text or the name of a
@@ -867,10 +944,11 @@ def stats(shader_or_spirv, gpu=DEFAULT_GPU, subgroup_size=None, local_size=None,
     Returns the driver's own names ({"Registers used": 3, "Max Waves Per Core": 16, ...} on Turnip, {"VGPRs": 8,
     "Subgroups per SIMD": 16, ...} on RADV, {"Code Size", "Instructions", "Threads", ...} on PanVK) plus
     "Subgroup Size"; `summary` turns them into common columns. Needs `setup()` (MesaNotSetUpError otherwise).
+    Cached on disk (see `stats_many`).
     """
     common = {"subgroup_size": subgroup_size, "local_size": local_size, "spec_constants": spec_constants,
               "defines": defines, "name": name}
-    return stats_many([shader_or_spirv], gpu, root=root, timeout=timeout, **common)[0]
+    return stats_many([shader_or_spirv], gpu, root=root, timeout=timeout, refresh=refresh, **common)[0]
 
 
 def _int(value):
@@ -934,11 +1012,12 @@ def summary(statistics: dict, gpu, local_size=(64, 1, 1)) -> dict:
 
 
 def stats_rows(shaders, gpu=DEFAULT_GPU, *, root=None, timeout: float | None = None, errors: str = "raise",
-               model: bool = True, **common):
+               model: bool = True, refresh=None, **common):
     """A DataFrame, one row per shader and GPU: name, gpu, vendor, compiler, device, local_size, the `summary`
     columns (registers, spills, instructions, waves, occupancy, model_waves, ...), then every raw statistic.
     `gpu` may be a list (or "a740,rdna2"): one child process per GPU. With errors="keep" a shader the driver
-    rejected, or a GPU the driver refuses, gets a row whose `error` says why; "raise" raises MesaCompileError."""
+    rejected, or a GPU the driver refuses, gets a row whose `error` says why; "raise" raises MesaCompileError.
+    Cached on disk, failures included (see `stats_many`; `refresh` compiles again)."""
     import pandas as pd
     gpus = _check_gpus(gpu)
     items = _normalise_items(shaders)
@@ -946,7 +1025,7 @@ def stats_rows(shaders, gpu=DEFAULT_GPU, *, root=None, timeout: float | None = N
     rows = []
     for g in gpus:
         try:
-            device, results = _run_worker(jobs, g, root, timeout)
+            device, results = _run_worker(jobs, g, root, timeout, refresh)
         except MesaNotSetUpError:
             raise
         except MesaCompileError as exc:
@@ -962,6 +1041,8 @@ def stats_rows(shaders, gpu=DEFAULT_GPU, *, root=None, timeout: float | None = N
                 raise MesaCompileError(f"{DRIVER_TITLES[g.driver]} ({g.name}) rejected {job['name']!r}: "
                                        f"{result['error']}")
             statistics = result.get("statistics") or {"error": result.get("error")}
+            if "error" in statistics:
+                row["failure"] = result.get("failure", "error")
             figures = summary(statistics, g, local)
             if not model:
                 figures.pop("model_waves"), figures.pop("model_occupancy")

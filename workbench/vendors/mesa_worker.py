@@ -18,7 +18,8 @@ The result goes to RESULT.json (not stdout: Mesa and the shims print there) as J
 it is known:
 
     {"device": {name, driver_name, driver_info, api_version, subgroup_size, ...}}  |  {"device_error": "..."}
-    {"index": 0, "name": ..., "statistics": {...}, "local_size": [...], "output": "..."}  |  {"index": 0, "error": ...}
+    {"index": 0, "name": ..., "statistics": {...}, "local_size": [...], "output": "...", "seconds": 0.4}
+    |  {"index": 0, "error": ..., "seconds": ...}
     ...
     {"done": true}
 
@@ -33,6 +34,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 import traceback
 
 OUTPUT_LIMIT = 200_000  # characters of a job's captured output kept (the shader-db line is one of them)
@@ -120,12 +122,13 @@ def main(argv=None) -> int:
         try:
             emit({"device": _device_summary(dev)})
             for index, job in enumerate(request["jobs"]):
+                start = time.perf_counter()
                 try:
                     record = _run_job(dev, job, capture)
                 except Exception as exc:  # one bad shader must not lose the others' results
                     record = {"name": job.get("name"), "error": f"{type(exc).__name__}: {exc}",
                               "traceback": traceback.format_exc(limit=4)}
-                emit({"index": index, **record})
+                emit({"index": index, **record, "seconds": round(time.perf_counter() - start, 3)})
         finally:
             dev.close()
         emit({"done": True})

@@ -9,6 +9,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.patches import Rectangle
 
 from ..kernels import quantize_affine as K
+from .titles import with_device
 
 _MAX_PANELS = 12
 
@@ -139,7 +140,8 @@ def plot_throughput(bench_df):
     ax.set_xticks(np.arange(len(configs)) + 0.4 - width / 2)
     ax.set_xticklabels(configs, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("GB/s (bytes read + written)")
-    ax.set_title("quantize / dequantize throughput; ticks: copy of the same traffic (black best, grey shader)")
+    ax.set_title(with_device("quantize / dequantize throughput; ticks: copy of the same traffic (black best, grey "
+                             "shader)", bench_df))
     ax.legend(fontsize=7, ncol=2)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()

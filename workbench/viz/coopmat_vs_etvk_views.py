@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from .titles import with_device
+
 __all__ = ["chart_rows", "plot_coopmat_vs_etvk"]
 
 ORDER = ("etvk", "etvk sg32", "etvk sg32_aligned", "workbench gemm", "workbench conv", "torch._int_mm")
@@ -79,9 +81,8 @@ def plot_coopmat_vs_etvk(df: pd.DataFrame, title: str | None = None) -> Figure:
     ax.set_ylabel("TOP/s (2·M·N·K / median time)")
     ax.set_ylim(0, top * 1.35)
     ax.legend(fontsize=7, loc="upper left", ncol=2)
-    device = str(df["device"].iloc[0]) if "device" in df and len(df) else ""
-    ax.set_title(title or f"ET-VK's coopmat linear beside the workbench's coopmat GEMM and torch._int_mm — {device}",
-                 fontsize=10)
+    ax.set_title(with_device(title or "ET-VK's coopmat linear beside the workbench's coopmat GEMM and torch._int_mm",
+                             df), fontsize=10)
     if reasons:
         notes = "\n".join(textwrap.fill(f"[{k}] {text}", 170, subsequent_indent="     ")
                           for k, text in enumerate(reasons, 1))

@@ -41,7 +41,7 @@ def compare_devices(df: pd.DataFrame, value: str, label, *, facet: str | None = 
         ax = axes[0][j]
         for k, dev in enumerate(devices):
             ax.bar(x + (k - (len(devices) - 1) / 2) * bar, part[dev].to_numpy(dtype=float), bar, label=str(dev))
-        ax.set_title(str(f) if f else (title or value), fontsize=9)
+        ax.set_title(str(f) if f else value, fontsize=9)
         ax.set_xticks(x, part.index, rotation=70, fontsize=7)
         if j == 0:
             ax.set_ylabel(value)
@@ -58,7 +58,6 @@ def compare_devices(df: pd.DataFrame, value: str, label, *, facet: str | None = 
             if j == 0:
                 rel.set_ylabel(f"vs {devices[0]}"[:40])
     axes[0][0].legend(fontsize=7, loc="best")
-    if title:
-        fig.suptitle(title, fontsize=10)
+    fig.suptitle(f"{title or value} · {' vs '.join(map(str, devices))}", fontsize=10)
     fig.tight_layout()
     return fig

@@ -30,7 +30,8 @@ from ..kernels import conv_pw as K
 from ..kernels import pixel_shuffle as ps
 from ..kernels import pixel_shuffle_block as psb
 from ..toolchain.shaders import compile_shader
-from .tile_views import _Figure
+from .figure import Figure as _Figure
+from .titles import with_device
 
 __all__ = ["HOW_TO_CONFIGURE", "PR_19396", "checkout", "statistics", "pixel_shuffle_side_by_side",
            "conv_side_by_side", "conv_pr_diff", "pr_summary", "plot_side_by_side", "plot_diff"]
@@ -103,6 +104,7 @@ def _etvk_row(device, gen, dispatch, *, gpus, quick: bool) -> dict:
     stats = statistics(device, gen.compile(dispatch.variant), spec_constants=dispatch.spec_constants,
                        local_size=dispatch.local_size, name=dispatch.variant, gpus=gpus)
     return {"implementation": f"ET-VK {dispatch.variant} ({gen.source.label})", "side": "ET-VK (checkout)",
+            "device": device.info.name,
             "median_us": row["median_us"], "GB/s": row["GB/s"], "GOP/s": row.get("GOP/s"),
             "correct": row["correct"], "global_size": row["global_size"], "local_size": row["local_size"],
             "dot_product_shim": row["dot_product_shim"], "source": row["source"], **stats}
@@ -141,7 +143,7 @@ def pixel_shuffle_side_by_side(device, executorch, bench: pd.DataFrame, *, gpus=
             spirv = compile_shader(spec.shader, spec.defines)
             label = "per-word, ET-VK's algorithm" if r["variant"] == ps.FUSED_SHADER else "block"
             rows.append({"shape": shape, "implementation": f"workbench {r['variant']} ({label})",
-                         "side": "workbench", "median_us": r["median_us"], "GB/s": r["GB/s"], "correct": True,
+                         "side": "workbench", "device": device.info.name, "median_us": r["median_us"], "GB/s": r["GB/s"], "correct": True,
                          "global_size": _dims(r.get("global_size")), "local_size": _dims(r.get("local_size")),
                          **statistics(device, spirv, spec_constants=spec.spec_constants(), local_size=spec.local_size,
                                       name=spec.variant, gpus=gpus)})
@@ -180,7 +182,8 @@ def conv_side_by_side(device, executorch, sweep: pd.DataFrame, shape, *, tiles=(
             continue
         r = hit.iloc[0]
         row = {"shape": label, "tile": r["tile"], "implementation": f"workbench q8ta_conv2d_pw {r['tile']}",
-               "side": "workbench", "median_us": r["median_us"], "GB/s": r["GB/s"], "GOP/s": r["GOP/s"],
+               "side": "workbench", "device": device.info.name, "median_us": r["median_us"], "GB/s": r["GB/s"],
+               "GOP/s": r["GOP/s"],
                "correct": bool(r["max_lsb_diff"] <= 1), "global_size": _dims(r["global_size"]),
                "local_size": _dims(r["local_size"])}
         if pd.notna(r.get("registers")):
@@ -247,7 +250,7 @@ def plot_side_by_side(table: pd.DataFrame, *, title: str = "ET-VK's own kernel b
     times = table["median_us"].dropna()
     if len(times) and times.max() / max(times.min(), 1e-9) > 20:
         ax.set_yscale("log")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(with_device(title, table), fontsize=10)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1, frameon=False)
     return fig
 
@@ -274,6 +277,7 @@ def plot_diff(diff: pd.DataFrame, *, metrics=("registers", "waves", "instruction
         ax.set_title(TITLES.get(metric, metric), fontsize=9)
         if i == 0:
             ax.legend(fontsize=7, title="revision", title_fontsize=7)
-    fig.suptitle(f"ET-VK {', '.join(dict.fromkeys(diff['kernel']))}: {rev_a} → {rev_b}", fontsize=10)
+    fig.suptitle(with_device(f"ET-VK {', '.join(dict.fromkeys(diff['kernel']))}: {rev_a} → {rev_b}", diff),
+                 fontsize=10)
     fig.tight_layout()
     return fig

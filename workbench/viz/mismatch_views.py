@@ -7,7 +7,7 @@ import numpy as np
 from matplotlib import colors as mcolors
 
 from ..checks.mismatch import MismatchReport
-from .tile_views import _Figure
+from .figure import Figure as _Figure
 
 __all__ = ["plot_mismatch"]
 

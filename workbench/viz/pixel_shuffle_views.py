@@ -28,6 +28,8 @@ from matplotlib.patches import ConnectionPatch, Rectangle
 from workbench import layouts as L
 from workbench.kernels.pixel_shuffle import FUSED_LAYOUTS, fused_layout, output_sizes, source_element
 
+from .titles import device_names
+
 __all__ = ["index_map", "fused_word_sources", "word_sources", "channel_color", "pixel_shuffle_explorer",
            "PixelShuffleExplorer", "save_pictures", "plot_fused_vs_chain", "plot_bandwidth"]
 
@@ -372,7 +374,7 @@ def plot_fused_vs_chain(df, in_layout: str = "4W4C", out_layout: str = "4W4C",
     axes[0].set_ylabel("GPU time per run (µs, median)")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(series), fontsize=8.5, frameon=False)
-    device = df["device"].iloc[0] if "device" in df.columns and len(df) else ""
+    device = device_names(df)
     fig.suptitle(f"q8ta pixel shuffle: fused kernels vs the dequantize → pixel shuffle → quantize chain\n{device}",
                  fontsize=10)
     fig.subplots_adjust(top=0.84, bottom=0.27, wspace=0.18)
@@ -426,7 +428,7 @@ def plot_bandwidth(df, shape: str | None = None):
     for h, lab in zip(handles, labels):
         seen.setdefault(lab, h)
     ax.legend(seen.values(), seen.keys(), fontsize=7.5, loc="lower right")
-    device = df["device"].iloc[0] if "device" in df.columns and len(df) else ""
+    device = device_names(df)
     ax.set_title(f"pixel shuffle, input {shape.replace('x', '×')}: bandwidth against the copy roofline\n{device}",
                  fontsize=10)
     ax.grid(axis="x", which="both", alpha=0.25)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import matplotlib
 import numpy as np
+from matplotlib.patches import Patch
 
-from .tile_views import _Figure
+from .figure import Figure as _Figure
+from .titles import with_device
 
 
 def _colors(names):
@@ -50,12 +52,13 @@ def plot_dispatches(profile, revision: str | None = None):
     fig = _Figure(figsize=(12, 3.2))
     ax = fig.add_subplot()
     ax.bar(d["dispatch_id"], d["gpu_us"], color=[colors[o] for o in d["operator"]], width=0.85)
-    for op, c in colors.items():
-        ax.bar([], [], color=c, label=op)
+    # one patch per operator in its bars' colour (an empty bar() call draws its legend swatch in the default colour)
+    ax.legend(handles=[Patch(color=c, label=op) for op, c in colors.items()], fontsize=7, ncol=4,
+              title="operator", title_fontsize=8)
     ax.set_xlabel("dispatch id")
-    ax.set_ylabel("GPU µs")
-    ax.set_title(f"{profile.model}: {len(d)} dispatches, {d['gpu_us'].sum():,.1f} µs")
-    ax.legend(fontsize=7, ncol=4)
+    ax.set_ylabel("GPU µs (median over runs)")
+    ax.set_title(f"{profile.model} on ET-VK's runtime · {revision} · {d['device'].iat[0]}: {len(d)} dispatches, "
+                 f"{d['gpu_us'].sum():,.1f} µs")
     fig.tight_layout()
     return fig
 
@@ -76,7 +79,7 @@ def plot_ab(profile):
                     va="center", fontsize=8)
     ax.set_yticks(y, ab["kernel"], fontsize=8)
     ax.set_xlabel("GPU µs per inference")
-    ax.set_title(f"{profile.model}: {a} → {b}")
+    ax.set_title(with_device(f"{profile.model}: {a} → {b}", profile.dispatches))
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -86,7 +89,7 @@ def plot_fidelity(table):
     """Workbench / runtime µs per dispatch, one row per family, one marker per way of timing; the ±10 % band."""
     t = table.dropna(subset=["ratio"])
     modes = [c for c in ("timestamps", "between", "barriers") if c in t]
-    ways = [tuple(k) if isinstance(k, tuple) else (k,) for k in t.groupby(modes).groups] if modes else [()]
+    ways = list(t[modes].drop_duplicates().sort_values(modes).itertuples(index=False, name=None)) if modes else [()]
     families = sorted(t["family"].unique(), key=lambda f: -(t["family"] == f).sum())
     fig = _Figure(figsize=(10, 0.5 * len(families) + 1.8))
     ax = fig.add_subplot()
@@ -103,7 +106,7 @@ def plot_fidelity(table):
     ax.set_yticks(range(len(families)), [f"{f} ({(t['family'] == f).sum() // max(len(ways), 1)})" for f in families])
     ax.invert_yaxis()
     ax.set_xlabel("workbench µs / ET-VK runtime µs (same variant, same shape)")
-    ax.set_title(f"Fidelity of the workbench's dispatch · {t['device'].iat[0] if 'device' in t and len(t) else ''}")
+    ax.set_title(with_device("Fidelity of the workbench's dispatch", t))
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return fig

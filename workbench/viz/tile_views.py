@@ -13,18 +13,17 @@ Data in → Figure out (figures are made without pyplot, so nothing stays open; 
 """
 from __future__ import annotations
 
-import io
 import math
 import time
 
 import numpy as np
 import pandas as pd
 from matplotlib import colors as mcolors
-from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ..benchmarks import conv as conv_bench
 from ..kernels import conv_pw as K
+from .figure import Figure, figure_png
 
 __all__ = ["thread_tile_view", "time_vs_tile", "registers_occupancy_vs_tile", "gops_heatmap", "TileExplorer",
            "tile_order", "EXPLORER_SHAPES"]
@@ -32,19 +31,6 @@ __all__ = ["thread_tile_view", "time_vs_tile", "registers_occupancy_vs_tile", "g
 _HIGHLIGHT = "#d62728"
 _PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#e15759", "#9c755f", "#ff9da7",
             "#8cd17d", "#499894", "#d37295", "#a0cbe8", "#ffbe7d", "#86bcb6", "#bab0ac"]
-
-
-class _Figure(Figure):
-    """A Figure that renders itself as PNG in Jupyter without pyplot."""
-
-    def _repr_png_(self):
-        return figure_png(self)
-
-
-def figure_png(fig, dpi: int = 90, tight: bool = True) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight" if tight else None)
-    return buf.getvalue()
 
 
 def tile_order(df: pd.DataFrame) -> list[str]:
@@ -79,7 +65,7 @@ def thread_tile_view(tile_m: int, tile_n4: int, tile_k4: int = 1, width: int = 1
     threads_y = -(-(-(-width // 4)) // tile_m)
     cols, rows = threads_y * tw, threads_x * tc  # the plane the threads cover, padding included
     if ax is None:
-        fig = _Figure(figsize=(min(12, 1.2 + 0.32 * cols), min(9, 1.4 + 0.32 * rows)))
+        fig = Figure(figsize=(min(12, 1.2 + 0.32 * cols), min(9, 1.4 + 0.32 * rows)))
         ax = fig.add_subplot(1, 1, 1)
     else:
         fig = ax.figure
@@ -138,7 +124,7 @@ def time_vs_tile(df: pd.DataFrame, ax=None, highlight: str | None = None, log: b
     rows = _kernel_rows(df)
     order = tile_order(rows)
     if ax is None:
-        fig = _Figure(figsize=(max(6, 0.42 * len(order) + 2), 4))
+        fig = Figure(figsize=(max(6, 0.42 * len(order) + 2), 4))
         ax = fig.add_subplot(1, 1, 1)
     else:
         fig = ax.figure
@@ -176,7 +162,7 @@ def registers_occupancy_vs_tile(df: pd.DataFrame, axes=None, highlight: str | No
     order = tile_order(rows)
     rows = rows.set_index("tile").reindex(order)
     if axes is None:
-        fig = _Figure(figsize=(max(7, 0.42 * len(order) + 2), 6.2))
+        fig = Figure(figsize=(max(7, 0.42 * len(order) + 2), 6.2))
         axes = (fig.add_subplot(2, 1, 1), fig.add_subplot(2, 1, 2))
     fig = axes[0].figure
     xs = np.arange(len(order))
@@ -185,9 +171,16 @@ def registers_occupancy_vs_tile(df: pd.DataFrame, axes=None, highlight: str | No
     ax_r.plot(xs, rows["model_registers_lower_bound"], "k--", marker=".", lw=1,
               label="model: registers ≥ accumulators + operands")
     measured = pd.to_numeric(rows.get("registers"), errors="coerce") if "registers" in rows else None
+    vendor = _vendor_series(rows)
     if measured is not None and measured.notna().any():
         unit = rows["register_unit"].dropna().iloc[0]
         ax_r.bar(xs + 0.2, measured, width=0.4, color="#4e79a7", label=f"driver 'Register Count' ({unit})")
+    elif vendor is not None:
+        ax_r.bar(xs + 0.2, vendor["registers_32"], width=0.4, color="#4e79a7", label=vendor["registers_label"],
+                 gid="vendor-registers")
+        failed = [x for x, e in zip(xs, vendor["errors"]) if isinstance(e, str)]
+        if failed:
+            ax_r.plot(failed, [0] * len(failed), "x", color="black", ms=7, label=f"{vendor['gpu']}: no figures")
     else:
         why = rows["register_unit"].dropna().iloc[0] if "register_unit" in rows and \
             rows["register_unit"].notna().any() else "n/a"
@@ -212,6 +205,9 @@ def registers_occupancy_vs_tile(df: pd.DataFrame, axes=None, highlight: str | No
             if pd.notna(o) and lim != usual:  # only the exceptions, to keep the chart readable
                 ax_o.annotate(str(lim), (x, 100 * o), textcoords="offset points", xytext=(0, 5), fontsize=6,
                               ha="center", rotation=60, gid="limiter-label")
+    elif vendor is not None:
+        ax_o.plot(xs, 100 * vendor["occupancy"], "-", marker="o", color="#4e79a7", lw=2, gid="vendor-occupancy",
+                  label=vendor["occupancy_label"])
     else:
         why = rows["occupancy_limiter"].dropna().iloc[0] if "occupancy_limiter" in rows and \
             rows["occupancy_limiter"].notna().any() else "n/a"
@@ -229,6 +225,26 @@ def registers_occupancy_vs_tile(df: pd.DataFrame, axes=None, highlight: str | No
             ax.axvspan(i - 0.45, i + 0.45, color=_HIGHLIGHT, alpha=0.12, lw=0)
     ax_r.set_title("registers and occupancy per tile", fontsize=9)
     return fig
+
+
+# A vendor's register unit in 32-bit registers per thread (the chart's axis): an Adreno vec4 register holds four.
+_UNIT_WIDTH = {"vec4": 4, "vgpr": 1, "work registers": 1}
+
+
+def _vendor_series(rows: pd.DataFrame) -> dict | None:
+    """The `vendor_*` columns of rows (one vendor compiler's figures, see `conv_vendors.tile_compiler_columns`)
+    ready to draw, or None when no row has them."""
+    if "vendor_registers" not in rows or not pd.to_numeric(rows["vendor_registers"], errors="coerce").notna().any():
+        return None
+    first = rows[rows["vendor_registers"].notna()].iloc[0]
+    unit, gpu = first["vendor_register_unit"], first["vendor_gpu"]
+    width = _UNIT_WIDTH.get(unit, 1)
+    where = f"{gpu} ({first['vendor_compiler']})"
+    return {"gpu": gpu, "registers_32": width * pd.to_numeric(rows["vendor_registers"], errors="coerce"),
+            "registers_label": f"{where}: {unit}" + (f" × {width} (32-bit)" if width != 1 else ""),
+            "occupancy": pd.to_numeric(rows["vendor_occupancy"], errors="coerce"),
+            "occupancy_label": f"{where}: the compiler's own occupancy (waves / {first['vendor_max_waves']})",
+            "errors": rows["vendor_error"] if "vendor_error" in rows else [None] * len(rows)}
 
 
 def gops_heatmap(df: pd.DataFrame, shape: str | None = None, tile_k4: int | None = None, value: str = "GOP/s",
@@ -253,7 +269,7 @@ def gops_heatmap(df: pd.DataFrame, shape: str | None = None, tile_k4: int | None
         grid[i, j] = r[value]
         k_of[(i, j)] = int(r["tile_k4"])
     if ax is None:
-        fig = _Figure(figsize=(5.2, 4.2))
+        fig = Figure(figsize=(5.2, 4.2))
         ax = fig.add_subplot(1, 1, 1)
     else:
         fig = ax.figure
@@ -287,6 +303,30 @@ def _fmt_pct(v) -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f} %"
 
 
+_FAILURES = {"timeout": "its compile ran past the time limit", "crash": "the compiler crashed",
+             "error": "the compiler rejected it"}
+
+
+def _present(value) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def _vendor_readout(row) -> tuple[str, str]:
+    """(registers part, occupancy part) of the readout from a row's `vendor_*` figures."""
+    gpu = row["vendor_gpu"]
+    spills = f", {int(row['vendor_spills'])} spills" if _present(row.get("vendor_spills")) else ""
+    regs = (f"registers {int(row['vendor_registers'])} {row['vendor_register_unit']} on {gpu} "
+            f"({row.get('vendor_compiler')}; this device: {row['register_unit']}){spills}")
+    waves = f"{int(row['vendor_waves'])}/{int(row['vendor_max_waves'])} waves" \
+        if _present(row.get("vendor_waves")) and _present(row.get("vendor_max_waves")) else "waves n/a"
+    return regs, f"occupancy {_fmt_pct(row.get('vendor_occupancy'))} ({waves} on {gpu})"
+
+
+def _vendor_failure(row) -> str:
+    """Why a row has no vendor figures, in a few words."""
+    return f"{row.get('vendor_gpu')}: " + (_FAILURES.get(row.get("vendor_failure")) or str(row.get("vendor_error"))[:100])
+
+
 class TileExplorer:
     """Sliders for TILE_M, TILE_N4, TILE_K4 and the shape; every move recompiles (SPIR-V and pipelines are
     cached) and re-runs the kernel on the device, then updates `figure` (time, registers, occupancy of every
@@ -299,10 +339,11 @@ class TileExplorer:
 
     def __init__(self, device=None, shapes=EXPLORER_SHAPES, *, tile=(1, 1, 1), shape=None, out_layout="4W4C",
                  min_time_s: float = 0.02, min_samples: int = 5, target_us: float = 500.0, check: bool = True,
-                 run: bool = True):
+                 run: bool = True, vendor_gpu: str | None = "a740"):
         import ipywidgets as widgets
         from .. import vk
         from ..measure import environment
+        from ..vendors import mesa
         self.device = device or vk.get_device()
         self.shapes = [K.ConvPwShape.coerce(s) for s in shapes]
         self.out_layout = out_layout
@@ -331,10 +372,24 @@ class TileExplorer:
             slider.continuous_update = False
         self.readout = widgets.Label(value="")
         self.image = widgets.Image(format="png")
-        self.figure = _Figure(figsize=(11, 7))
-        self.widget = widgets.VBox([widgets.HBox([self.sliders["tile_m"], self.sliders["tile_n4"],
-                                                  self.sliders["tile_k4"]]),
-                                    self.sliders["shape"], self.readout, self.image])
+        self.figure = Figure(figsize=(11, 7))
+        # Where the device reports no registers (a CPU, a driver without VK_KHR_pipeline_executable_properties),
+        # a vendor's compiler gives them: Mesa's Turnip / PanVK / RADV (workbench.vendors.mesa), one compile per
+        # setting, cached on disk.
+        info = self.device.info
+        no_statistics = info.is_cpu or not info.features.get("pipeline_executable_properties")
+        self.vendor_gpu = mesa.check_gpu(vendor_gpu).name if vendor_gpu and no_statistics else None
+        rows = [widgets.HBox([self.sliders["tile_m"], self.sliders["tile_n4"], self.sliders["tile_k4"]]),
+                self.sliders["shape"]]
+        self.vendor_picker = None
+        if self.vendor_gpu:
+            from ..benchmarks.conv_vendors import COMPILER_GPUS
+            self.vendor_picker = widgets.Dropdown(
+                options=[(f"{name} ({mesa.DRIVER_TITLES[mesa.GPUS[name].driver]})", name) for name in COMPILER_GPUS],
+                value=self.vendor_gpu, description="registers of", layout=widgets.Layout(width="420px"))
+            self.vendor_picker.observe(self._on_vendor, names="value")
+            rows.append(self.vendor_picker)
+        self.widget = widgets.VBox(rows + [self.readout, self.image])
         for slider in self.sliders.values():
             slider.observe(self._on_change, names="value")
         if run:
@@ -367,6 +422,32 @@ class TileExplorer:
         if not getattr(self, "_hold", False):
             self.update()
 
+    def _on_vendor(self, change):
+        self.vendor_gpu = change["new"]
+        self._sync_vendor()
+        current = self.history[(self.history["shape"] == self.shape.label)
+                               & (self.history["tile"] == K.tile_label(*self.tile))]
+        self._draw()
+        if len(current):
+            self.last_row = current.iloc[-1].to_dict()
+            self.readout.value = self._readout_text(self.last_row)
+
+    def _sync_vendor(self):
+        """Give every tile measured at the current shape the figures of the picked vendor GPU (from the
+        statistics cache; a tile not compiled for it yet is compiled once)."""
+        if not self.vendor_gpu or not len(self.history):
+            return
+        from ..benchmarks.conv_vendors import tile_compiler_columns
+        records = self.history.to_dict("records")
+        stale = [r for r in records if r["shape"] == self.shape.label and r.get("vendor_gpu") != self.vendor_gpu]
+        if not stale:
+            return
+        tiles = [(int(r["tile_m"]), int(r["tile_n4"]), int(r["tile_k4"])) for r in stale]
+        found = tile_compiler_columns(tiles, self.vendor_gpu, shape=self.shape)
+        for r in stale:
+            r.update(found[r["tile"]])
+        self.history = pd.DataFrame(records)
+
     def _buffers_for(self, shape):
         if shape not in self._buffers:
             q_input, weight, scales, bias = K.random_problem(shape, seed=0)
@@ -384,11 +465,13 @@ class TileExplorer:
         bufs, expected = self._buffers_for(shape)
         spec = K.ConvPwSpec(shape, *self.tile, out_layout=self.out_layout, use_dot_ext=self.use_dot_ext)
         row = conv_bench.measure(self.device, bufs, spec, env=self.env, expected=expected, **self.timing)
-        self.last_row = row
         history = self.history
         if len(history):
             history = history[~((history["shape"] == row["shape"]) & (history["tile"] == row["tile"]))]
         self.history = pd.concat([history, pd.DataFrame([row])], ignore_index=True)
+        self._sync_vendor()
+        row = self.history.iloc[-1].to_dict()
+        self.last_row = row
         self._draw()
         self.last_update_s = time.perf_counter() - start
         self.readout.value = self._readout_text(row)
@@ -396,8 +479,11 @@ class TileExplorer:
 
     def _readout_text(self, row) -> str:
         regs = row["registers"]
-        if isinstance(regs, float) and math.isnan(regs):
-            regs_text = f"registers {row['register_unit']} (model ≥ {row['model_registers_lower_bound']})"
+        if not _present(regs) and self.vendor_gpu and _present(row.get("vendor_registers")):
+            regs_text, occ_text = _vendor_readout(row)
+        elif not _present(regs):
+            why = f"; {_vendor_failure(row)}" if self.vendor_gpu and _present(row.get("vendor_error")) else ""
+            regs_text = f"registers {row['register_unit']} (model ≥ {row['model_registers_lower_bound']}{why})"
             occ_text = (f"occupancy {row['occupancy_limiter']} (model ≤ sm_90 "
                         f"{_fmt_pct(row['model_sm90_occupancy_upper_bound'])}, a740 "
                         f"{_fmt_pct(row['model_a740_occupancy_upper_bound'])})")

@@ -4,6 +4,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from .titles import with_device
+
 
 def convergence_figure(trials: pd.DataFrame, grid: pd.DataFrame | None = None, *, title: str | None = None):
     """One line per device key (and seed): the best time so far after each measurement; a dashed line at the
@@ -20,7 +22,7 @@ def convergence_figure(trials: pd.DataFrame, grid: pd.DataFrame | None = None, *
         ax.axhline(best * 1.03, ls=":", c="k", lw=1, label="+3 %")
     ax.set_xlabel("measurements spent")
     ax.set_ylabel("best median so far (µs)")
-    ax.set_title(title or "tuner: best so far")
+    ax.set_title(with_device(title or "tuner: best so far", trials))
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

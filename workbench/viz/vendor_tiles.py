@@ -9,7 +9,7 @@ import math
 
 import pandas as pd
 
-from .tile_views import _Figure
+from .figure import Figure
 
 __all__ = ["vendor_tiles_figure"]
 
@@ -27,7 +27,7 @@ def vendor_tiles_figure(df: pd.DataFrame, winners: pd.DataFrame | None = None, *
     order = (df[["tile", "TILE_M", "TILE_N4", "TILE_K4"]].drop_duplicates("tile")
              .sort_values(["TILE_M", "TILE_N4", "TILE_K4"])["tile"].tolist())
     rows = math.ceil(len(gpus) / columns)
-    fig = _Figure(figsize=(4.2 * min(columns, len(gpus)), 3.3 * rows), layout="constrained")
+    fig = Figure(figsize=(4.2 * min(columns, len(gpus)), 3.3 * rows), layout="constrained")
     axes = fig.subplots(rows, min(columns, len(gpus)), squeeze=False)
     x = {t: i for i, t in enumerate(order)}
     for ax, gpu in zip(axes.flat, gpus):

@@ -256,10 +256,10 @@ class Device:
         return self._samplers[dims]
 
     def pipeline(self, spirv, *, spec_constants=None, local_size=None, capture_statistics=False,
-                 name: str = "kernel") -> Pipeline:
+                 name: str = "kernel", entry_point: str = "main") -> Pipeline:
         self.check_open("create a pipeline")
         return Pipeline(self, spirv, spec_constants=spec_constants, local_size=local_size,
-                        capture_statistics=capture_statistics, name=name)
+                        capture_statistics=capture_statistics, name=name, entry_point=entry_point)
 
     def record(self, label: str = "", timestamps: bool = True, barrier_timed: bool = False,
                full_barriers: bool = False) -> Recording:

@@ -38,10 +38,6 @@ def _text(value) -> str:
     return value if isinstance(value, str) else vk.ffi.string(value).decode(errors="replace")
 
 
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-
 # Validation modes beyond the layer's core checks, each through VK_EXT_validation_features (layer 1.3.239 and later).
 MODES = {"sync": "VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT",
          "gpu": "VK_VALIDATION_FEATURE_ENABLE_GPU_ASSISTED_EXT",
@@ -520,11 +516,6 @@ def cooperative_matrix_properties(inst: Instance, physical_device, extensions) -
             rows.append({"extension": ext, "M": p.MSize, "N": p.NSize, "K": p.KSize,
                          **{k: COMPONENT_TYPES.get(t, t) for k, t in zip("ABCD", types)}, "scope": int(p.scope)})
     return rows
-
-
-def check_validation(inst: Instance, since: int = 0) -> None:
-    if len(inst.messages) > since:
-        raise ValidationError("validation layer reported:\n" + "\n".join(inst.messages[since:]))
 
 
 __all__ = ["DeviceInfo", "Instance", "instance", "list_devices", "select_device", "validation_messages",

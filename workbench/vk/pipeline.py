@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 
 import vulkan as vk
 
@@ -22,6 +23,10 @@ CAPTURE_STATISTICS = 0x00000040  # VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR
 
 
 def _spec_bytes(kind: str, value, spec_id: int) -> bytes:
+    if isinstance(value, (bytes, bytearray)):  # raw, as a captured VkSpecializationInfo holds it
+        if len(value) != 4:
+            raise ValueError(f"specialization constant {spec_id} ({kind}) takes 4 bytes, got {len(value)}")
+        return bytes(value)
     if kind == "bool":
         if not isinstance(value, (bool, int)) or int(value) not in (0, 1):
             raise TypeError(f"specialization constant {spec_id} is a bool, got {value!r}")
@@ -37,10 +42,14 @@ def _spec_bytes(kind: str, value, spec_id: int) -> bytes:
 
 
 class Pipeline:
-    """One compute pipeline. `bindings` and `push_constant_size` come from the SPIR-V itself."""
+    """One compute pipeline. `bindings` and `push_constant_size` come from the SPIR-V itself.
+
+    `spec_constants`: id → value (int, float, bool, or the 4 raw bytes a capture holds). Ids the module does not
+    declare are dropped, as Vulkan ignores them (ET-VK passes its whole list; glslc -O removes unused ones);
+    `dropped_spec_constants` names them. `entry_point`: the compute entry point's name."""
 
     def __init__(self, device, code: bytes, *, spec_constants=None, local_size=None,
-                 capture_statistics: bool = False, name: str = "kernel"):
+                 capture_statistics: bool = False, name: str = "kernel", entry_point: str = "main"):
         self.device = device
         self.name = name
         if hasattr(code, "code"):  # a workbench.toolchain.shaders.Spirv
@@ -71,8 +80,13 @@ class Pipeline:
             raise MissingFeatureError(f"{name}: the shader sets its local size with LocalSizeId (glslang does for "
                                       f"Vulkan 1.3 targets), which needs maintenance4; {device.info.name} lacks it")
         self.capture_statistics = capture_statistics
+        self.entry_point = str(entry_point)
+        if self.entry_point not in self.reflection.entry_points:
+            raise BindingError(f"{name}: no compute entry point {self.entry_point!r} in the module (it has "
+                               f"{self.reflection.entry_points or 'none'})")
         self.local_size = self._resolve_local_size(local_size)
-        self.spec_constants = dict(spec_constants or {})
+        self.spec_constants = sp.declared(self.reflection, spec_constants)
+        self.dropped_spec_constants = sorted({int(k) for k in dict(spec_constants or {})} - set(self.spec_constants))
         limit = device.info.max_push_constants_bytes
         if self.push_constant_size > limit:
             raise BindingError(f"{name}: push constants of {self.push_constant_size} B exceed the device's {limit} B")
@@ -82,10 +96,6 @@ class Pipeline:
         values = dict(self.spec_constants)
         if self.reflection.local_size_from_spec:
             values.update({0: self.local_size[0], 1: self.local_size[1], 2: self.local_size[2]})
-        unknown = sorted(set(values) - set(self.reflection.spec_constants))
-        if unknown:
-            raise BindingError(f"{name}: specialization constant ids {unknown} are not declared by the shader "
-                               f"(declared: {sorted(self.reflection.spec_constants)})")
         data = b""
         placed = []
         for spec_id, value in sorted(values.items()):
@@ -97,7 +107,7 @@ class Pipeline:
         # lavapipe never frees a compiled pipeline's JIT code (~100 KiB each, tools/pipeline_churn.py): re-use a
         # closed pipeline with the same code and constants instead of compiling it again.
         self._reuse_key = (bytes(code), tuple(sorted(self.spec_constants.items())), self.local_size,
-                           capture_statistics)
+                           capture_statistics, self.entry_point)
         parked = device._unpark_pipeline(self._reuse_key)
         if parked is not None:
             self.set_layout, self.layout, self.module, self.handle = parked
@@ -143,7 +153,7 @@ class Pipeline:
         spec_info = vk.VkSpecializationInfo(mapEntryCount=len(entries), pMapEntries=entries or None,
                                             dataSize=len(data), pData=self._spec_data)
         stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=self.module,
-                                                   pName="main", pSpecializationInfo=spec_info)
+                                                   pName=self.entry_point, pSpecializationInfo=spec_info)
         pipeline_info = vk.VkComputePipelineCreateInfo(stage=stage, layout=self.layout,
                                                        flags=CAPTURE_STATISTICS if capture_statistics else 0)
         self.handle = vk.vkCreateComputePipelines(handle, None, 1, [pipeline_info], None)[0]
@@ -191,6 +201,17 @@ class Pipeline:
                 result[prefix + vk.ffi.string(stats[i].name).decode()] = _statistic_value(stats[i])
             result[prefix + "Subgroup Size"] = int(executable.subgroupSize)
         return result
+
+    def order_resources(self, resources) -> list:
+        """`resources` as a list in binding order: a sequence is taken as it is; a mapping binding number →
+        resource gives each of the shader's bindings its own (ones the shader does not use are left out)."""
+        if not isinstance(resources, Mapping):
+            return list(resources)
+        missing = [f"{b.binding}:{b.name} ({b.kind})" for b in self.bindings if b.binding not in resources]
+        if missing:
+            raise BindingError(f"{self.name}: no resource for binding{'s' if len(missing) > 1 else ''} "
+                               f"{', '.join(missing)}; given bindings {sorted(resources)}")
+        return [resources[b.binding] for b in self.bindings]
 
     def check_resources(self, resources) -> None:
         from .memory import Buffer, Image

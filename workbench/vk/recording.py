@@ -56,6 +56,10 @@ class _Command:
     barrier: bool = True  # a barrier before this command (after the previous one)
 
 
+def _three(size) -> tuple:
+    return tuple(int(v) for v in (tuple(np.atleast_1d(size)) + (1, 1))[:3])
+
+
 def as_push_constants(pipeline: Pipeline, values) -> bytes:
     data = values if isinstance(values, (bytes, bytearray)) else np.ascontiguousarray(values).tobytes()
     if len(data) != pipeline.push_constant_size:
@@ -94,18 +98,31 @@ class Recording:
         self.device.check_open(what)
 
     # --- collecting commands -------------------------------------------------------------------------------
-    def dispatch(self, pipeline: Pipeline, resources, global_size, push_constants=b"", label: str | None = None,
-                 barrier: bool = True):
-        """`barrier=False` leaves out the barrier the recording puts between this dispatch and the previous
-        command (for planting races that synchronization validation must catch)."""
+    def dispatch(self, pipeline: Pipeline, resources, global_size=None, push_constants=b"",
+                 label: str | None = None, barrier: bool = True, *, groups=None):
+        """Add one dispatch. `resources`: in the order of the pipeline's bindings, or a mapping binding number →
+        resource (bindings the shader does not use are left out). The size is `global_size` (threads, rounded up
+        to whole work groups) or `groups` (work-group counts, as vkCmdDispatch takes them). `barrier=False` leaves
+        out the barrier the recording puts between this dispatch and the previous command (for planting races
+        that synchronization validation must catch)."""
         self._check_usable("dispatch")
         if self._built:
             raise RuntimeError("this recording was already submitted; make a new one to add commands")
-        pipeline.check_resources(list(resources))
-        global_size = tuple(int(v) for v in (tuple(np.atleast_1d(global_size)) + (1, 1))[:3])
-        if min(global_size) < 1:
-            raise ValueError(f"{pipeline.name}: global size must be positive in every axis, got {global_size}")
-        groups = tuple(math.ceil(g / l) for g, l in zip(global_size, pipeline.local_size))
+        resources = pipeline.order_resources(resources)
+        pipeline.check_resources(resources)
+        if (global_size is None) == (groups is None):
+            raise ValueError(f"{pipeline.name}: give the dispatch's size as global_size or as groups, not "
+                             f"{'both' if groups is not None else 'neither'}")
+        if groups is not None:
+            groups = _three(groups)
+            if min(groups) < 1:
+                raise ValueError(f"{pipeline.name}: work-group counts must be positive in every axis, got {groups}")
+            global_size = tuple(g * l for g, l in zip(groups, pipeline.local_size))
+        else:
+            global_size = _three(global_size)
+            if min(global_size) < 1:
+                raise ValueError(f"{pipeline.name}: global size must be positive in every axis, got {global_size}")
+            groups = tuple(math.ceil(g / l) for g, l in zip(global_size, pipeline.local_size))
         limit = self.device.info.max_workgroup_count
         if any(g > m for g, m in zip(groups, limit)):
             raise ValueError(f"{pipeline.name}: {groups} workgroups for global size {global_size} exceed the "

@@ -18,6 +18,7 @@ OP_TYPE_VECTOR, OP_TYPE_MATRIX, OP_TYPE_IMAGE, OP_TYPE_SAMPLED_IMAGE = 23, 24, 2
 OP_TYPE_ARRAY, OP_TYPE_RUNTIME_ARRAY, OP_TYPE_STRUCT, OP_TYPE_POINTER = 28, 29, 30, 32
 OP_CONSTANT, OP_SPEC_CONSTANT_TRUE, OP_SPEC_CONSTANT_FALSE, OP_SPEC_CONSTANT = 43, 48, 49, 50
 OP_VARIABLE, OP_DECORATE, OP_MEMBER_DECORATE, OP_EXECUTION_MODE_ID = 59, 71, 72, 331
+OP_ENTRY_POINT, EXECUTION_MODEL_GL_COMPUTE = 15, 5
 # Decorations and enums.
 DEC_SPEC_ID, DEC_BLOCK, DEC_BUFFER_BLOCK, DEC_ARRAY_STRIDE, DEC_MATRIX_STRIDE = 1, 2, 3, 6, 7
 DEC_BUILTIN, DEC_BINDING, DEC_DESCRIPTOR_SET, DEC_OFFSET = 11, 33, 34, 35
@@ -47,6 +48,7 @@ class Reflection:
     local_size: tuple[int, int, int] | None = None  # literal local size, None if set by spec constants 0..2
     local_size_from_spec: bool = False
     local_size_id: bool = False  # the LocalSizeId execution mode (needs the maintenance4 feature)
+    entry_points: list[str] = field(default_factory=list)  # the names of the module's compute entry points
 
 
 def _string(words: list[int]) -> str:
@@ -72,6 +74,7 @@ def reflect(code: bytes) -> Reflection:
     local_size = None
     local_size_ids = ()
     workgroup_size_builtin = False
+    entry_points = []
 
     i = 5
     while i < len(words):
@@ -81,6 +84,8 @@ def reflect(code: bytes) -> Reflection:
         ops = list(words[i + 1:i + count])
         if opcode == OP_NAME:
             names[ops[0]] = _string(ops[1:])
+        elif opcode == OP_ENTRY_POINT and ops[0] == EXECUTION_MODEL_GL_COMPUTE:
+            entry_points.append(_string(ops[2:]))
         elif opcode == OP_DECORATE:
             decorations.setdefault(ops[0], {})[ops[1]] = ops[2:]
             if ops[1] == DEC_SPEC_ID:
@@ -193,7 +198,16 @@ def reflect(code: bytes) -> Reflection:
                                              and all(k in refl.spec_constants for k in (0, 1, 2)))
     refl.local_size_id = from_ids
     refl.local_size = None if refl.local_size_from_spec else local_size
+    refl.entry_points = entry_points
     return refl
+
+
+def declared(module, spec_constants) -> dict:
+    """The entries of `spec_constants` (id → value) whose ids the module (SPIR-V bytes, a compiled shader with
+    `.code`, or its Reflection) declares. A pipeline passes only these: Vulkan ignores the others, ET-VK's C++
+    passes its whole list whatever the variant reads, and glslc -O removes unused constants."""
+    refl = module if isinstance(module, Reflection) else reflect(bytes(getattr(module, "code", module)))
+    return {int(k): v for k, v in dict(spec_constants or {}).items() if int(k) in refl.spec_constants}
 
 
 OP_LOAD, OP_STORE, OP_ACCESS_CHAIN, OP_IN_BOUNDS_ACCESS_CHAIN, OP_PTR_ACCESS_CHAIN, OP_COPY_OBJECT = 61, 62, 65, 66, 67, 83

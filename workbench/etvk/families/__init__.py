@@ -1,7 +1,10 @@
 """ET-VK's op families, one module each, each a `make(gen, **options) -> Dispatch` per op written from ET-VK's C++
 at the revision the conventions were read from (``backends/vulkan/runtime/graph/ops/impl``). KERNELS maps an op
-name to its make function; ``workbench.etvk.run`` runs them."""
+name to its make function; ``workbench.etvk.run`` runs them. A family declares the options it takes by its make
+function's signature (``takes``), and its input's form by the default of its ``shape`` (``shape_form``)."""
 from __future__ import annotations
+
+import inspect
 
 from .conv2d_q8ta_q8csw_q8to import conv2d_q8ta_q8csw_q8to, conv2d_q8ta_q8csw_q8to_linear_tiled
 from .linear_dq8ca_qw_coopmat import linear_dq8ca_qw_coopmat, pack_q4_linear_weight
@@ -42,3 +45,15 @@ KERNELS = {
     "pack_q8_conv2d_weights": pack_q8_conv2d_weights,
     "pack_q8_conv2d_dw_weights": pack_q8_conv2d_dw_weights,
 }
+
+
+def takes(kernel: str) -> tuple[str, ...]:
+    """The options `kernel`'s make function takes: its parameters after `gen`, in signature order."""
+    return tuple(list(inspect.signature(KERNELS[kernel]).parameters)[1:])
+
+
+def shape_form(kernel: str) -> tuple[int, str]:
+    """(fewest sizes, how to write them) of `kernel`'s `shape`, from its default: 4 sizes are an NCHW tensor; 2 a
+    linear's input [..., M, K] (or a weight [N, K]), which may have leading dims."""
+    default = inspect.signature(KERNELS[kernel]).parameters["shape"].default
+    return (4, "N,C,H,W") if len(default) == 4 else (2, "[..., M, K] (2 or more sizes)")

@@ -188,20 +188,20 @@ def device_refusal(device, tiling=None) -> str | None:
 
 def linear_dq8ca_qw_coopmat(gen: Codegen, shape=(128, 64), out_features: int = 64, *, group_size: int = 32,
                             weight_storage: str = "texture2d", bias: bool = False, tiling=None,
-                            out_channels: int | None = None, seed: int = 0) -> Dispatch:
+                            seed: int = 0) -> Dispatch:
     """``linear_dq8ca_q4gsw_coopmat_buffer_<weight_storage>_half``: int8 input ``[M, K]`` quantized per row (scale
     and zero point per row, as ET-VK's dynamic quantization makes them) × int4 group-symmetric weight ``[N, K]``
     (a half scale per group of `group_size` columns and output channel) → half ``[M, N]``. `tiling`: None (ET-VK's
     yaml), "sg32", "sg32_aligned" or a dict of yaml tile parameters and B_SKEW_U32 (a workbench-made variant)."""
     op = TEMPLATE
     sizes = tuple(int(s) for s in (shape if hasattr(shape, "__len__") else (shape,)))
-    while len(sizes) > 2 and sizes[0] == 1:  # leading sizes of 1 (the CLI's N,C,H,W)
+    while len(sizes) > 2 and sizes[0] == 1:  # leading sizes of 1 ([..., M, K] with unit leading dims)
         sizes = sizes[1:]
     if len(sizes) != 2 or min(sizes) < 1:
         raise ValueError(f"{op}: the input is [M, K] (ET-VK's can_use_q4gsw_coopmat refuses rank > 2 outputs: the "
                          f"shader covers gl_WorkGroupID.xy only); given {sizes}")
     m, k = sizes
-    n = int(out_channels if out_channels is not None else out_features)  # out_channels: the CLI's --out-channels
+    n = int(out_features)
     group_size = int(group_size)
     if weight_storage not in ("texture2d", "buffer"):
         raise ValueError(f"{op}: weight_storage 'texture2d' or 'buffer' (the yaml's two variants), "

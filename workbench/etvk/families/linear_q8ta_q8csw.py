@@ -89,13 +89,11 @@ def check_template(gen: Codegen, variant: str, template: str, since: str = "") -
 
 def linear_q8ta_q8csw_tiled(gen: Codegen, shape=(12, 64), out_features: int | None = 40, *, storage: str = "texture3d",
                             weight=None, weight_scales=None, bias=True, etvk_batch: bool = False,
-                            out_channels: int | None = None, seed: int = 0) -> Dispatch:
+                            seed: int = 0) -> Dispatch:
     """``add_linear_qa_qw_node``: int8 input ``[M, K]`` (4H4W buffer) × int8 per-channel weight ``[N, K]`` → float
     ``[M, N]`` in a width-packed ``texture3d`` (``storage="texture3d"``) or contiguous ``buffer``. `weight` (int8
     [N, K]), `weight_scales` ([N]) and `bias` ([N]; True: random, False: none) may be given."""
     op = TEMPLATE
-    if out_channels is not None:  # the CLI's --out-channels
-        out_features = out_channels
     if storage not in ("texture3d", "buffer"):
         raise ValueError(f"{op}: the output storage is 'texture3d' or 'buffer' (the template's two variants), "
                          f"got {storage!r}")

@@ -29,8 +29,9 @@ How
 
 Cache (``$WORKBENCH_ETVK_RUNTIME_DIR``, default ``~/.cache/workbench/etvk-runtime/<key>``), key = commit (+ dirty
 hash) and options: ``bin/executor_runner``, ``build.json`` (commit, options, compiler, seconds, sizes), ``logs/``
-(configure, build), ``build/`` (CMake's tree, kept so a rebuild is incremental).
-"""
+(configure, build), ``build/`` (CMake's tree, kept so a rebuild is incremental; started afresh where it was
+configured from another folder — the checkout moved — and with ``force``), ``named/…/executorch`` (a symlink where
+the checkout's folder has another name: ExecuTorch's includes need it to be called ``executorch``)."""
 from __future__ import annotations
 
 import hashlib
@@ -118,13 +119,48 @@ def missing_tools(tools=TOOLS) -> list[str]:
 
 
 def missing_submodules(tree: Path, commit: str | None = None, checkout: Path | None = None) -> list[str]:
-    """Submodules the build needs that `tree` does not hold (an empty folder is a submodule never initialised)."""
+    """Submodules the build needs that `tree` does not hold, each with why: an absent or empty folder is one never
+    initialised; a folder holding only its ``.git`` is one initialised but not checked out."""
     out = []
     for sub in SUBMODULES:
         path = tree / sub
-        if not path.is_dir() or not any(path.iterdir()):
-            out.append(sub)
+        entries = {p.name for p in path.iterdir()} if path.is_dir() else set()
+        if not entries:
+            out.append(f"{sub} (not initialised)")
+        elif entries <= {".git"}:
+            out.append(f"{sub} (initialised, not checked out)")
     return out
+
+
+def named_executorch(source: Path) -> Path:
+    """`source` under a folder named ``executorch``: ExecuTorch's CMake puts the folder above the tree on the include
+    path and its sources include ``<executorch/runtime/…>``, so a checkout under any other name fails to compile
+    (the reason only in the log). Another name gets a symlink ``executorch`` in the cache (one per source path)."""
+    source = Path(source)
+    if source.name == "executorch":
+        return source
+    link = cache_root() / "named" / hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:10] / "executorch"
+    if not (link.is_symlink() and link.resolve() == source.resolve()):
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(source.resolve(), target_is_directory=True)
+    return link
+
+
+def stale_build(build_dir: Path, source: Path) -> str | None:
+    """Why CMake's tree in `build_dir` cannot be reused for `source` (it was configured from another folder: the
+    checkout moved, or another copy has the same commit), or None where it can (or there is none)."""
+    cache = Path(build_dir) / "CMakeCache.txt"
+    if not cache.is_file():
+        return None
+    for line in cache.read_text(errors="replace").splitlines():
+        if line.startswith("CMAKE_HOME_DIRECTORY:"):
+            configured = line.split("=", 1)[1].strip()
+            if Path(configured).resolve() != Path(source).resolve():
+                return f"configured from {configured}, now built from {source}"
+            return None
+    return "its CMakeCache.txt names no source folder"
 
 
 def _options_key(options: dict, compiler: Path) -> str:
@@ -224,7 +260,9 @@ def _run(step: str, command: list, log: Path, echo, cwd=None, env=None) -> None:
         rc = proc.wait()
     if rc:
         failed = [t for t in tail if "FAILED" in t or "rror" in t][-8:] or tail[-12:]
-        raise RuntimeBuildError(f"the runtime's {step} step failed (exit {rc}); full log {log}:\n" + "\n".join(failed))
+        first = next((t.strip() for t in failed if t.strip()), "no output")
+        raise RuntimeBuildError(f"the runtime's {step} step failed (exit {rc}): {first[:200]} — full log {log}\n"
+                                + "\n".join(failed))
 
 
 def _dir_bytes(path: Path) -> int:
@@ -249,8 +287,9 @@ def build(executorch=None, rev: str | None = None, *, jobs: int | None = None, f
         label, source = "working tree", root
         gone = missing_submodules(root)
         if gone:
+            names = " ".join(g.split(" (")[0] for g in gone)
             raise RuntimeBuildError(f"the checkout {root} lacks submodules the runtime build needs: {', '.join(gone)}; "
-                                    f"run `git -C {root} submodule update --init {' '.join(gone)}`")
+                                    f"run `git -C {root} submodule update --init {names}`")
         key = f"{commit[:10]}{'-dirty-' + dirty if dirty else ''}-{_options_key(opts, compiler)}"
     else:
         commit = resolve_revision(root, rev)
@@ -268,6 +307,11 @@ def build(executorch=None, rev: str | None = None, *, jobs: int | None = None, f
     (home / "logs").mkdir(parents=True, exist_ok=True)
     (home / "bin").mkdir(exist_ok=True)
     build_dir = home / "build"
+    source = named_executorch(source)
+    stale = "--force" if force else stale_build(build_dir, source)
+    if stale and build_dir.exists():  # CMake refuses a tree configured from another source folder
+        echo(f"starting CMake's tree afresh ({stale})")
+        shutil.rmtree(build_dir)
     python = sys.executable
     cmake = ["cmake", "-S", source, "-B", build_dir, "-G", "Ninja", f"-DPYTHON_EXECUTABLE={python}",
              f"-DGLSLC_PATH={compiler}"] + [f"-D{k}={v}" for k, v in opts.items()]

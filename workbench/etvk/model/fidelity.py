@@ -65,17 +65,19 @@ def time_items(items, *, executorch=None, rev: str | None = None, timestamps=("e
     for n, item in enumerate(items, 1):
         head = {k: v for k, v in item.items() if k != "options"}
         key = _key(item)
-        if key not in measured:
+        fresh = key not in measured
+        if fresh:
             measured[key] = (item["dispatch_id"], _time_item(device, gen, item, modes, back_to_back, warm_seconds,
                                                              statistics))
-            for got in measured[key][1]:
-                mode = f" [{got['timestamps']} timestamps, {got['between']} between, {got['barriers']} barriers]"
-                echo(f"{n}/{len(items)} {item['family']} {got.get('variant')}{mode if len(modes) > 1 else ''}: "
-                     f"{got.get('median_us', float('nan')):.2f} µs, correct={got.get('correct')}"
-                     f"{'  ' + got['error'] if 'error' in got else ''}")
         first, got_rows = measured[key]
+        reused = "" if fresh else f" (as measured for dispatch {first})"
         for got in got_rows:
             rows.append({**head, "options": json.dumps(item["options"]), "measured_as": first, **got})
+            # every item gets its line, a reused one too: the counter reaches len(items)
+            mode = f" [{got['timestamps']} timestamps, {got['between']} between, {got['barriers']} barriers]"
+            echo(f"{n}/{len(items)} {item['family']} {got.get('variant')}{mode if len(modes) > 1 else ''}: "
+                 f"{got.get('median_us', float('nan')):.2f} µs, correct={got.get('correct')}"
+                 f"{reused}{'  ' + got['error'] if 'error' in got else ''}")
         if csv is not None:
             pd.DataFrame(rows).to_csv(csv, index=False)      # every finished row, at once
     return pd.DataFrame(rows)

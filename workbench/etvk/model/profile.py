@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,14 +86,13 @@ def warm_gpu(device, seconds: float, *, cpu_too: bool = False) -> None:
     if (device.info.is_cpu and not cpu_too) or seconds <= 0:
         return
     from ...kernels.copy import CopySpec, record_copy
+    from ...measure import keep_busy
     spec = CopySpec(64 << 20)
     src, dst = device.buffer(nbytes=spec.nbytes), device.buffer(nbytes=spec.nbytes)
     try:
         with device.record(label="warm-up", timestamps=False) as rec:
             record_copy(rec, device, spec, dst, src)
-            until = time.perf_counter() + seconds
-            while time.perf_counter() < until:
-                rec.submit()
+            keep_busy(rec, device, seconds, cpu_too=cpu_too)
     finally:
         src.close()
         dst.close()

@@ -32,8 +32,6 @@ from pathlib import Path
 
 from ..codegen import CheckoutError, _cached_folder, _git, checkout_path, resolve_revision
 
-MODELS_MODULE = "workbench.etvk.model.zoo"
-
 
 class RevisionLoweringError(RuntimeError):
     """Lowering with a revision's ET-VK Python failed; the child's last lines say where."""

@@ -1,0 +1,193 @@
+"""workbench.capture: GFXReconstruct captures read into dispatch descriptions, listed, replayed alone, compared.
+
+The committed folder tests/capture_data/program is `workbench capture run` on tests/capture_program.py (a program
+written with the raw `vulkan` binding, no workbench) on lavapipe, without its capture.gfxr: CI reads and replays it
+without GFXReconstruct's tools. The live tests capture the program again and skip where the tools are not built
+(`./setup.sh capture`)."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workbench import capture
+from workbench.capture import CaptureError
+from workbench.cli import main as cli_main
+from workbench.toolchain import gfxreconstruct
+
+HERE = Path(__file__).parent
+DATA = HERE / "capture_data" / "program"
+PROGRAM = HERE / "capture_program.py"
+sys.path.insert(0, str(HERE))
+import capture_program  # noqa: E402  (its shaders and its numpy reference)
+
+# what the program does: (pipeline, group counts, local size, spec constants, push constants)
+SCALE, MIX = "scale_bias", "mix"
+EXPECTED = [
+    (SCALE, (capture_program.N // capture_program.LOCAL, 1, 1), (64, 1, 1), "3=3", (capture_program.N, 5)),
+    (MIX, (capture_program.N // 32, 1, 1), (32, 1, 1), "0=2", (capture_program.N,)),
+    (SCALE, (capture_program.N // capture_program.LOCAL, 1, 1), (64, 1, 1), "3=3", (capture_program.N, -9)),
+]
+
+
+def built() -> bool:
+    return gfxreconstruct.is_set_up()
+
+
+needs_tools = pytest.mark.skipif(not built(), reason="GFXReconstruct is not built (./setup.sh capture)")
+
+
+def _push(values) -> str:
+    return np.array(values, np.int32).tobytes().hex()
+
+
+def test_committed_capture_lists_every_dispatch():
+    frame = capture.open(DATA)
+    assert list(frame["dispatch"]) == [0, 1, 2]
+    assert frame["pipeline"][0] == frame["pipeline"][2] != frame["pipeline"][1]
+    for (_, groups, local, spec, push), (_, row) in zip(EXPECTED, frame.iterrows()):
+        assert row["groups"] == groups and row["local_size"] == local
+        assert row["spec_constants"] == spec and row["push_constants"] == _push(push)
+        assert row["entry_point"] == "main"
+    assert frame["bindings"][0] == ("0.0 storage_buffer 1024 B; 0.1 storage_buffer 1024 B; "
+                                    "0.2 uniform_buffer 16 B")
+    assert frame["bindings"][1] == "0.0 storage_buffer 1024 B; 0.1 storage_buffer 1024 B"
+    # one command buffer for the first two dispatches, another one (and a later submit) for the third
+    assert frame["command_buffer"][0] == frame["command_buffer"][1]
+    assert frame["submit"][0] == frame["submit"][1] < frame["submit"][2]
+
+
+def test_committed_capture_holds_the_programs_data():
+    found = capture.dispatches(DATA)
+    x = np.frombuffer(found[0].bindings[0].before, np.int32)
+    assert np.array_equal(x, np.arange(capture_program.N) * 7 - 500)
+    # the last dispatch's output is what the program computed; each dispatch's output feeds the next one's input
+    assert np.array_equal(np.frombuffer(found[2].bindings[1].after, np.int32), capture_program.expected())
+    assert found[0].bindings[1].after == found[1].bindings[0].before
+    assert found[1].bindings[1].after == found[2].bindings[0].before
+
+
+def test_committed_capture_replays_exact(device):
+    frame = capture.replay(DATA, device=device, quick=True)
+    assert frame["exact"].tolist() == [True, True, True], frame[["dispatch", "mismatch", "reason"]]
+    assert (frame["gpu_us_median"] > 0).all() and (frame["samples"] >= 3).all()
+    assert list(frame["local_size"]) == [e[2] for e in EXPECTED]
+
+
+def _copy(tmp_path) -> Path:
+    folder = tmp_path / "cap"
+    shutil.copytree(DATA, folder)
+    return folder
+
+
+def test_replay_reports_where_an_output_differs(device, tmp_path):
+    folder = _copy(tmp_path)
+    out = capture.dispatches(folder)[1].bindings[1]
+    dump = next(p for p in (folder / "dumps").iterdir() if p.is_file() and p.read_bytes() == out.after)
+    data = bytearray(dump.read_bytes())
+    data[40] ^= 0x10
+    dump.write_bytes(bytes(data))
+    frame = capture.replay(folder, [1], device=device, time_it=False)
+    assert not frame["exact"][0]
+    assert frame["mismatch"][0].startswith("binding 0.1: 1/1024 wrong"), frame["mismatch"][0]
+
+
+def _cli(args, capsys) -> tuple[int, str]:
+    code = cli_main(args)
+    err = capsys.readouterr().err.strip()
+    return code, err
+
+
+def test_bad_capture_folders_are_one_line_errors(tmp_path, capsys):
+    code, err = _cli(["capture", "list", str(tmp_path / "absent")], capsys)
+    assert code == 2 and "found no folder" in err and "\n" not in err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(CaptureError, match="expected calls.jsonl"):
+        capture.open(empty)
+    truncated = _copy(tmp_path)
+    text = (truncated / "calls.jsonl").read_text()
+    (truncated / "calls.jsonl").write_text(text[:len(text) // 2])
+    code, err = _cli(["capture", "list", str(truncated)], capsys)
+    assert code == 2 and "truncated or corrupt" in err
+    no_dispatch = tmp_path / "none"
+    shutil.copytree(DATA, no_dispatch)
+    lines = (no_dispatch / "calls.jsonl").read_text().splitlines()
+    (no_dispatch / "calls.jsonl").write_text("\n".join(l for l in lines if '"vkCmdDispatch"' not in l) + "\n")
+    with pytest.raises(CaptureError, match="at least one vkCmdDispatch"):
+        capture.open(no_dispatch)
+    with pytest.raises(CaptureError, match=r"dispatch numbers 0\.\.2"):
+        capture.replay(DATA, [7])
+    no_dumps = _copy(tmp_path / "b")
+    shutil.rmtree(no_dumps / "dumps")
+    with pytest.raises(CaptureError, match="resource dump"):
+        capture.open(no_dumps)
+
+
+def test_capture_without_the_tools_says_how_to_build_them(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("WORKBENCH_GFXRECON_DIR", str(tmp_path / "nothing"))
+    with pytest.raises(CaptureError, match=r"\./setup\.sh capture"):
+        capture.tools()
+    code, err = _cli(["capture", "run", "--out", str(tmp_path / "o"), "--", sys.executable, "-c", "pass"], capsys)
+    assert code == 2 and "not built" in err and "\n" not in err
+
+
+def test_cli_lists_and_replays(tmp_path, capsys):
+    csv = tmp_path / "list.csv"
+    assert cli_main(["capture", "list", str(DATA), "--csv", str(csv)]) == 0
+    assert len(csv.read_text().splitlines()) == 4
+    assert cli_main(["capture", "replay", str(DATA), "--dispatch", "0", "2", "--quick"]) == 0
+    assert "2 of 2 dispatches replayed exact" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Live: capture the program again (needs the tools)
+# ----------------------------------------------------------------------------------------------------------------
+
+def _shaders(folder: Path) -> list[Path]:
+    from workbench.toolchain.shaders import compile_glsl
+    paths = []
+    for name, text in ((SCALE, capture_program.SCALE_BIAS_GLSL), (MIX, capture_program.MIX_GLSL)):
+        path = folder / f"{name}.spv"
+        path.write_bytes(compile_glsl(text, name=name).code)
+        paths.append(path)
+    return paths
+
+
+@needs_tools
+def test_live_capture_of_a_program_written_without_the_workbench(device, tmp_path):
+    spv = _shaders(tmp_path)
+    result = tmp_path / "out.bin"
+    summary = capture.run([sys.executable, PROGRAM, *spv, result], tmp_path / "cap")
+    assert summary["dispatches"] == 3 and summary["capture_bytes"] > 0
+    found = capture.dispatches(tmp_path / "cap")
+    assert [d.spirv for d in found] == [spv[0].read_bytes(), spv[1].read_bytes(), spv[0].read_bytes()]
+    assert found[2].bindings[1].after == result.read_bytes()
+    frame = capture.replay(tmp_path / "cap", device=device, quick=True)
+    assert frame["exact"].all(), frame[["dispatch", "mismatch", "reason"]]
+
+
+@needs_tools
+def test_a_program_that_fails_under_capture_is_a_one_line_error(tmp_path):
+    with pytest.raises(CaptureError, match="exit 0 under the capture layer, it exited with status 3"):
+        capture.run([sys.executable, "-c", "import sys; print('bye'); sys.exit(3)"], tmp_path / "a")
+    with pytest.raises(CaptureError, match="killed by SIGSEGV"):
+        capture.run([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"], tmp_path / "b")
+    with pytest.raises(CaptureError, match="made no Vulkan instance"):
+        capture.run([sys.executable, "-c", "pass"], tmp_path / "c")
+
+
+@needs_tools
+def test_a_corrupt_capture_file_is_a_one_line_error(tmp_path):
+    spv = _shaders(tmp_path)
+    capture.run([sys.executable, PROGRAM, *spv, tmp_path / "out.bin"], tmp_path / "cap")
+    gfxr = tmp_path / "cap" / "capture.gfxr"
+    gfxr.write_bytes(gfxr.read_bytes()[:len(gfxr.read_bytes()) // 3])
+    tools = capture.tools()
+    converted = subprocess.run([tools["gfxrecon-convert"], "--include-binaries", "--format", "jsonl", "--output",
+                                tmp_path / "x.jsonl", gfxr], capture_output=True, text=True)
+    assert converted.returncode != 0 or "vkCmdDispatch" not in (tmp_path / "x.jsonl").read_text()

@@ -1,0 +1,97 @@
+"""Every dispatch of any Vulkan compute program: captured with GFXReconstruct, listed, replayed alone.
+
+    from workbench import capture
+    capture.run(["python", "prog.py"], "caps/prog")     # under the capture layer; convert; dump bindings
+    capture.open("caps/prog")                           # DataFrame, one row per dispatch
+    capture.dispatches("caps/prog")                     # [CapturedDispatch]: SPIR-V, constants, bindings' bytes
+    capture.replay("caps/prog", [0, 2])                 # each alone through workbench.vk: exact?, mismatch, time
+
+CLI: ``workbench capture run --out DIR -- COMMAND…``, ``workbench capture list DIR``, ``workbench capture replay DIR``.
+
+record.py runs the program and GFXReconstruct's tools (built by ``workbench.toolchain.gfxreconstruct``,
+``./setup.sh capture``); format.py reads what they wrote into :class:`CapturedDispatch` (no tool needed: a
+capture folder moves to another machine and is read there); replay.py runs one dispatch through the runtime.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from .format import CapturedBinding, CapturedDispatch, CaptureError, read_folder
+from .record import process, run, tools
+from .replay import launch_parameters, replay_one
+
+__all__ = ["CaptureError", "CapturedBinding", "CapturedDispatch", "run", "process", "tools", "open", "dispatches", "replay",
+           "manifest"]
+
+
+def dispatches(folder) -> list[CapturedDispatch]:
+    """Every dispatch of a capture folder, in block order (see `workbench.capture.format`)."""
+    return read_folder(folder)
+
+
+def manifest(folder) -> dict:
+    """The capture folder's capture.json ({} where it has none, as in a folder assembled by hand)."""
+    path = Path(folder) / "capture.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _binding_text(b: CapturedBinding) -> str:
+    size = f" {b.size} B" if b.size is not None else ""
+    fmt = f" {b.format}" if b.format else ""
+    return f"{b.set}.{b.binding} {b.kind}{size}{fmt}"
+
+
+def _row(d: CapturedDispatch, names: dict | None) -> dict:
+    try:
+        reflection, values, local = launch_parameters(d)
+        spec = ", ".join(f"{k}={v}" for k, v in sorted(values.items()))
+    except (ValueError, CaptureError) as exc:
+        local, spec = None, f"unreadable: {exc}"
+    return {
+        "dispatch": d.dispatch, "block": d.index, "submit": d.submit, "command_buffer": d.command_buffer,
+        "pipeline": d.spirv_hash, "variant": (names or {}).get(d.spirv_hash, ""), "pipeline_id": d.pipeline,
+        "entry_point": d.entry_point, "spec_constants": spec,
+        "spec_bytes": " ".join(f"{k}:{v.hex()}" for k, v in d.spec_words.items()),
+        "push_constants": d.push_constants.hex(), "push_bytes": len(d.push_constants),
+        "bindings": "; ".join(_binding_text(b) for b in d.bindings), "n_bindings": len(d.bindings),
+        "binding_bytes": sum(b.size or 0 for b in d.bindings),
+        "groups": tuple(d.groups), "local_size": local, "spirv_bytes": len(d.spirv),
+    }
+
+
+def open(folder, names: dict | None = None) -> pd.DataFrame:  # noqa: A001 (capture.open reads a capture)
+    """One row per dispatch: order, block, queue submit, command buffer, pipeline (its SPIR-V's sha256, first 16
+    hex digits; `names` maps such a hash to a label, e.g. ET-VK's shader variant, in column `variant`), entry
+    point, specialization constants (decoded by the SPIR-V's types) and their bytes, push constants (hex), each
+    binding (set.binding kind size [format]), group counts, local size."""
+    return pd.DataFrame([_row(d, names) for d in read_folder(folder)])
+
+
+def replay(folder, dispatches=None, *, device=None, quick: bool = False, time_it: bool = True,
+           names: dict | None = None) -> pd.DataFrame:
+    """Run each dispatch (all, or the `dispatches` numbers) alone through the runtime from its captured inputs and
+    compare byte for byte with its captured outputs: one row per dispatch with `exact` (bool), `mismatch` (per
+    wrong binding, the mismatch summary over its bytes), `reason` (why it could not run, where it could not) and
+    the time (`workbench.measure.sample_recording`; `quick`: a few samples)."""
+    from .. import vk
+    found = read_folder(folder)
+    if dispatches is not None:
+        wanted = [int(n) for n in dispatches]
+        unknown = sorted(set(wanted) - {d.dispatch for d in found})
+        if unknown:
+            raise CaptureError(f"expected dispatch numbers 0..{len(found) - 1} of {folder}, got {unknown}")
+        found = [d for d in found if d.dispatch in wanted]
+    dev = device or vk.get_device()
+    rows = []
+    for d in found:
+        rows.append({"dispatch": d.dispatch, "pipeline": d.spirv_hash, "variant": (names or {}).get(d.spirv_hash, ""),
+                     "groups": tuple(d.groups), **replay_one(dev, d, time_it=time_it, quick=quick)})
+    frame = pd.DataFrame(rows)
+    frame["exact"] = frame["exact"].astype(bool)
+    return frame

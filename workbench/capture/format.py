@@ -1,0 +1,369 @@
+"""GFXReconstruct's outputs, read: the converted calls (``gfxrecon-convert --format jsonl --include-binaries``) and
+the resource dumps (``gfxrecon-replay --dump-resources``), joined into one :class:`CapturedDispatch` per dispatch.
+
+The calls give each dispatch's state at record time: the bound pipeline (its shader module's SPIR-V file, entry
+point, specialization map and bytes), the bound descriptor sets (what ``vkUpdateDescriptorSets`` wrote into them),
+the push-constant bytes, the group counts, the command buffer and the queue submit that ran it. The dumps give
+each binding's bytes before and after the dispatch, joined on the dispatch's block index and the binding's
+(set, binding). Written against GFXReconstruct 1.0.5 (tag vulkan-sdk-1.4.357.0).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CALLS_NAME = "calls.jsonl"
+BINARIES_DIR = "binaries"
+DUMPS_DIR = "dumps"
+MANIFEST_NAME = "capture.json"
+DUMP_JSON_SUFFIX = "_rd.json"
+
+# The calls the reader follows; `needed_calls` keeps only these (and the submits' and dispatches' neighbours are
+# not needed: block indices are kept as they were).
+READ_CALLS = frozenset({
+    "vkCreateShaderModule", "vkCreateComputePipelines", "vkCreateBuffer", "vkCreateImage", "vkCreateImageView",
+    "vkUpdateDescriptorSets", "vkBeginCommandBuffer", "vkEndCommandBuffer", "vkCmdBindPipeline",
+    "vkCmdBindDescriptorSets", "vkCmdPushConstants", "vkCmdDispatch", "vkCmdDispatchBase", "vkQueueSubmit",
+    "vkQueueSubmit2", "vkQueueSubmit2KHR",
+})
+DISPATCH_CALLS = ("vkCmdDispatch", "vkCmdDispatchBase")
+BUFFER_KINDS = {"VK_DESCRIPTOR_TYPE_STORAGE_BUFFER": "storage_buffer", "VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER":
+                "uniform_buffer", "VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC": "storage_buffer_dynamic",
+                "VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER_DYNAMIC": "uniform_buffer_dynamic"}
+IMAGE_KINDS = {"VK_DESCRIPTOR_TYPE_STORAGE_IMAGE": "storage_image", "VK_DESCRIPTOR_TYPE_SAMPLED_IMAGE":
+               "sampled_image", "VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER": "combined_image_sampler"}
+
+
+class CaptureError(ValueError):
+    """A capture folder, a capture or a program that cannot be read: one line saying what was expected and found."""
+
+
+@dataclass
+class CapturedBinding:
+    set: int
+    binding: int
+    kind: str  # storage_buffer, uniform_buffer, storage_image, ... (workbench.vk.spirv's names)
+    resource: int | None  # the capture's buffer or image view id
+    offset: int = 0
+    size: int | None = None  # bytes the descriptor covers (its range, or the buffer's size after the offset)
+    format: str | None = None  # images: VK_FORMAT_*
+    before: bytes | None = None  # the dump before the dispatch (None: not dumped)
+    after: bytes | None = None  # the dump after it
+
+
+@dataclass
+class CapturedDispatch:
+    """One dispatch of a capture, with all it needs to run alone."""
+    dispatch: int  # its place in the capture, 0, 1, ... in block order
+    index: int  # the vkCmdDispatch block index
+    command_buffer: int
+    begin_index: int  # the vkBeginCommandBuffer that recorded it
+    submit: int | None  # the first vkQueueSubmit block that ran it (None: never submitted)
+    pipeline: int
+    spirv: bytes
+    entry_point: str
+    spec_data: bytes  # the pSpecializationInfo bytes, as captured
+    spec_entries: dict[int, tuple[int, int]]  # constant id -> (offset, size) in spec_data
+    push_constants: bytes  # the push-constant block at dispatch time (zeros where nothing was pushed)
+    groups: tuple[int, int, int]
+    base_group: tuple[int, int, int] = (0, 0, 0)  # vkCmdDispatchBase
+    bindings: list[CapturedBinding] = field(default_factory=list)
+
+    @property
+    def spirv_hash(self) -> str:
+        return hashlib.sha256(self.spirv).hexdigest()[:16]
+
+    @property
+    def spec_words(self) -> dict[int, bytes]:
+        """Each specialization constant's bytes, by constant id."""
+        return {k: self.spec_data[o:o + s] for k, (o, s) in sorted(self.spec_entries.items())}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The converted calls
+# ----------------------------------------------------------------------------------------------------------------
+
+def read_calls(path: Path) -> list[dict]:
+    """The JSON objects of a .jsonl file, one a line; CaptureError naming the line that is not JSON."""
+    calls = []
+    try:
+        with open(path) as handle:
+            for number, line in enumerate(handle, 1):
+                line = line.strip().rstrip(",")
+                if not line:
+                    continue
+                try:
+                    calls.append(json.loads(line))
+                except ValueError:
+                    raise CaptureError(f"expected one JSON object a line in {path}, line {number} is not "
+                                       f"({line[:60]!r}…): a truncated or corrupt conversion") from None
+    except OSError as exc:
+        raise CaptureError(f"expected the converted calls {path}, cannot read it ({exc.strerror})") from None
+    return calls
+
+
+def _function(call: dict) -> tuple[str | None, dict]:
+    function = call.get("function") or {}
+    return function.get("name"), function.get("args") or {}
+
+
+def needed_calls(calls: list[dict]) -> list[dict]:
+    """The calls the reader follows (see READ_CALLS), as converted."""
+    return [c for c in calls if _function(c)[0] in READ_CALLS]
+
+
+def _submitted(name: str, args: dict) -> list[int]:
+    """The command buffers a vkQueueSubmit / vkQueueSubmit2 runs, in order."""
+    buffers = []
+    for submit in args.get("pSubmits") or []:
+        if name == "vkQueueSubmit":
+            buffers += list(submit.get("pCommandBuffers") or [])
+        else:
+            buffers += [info.get("commandBuffer") for info in submit.get("pCommandBufferInfos") or []]
+    return buffers
+
+
+def dump_plan(calls: list[dict]) -> dict:
+    """The ``--dump-resources`` input that dumps every dispatch of every submitted command buffer: bindings before
+    and after, all descriptors. A command buffer recorded once and submitted several times is dumped at its first
+    submit."""
+    recordings = _recordings(calls)
+    plan = {"DumpResourcesOptions": {"DumpBeforeCommand": True, "DumpAllDescriptors": True, "DumpRawImages": True},
+            "BeginCommandBuffer": [], "Dispatch": [], "QueueSubmit": []}
+    for rec in recordings:
+        if rec["dispatches"] and rec["submit"] is not None:
+            plan["BeginCommandBuffer"].append(rec["begin"])
+            plan["Dispatch"].append([d["index"] for d in rec["dispatches"]])
+            plan["QueueSubmit"].append(rec["submit"])
+    return plan
+
+
+def _recordings(calls: list[dict]) -> list[dict]:
+    """Each vkBeginCommandBuffer's recording: {"begin", "command_buffer", "submit", "dispatches": [state at each
+    dispatch]}, in block order; the state is what the dispatch needs (pipeline, sets, push constants, groups)."""
+    recordings, open_by_cb, last_by_cb = [], {}, {}
+    for call in sorted(calls, key=lambda c: c.get("index", 0)):
+        name, args = _function(call)
+        if name is None:
+            continue
+        index = call.get("index")
+        cb = args.get("commandBuffer")
+        if name == "vkBeginCommandBuffer":
+            rec = {"begin": index, "command_buffer": cb, "submit": None, "dispatches": [], "pipeline": None,
+                   "sets": {}, "push": {}}
+            recordings.append(rec)
+            open_by_cb[cb] = last_by_cb[cb] = rec
+        elif name == "vkEndCommandBuffer":
+            open_by_cb.pop(cb, None)
+        elif name in ("vkQueueSubmit", "vkQueueSubmit2", "vkQueueSubmit2KHR"):
+            for submitted in _submitted(name, args):
+                rec = last_by_cb.get(submitted)
+                if rec is not None and rec["submit"] is None:
+                    rec["submit"] = index
+        elif cb in open_by_cb:
+            rec = open_by_cb[cb]
+            if name == "vkCmdBindPipeline":
+                if "COMPUTE" in str(args.get("pipelineBindPoint", "")):
+                    rec["pipeline"] = args.get("pipeline")
+            elif name == "vkCmdBindDescriptorSets":
+                if "COMPUTE" in str(args.get("pipelineBindPoint", "")):
+                    first = int(args.get("firstSet", 0))
+                    offsets = list(args.get("pDynamicOffsets") or [])
+                    for k, dset in enumerate(args.get("pDescriptorSets") or []):
+                        rec["sets"][first + k] = (dset, offsets)
+            elif name == "vkCmdPushConstants":
+                rec["push"][int(args.get("offset", 0))] = (int(args.get("size", 0)), args.get("pValues"))
+            elif name in DISPATCH_CALLS:
+                base = tuple(int(args.get(k, 0)) for k in ("baseGroupX", "baseGroupY", "baseGroupZ"))
+                rec["dispatches"].append({
+                    "index": index, "pipeline": rec["pipeline"], "sets": dict(rec["sets"]),
+                    "push": dict(rec["push"]), "base": base,
+                    "groups": tuple(int(args.get(k, 1)) for k in ("groupCountX", "groupCountY", "groupCountZ"))})
+    return recordings
+
+
+def _bytes_of(value, binaries: Path, what: str) -> bytes:
+    """A converted binary field: a file name in `binaries` (with --include-binaries) or an inline byte list."""
+    if value is None:
+        return b""
+    if isinstance(value, list):
+        return bytes(int(v) & 0xFF for v in value)
+    if isinstance(value, str):
+        path = binaries / value
+        if not path.is_file():
+            raise CaptureError(f"expected {what} in {path}, found no such file")
+        return path.read_bytes()
+    raise CaptureError(f"expected {what} as a file name or a byte list, found {str(value)[:60]!r}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Reading a capture folder
+# ----------------------------------------------------------------------------------------------------------------
+
+def _dump_json(folder: Path) -> Path:
+    dumps = folder / DUMPS_DIR
+    found = sorted(dumps.glob(f"*{DUMP_JSON_SUFFIX}")) if dumps.is_dir() else []
+    if len(found) != 1:
+        raise CaptureError(f"expected one *{DUMP_JSON_SUFFIX} resource dump in {dumps}, found "
+                           f"{len(found) or 'none'}: the dump step of `workbench capture run` did not finish")
+    return found[0]
+
+
+def _dispatch_dumps(folder: Path) -> dict[int, dict]:
+    """{dispatch block index: {(set, binding): {"after": file, "before": file | None, ...}}} from the dump JSON."""
+    path = _dump_json(folder)
+    try:
+        document = json.loads(path.read_text())
+    except ValueError:
+        raise CaptureError(f"expected the resource dump {path} to be JSON; it is not (truncated?)") from None
+    entries = []
+    for part in document if isinstance(document, list) else [document]:
+        if isinstance(part, dict) and "dispatchCommands" in part:
+            entries += part["dispatchCommands"]
+    found = {}
+    for entry in entries:
+        per_binding = {}
+        for group in ("descriptors", "outputs"):
+            items = entry.get(group) or []
+            if isinstance(items, dict):  # outputs: {"buffers": [...], "images": [...]}
+                items = [item for values in items.values() for item in values]
+            for item in items:
+                descriptor = item.get("descriptor", item)
+                if isinstance(descriptor, list):
+                    descriptor = descriptor[0] if descriptor else {}
+                key = (int(item.get("set", 0)), int(item.get("binding", 0)))
+                slot = per_binding.setdefault(key, {"type": item.get("type")})
+                for k, v in descriptor.items():
+                    slot.setdefault(k, v)
+                for k, v in item.items():
+                    if k not in ("descriptor", "set", "binding"):
+                        slot.setdefault(k, v)
+        found[int(entry["dispatchIndex"])] = per_binding
+    return found
+
+
+def read_folder(folder) -> list[CapturedDispatch]:
+    """Every dispatch of a capture folder (see `workbench.capture.record`), in block order, with its bindings'
+    dumped bytes. CaptureError (one line) for a folder that is not a complete capture."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CaptureError(f"expected a capture folder (written by `workbench capture run`), found no folder {folder}")
+    calls_path = folder / CALLS_NAME
+    if not calls_path.is_file():
+        raise CaptureError(f"expected {CALLS_NAME} in the capture folder {folder}, found "
+                           f"{sorted(p.name for p in folder.iterdir())[:8] or 'an empty folder'}")
+    calls = read_calls(calls_path)
+    binaries = folder / BINARIES_DIR
+    modules, pipelines, buffers, views, images, sets = {}, {}, {}, {}, {}, {}
+    for call in sorted(calls, key=lambda c: c.get("index", 0)):
+        name, args = _function(call)
+        if name == "vkCreateShaderModule":
+            modules[args.get("pShaderModule")] = (args.get("pCreateInfo") or {}).get("pCode")
+        elif name == "vkCreateComputePipelines":
+            for info, handle in zip(args.get("pCreateInfos") or [], args.get("pPipelines") or []):
+                pipelines[handle] = info
+        elif name == "vkCreateBuffer":
+            buffers[args.get("pBuffer")] = int((args.get("pCreateInfo") or {}).get("size", 0))
+        elif name == "vkCreateImage":
+            images[args.get("pImage")] = args.get("pCreateInfo") or {}
+        elif name == "vkCreateImageView":
+            views[args.get("pView")] = args.get("pCreateInfo") or {}
+        elif name == "vkUpdateDescriptorSets":
+            for write in args.get("pDescriptorWrites") or []:
+                kind = write.get("descriptorType")
+                for k, info in enumerate(write.get("pBufferInfo") or write.get("pImageInfo") or []):
+                    sets.setdefault(write.get("dstSet"), {})[int(write.get("dstBinding", 0)) + k] = (kind, info)
+    dumps = _dispatch_dumps(folder)
+    found = []
+    for rec in _recordings(calls):
+        for state in rec["dispatches"]:
+            found.append(_dispatch(len(found), rec, state, modules, pipelines, buffers, views, images, sets,
+                                   dumps.get(state["index"]), binaries, folder))
+    if not found:
+        raise CaptureError(f"expected at least one vkCmdDispatch in {calls_path}, found none ({len(calls)} calls)")
+    return found
+
+
+def _dispatch(number, rec, state, modules, pipelines, buffers, views, images, sets, dumped, binaries,
+              folder) -> CapturedDispatch:
+    where = f"dispatch {number} (block {state['index']})"
+    info = pipelines.get(state["pipeline"])
+    if info is None:
+        raise CaptureError(f"expected {where} to have a compute pipeline bound, found pipeline id "
+                           f"{state['pipeline']} that no vkCreateComputePipelines made")
+    stage = info.get("stage") or {}
+    spirv = _bytes_of(modules.get(stage.get("module")), binaries, f"the SPIR-V of shader module {stage.get('module')}")
+    if not spirv:
+        raise CaptureError(f"expected the SPIR-V of {where}'s shader module {stage.get('module')}, found none")
+    spec = stage.get("pSpecializationInfo") or {}
+    spec_data = _bytes_of(spec.get("pData"), binaries, "specialization data")
+    entries = {int(e["constantID"]): (int(e["offset"]), int(e["size"])) for e in spec.get("pMapEntries") or []}
+    push = bytearray()
+    for offset, (size, values) in sorted(state["push"].items()):
+        data = _bytes_of(values, binaries, "push constants")[:size]
+        if len(push) < offset + len(data):
+            push.extend(b"\0" * (offset + len(data) - len(push)))
+        push[offset:offset + len(data)] = data
+    bindings = []
+    for set_number, (dset, dynamic) in sorted(state["sets"].items()):
+        for binding, (kind, desc) in sorted(sets.get(dset, {}).items()):
+            bindings.append(_binding(set_number, binding, kind, desc, buffers, views, images,
+                                     (dumped or {}).get((set_number, binding)), folder, where))
+    return CapturedDispatch(
+        dispatch=number, index=state["index"], command_buffer=rec["command_buffer"], begin_index=rec["begin"],
+        submit=rec["submit"], pipeline=state["pipeline"], spirv=spirv, entry_point=stage.get("pName") or "main",
+        spec_data=spec_data, spec_entries=entries, push_constants=bytes(push), groups=state["groups"],
+        base_group=state["base"], bindings=bindings)
+
+
+def _binding(set_number, binding, kind, desc, buffers, views, images, dumped, folder, where) -> CapturedBinding:
+    dumps = folder / DUMPS_DIR
+
+    def contents(name):
+        if not name:
+            return None
+        path = dumps / name
+        if not path.is_file():
+            raise CaptureError(f"expected the dump {path} of {where}, binding {set_number}.{binding}; no such file")
+        return path.read_bytes()
+
+    if kind in BUFFER_KINDS:
+        buffer = desc.get("buffer")
+        offset = int(desc.get("offset", 0))
+        size = desc.get("range")
+        whole = buffers.get(buffer)
+        if size is None or str(size) in ("VK_WHOLE_SIZE", str(2**64 - 1)) or int(size) >= 2**63:
+            size = None if whole is None else whole - offset
+        found = CapturedBinding(set_number, binding, BUFFER_KINDS[kind], buffer, offset,
+                                None if size is None else int(size))
+    elif kind in IMAGE_KINDS:
+        view = views.get(desc.get("imageView"), {})
+        found = CapturedBinding(set_number, binding, IMAGE_KINDS[kind], desc.get("imageView"),
+                                format=view.get("format") or images.get(view.get("image"), {}).get("format"))
+    else:
+        found = CapturedBinding(set_number, binding, str(kind), None)
+    if dumped:
+        found.after = contents(dumped.get("file"))
+        found.before = contents(dumped.get("beforeFile"))
+        if found.size is None and found.after is not None:
+            found.size = len(found.after)
+    return found
+
+
+def spec_values(kinds: dict[int, str], words: dict[int, bytes]) -> dict[int, int | float | bool]:
+    """Specialization bytes → values of the types the SPIR-V declares (`workbench.vk.spirv.reflect`'s
+    ``spec_constants``); constants the shader does not declare are left out (they cannot change it)."""
+    formats = {"int": "<i", "uint": "<I", "float": "<f", "bool": "<I"}
+    values = {}
+    for spec_id, raw in words.items():
+        kind = kinds.get(spec_id)
+        if kind is None:
+            continue
+        if len(raw) != 4:
+            raise CaptureError(f"expected 4 bytes for specialization constant {spec_id} ({kind}), found {len(raw)}")
+        value = struct.unpack(formats[kind], raw)[0]
+        values[spec_id] = bool(value) if kind == "bool" else value
+    return values

@@ -1,0 +1,206 @@
+"""Capture a program: run it under GFXReconstruct's layer, convert the capture, dump every dispatch's bindings.
+
+What a capture folder holds (all that `open` and `replay` read; the reader never needs the tools):
+
+    capture.gfxr        the layer's capture (kept: the tools can convert or dump it again)
+    calls.jsonl         the calls the reader needs, one JSON object a line, as ``gfxrecon-convert --format jsonl``
+                        writes them (shader modules, pipelines, buffers, descriptor writes, command buffers,
+                        dispatches, submits); the rest of the conversion is dropped
+    binaries/           the files those calls name (SPIR-V, push-constant bytes), from ``--include-binaries``
+    dumps/              ``gfxrecon-replay --dump-resources``: ``capture_rd.json`` (per dispatch, each binding's
+                        file before and after) and the buffer files it names
+    capture.json        the manifest: command, tool version, times, sizes, dispatch count
+    program.log         what the program printed under capture; tools.log what convert and replay printed
+
+`process` makes the same folder from a capture file made elsewhere (another machine, a phone): the dumps then come
+from replaying it on this machine's device.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from ..toolchain import gfxreconstruct
+from .format import (CALLS_NAME, DUMPS_DIR, BINARIES_DIR, MANIFEST_NAME, CaptureError, dump_plan, needed_calls,
+                     read_calls)
+
+CAPTURE_NAME = "capture.gfxr"
+LOG_NAME = "program.log"
+TOOLS_LOG = "tools.log"
+# Where the loader looks for explicit layers when VK_LAYER_PATH is unset: kept after the capture layer's folder, so a
+# program that enables the validation layer itself still finds it.
+SYSTEM_LAYER_DIRS = ("/usr/local/etc/vulkan/explicit_layer.d", "/usr/local/share/vulkan/explicit_layer.d",
+                     "/etc/vulkan/explicit_layer.d", "/usr/share/vulkan/explicit_layer.d")
+
+
+def tools() -> dict:
+    """GFXReconstruct's tools, or CaptureError saying how to build them."""
+    try:
+        return gfxreconstruct.tools()
+    except gfxreconstruct.GfxreconError as exc:
+        raise CaptureError(str(exc)) from None
+
+
+def capture_env(layer_dir: Path, capture_file: Path, base=None) -> dict:
+    """The environment that puts `VK_LAYER_LUNARG_gfxreconstruct` (from `layer_dir`, not any system copy) first
+    in every Vulkan instance the program makes, writing to `capture_file`."""
+    env = dict(os.environ if base is None else base)
+    search = [str(layer_dir)] + [p for p in env.get("VK_LAYER_PATH", "").split(os.pathsep) if p]
+    search += [d for d in SYSTEM_LAYER_DIRS if d not in search]
+    layers = [gfxreconstruct.LAYER_NAME] + [l for l in env.get("VK_INSTANCE_LAYERS", "").split(os.pathsep)
+                                            if l and l != gfxreconstruct.LAYER_NAME]
+    env.update({
+        "VK_LAYER_PATH": os.pathsep.join(search),
+        "VK_INSTANCE_LAYERS": os.pathsep.join(layers),
+        "GFXRECON_CAPTURE_FILE": str(capture_file),
+        "GFXRECON_CAPTURE_FILE_TIMESTAMP": "false",  # else the layer appends the time to the file name
+        "GFXRECON_LOG_LEVEL": "warning",
+    })
+    return env
+
+
+def _tool(command: list, what: str, log: Path, timeout: float | None = None) -> float:
+    """Run a GFXReconstruct tool, its output in `log`; CaptureError with its last line when it fails."""
+    started = time.perf_counter()
+    with open(log, "a") as handle:
+        handle.write("$ " + " ".join(str(c) for c in command) + "\n")
+        handle.flush()
+        try:
+            result = subprocess.run([str(c) for c in command], stdout=handle, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise CaptureError(f"{what} did not finish in {timeout:.0f} s (see {log})") from None
+    if result.returncode != 0:
+        lines = [l for l in log.read_text(errors="replace").splitlines() if l.strip()]
+        raise CaptureError(f"{what} failed with exit status {result.returncode}: "
+                           f"{lines[-1] if lines else 'no output'} (full log {log})")
+    return time.perf_counter() - started
+
+
+def _program_failed(command, returncode: int, log: Path) -> CaptureError:
+    if returncode < 0:
+        import signal
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        found = f"it was killed by {name}"
+    else:
+        found = f"it exited with status {returncode}"
+    lines = [l for l in log.read_text(errors="replace").splitlines() if l.strip()]
+    last = f"; its last line: {lines[-1][:200]}" if lines else ""
+    return CaptureError(f"expected `{' '.join(map(str, command))}` to exit 0 under the capture layer, {found}"
+                        f"{last} (output in {log})")
+
+
+def _clear(out: Path, keep=()) -> None:
+    for stale in (CAPTURE_NAME, CALLS_NAME, MANIFEST_NAME, LOG_NAME, TOOLS_LOG):
+        if stale not in keep:
+            (out / stale).unlink(missing_ok=True)
+    for stale in (BINARIES_DIR, DUMPS_DIR):
+        shutil.rmtree(out / stale, ignore_errors=True)
+
+
+def run(command, out_dir, *, timeout: float | None = None) -> dict:
+    """Run `command` (a list, or a string split on spaces) under the capture layer, then `process` its capture into
+    `out_dir` (see the module's doc). Returns the manifest. CaptureError (one line) when the tools are not built,
+    the program fails or makes no dispatch, or a tool cannot read the capture."""
+    command = command.split() if isinstance(command, str) else [str(c) for c in command]
+    if not command:
+        raise CaptureError("expected a command to capture, got none")
+    found = tools()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    _clear(out)
+    capture, log = out / CAPTURE_NAME, out / LOG_NAME
+    started = time.perf_counter()
+    with open(log, "w") as handle:
+        try:
+            result = subprocess.run(command, env=capture_env(found["layer_dir"], capture), stdout=handle,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=timeout)
+        except FileNotFoundError:
+            raise CaptureError(f"expected a program to run, found no {command[0]!r}") from None
+        except subprocess.TimeoutExpired:
+            raise CaptureError(f"expected `{' '.join(command)}` to finish in {timeout:.0f} s under capture; it did "
+                               f"not (output in {log})") from None
+    program_s = time.perf_counter() - started
+    if result.returncode != 0:
+        raise _program_failed(command, result.returncode, log)
+    if not capture.is_file():
+        raise CaptureError(f"expected a capture file {capture} from `{' '.join(command)}`, found none: the program "
+                           f"made no Vulkan instance (or the layer did not load; see {log})")
+    return process(capture, out, command=command, program_s=program_s)
+
+
+def process(capture_file, out_dir, *, command=None, program_s: float | None = None) -> dict:
+    """Convert a capture file (made here by `run`, or anywhere by GFXReconstruct's layer) into the capture folder
+    `out_dir`: the calls the reader needs, their binaries, every dispatch's bindings dumped before and after by
+    replaying the capture on this machine's device. Returns the manifest written as capture.json."""
+    found = tools()
+    capture_file, out = Path(capture_file), Path(out_dir)
+    if not capture_file.is_file():
+        raise CaptureError(f"expected a GFXReconstruct capture file, found no file {capture_file}")
+    out.mkdir(parents=True, exist_ok=True)
+    if capture_file.resolve() != (out / CAPTURE_NAME).resolve():
+        _clear(out, keep=(LOG_NAME,))
+        shutil.copy2(capture_file, out / CAPTURE_NAME)
+    else:
+        _clear(out, keep=(CAPTURE_NAME, LOG_NAME))
+    capture = out / CAPTURE_NAME
+    seconds = {} if program_s is None else {"program": program_s}
+    tool_log = out / TOOLS_LOG
+    with tempfile.TemporaryDirectory(prefix="workbench-capture-") as tmp:
+        converted = Path(tmp) / "calls.jsonl"
+        seconds["convert"] = _tool([found["gfxrecon-convert"], "--include-binaries", "--format", "jsonl",
+                                    "--output", converted, capture], "gfxrecon-convert", tool_log)
+        calls = read_calls(converted)
+        plan = dump_plan(calls)
+        if not plan["Dispatch"]:
+            raise CaptureError(f"expected at least one submitted vkCmdDispatch in {capture}, found none "
+                               f"({len(calls)} calls)")
+        kept = needed_calls(calls)
+        (out / BINARIES_DIR).mkdir()
+        with open(out / CALLS_NAME, "w") as handle:
+            for call in kept:
+                handle.write(json.dumps(call, separators=(",", ":")) + "\n")
+        for name in _binary_files(kept):
+            source = Path(tmp) / name
+            if source.is_file():
+                shutil.copy2(source, out / BINARIES_DIR / name)
+        plan_file = Path(tmp) / "dump_plan.json"
+        plan_file.write_text(json.dumps(plan))
+        (out / DUMPS_DIR).mkdir()
+        seconds["dump"] = _tool([found["gfxrecon-replay"], "--dump-resources", plan_file, "--dump-resources-dir",
+                                 out / DUMPS_DIR, capture], "gfxrecon-replay --dump-resources", tool_log)
+    manifest = {
+        "command": command, "gfxreconstruct": gfxreconstruct.VERSION, "tag": gfxreconstruct.TAG,
+        "dispatches": sum(len(d) for d in plan["Dispatch"]), "calls": len(kept),
+        "capture_bytes": capture.stat().st_size, "seconds": {k: round(v, 3) for k, v in seconds.items()},
+        "folder_bytes": sum(p.stat().st_size for p in out.rglob("*") if p.is_file()),
+        "made_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    (out / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def _binary_files(calls) -> list[str]:
+    """Every file name a converted call refers to (the values of string fields ending in .bin)."""
+    names = []
+
+    def walk(value):
+        if isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+        elif isinstance(value, str) and value.endswith(".bin"):
+            names.append(value)
+
+    walk(calls)
+    return sorted(set(names))

@@ -1,0 +1,125 @@
+"""Replay a captured dispatch alone through the workbench's own runtime (`workbench.vk`): its SPIR-V and
+specialization, its bindings filled with their captured 'before' bytes, its push constants and group counts; then
+its outputs compared byte for byte with the captured 'after' bytes, and the dispatch timed with
+`workbench.measure.sample_recording`."""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from .. import vk
+from ..checks.mismatch import mismatch_report
+from ..measure import sample_recording, sampling, summarize_ns
+from ..vk import spirv as sp
+from .format import CapturedDispatch, spec_values
+
+OP_DECORATE, OP_SPEC_CONSTANT, OP_SPEC_CONSTANT_TRUE, DEC_SPEC_ID = 71, 50, 48, 1
+
+
+class NotReplayable(Exception):
+    """This dispatch uses something the runtime cannot run alone (the reason is the message)."""
+
+
+def spec_defaults(code: bytes) -> dict[int, int]:
+    """The default 32-bit word of each scalar specialization constant, by SpecId (the value a pipeline that does
+    not specialize it gets)."""
+    words = struct.unpack(f"<{len(code) // 4}I", code)
+    spec_ids, defaults, i = {}, {}, 5
+    while i < len(words) and words[i] >> 16:
+        opcode, count = words[i] & 0xFFFF, words[i] >> 16
+        if opcode == OP_DECORATE and count >= 4 and words[i + 2] == DEC_SPEC_ID:
+            spec_ids[words[i + 1]] = words[i + 3]
+        elif opcode == OP_SPEC_CONSTANT and count == 4:
+            defaults[words[i + 2]] = words[i + 3]
+        elif opcode in (OP_SPEC_CONSTANT_TRUE, OP_SPEC_CONSTANT_TRUE + 1):
+            defaults[words[i + 2]] = int(opcode == OP_SPEC_CONSTANT_TRUE)
+        i += count
+    return {spec_ids[r]: v for r, v in defaults.items() if r in spec_ids}
+
+
+def launch_parameters(d: CapturedDispatch) -> tuple[sp.Reflection, dict, tuple[int, int, int]]:
+    """(reflection, specialization values for the runtime, local size) of a captured dispatch."""
+    reflection = sp.reflect(d.spirv)
+    words = {k: struct.pack("<I", v) for k, v in spec_defaults(d.spirv).items()}
+    words.update(d.spec_words)
+    values = spec_values(reflection.spec_constants, words)
+    if reflection.local_size_from_spec:
+        local = tuple(int(values.pop(k)) for k in (0, 1, 2))
+    else:
+        local = tuple(reflection.local_size or (1, 1, 1))
+    return reflection, values, local
+
+
+def _check(d: CapturedDispatch, reflection: sp.Reflection) -> dict:
+    """{(set, binding): captured binding} for the shader's bindings; NotReplayable naming what is missing."""
+    if d.entry_point != "main":
+        raise NotReplayable(f"entry point {d.entry_point!r}: the runtime's pipelines enter 'main'")
+    if any(d.base_group):
+        raise NotReplayable(f"vkCmdDispatchBase from group {d.base_group}: the runtime dispatches from 0")
+    captured = {(b.set, b.binding): b for b in d.bindings}
+    for b in reflection.bindings:
+        c = captured.get((b.set, b.binding))
+        if c is None:
+            raise NotReplayable(f"binding {b.set}.{b.binding} ({b.name}) was not bound at the dispatch")
+        if c.kind not in (sp.STORAGE_BUFFER, sp.UNIFORM_BUFFER):
+            raise NotReplayable(f"binding {b.set}.{b.binding} is a {c.kind}: only buffers are replayed so far")
+        if c.after is None or (c.kind == sp.STORAGE_BUFFER and c.before is None):
+            raise NotReplayable(f"binding {b.set}.{b.binding} ({b.name}) has no dump "
+                                f"{'after' if c.after is None else 'before'} the dispatch")
+    return captured
+
+
+def _mismatch(binding, got: bytes, want: bytes) -> str:
+    report = mismatch_report(np.frombuffer(got, np.uint8), np.frombuffer(want, np.uint8), dtype_kind="int8")
+    return f"binding {binding.set}.{binding.binding}: {report.summary().replace('LSB', 'per byte')} (bytes)"
+
+
+def replay_one(dev, d: CapturedDispatch, *, time_it: bool = True, quick: bool = False) -> dict:
+    """Run `d` alone on `dev` from its captured inputs: {"exact", "mismatch", "reason", timing columns}."""
+    reflection, values, local = launch_parameters(d)
+    row = {"local_size": local, "exact": False, "mismatch": "", "reason": ""}
+    try:
+        captured = _check(d, reflection)
+    except NotReplayable as exc:
+        return {**row, "reason": str(exc)}
+    resources, outputs = [], []
+    try:
+        pipeline = dev.pipeline(d.spirv, spec_constants=values, local_size=local, name=f"dispatch{d.dispatch}")
+    except (vk.VulkanError, ValueError, TypeError) as exc:
+        return {**row, "reason": f"pipeline: {exc}"}
+    try:
+        for b in pipeline.bindings:
+            c = captured[(b.set, b.binding)]
+            data = np.frombuffer(c.before if c.before is not None else c.after, np.uint8)
+            name = f"{b.set}.{b.binding}:{b.name}"
+            if c.kind == sp.UNIFORM_BUFFER:
+                resources.append(dev.uniform(data, name=name))
+            else:
+                resources.append(dev.buffer(data, name=name))
+                outputs.append((c, resources[-1]))
+        push = d.push_constants[:pipeline.push_constant_size]
+        push += b"\0" * (pipeline.push_constant_size - len(push))
+        global_size = tuple(g * l for g, l in zip(d.groups, local))
+        with dev.record(label=f"capture dispatch {d.dispatch}") as rec:
+            rec.dispatch(pipeline, resources, global_size, push, label=f"dispatch{d.dispatch}")
+            rec.submit()
+            wrong = []
+            for c, buf in outputs:
+                got = buf.download(np.uint8)[:len(c.after)].tobytes()
+                if got != c.after:
+                    wrong.append(_mismatch(c, got, c.after))
+            row.update(exact=not wrong, mismatch="; ".join(wrong) if wrong else "exact")
+            if time_it:
+                gpu, host = sample_recording(rec, **sampling(quick))
+                stats = summarize_ns(gpu)
+                row.update(gpu_us_median=stats["median_us"], gpu_us_p10=stats["p10_us"],
+                           gpu_us_p90=stats["p90_us"], samples=stats["samples"],
+                           host_us_median=float(np.median(host)) / 1e3 if len(host) else np.nan)
+    except (vk.VulkanError, ValueError) as exc:
+        row["reason"] = f"runtime: {exc}"
+    finally:
+        for r in resources:
+            r.close()
+        pipeline.close()
+    return row
