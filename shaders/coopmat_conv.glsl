@@ -137,12 +137,7 @@ void main() {
   const uint first = min(gl_WorkGroupID.y * per, total);
   const uint stages = min(first + per, total) - first;  // this slice's stages (uniform; 0 for an empty slice)
 
-  icoopmatNV<32, gl_ScopeSubgroup, TM, TN> acc[RM][RN];
-  [[unroll]] for (uint i = 0; i < RM; ++i) {
-    [[unroll]] for (uint j = 0; j < RN; ++j) {
-      acc[i][j] = icoopmatNV<32, gl_ScopeSubgroup, TM, TN>(0);
-    }
-  }
+  COOPMAT_ACC_ZERO
 #if EPILOGUE
   for (uint i = tid; i < TM * TN; i += THREADS) {
     coords[i] = int(i);
@@ -170,29 +165,10 @@ void main() {
 #if DIAG >= 2
 #define COMPUTE(BUF)                                                                              \
   [[unroll]] for (uint ks = 0; ks < KSTEPS; ++ks) {                                               \
-    [[unroll]] for (uint i = 0; i < RM; ++i) {                                                    \
-      [[unroll]] for (uint j = 0; j < RN; ++j) {                                                  \
-        acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);                                     \
-      }                                                                                           \
-    }                                                                                             \
+    COOPMAT_MMAS(fa, fb)                                                                          \
   }
 #else
-#define COMPUTE(BUF)                                                                              \
-  [[unroll]] for (uint ks = 0; ks < KSTEPS; ++ks) {                                               \
-    icoopmatNV<8, gl_ScopeSubgroup, TM, TK> ma[RM];                                               \
-    icoopmatNV<8, gl_ScopeSubgroup, TK, TN> mb[RN];                                               \
-    [[unroll]] for (uint i = 0; i < RM; ++i) {                                                    \
-      coopMatLoadNV(ma[i], stage_mem, ((BUF) * BM + srow + i * TM) * ROW + ks * (TK / 16), ROW, false); \
-    }                                                                                             \
-    [[unroll]] for (uint j = 0; j < RN; ++j) {                                                    \
-      coopMatLoadNV(mb[j], stage_mem, SB0 + ((BUF) * BN + scol + j * TN) * ROW + ks * (TK / 16), ROW, true); \
-    }                                                                                             \
-    [[unroll]] for (uint i = 0; i < RM; ++i) {                                                    \
-      [[unroll]] for (uint j = 0; j < RN; ++j) {                                                  \
-        acc[i][j] = coopMatMulAddNV(ma[i], mb[j], acc[i][j]);                                     \
-      }                                                                                           \
-    }                                                                                             \
-  }
+#define COMPUTE(BUF) COOPMAT_STAGE_MMAS(stage_mem, stage_mem, SB0, BUF)
 #endif
 
   uvec4 ra[SETS][A_PER];

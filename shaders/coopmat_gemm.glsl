@@ -11,6 +11,7 @@
 // B_COL = 1 (SHMEM = 0 only): B is given as its transpose (N x K row-major) and loaded column-major, the K-contiguous
 // layout the int8 MMA takes for B; the row-major B of the default must be transposed byte-wise on its way in.
 #include "coopmat_int8.glslh"
+#include "dispatch.glslh"
 
 #ifndef RM
 #define RM 2
@@ -28,10 +29,7 @@
 #error "B_COL is for SHMEM = 0"
 #endif
 
-layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
-layout(constant_id = 3) const uint TM = 16;
-layout(constant_id = 4) const uint TN = 16;
-layout(constant_id = 5) const uint TK = 32;
+COOPMAT_SIZE_SPEC_CONSTANTS
 
 layout(set = 0, binding = 0) writeonly buffer C { int32_t c[]; };
 layout(set = 0, binding = 1) readonly buffer A { uvec4 a[]; };
@@ -62,12 +60,7 @@ void main() {
     return;  // uniform per subgroup
   }
 #endif
-  icoopmatNV<32, gl_ScopeSubgroup, TM, TN> acc[RM][RN];
-  [[unroll]] for (uint i = 0; i < RM; ++i) {
-    [[unroll]] for (uint j = 0; j < RN; ++j) {
-      acc[i][j] = icoopmatNV<32, gl_ScopeSubgroup, TM, TN>(0);
-    }
-  }
+  COOPMAT_ACC_ZERO
   for (uint k = 0; k < p.K; k += TK) {
     icoopmatNV<8, gl_ScopeSubgroup, TM, TK> ma[RM];
     icoopmatNV<8, gl_ScopeSubgroup, TK, TN> mb[RN];
@@ -100,11 +93,7 @@ void main() {
 #endif
     }
 #endif
-    [[unroll]] for (uint i = 0; i < RM; ++i) {
-      [[unroll]] for (uint j = 0; j < RN; ++j) {
-        acc[i][j] = coopMatMulAddNV(ma[i], mb[j], acc[i][j]);
-      }
-    }
+    COOPMAT_MMAS(ma, mb)
   }
   [[unroll]] for (uint i = 0; i < RM; ++i) {
     [[unroll]] for (uint j = 0; j < RN; ++j) {

@@ -101,12 +101,7 @@ void main() {
   const uint row_chunks = p.K / 16;
   const uint stages = p.K / BK;
 
-  icoopmatNV<32, gl_ScopeSubgroup, TM, TN> acc[RM][RN];
-  [[unroll]] for (uint i = 0; i < RM; ++i) {
-    [[unroll]] for (uint j = 0; j < RN; ++j) {
-      acc[i][j] = icoopmatNV<32, gl_ScopeSubgroup, TM, TN>(0);
-    }
-  }
+  COOPMAT_ACC_ZERO
 
 #if STAGES == 3
 #define LOAD_STAGE(RA, RB, ST)                                                                    \
@@ -127,22 +122,7 @@ void main() {
     const uint q = tid + i * THREADS;                                                             \
     sb[((BUF) * BN + q / CHUNKS) * ROW + q % CHUNKS] = RB[i];                                     \
   }
-#define COMPUTE(BUF)                                                                              \
-  [[unroll]] for (uint ks = 0; ks < KSTEPS; ++ks) {                                               \
-    icoopmatNV<8, gl_ScopeSubgroup, TM, TK> ma[RM];                                               \
-    icoopmatNV<8, gl_ScopeSubgroup, TK, TN> mb[RN];                                               \
-    [[unroll]] for (uint i = 0; i < RM; ++i) {                                                    \
-      coopMatLoadNV(ma[i], sa, ((BUF) * BM + srow + i * TM) * ROW + ks * (TK / 16), ROW, false);  \
-    }                                                                                             \
-    [[unroll]] for (uint j = 0; j < RN; ++j) {                                                    \
-      coopMatLoadNV(mb[j], sb, ((BUF) * BN + scol + j * TN) * ROW + ks * (TK / 16), ROW, true);   \
-    }                                                                                             \
-    [[unroll]] for (uint i = 0; i < RM; ++i) {                                                    \
-      [[unroll]] for (uint j = 0; j < RN; ++j) {                                                  \
-        acc[i][j] = coopMatMulAddNV(ma[i], mb[j], acc[i][j]);                                     \
-      }                                                                                           \
-    }                                                                                             \
-  }
+#define COMPUTE(BUF) COOPMAT_STAGE_MMAS(sa, sb, 0u, BUF)
   // register set 0 takes the even stages, set 1 the odd ones; buffer of stage t: t % 3
   uvec4 ra0[A_PER], rb0[B_PER], ra1[A_PER], rb1[B_PER];
   LOAD_STAGE(ra0, rb0, 0u)
@@ -223,29 +203,12 @@ void main() {
         rb[i] = bt[(bcol + q / CHUNKS) * row_chunks + k0 + q % CHUNKS];
       }
     }
+#if DIAG >= 2
     [[unroll]] for (uint ks = 0; ks < KSTEPS; ++ks) {
-#if DIAG >= 2
-#define ma fa
-#define mb fb
-#else
-      icoopmatNV<8, gl_ScopeSubgroup, TM, TK> ma[RM];
-      icoopmatNV<8, gl_ScopeSubgroup, TK, TN> mb[RN];
-      [[unroll]] for (uint i = 0; i < RM; ++i) {
-        coopMatLoadNV(ma[i], sa, (buf * BM + srow + i * TM) * ROW + ks * (TK / 16), ROW, false);
-      }
-      [[unroll]] for (uint j = 0; j < RN; ++j) {
-        coopMatLoadNV(mb[j], sb, (buf * BN + scol + j * TN) * ROW + ks * (TK / 16), ROW, true);
-      }
-#endif
-      [[unroll]] for (uint i = 0; i < RM; ++i) {
-        [[unroll]] for (uint j = 0; j < RN; ++j) {
-          acc[i][j] = coopMatMulAddNV(ma[i], mb[j], acc[i][j]);
-        }
-      }
+      COOPMAT_MMAS(fa, fb)
     }
-#if DIAG >= 2
-#undef ma
-#undef mb
+#else
+    COOPMAT_STAGE_MMAS(sa, sb, 0u, buf)
 #endif
     if (more) {
       const uint other = buf ^ 1u;

@@ -7,15 +7,13 @@
 // computes the same values, so a few slots hold the whole answer. (Adding cooperative matrices crashes
 // Debian 12's glslc -O: each accumulator is stored instead.)
 #include "coopmat_int8.glslh"
+#include "dispatch.glslh"
 
 #ifndef CHAINS
 #define CHAINS 4
 #endif
 
-layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
-layout(constant_id = 3) const uint TM = 16;
-layout(constant_id = 4) const uint TN = 16;
-layout(constant_id = 5) const uint TK = 32;
+COOPMAT_SIZE_SPEC_CONSTANTS
 
 layout(set = 0, binding = 0) writeonly buffer Out { int32_t d[]; };
 // A (TM x TK, row-major) then CHAINS matrices B_j (TK x TN, column-major: rows of TK bytes, so the stride is at

@@ -5,7 +5,7 @@
 // (four 16-byte loads per slice, one 16-byte store). No cooperative matrix: it runs on any Vulkan device.
 #extension GL_EXT_control_flow_attributes : require
 
-layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
+#include "dispatch.glslh"
 
 layout(set = 0, binding = 0) writeonly buffer Out { uvec4 out_vec[]; };     // M x N int8, N / 16 uvec4 a pixel
 layout(set = 0, binding = 1) readonly buffer Partials { ivec4 partials[]; }; // P x M x N int32
@@ -22,7 +22,7 @@ layout(push_constant) uniform Params {
 
 void main() {
   const uint groups = p.N / 16;  // 16-channel groups of a pixel
-  const uint idx = gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x;
+  const uint idx = dispatch_index();
   if (idx >= p.M * groups) {
     return;
   }

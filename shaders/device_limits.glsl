@@ -10,7 +10,7 @@
 #extension GL_ARB_shader_clock : require
 #endif
 
-layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
+#include "dispatch.glslh"
 // words 0..3: SM count, warps per SM, 0, 0; then 4 words per workgroup: start (lo, hi), end (lo, hi)
 layout(set = 0, binding = 0) buffer Out { uint words[]; };
 layout(push_constant) uniform Params { int iterations; float mul; } p;

@@ -1,16 +1,16 @@
 #version 450
 // Unpack an int8x4 layout to NCHW int8: one thread per 4 consecutive NCHW bytes (one output word).
+#include "dispatch.glslh"
 #include "indexing.glslh"
 #include "int8x4.glslh"
 
-layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 layout(set = 0, binding = 0) writeonly buffer Nchw { int nchw_words[]; };
 layout(set = 0, binding = 1) readonly buffer Packed { int packed_words[]; };
 layout(set = 0, binding = 2) uniform PackedMeta { BufferMetadata meta; };
 layout(constant_id = 3) const int packed_layout = 0;
 
 void main() {
-  const int out_word = int(gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x + gl_GlobalInvocationID.x);
+  const int out_word = int(dispatch_index());
   const ivec4 sizes = meta_sizes(meta);
   const int numel = sizes.x * sizes.y * sizes.z * sizes.w;
   if (out_word * 4 >= numel) {

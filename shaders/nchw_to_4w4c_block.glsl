@@ -4,9 +4,9 @@
 // its 4 channels in the lanes. Threads run width-block fastest so neighbouring threads read neighbouring bytes of
 // a row (coalesced loads); the generic per-word kernel (nchw_to_int8x4.glsl) decodes every lane's index instead.
 // Padding (channels >= C, widths >= W) packs as 0, as in the generic kernel.
+#include "dispatch.glslh"
 #include "indexing.glslh"
 
-layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 layout(set = 0, binding = 0) writeonly buffer Packed { ivec4 packed_blocks[]; };
 layout(set = 0, binding = 1) readonly buffer Nchw { uint nchw_words[]; };
 layout(set = 0, binding = 2) uniform PackedMeta { BufferMetadata meta; };
@@ -26,7 +26,7 @@ void main() {
   const ivec4 sizes = meta_sizes(meta);  // WHCN
   const int W = sizes.x, H = sizes.y, C = sizes.z, N = sizes.w;
   const int W4 = (W + 3) / 4, C4 = (C + 3) / 4;
-  const int t = int(gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x + gl_GlobalInvocationID.x);
+  const int t = int(dispatch_index());
   if (t >= N * H * C4 * W4) {
     return;
   }

@@ -2,10 +2,10 @@
 // Pack an NCHW int8 tensor into an int8x4 layout: one thread per output word (int32 of 4 int8 lanes).
 // The NCHW bytes are read as int words, so no 8-bit storage is needed (ET-VK's staging shaders do the same).
 // Padding lanes become 0; every word is written.
+#include "dispatch.glslh"
 #include "indexing.glslh"
 #include "int8x4.glslh"
 
-layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 layout(set = 0, binding = 0) writeonly buffer Packed { int packed_words[]; };
 layout(set = 0, binding = 1) readonly buffer Nchw { int nchw_words[]; };
 layout(set = 0, binding = 2) uniform PackedMeta { BufferMetadata meta; };
@@ -17,7 +17,7 @@ int nchw_byte(ivec4 tidx, ivec4 sizes) {
 }
 
 void main() {
-  const int word = int(gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x + gl_GlobalInvocationID.x);
+  const int word = int(dispatch_index());
   if (word >= meta_num_words(meta)) {
     return;
   }

@@ -1,12 +1,12 @@
 #version 450
 // Move a float NCHW buffer into a 3-D texture layout: one thread per texel, up to 4 elements along the packed dim.
+#include "dispatch.glslh"
 #include "indexing.glslh"
 
 #ifndef IMAGE_FORMAT
 #define IMAGE_FORMAT rgba32f
 #endif
 
-layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 layout(set = 0, binding = 0, IMAGE_FORMAT) uniform writeonly image3D texels;
 layout(set = 0, binding = 1) readonly buffer Nchw { float nchw[]; };
 layout(set = 0, binding = 2) uniform TexMeta { TextureMetadata meta; };

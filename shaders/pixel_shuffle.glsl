@@ -11,13 +11,10 @@
 // 3 output layout, 4 input layout, 5 upscale factor r.
 
 #extension GL_EXT_control_flow_attributes : require
-#if HALF && !TEXTURE
-#extension GL_EXT_shader_16bit_storage : require
-#endif
 
+#include "dispatch.glslh"
+#include "half.glslh"
 #include "indexing.glslh"
-
-layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 
 layout(constant_id = 3) const int out_layout = 0x11103210;
 layout(constant_id = 4) const int in_layout = 0x11103210;
@@ -25,14 +22,8 @@ layout(constant_id = 5) const int r = 2;
 
 #if TEXTURE
 
-#if HALF
-#define IMAGE_FORMAT rgba16f
-#else
-#define IMAGE_FORMAT rgba32f
-#endif
-
-layout(set = 0, binding = 0, IMAGE_FORMAT) uniform writeonly image3D t_out;
-layout(set = 0, binding = 1, IMAGE_FORMAT) uniform readonly image3D t_in;
+layout(set = 0, binding = 0, FLOAT_FORMAT) uniform writeonly image3D t_out;
+layout(set = 0, binding = 1, FLOAT_FORMAT) uniform readonly image3D t_in;
 layout(std140, set = 0, binding = 2) uniform OutMeta { TextureMetadata out_meta; };
 layout(std140, set = 0, binding = 3) uniform InMeta { TextureMetadata in_meta; };
 
@@ -70,20 +61,11 @@ void main() {
 
 #else  // buffers
 
-#if HALF
-#define T float16_t
-#else
-#define T float
-#endif
-
-layout(std430, set = 0, binding = 0) writeonly buffer Out { T t_out[]; };
-layout(std430, set = 0, binding = 1) readonly buffer In { T t_in[]; };
-layout(std140, set = 0, binding = 2) uniform OutMeta { BufferMetadata out_meta; };
-layout(std140, set = 0, binding = 3) uniform InMeta { BufferMetadata in_meta; };
+BUFFER_IO(T, T)
+BUFFER_IO_METADATA
 
 void main() {
-  // 2-D dispatch for large tensors: x covers up to maxComputeWorkGroupCount.x groups, y the rest.
-  const int i = int(gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x);
+  const int i = int(dispatch_index());
   if (i >= meta_numel(out_meta)) {  // float buffers have no padding: numel = logical numel
     return;
   }

@@ -9,9 +9,8 @@
 
 #extension GL_EXT_control_flow_attributes : require
 
+#include "dispatch.glslh"
 #include "int8x4.glslh"
-
-layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 
 layout(std430, set = 0, binding = 0) writeonly buffer Out { int t_out[]; };
 layout(std430, set = 0, binding = 1) readonly buffer A { int t_a[]; };
@@ -28,7 +27,7 @@ layout(push_constant) uniform Params {
 };
 
 void main() {
-  const int w = int(gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x);
+  const int w = int(dispatch_index());
   if (w >= num_words) {
     return;
   }

@@ -17,6 +17,7 @@
 
 #extension GL_EXT_control_flow_attributes : require
 
+#include "dispatch.glslh"
 #include "indexing.glslh"
 #include "int8x4.glslh"
 
@@ -26,8 +27,6 @@
 #ifndef DST_TEXTURE
 #define DST_TEXTURE 0
 #endif
-
-layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 
 layout(constant_id = 3) const int out_layout = 0x44023102;
 layout(constant_id = 4) const int in_layout = 0x44023102;
@@ -80,7 +79,7 @@ void main() {
   }
   imageStore(t_out, pos, v);
 #else
-  const int w = int(gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x);
+  const int w = int(dispatch_index());
   if (w >= meta_num_words(out_meta)) {
     return;
   }

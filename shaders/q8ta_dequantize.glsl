@@ -5,18 +5,15 @@
 // Bindings: 0 output floats, 1 input words, 2 output BufferMetadata, 3 input BufferMetadata.
 // Spec constants: 3 input layout (int8), 4 output layout (float).  Push constants: float scale, int zp.
 
+#include "dispatch.glslh"
 #include "indexing.glslh"
 #include "int8x4.glslh"
-
-layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 
 layout(constant_id = 3) const int in_layout = 0x44023102;
 layout(constant_id = 4) const int out_layout = 0x11103210;
 
-layout(std430, set = 0, binding = 0) writeonly buffer Out { float t_out[]; };
-layout(std430, set = 0, binding = 1) readonly buffer In { int t_in[]; };
-layout(std140, set = 0, binding = 2) uniform OutMeta { BufferMetadata out_meta; };
-layout(std140, set = 0, binding = 3) uniform InMeta { BufferMetadata in_meta; };
+BUFFER_IO(float, int)
+BUFFER_IO_METADATA
 
 layout(push_constant) uniform Params {
   float scale;
@@ -24,7 +21,7 @@ layout(push_constant) uniform Params {
 } p;
 
 void main() {
-  const int i = int(gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x);
+  const int i = int(dispatch_index());
   if (i >= meta_numel(out_meta)) {
     return;
   }

@@ -25,10 +25,10 @@
 
 #extension GL_EXT_control_flow_attributes : require
 
+#include "dispatch.glslh"
 #include "indexing.glslh"
 #include "int8x4.glslh"
-
-layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
+#include "requant_int8.glslh"
 
 layout(constant_id = 3) const int in_layout = 0x44023102;
 layout(constant_id = 4) const int out_layout = 0x44023102;
@@ -36,26 +36,17 @@ layout(constant_id = 4) const int out_layout = 0x44023102;
 layout(constant_id = 5) const int r_spec = 2;
 #endif
 
-layout(std430, set = 0, binding = 0) writeonly buffer Out { int t_out[]; };
-layout(std430, set = 0, binding = 1) readonly buffer In { int t_in[]; };
-layout(std140, set = 0, binding = 2) uniform OutMeta { BufferMetadata out_meta; };
-layout(std140, set = 0, binding = 3) uniform InMeta { BufferMetadata in_meta; };
+BUFFER_IO(int, int)
+BUFFER_IO_METADATA
 
-layout(push_constant) uniform Params {
-  float scale_in;
-  float inv_scale_out;
-  int zp_in;
-  int zp_out;
-  int upscale_factor;
-  int passthrough;
-} p;
+layout(push_constant) uniform Params { Q8TA_PIXEL_SHUFFLE_PARAMS } p;
 
 void main() {
   const ivec4 out_sizes = meta_sizes(out_meta);  // WHCN
   const int W_out = out_sizes.x;
   const int H_out = out_sizes.y;
   const int C_out = out_sizes.z;
-  const int t = int(gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x);
+  const int t = int(dispatch_index());
 #if OUTPUT_ORDER
   // Thread t writes output word t: neighbouring threads write neighbouring words (coalesced stores), whatever the
   // output layout.  Words of the padding (4W4C pads W) are skipped, as in ET-VK's order.

@@ -60,6 +60,7 @@
 
 #extension GL_EXT_control_flow_attributes : require
 
+#include "dispatch.glslh"
 #include "indexing.glslh"
 #include "int8x4.glslh"
 #include "requant_int8.glslh"
@@ -110,8 +111,6 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 #endif
 
-layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
-
 #if VEC_OUT
 layout(std430, set = 0, binding = 0) writeonly buffer Out { ivec4 out_vec[]; };
 #else
@@ -122,16 +121,10 @@ layout(std430, set = 0, binding = 1) readonly buffer In { ivec4 in_vec[]; };
 #else
 layout(std430, set = 0, binding = 1) readonly buffer In { int in_words[]; };
 #endif
-layout(std140, set = 0, binding = 2) uniform OutMeta { BufferMetadata out_meta; };
-layout(std140, set = 0, binding = 3) uniform InMeta { BufferMetadata in_meta; };
+BUFFER_IO_METADATA
 
 layout(push_constant) uniform Params {
-  float scale_in;
-  float inv_scale_out;
-  int zp_in;
-  int zp_out;
-  int upscale_factor;  // always 2 here
-  int passthrough;
+  Q8TA_PIXEL_SHUFFLE_PARAMS  // upscale_factor: always 2 here
   int fixed_mul;    // REQUANT_FIXED: q + 128 = clamp((fixed_mul · (v + 128) + fixed_add) >> fixed_shift, 0, 255)
   int fixed_add;
   int fixed_shift;
@@ -227,7 +220,7 @@ void main() {
   }
 #endif
 
-  const int t = int(gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x);
+  const int t = int(dispatch_index());
 #if PIXEL_TILE
   const int G = C4_out / 4;
 #if TILE_CO

@@ -9,18 +9,15 @@
 
 #extension GL_EXT_control_flow_attributes : require
 
+#include "dispatch.glslh"
 #include "indexing.glslh"
 #include "int8x4.glslh"
-
-layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 
 layout(constant_id = 3) const int in_layout = 0x11103210;
 layout(constant_id = 4) const int out_layout = 0x44023102;
 
-layout(std430, set = 0, binding = 0) writeonly buffer Out { int t_out[]; };
-layout(std430, set = 0, binding = 1) readonly buffer In { float t_in[]; };
-layout(std140, set = 0, binding = 2) uniform OutMeta { BufferMetadata out_meta; };
-layout(std140, set = 0, binding = 3) uniform InMeta { BufferMetadata in_meta; };
+BUFFER_IO(int, float)
+BUFFER_IO_METADATA
 
 layout(push_constant) uniform Params {
   float inv_scale;
@@ -28,7 +25,7 @@ layout(push_constant) uniform Params {
 } p;
 
 void main() {
-  const int w = int(gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x);
+  const int w = int(dispatch_index());
   if (w >= meta_num_words(out_meta)) {
     return;
   }

@@ -10,6 +10,7 @@
 
 #extension GL_EXT_control_flow_attributes : require
 
+#include "dispatch.glslh"
 #include "requant_int8.glslh"
 
 #ifndef REQUANT_CONVERT
@@ -18,8 +19,6 @@
 #ifndef REQUANT_FIXED
 #define REQUANT_FIXED 0
 #endif
-
-layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 
 layout(std430, set = 0, binding = 0) writeonly buffer Out { ivec4 out_vec[]; };
 layout(std430, set = 0, binding = 1) readonly buffer In { ivec4 in_vec[]; };

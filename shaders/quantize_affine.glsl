@@ -1,9 +1,8 @@
 #version 450
 // Block-wise affine quantize (torchao's quantize_affine, zero-point domain INT):
 //   q = int(clamp(roundEven(x * inv_scale[b]) + float(zp[b]), float(quant_min), float(quant_max)))
-// where b is the block of the element: bcoord = tidx / block_size (WHCN), b = dot(bcoord, block_stride) with
-// block_stride = (1, nbW, nbW*nbH, nbW*nbH*nbC): W fastest, i.e. a torch scale tensor of shape [nbN, nbC, nbH, nbW]
-// stored contiguous (ET-VK's block-id order).  inv_scale = 1.0f / max(scale, 1e-7f) is computed by the host in fp32
+// where b is the block of the element (include/affine_quant.glslh: W fastest, i.e. a torch scale tensor of shape
+// [nbN, nbC, nbH, nbW] stored contiguous, ET-VK's block-id order).  inv_scale = 1.0f / max(scale, 1e-7f) is computed by the host in fp32
 // (the same IEEE division the torch reference does), so the GPU's division precision never enters; x * inv_scale is
 // one correctly rounded fp32 multiply, roundEven is round-half-to-even like torch.round, the zero point is added and
 // the clamp done in fp32 exactly as torch does (then the cast).
@@ -17,32 +16,13 @@
 // Spec constants: 3 the hashed layout of both tensors.  Push constants: block geometry and the quant range.
 
 #extension GL_EXT_control_flow_attributes : require
-#if HALF && !TEXTURE
-#extension GL_EXT_shader_16bit_storage : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#endif
 
+#include "dispatch.glslh"
+#include "half.glslh"
 #include "indexing.glslh"
-
-layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
-
-layout(constant_id = 3) const int hl = 0x11103210;
-
-layout(push_constant) uniform Params {
-  ivec4 block_size;    // WHCN
-  ivec4 num_blocks;    // WHCN (unused by the index math; kept for debugging / ET-VK parity)
-  ivec4 block_stride;  // WHCN: (1, nbW, nbW*nbH, nbW*nbH*nbC)
-  int quant_min;
-  int quant_max;
-};
+#include "affine_quant.glslh"
 
 layout(std430, set = 0, binding = 2) readonly buffer InvScales { float t_inv_scale[]; };
-layout(std430, set = 0, binding = 3) readonly buffer ZeroPoints { int t_zero_point[]; };
-
-int block_id(ivec4 tidx) {
-  const ivec4 b = tidx / block_size;
-  return b.x * block_stride.x + b.y * block_stride.y + b.z * block_stride.z + b.w * block_stride.w;
-}
 
 int quantize_one(float x, ivec4 tidx) {
   const int b = block_id(tidx);
@@ -51,49 +31,12 @@ int quantize_one(float x, ivec4 tidx) {
   return int(v);
 }
 
-#if TEXTURE
+#if !TEXTURE  // buffers
 
-#if HALF
-#define IN_FORMAT rgba16f
-#else
-#define IN_FORMAT rgba32f
-#endif
-
-layout(set = 0, binding = 0, rgba32i) uniform writeonly iimage3D t_out;
-layout(set = 0, binding = 1, IN_FORMAT) uniform readonly image3D t_in;
-layout(std140, set = 0, binding = 4) uniform Meta { TextureMetadata meta; };
+BUFFER_IO(int, T)
 
 void main() {
-  const ivec3 pos = ivec3(gl_GlobalInvocationID);
-  if (any(greaterThanEqual(pos, imageSize(t_out)))) {
-    return;
-  }
-  const vec4 x = imageLoad(t_in, pos);
-  ivec4 q = ivec4(0);  // padding components stay 0
-  [[unroll]] for (int k = 0; k < 4; ++k) {
-    const ivec4 t = texel_pos_to_tidx(pos, k, meta.sizes, hl);
-    if (tidx_in_bounds(t, meta.sizes)) {
-      q[k] = quantize_one(x[k], t);
-    }
-  }
-  imageStore(t_out, pos, q);
-}
-
-#else  // buffers
-
-#if HALF
-#define T float16_t
-#else
-#define T float
-#endif
-
-layout(std430, set = 0, binding = 0) writeonly buffer Out { int t_out[]; };
-layout(std430, set = 0, binding = 1) readonly buffer In { T t_in[]; };
-layout(std140, set = 0, binding = 4) uniform Meta { BufferMetadata meta; };
-
-void main() {
-  // 2-D dispatch for large tensors: x covers up to maxComputeWorkGroupCount.x groups, y the rest.
-  const int i = int(gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x);
+  const int i = int(dispatch_index());
   const int numel = meta_numel(meta);  // float buffers: no padding
 #if PACK8
   // One thread per output word: linear elements 4i .. 4i+3 (the input's own dim order), padding lanes 0.
@@ -116,5 +59,12 @@ void main() {
   t_out[i] = quantize_one(float(t_in[i]), linear_idx_to_tidx(meta, i, hl));
 #endif
 }
+
+#else  // textures
+
+layout(set = 0, binding = 0, rgba32i) uniform writeonly iimage3D t_out;
+layout(set = 0, binding = 1, FLOAT_FORMAT) uniform readonly image3D t_in;
+
+AFFINE_TEXTURE_MAIN(vec4, ivec4, quantize_one)
 
 #endif

@@ -1,19 +1,19 @@
 #version 450
 // Move a 3-D texture layout back to a float NCHW buffer: one thread per element.
+#include "dispatch.glslh"
 #include "indexing.glslh"
 
 #ifndef IMAGE_FORMAT
 #define IMAGE_FORMAT rgba32f
 #endif
 
-layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 layout(set = 0, binding = 0) writeonly buffer Nchw { float nchw[]; };
 layout(set = 0, binding = 1, IMAGE_FORMAT) uniform readonly image3D texels;
 layout(set = 0, binding = 2) uniform TexMeta { TextureMetadata meta; };
 layout(constant_id = 3) const int texture_layout = 0;
 
 void main() {
-  const int i = int(gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x + gl_GlobalInvocationID.x);
+  const int i = int(dispatch_index());
   const ivec4 sizes = meta.sizes;
   if (i >= sizes.x * sizes.y * sizes.z * sizes.w) {
     return;

@@ -142,9 +142,10 @@ def test_no_import_runs_back_up_between_packages():
 
 
 # What a kernel module may import: the layouts, the quantization references, the shader toolchain, the runtime,
-# other kernel modules, and the import-noise filter (torchao's references are imported through it).
+# other kernel modules, the import-noise filter (torchao's references are imported through it), and the GPU's clocks
+# (device state, not a way of measuring: the device limits fall back to NVML's clock).
 KERNEL_MAY_IMPORT = ("workbench.layouts", "workbench.quant", "workbench.toolchain.shaders", "workbench.vk", "workbench.kernels",
-                     "workbench.quiet")
+                     "workbench.quiet", "workbench.measure.clocks")
 
 
 def _within(module: str, prefixes) -> bool:

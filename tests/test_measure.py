@@ -151,7 +151,7 @@ def test_ways_of_timing_are_checked_and_named():
         with pytest.raises(ValueError, match=f"between must be 'none', 'copy:MIB' or 'shader:MIB' with MIB > 0, "
                                              f"got '{bad}'"):
             measure.parse_between(bad)
-    with pytest.raises(ValueError, match="back_to_back must be an int >= 1, got 0"):
+    with pytest.raises(ValueError, match="back_to_back must be >= 1, got 0"):
         measure.Way(0)
     with pytest.raises(ValueError, match="between='copy:1' needs back_to_back >= 2, got back_to_back=1"):
         measure.Way(1, "copy:1")

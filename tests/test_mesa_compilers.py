@@ -288,11 +288,12 @@ class FakeWorker:
     `calls` lists the job names of each process started."""
 
     def __init__(self):
-        self.calls = []
+        self.calls, self.limits = [], []
 
-    def __call__(self, command, env, cwd, result_path, limit):
+    def __call__(self, command, env, cwd, result_path, limits):
         request = json.loads(Path(command[-2]).read_text())
         self.calls.append([job["name"] for job in request["jobs"]])
+        self.limits.append(limits)
         with open(result_path, "w") as out:
             device = {"name": f"Turnip {request['device_selector']}", "driver_info": "fake"}
             out.write(json.dumps({"device": device}) + "\n")
@@ -359,6 +360,27 @@ def test_statistics_are_cached_failures_included(fake_build):
     assert fake_build.calls[6:] == [["a"]]
     with pytest.raises(ValueError, match="refresh must be one of none, failures, all.*'sometimes'"):
         mesa.stats_many(jobs, refresh="sometimes")
+
+
+def test_a_job_may_have_its_own_time_limit(fake_build):
+    jobs = _jobs("a", "slow")
+    jobs[1]["timeout"] = 2
+    results = mesa.stats_many(jobs, errors="keep", timeout=50)
+    assert fake_build.limits[0] == [50, 2] and "more than 2 s" in results[1]["error"]
+    assert mesa.stats_many(jobs, errors="keep", timeout=50)[1]["failure"] == "timeout"  # its 2 s: cached
+    assert len(fake_build.calls) == 1
+    with pytest.raises(ValueError, match="a timeout must be a number of seconds > 0, got -1"):
+        mesa.stats_many(jobs, timeout=-1)
+
+
+def test_panvk_gets_a_short_limit_for_the_largest_conv_tiles(fake_build):
+    from workbench.benchmarks import conv_vendors
+    tiles = [(1, 1, 1), (4, 4, 1)]
+    conv_vendors.conv_pw_vendor_tiles(tiles, ["mali-g610", "a740"])
+    short = conv_vendors.LARGE_TILE_TIMEOUT_S["panvk"]
+    assert fake_build.limits == [[mesa.SHADER_TIMEOUT_S, short], [mesa.SHADER_TIMEOUT_S] * 2]
+    again = conv_vendors.conv_pw_vendor_tiles(tiles, ["mali-g610"], timeout=500)
+    assert len(fake_build.limits) == 2 and len(again) == 2  # compiled statistics hold whatever the limit
 
 
 def test_the_cache_key_is_the_shader_its_constants_local_size_gpu_and_compiler(fake_build, tmp_path):

@@ -15,10 +15,13 @@ pytestmark = pytest.mark.skipif(shutil.which("glslc") is None or shutil.which("s
 
 SPIRV_MAGIC = 0x07230203
 
-COPY_SHADER = """\
+SHADER_HEAD = """\
 #version 450
 layout(local_size_x = 64) in;
 layout(set = 0, binding = 0) buffer Out { int outv[]; };
+"""
+
+COPY_SHADER = SHADER_HEAD + """\
 layout(set = 0, binding = 1) readonly buffer In { int inv[]; };
 void main() {
   uint i = gl_GlobalInvocationID.x;
@@ -26,10 +29,7 @@ void main() {
 }
 """
 
-DOT_SHADER = """\
-#version 450
-layout(local_size_x = 64) in;
-layout(set = 0, binding = 0) buffer Out { int outv[]; };
+DOT_SHADER = SHADER_HEAD + """\
 layout(set = 0, binding = 1) readonly buffer In { ivec4 inv[]; };
 #include "int8_dot.glslh"
 void main() {
@@ -287,7 +287,7 @@ def test_glslangvalidator_errors_point_at_the_original_line(fake_glslang, monkey
 def test_no_compiler_at_all_says_what_to_install(monkeypatch):
     monkeypatch.setattr(shaders, "COMPILERS", ("no-such-glslc-here", "no-such-glslang-here"))
     monkeypatch.setenv("WORKBENCH_GLSLC", "system")
-    with pytest.raises(shaders.ToolNotFoundError, match="Debian package `glslc`.*compilers.glslang setup"):
+    with pytest.raises(shaders.ToolNotFoundError, match="Debian package `glslc`.*toolchain.glslang setup"):
         compile_glsl(COPY_SHADER)
 
 

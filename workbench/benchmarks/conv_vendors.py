@@ -24,6 +24,22 @@ VENDOR_TILE_GPUS = ("a740", "a750", "a730", "mali-g610", "mali-g52", "rdna2", "r
 COMPILER_GPUS = tuple(g.name for g in mesa.GPUS.values() if not g.note)
 NOT_BUILT = "vendor compilers not built: run ./setup.sh compilers"
 
+# PanVK's spilling register allocator (Mesa 25.0.7) runs for minutes on the largest tiles, where the others take
+# seconds: those tiles get a shorter time limit on PanVK. A tile past it is kept in the statistics cache as a
+# timeout (with that limit) and not compiled again; a longer `timeout=` tries again.
+LARGE_TILE_ACCUMULATORS = 256
+LARGE_TILE_TIMEOUT_S = {"panvk": 30.0}
+
+
+def tile_timeout(tile, gpu, timeout: float | None = None) -> float | None:
+    """Seconds `tile` may take to compile on `gpu`: `timeout` when given, else LARGE_TILE_TIMEOUT_S for a tile of
+    LARGE_TILE_ACCUMULATORS or more on its driver, else None (mesa.SHADER_TIMEOUT_S)."""
+    if timeout is not None:
+        return timeout
+    if 16 * tile[0] * tile[1] >= LARGE_TILE_ACCUMULATORS:
+        return LARGE_TILE_TIMEOUT_S.get(mesa.check_gpu(gpu).driver)
+    return None
+
 
 def conv_pw_vendor_tiles(tiles=None, gpus=VENDOR_TILE_GPUS, *, shape=ADRENO_DEFAULT_SHAPE, local_size=None,
                          root=None, timeout: float | None = None) -> pd.DataFrame:
@@ -31,25 +47,32 @@ def conv_pw_vendor_tiles(tiles=None, gpus=VENDOR_TILE_GPUS, *, shape=ADRENO_DEFA
 
     Each tile is compiled with the packed dot product (`use_dot_ext=True`, the path ET-VK takes where the device
     has it); where a compiler crashes on that path (Mesa 25.0.7's ir3 segfaults on the a750 for OpSDotAccSat), the
-    row is the fallback path's and `path` says so and why. `timeout`: seconds one tile may take to compile (default
-    `mesa.SHADER_TIMEOUT_S`): PanVK's spilling register allocator needs minutes for 256 accumulators, and a tile
-    that exceeds it gets an error row instead. Columns: gpu, vendor, compiler, tile, TILE_M, TILE_N4,
-    TILE_K4, accumulators (int32 per thread), path, then `mesa.summary`'s (registers, register_unit, spills,
-    instructions, waves, max_waves, occupancy, subgroup_size, model_waves, model_occupancy) and error (a tile no
-    path compiled). Local size: ET-VK's rule for `shape` ((8, 8, 1) by default) unless `local_size` is given."""
+    row is the fallback path's and `path` says so and why. `timeout`: seconds one tile may take to compile
+    (default `tile_timeout`: `mesa.SHADER_TIMEOUT_S`, shorter for PanVK's largest tiles); a tile that exceeds it
+    gets an error row instead (failure "timeout"). Every result comes from, or goes into, the statistics cache.
+    Columns: gpu, vendor, compiler, tile, TILE_M, TILE_N4, TILE_K4, accumulators (int32 per thread), path, then
+    `mesa.summary`'s (registers, register_unit, spills, instructions, waves, max_waves, occupancy, subgroup_size,
+    model_waves, model_occupancy), error (a tile no path compiled) and failure ("crash", "timeout", "error").
+    Local size: ET-VK's rule for `shape` ((8, 8, 1) by default) unless `local_size` is given."""
     tiles = [tuple(t) for t in (ALL_TILES if tiles is None else tiles)]
     gpus = [mesa.check_gpu(g) for g in gpus]
     paths = {True: "dot product", False: "fallback"}
-    jobs = {use: [adreno_job(t, use_dot_ext=use, shape=shape, local_size=local_size) for t in tiles]
-            for use in paths}
+
+    made = {}  # (path, tile index) → its job: the SPIR-V once for every GPU
+
+    def jobs(use_dot_ext: bool, which, g):
+        for i in which:
+            if (use_dot_ext, i) not in made:
+                made[use_dot_ext, i] = adreno_job(tiles[i], use_dot_ext=use_dot_ext, shape=shape,
+                                                  local_size=local_size)
+        return [dict(made[use_dot_ext, i], timeout=tile_timeout(tiles[i], g, timeout)) for i in which]
+
     rows = []
     for g in gpus:
-        main = mesa.stats_rows(jobs[True], g, root=root, errors="keep", timeout=timeout)
+        main = mesa.stats_rows(jobs(True, range(len(tiles)), g), g, root=root, errors="keep")
         # only a crash is worth the other path: a slow compile would be as slow there, a refused GPU refuses both
-        failed = [i for i, e in enumerate(main.get("error", pd.Series([None] * len(main))))
-                  if isinstance(e, str) and "killed by signal" in e]
-        fallback = mesa.stats_rows([jobs[False][i] for i in failed], g, root=root, errors="keep",
-                                   timeout=timeout) if failed else None
+        failed = [i for i, f in enumerate(main.get("failure", pd.Series([None] * len(main)))) if f == "crash"]
+        fallback = mesa.stats_rows(jobs(False, failed, g), g, root=root, errors="keep") if failed else None
         for i, tile in enumerate(tiles):
             row = main.iloc[i].to_dict()
             row["path"] = paths[True]

@@ -1,5 +1,5 @@
 """`workbench bench coopmat-steps`: issue 25's steps for the cooperative-matrix conv, side by side in one run
-(`coopmat_steps.csv`), each row with the SM clock held while it ran (`vk.clocks.ClockSampler`):
+(`coopmat_steps.csv`), each row with the SM clock held while it ran (`measure.clocks.ClockSampler`):
 
 - the probe's limits: the MMA chain-length sweep (independent accumulator chains per subgroup), subgroups per
   workgroup, and subgroups per SM (rows "coopmat peak sweep"); the best of them is the run's roof;

@@ -77,11 +77,12 @@ def _mismatch(binding, got: bytes, want: bytes) -> str:
 
 def replay_one(dev, d: CapturedDispatch, *, time_it: bool = True, quick: bool = False) -> dict:
     """Run `d` alone on `dev` from its captured inputs: {"exact", "mismatch", "reason", timing columns}."""
-    reflection, values, local = launch_parameters(d)
-    row = {"local_size": local, "exact": False, "mismatch": "", "reason": ""}
+    row = {"local_size": None, "exact": False, "mismatch": "", "reason": ""}
     try:
+        reflection, values, local = launch_parameters(d)
+        row["local_size"] = local
         captured = _check(d, reflection)
-    except NotReplayable as exc:
+    except (NotReplayable, ValueError) as exc:  # CaptureError is a ValueError
         return {**row, "reason": str(exc)}
     resources, outputs = [], []
     try:

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..vk.clocks import nvml_clocks
+from ..measure.clocks import nvml_clocks
 
 # MACs per clock per SM, by architecture; ops = 2 x MACs
 ARCH_RATES = {

@@ -7,14 +7,12 @@
   between copies: `Way`, `parse_between`);
 - rows.py: one tidy row per measurement with its metadata (`environment`, `measurement_row`, `Rows`, `git_commit`);
 - results.py: results folders (`ResultsWriter`, `ResultsReader`, `atomic_write`, `results_folder_name`);
-- clocks.py: the clocks of an NVIDIA GPU sampled while work runs (its clocks at one moment, `nvml_clocks`, are the
-  runtime's: `workbench.vk.clocks`).
+- clocks.py: the clocks of an NVIDIA GPU at one moment (`nvml_clocks`) and sampled while work runs (`ClockSampler`).
 
 It knows only the runtime (`workbench.vk`). The public names are re-exported here: ``from workbench.measure
 import X``.
 """
-from ..vk.clocks import nvml_clocks
-from .clocks import CLOCK_COLUMNS, ClockSampler
+from .clocks import CLOCK_COLUMNS, ClockSampler, nvml_clocks
 from .method import (QUICK_NOTE, STABILITY_ATTEMPTS, STABILITY_DRIFT, STABILITY_SPREAD, Samples, sample_callable,
                      sample_recording, sampling, stability, summarize_ns)
 from .results import (OPEN_WRITERS, ResultsReader, ResultsWriter, atomic_write, default_results_dir,

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..vk.clocks import nvml_clocks
+from .clocks import nvml_clocks
 from .method import stability, summarize_ns
 
 REPO = Path(__file__).resolve().parents[2]

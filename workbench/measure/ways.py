@@ -48,7 +48,7 @@ class Way:
 
     def __post_init__(self):
         if isinstance(self.back_to_back, bool) or not isinstance(self.back_to_back, int) or self.back_to_back < 1:
-            raise ValueError(f"back_to_back must be an int >= 1, got {self.back_to_back!r}")
+            raise ValueError(f"back_to_back must be >= 1, got {self.back_to_back!r}")
         kind, _ = parse_between(self.between)
         if kind != "none" and self.back_to_back < 2:
             raise ValueError(f"between={self.between!r} needs back_to_back >= 2, got back_to_back={self.back_to_back}")

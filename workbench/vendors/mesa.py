@@ -631,10 +631,11 @@ def _job(item, index: int, common: dict) -> dict:
     """One compile request: the item may be a shader or a dict with shader + per-shader options."""
     options = dict(common)
     if isinstance(item, dict):
-        unknown = set(item) - {"shader", "name", "defines", "spec_constants", "local_size", "subgroup_size"}
+        unknown = set(item) - {"shader", "name", "defines", "spec_constants", "local_size", "subgroup_size",
+                               "timeout"}
         if unknown or "shader" not in item:
             raise ValueError(f"a job dict needs 'shader' and may have name, defines, spec_constants, local_size, "
-                             f"subgroup_size; got keys {sorted(item)}")
+                             f"subgroup_size, timeout; got keys {sorted(item)}")
         options.update({k: v for k, v in item.items() if k != "shader"})
         item = item["shader"]
     code, default_name = _resolve_code(item, options.get("defines"))
@@ -653,7 +654,8 @@ def _job(item, index: int, common: dict) -> dict:
     spec = {str(int(k)): (v.item() if hasattr(v, "item") else v)
             for k, v in (options.get("spec_constants") or {}).items()}
     return {"name": options.get("name") or default_name, "code": code, "spec_constants": spec,
-            "local_size": local, "required_subgroup_size": subgroup}
+            "local_size": local, "required_subgroup_size": subgroup,
+            "timeout": None if options.get("timeout") is None else _check_timeout(options["timeout"])}
 
 
 def _normalise_items(shaders) -> list:
@@ -700,9 +702,10 @@ _NOISE = re.compile(r"^(Unknown DRM_IOCTL_|MESA: info:)")
 SHADER_TIMEOUT_S = 180.0  # one shader's compile (PanVK's spilling register allocator can take many minutes)
 
 
-def _watch_worker(command, env, cwd, result_path: Path, limit: float) -> tuple[int | None, str]:
-    """Run the worker; kill it when no new result line came for `limit` seconds (one shader's budget, device
-    creation included). Returns (exit status or None when killed, what it printed)."""
+def _watch_worker(command, env, cwd, result_path: Path, limits: list[float]) -> tuple[int | None, str]:
+    """Run the worker; kill it when no new result line came within the limit of the job in flight (`limits`:
+    seconds per job of the request; device creation counts in the first job's). Returns (exit status or None when
+    killed, what it printed)."""
     with tempfile.TemporaryFile(mode="w+b") as sink:
         proc = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT, cwd=cwd)
         seen, since = 0, time.monotonic()
@@ -716,7 +719,7 @@ def _watch_worker(command, env, cwd, result_path: Path, limit: float) -> tuple[i
             _, found, _ = _read_records(result_path)
             if len(found) != seen:
                 seen, since = len(found), time.monotonic()
-            elif time.monotonic() - since > limit:
+            elif time.monotonic() - since > limits[min(seen, len(limits) - 1)]:
                 proc.kill()
                 proc.wait()
                 rc = None
@@ -750,11 +753,11 @@ def _worker_count(jobs: int) -> int:
     return max(1, min(wanted, jobs))
 
 
-def _compile_in_one_worker(jobs: list[dict], g: Gpu, env: dict, limit: float, tmp: Path,
+def _compile_in_one_worker(jobs: list[dict], g: Gpu, env: dict, limits: list[float], tmp: Path,
                            tag: str) -> tuple[dict | None, list[dict]]:
     """Compile `jobs` in a child process with the GPU's environment; (device, one result per job, in order).
 
-    A shader that crashes the driver, or takes more than `limit` seconds, gets an error result ("failure": "crash"
+    A shader that crashes the driver, or takes more than its limit (seconds), gets an error result ("failure": "crash"
     or "timeout") and a new process continues with the rest (the result lines the old one wrote are kept). With no
     jobs, the process only reports its device."""
     title = DRIVER_TITLES[g.driver]
@@ -771,13 +774,14 @@ def _compile_in_one_worker(jobs: list[dict], g: Gpu, env: dict, limit: float, tm
         attempt += 1
         # PanVK's figures come from the compiler's shader-db line on stderr: the worker keeps each job's output.
         request = {"gpu": g.name, "device_selector": g.device_match, "capture_output": g.driver == "panvk",
-                   "jobs": [{k: v for k, v in jobs[i].items() if k != "code"} | {"spirv": paths[i]}
-                            for i in pending]}
+                   "jobs": [{k: v for k, v in jobs[i].items() if k not in ("code", "timeout")}
+                            | {"spirv": paths[i]} for i in pending]}
         request_path = tmp / f"{tag}-request{attempt}.json"
         result_path = tmp / f"{tag}-result{attempt}.jsonl"
         request_path.write_text(json.dumps(request))
         command = [sys.executable, "-m", "workbench.vendors.mesa_worker", str(request_path), str(result_path)]
-        rc, output = _watch_worker(command, env, tmp, result_path, limit)
+        rc, output = _watch_worker(command, env, tmp, result_path,
+                                   [limits[i] for i in pending] or [SHADER_TIMEOUT_S])
         found_device, found, done = _read_records(result_path)
         if found_device is not None and "error" in found_device:
             raise MesaCompileError(f"{title} refuses {g.name} ({', '.join(f'{k}={v}' for k, v in g.env)}): "
@@ -788,8 +792,9 @@ def _compile_in_one_worker(jobs: list[dict], g: Gpu, env: dict, limit: float, tm
         if len(found) == len(pending):  # all there (a crash while closing the device loses nothing)
             break
         lines = [l for l in output.strip().splitlines() if not _NOISE.match(l)]
+        culprit = pending[len(found)]
         if rc is None:
-            how = f"took more than {limit:g} s on one shader (killed)"
+            how = f"took more than {limits[culprit]:g} s on one shader (killed)"
         else:
             how = f"exit status {rc}" if rc >= 0 else f"killed by signal {-rc}"
             if rc < 0:
@@ -799,16 +804,28 @@ def _compile_in_one_worker(jobs: list[dict], g: Gpu, env: dict, limit: float, tm
         if found_device is None:  # died before any shader: nothing to blame on one of them
             raise MesaCompileError(f"the {title} worker for {g.name} ({', '.join(f'{k}={v}' for k, v in g.env)}) "
                                    f"failed ({how}) before compiling anything; its last output:\n" + _tail(lines, 30))
-        culprit = pending[len(found)]
         kind = "crash" if rc is not None else "timeout"
         results[culprit] = {"name": jobs[culprit]["name"], "failure": kind,
                             "error": f"the driver process {how} while compiling this shader (a {title} "
                                      f"{'crash' if rc is not None else 'hang or a slow compile'} on {g.name})"
                                      + (f"; last output: {_tail(lines, 8)}" if lines else "")}
         if kind == "timeout":
-            results[culprit]["timeout_s"] = limit
+            results[culprit]["timeout_s"] = limits[culprit]
         pending = pending[len(found) + 1:]
     return device, results
+
+
+def _check_timeout(timeout) -> float:
+    """Seconds one shader may take: `timeout`, else SHADER_TIMEOUT_S; ValueError unless a number > 0."""
+    if timeout is None:
+        return SHADER_TIMEOUT_S
+    try:
+        seconds = float(timeout)
+    except (TypeError, ValueError):
+        seconds = float("nan")
+    if not seconds > 0:
+        raise ValueError(f"a timeout must be a number of seconds > 0, got {timeout!r}")
+    return seconds
 
 
 def _run_worker(jobs: list[dict], g: Gpu, root, timeout: float | None,
@@ -821,12 +838,10 @@ def _run_worker(jobs: list[dict], g: Gpu, root, timeout: float | None,
     the shaders dealt out in turn, and recorded, failures included."""
     _require_set_up(root)
     refresh = stats_cache.check_refresh(refresh)
-    limit = float(timeout) if timeout is not None else SHADER_TIMEOUT_S
-    if limit <= 0:
-        raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+    limits = [_check_timeout(job.get("timeout") if job.get("timeout") is not None else timeout) for job in jobs]
     cache = statistics_cache(root)
     keys = [cache.key(job, g.name, g.env) for job in jobs]
-    results: list[dict | None] = [cache.get(key, limit, refresh) for key in keys]
+    results: list[dict | None] = [cache.get(key, limit, refresh) for key, limit in zip(keys, limits)]
     pending = [i for i, r in enumerate(results) if r is None]
     device = cache.device(g.name)
     stats_cache.COUNTS["cached"] += len(jobs) - len(pending)
@@ -838,8 +853,8 @@ def _run_worker(jobs: list[dict], g: Gpu, root, timeout: float | None,
         shards = [pending[k::n] for k in range(n)]
         with tempfile.TemporaryDirectory(prefix="workbench-mesa-") as tmp, \
                 concurrent.futures.ThreadPoolExecutor(n) as pool:
-            futures = [pool.submit(_compile_in_one_worker, [jobs[i] for i in shard], g, env, limit, Path(tmp),
-                                   f"w{k}") for k, shard in enumerate(shards)]
+            futures = [pool.submit(_compile_in_one_worker, [jobs[i] for i in shard], g, env,
+                                   [limits[i] for i in shard], Path(tmp), f"w{k}") for k, shard in enumerate(shards)]
             for shard, future in zip(shards, futures):
                 found_device, found = future.result()
                 device = found_device or device
@@ -907,11 +922,12 @@ def stats_many(shaders, gpu=DEFAULT_GPU, *, root=None, timeout: float | None = N
     by child processes (one per CPU core, at most 4) and cached.
 
     `shaders`: a list of shaders (anything `stats` takes) or job dicts ({"shader", "name", "defines",
-    "spec_constants", "local_size", "subgroup_size"}), or a dict name → shader / job dict. `common` gives the
-    defaults of those options. Returns one statistics dict per shader, in order; a shader the driver rejected,
-    crashed on or took more than `timeout` seconds over raises MesaCompileError (errors="raise") or gives
-    {"error": message, "failure": "error" | "crash" | "timeout"} (errors="keep"). Failures are cached too;
-    `refresh` ("failures", "all"; default $WORKBENCH_MESA_REFRESH) compiles cached results again.
+    "spec_constants", "local_size", "subgroup_size", "timeout"}: its own time limit), or a dict name → shader / job
+    dict. `common` gives the defaults of those options. Returns one statistics dict per shader, in order; a shader
+    the driver rejected, crashed on or took more than `timeout` seconds over raises MesaCompileError
+    (errors="raise") or gives {"error": message, "failure": "error" | "crash" | "timeout"} (errors="keep").
+    Failures are cached too; `refresh` ("failures", "all"; default $WORKBENCH_MESA_REFRESH) compiles cached results
+    again.
     """
     g = check_gpu(gpu)
     if errors not in ("raise", "keep"):

@@ -324,7 +324,8 @@ def _vendor_readout(row) -> tuple[str, str]:
 
 def _vendor_failure(row) -> str:
     """Why a row has no vendor figures, in a few words."""
-    return f"{row.get('vendor_gpu')}: " + (_FAILURES.get(row.get("vendor_failure")) or str(row.get("vendor_error"))[:100])
+    why = _FAILURES.get(row.get("vendor_failure")) or str(row.get("vendor_error"))[:100]
+    return f"{row.get('vendor_gpu')}: {why}"
 
 
 class TileExplorer:
