@@ -9,15 +9,6 @@ import pandas as pd
 
 from ..measure import atomic_write
 
-#: per sweep: what the device-vs-device chart shows (value, item label columns, facet, higher is better, filter)
-CHARTS = {
-    "conv-pw": dict(value="GOP/s", label="tile", facet="shape", higher_is_better=True, keep=None),
-    "pixel-shuffle": dict(value="GB/s", label=["path", "in_layout", "out_layout"], facet="shape",
-                          higher_is_better=True, keep=lambda d: d[d["impl"].isin(["fused", "chain"])
-                                                                  & ~d["block"].fillna(False).astype(bool)
-                                                                  & ~d["output_order"].fillna(False).astype(bool)
-                                                                  & ~d["r_specialized"].fillna(False).astype(bool)]),
-}
 METADATA_COLUMNS = ("device", "device_type", "driver", "driver_info", "api_version", "workbench_version", "commit")
 
 
@@ -25,13 +16,18 @@ def safe_name(text: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in str(text)).strip("_")
 
 
+def sweep_class(sweep_name: str):
+    """The sweep class the catalogue names for `sweep_name` (it says what its device-vs-device chart shows)."""
+    from .. import catalogue
+    return catalogue.resolve(catalogue.sweep(sweep_name).sweep)
+
+
 def chart(frame: pd.DataFrame, sweep_name: str, title: str | None = None):
     from ..viz.device_views import compare_devices
-    spec = dict(CHARTS[sweep_name])
-    keep = spec.pop("keep")
-    data = keep(frame) if keep is not None and len(frame) and "impl" in frame else frame
-    return compare_devices(data, spec.pop("value"), spec.pop("label"), title=title or f"{sweep_name}: device vs device",
-                           **spec)
+    cls = sweep_class(sweep_name)
+    spec = dict(cls.chart)
+    return compare_devices(cls.chart_rows(frame), spec.pop("value"), spec.pop("label"),
+                           title=title or f"{sweep_name}: device vs device", **spec)
 
 
 def device_metadata(rows: pd.DataFrame) -> dict:
@@ -77,7 +73,7 @@ def export_result(result, folder, name: str) -> dict:
     atomic_write(stem.with_suffix(".json"), lambda p: p.write_text(text))
     paths["all"] = stem.with_suffix(".csv")
     sweep_name = frame["sweep"].dropna().iloc[0] if "sweep" in frame and frame["sweep"].notna().any() else None
-    if sweep_name in CHARTS:
+    if sweep_name is not None and getattr(sweep_class(sweep_name), "chart", None):
         try:
             fig = chart(frame, sweep_name)
         except ValueError:  # every row an error: nothing to draw

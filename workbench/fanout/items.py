@@ -72,6 +72,12 @@ class ConvTileSweep:
     name: str = field(default="conv-pw", init=False)
     key_columns = ("shape", "tile", "saturate")
     correctness_columns = ("max_lsb_diff", "outputs_off_by_one")
+    # the device-vs-device chart (fanout.exports.chart): value, item label columns, facet, higher is better
+    chart = dict(value="GOP/s", label="tile", facet="shape", higher_is_better=True)
+
+    @staticmethod
+    def chart_rows(frame):
+        return frame
 
     @classmethod
     def suite(cls, quick: bool = False, cpu_device: bool = False) -> "ConvTileSweep":
@@ -130,6 +136,19 @@ class PixelShuffleSweep:
     key_columns = ("shape", "path", "variant", "in_layout", "out_layout", "storage", "packed_dim", "dtype",
                    "method", "size_mib")
     correctness_columns = ()
+    chart = dict(value="GB/s", label=["path", "in_layout", "out_layout"], facet="shape", higher_is_better=True)
+
+    @staticmethod
+    def chart_rows(frame):
+        """The fused and chain paths of the plain kernel (the block, output-order and specialized variants have
+        charts of their own)."""
+        if not len(frame) or "impl" not in frame:
+            return frame
+        keep = frame["impl"].isin(["fused", "chain"])
+        for variant in ("block", "output_order", "r_specialized"):
+            if variant in frame:
+                keep &= ~frame[variant].fillna(False).astype(bool)
+        return frame[keep]
 
     @classmethod
     def suite(cls, quick: bool = False, cpu_device: bool = False) -> "PixelShuffleSweep":
