@@ -423,13 +423,13 @@ def test_bracket_says_whether_the_runtime_lies_between_warm_and_cold(residual_pr
 @pytest.mark.parametrize("text, expected", [("none", ("none", 0)), ("copy:128", ("copy", 128 << 20)),
                                             ("shader:0.001", ("shader", 1056))])
 def test_between_names_what_runs_before_each_copy(text, expected):
-    from workbench.etvk.run import parse_between
+    from workbench.measure import parse_between
     assert parse_between(text) == expected
 
 
 @pytest.mark.parametrize("text", ["copy", "shader:0", "copy:x", "none:3", "flush:1"])
 def test_a_bad_between_is_refused_by_name(text):
-    from workbench.etvk.run import parse_between
+    from workbench.measure import parse_between
     with pytest.raises(ValueError, match=f"between must be 'none', 'copy:MIB' or 'shader:MIB' with MIB > 0, got '{text}'"):
         parse_between(text)
 

@@ -16,7 +16,6 @@ import torch
 
 from .. import layouts as L
 from ..measure import Way, environment, measurement_row, sample_recording
-from ..measure import parse_between  # noqa: F401 - the etvk.model modules name it from here
 from ..vk import Launch, Launches
 from ..vk.spirv import declared  # noqa: F401 - what a family's constants the variant reads (tests, etvk_views)
 from .dispatch import Dispatch

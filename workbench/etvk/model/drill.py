@@ -18,6 +18,8 @@ import json
 
 import pandas as pd
 
+from ...measure.ways import BARRIERS, TIMESTAMPS  # the ways of timing live with the method
+
 # ET-VK's int8 layout names (TagMemoryMetaPass) → the workbench's; PACKED_INT8_CONV2D is resolved per device at
 # load time (4C1W, or 4C where ET-VK prefers it) — the workbench runs it as 4C1W
 INT8_LAYOUTS = {"PACKED_INT8_4W4C": "4W4C", "PACKED_INT8_4H4W": "4H4W", "PACKED_INT8_4W": "4W", "PACKED_INT8_4C": "4C",
@@ -209,17 +211,13 @@ def prepare(device, gen, family: str, options: dict, *, warm_seconds: float = 1.
     return d
 
 
-TIMESTAMPS = ("etvk", "workbench")   # where the start timestamp goes: before the barrier (as ET-VK) or after it
-BARRIERS = ("light", "full")         # compute / transfer shader access, or all commands with memory read / write
-
-
 def timed(device, gen, d, *, timestamps: str = "etvk", barriers: str = "light", between: str = "none",
           back_to_back: int = 20, statistics: bool = False) -> dict:
     """The dispatch checked against torch and timed the way a model's dispatch is timed on ET-VK's runtime:
     `back_to_back` copies per submit (a lone dispatch resubmitted lets the clock sag, ~1,300 MHz on the H200),
     the start timestamp before each copy's barrier (``timestamps="etvk"``, as ``DispatchNode::encode``; or
     ``"workbench"``), ``barriers`` light or full (all commands), ``between`` what runs untimed before each copy
-    (:func:`..run.parse_between`)."""
+    (:func:`workbench.measure.parse_between`)."""
     from ..run import execute
     if timestamps not in TIMESTAMPS or barriers not in BARRIERS:
         raise ValueError(f"timestamps must be 'etvk' or 'workbench' and barriers 'light' or 'full'; got "

@@ -18,7 +18,7 @@ How an item is timed, and why (each measured on the H200):
   counts in the dispatch's time (``DispatchNode::encode``); ``"workbench"`` keeps the barrier outside both intervals;
 - ``barriers``: ``"full"`` (all commands, memory read / write: what ET-VK widens a write-after-read to, and in a
   model run again and again every output was last read) or ``"light"`` (compute / transfer shader access);
-- ``between``: what runs, untimed, before each copy of the dispatch (:func:`..run.parse_between`): nothing, a
+- ``between``: what runs, untimed, before each copy of the dispatch (:func:`workbench.measure.parse_between`): nothing, a
   buffer copy (``"copy:MIB"``) or another pipeline, the workbench's shader copy (``"shader:MIB"``), as a model runs
   other ops between two of its dispatches; a large one evicts the copy's inputs from the last-level cache;
 - items with the same family and options are measured once; every dispatch that has them gets the rows
@@ -31,6 +31,7 @@ import sys
 
 import pandas as pd
 
+from ...measure.ways import BARRIERS, TIMESTAMPS
 from . import drill
 
 WITHIN = 0.10     # the issue's goal: the workbench within 10 % of ET-VK's runtime
@@ -48,9 +49,9 @@ def time_items(items, *, executorch=None, rev: str | None = None, timestamps=("e
     workbench's dispatch, timed once per (timestamps, between) way; rows written to `csv` as each one finishes."""
     from ... import vk
     from ..codegen import Codegen, source
-    from ..run import parse_between
+    from ...measure import parse_between
     echo = (lambda *_: None) if quiet else (lambda m: print(m, file=sys.stderr, flush=True))
-    bad = [t for t in timestamps if t not in drill.TIMESTAMPS] + [b for b in barriers if b not in drill.BARRIERS]
+    bad = [t for t in timestamps if t not in TIMESTAMPS] + [b for b in barriers if b not in BARRIERS]
     if bad or not timestamps or not between or not barriers:
         raise ValueError(f"timestamps must be 'etvk' or 'workbench', barriers 'light' or 'full', between non-empty; "
                          f"got timestamps={list(timestamps)}, barriers={list(barriers)}, between={list(between)}")
