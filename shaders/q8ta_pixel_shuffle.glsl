@@ -16,7 +16,8 @@
 // Channel lanes past C_out are written 0; words of the width padding (4W4C) are not written.
 //
 // Bindings: 0 output words, 1 input words, 2 output BufferMetadata, 3 input BufferMetadata.
-// Spec constants (ET-VK's order for this op): 3 input layout, 4 output layout.  Push constants: 24 bytes below.
+// Spec constants (ET-VK's order for this op): 3 input layout, 4 output layout.  Push constants: the 24 bytes of
+// Q8TA_PIXEL_SHUFFLE_PARAMS (include/requant_int8.glslh).
 // Variants (shaders/q8ta_pixel_shuffle.yaml): q8ta_pixel_shuffle reads r from the push constants, as ET-VK does;
 // q8ta_pixel_shuffle_rspec (SPECIALIZE_R) takes r from specialization constant 5 instead, so that the divisions
 // by r fold into shifts / multiplies (the push constant is still passed and ignored).  OUTPUT_ORDER (variants
