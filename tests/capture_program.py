@@ -18,7 +18,7 @@ import sys
 import numpy as np
 import vulkan as vk
 
-N = 256
+N = 128
 LOCAL = 64
 MUL = 3
 

@@ -7,7 +7,6 @@ without GFXReconstruct's tools. The live tests capture the program again and ski
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -27,10 +26,12 @@ import capture_program  # noqa: E402  (its shaders and its numpy reference)
 
 # what the program does: (pipeline, group counts, local size, spec constants, push constants)
 SCALE, MIX = "scale_bias", "mix"
+N, LOCAL = capture_program.N, capture_program.LOCAL
+SCALE_SPEC = f"0={LOCAL}, 1=1, 2=1, 3={capture_program.MUL}"
 EXPECTED = [
-    (SCALE, (capture_program.N // capture_program.LOCAL, 1, 1), (64, 1, 1), "3=3", (capture_program.N, 5)),
-    (MIX, (capture_program.N // 32, 1, 1), (32, 1, 1), "0=2", (capture_program.N,)),
-    (SCALE, (capture_program.N // capture_program.LOCAL, 1, 1), (64, 1, 1), "3=3", (capture_program.N, -9)),
+    (SCALE, (N // LOCAL, 1, 1), (LOCAL, 1, 1), SCALE_SPEC, (N, 5)),
+    (MIX, (N // 32, 1, 1), (32, 1, 1), "0=2", (N,)),
+    (SCALE, (N // LOCAL, 1, 1), (LOCAL, 1, 1), SCALE_SPEC, (N, -9)),
 ]
 
 
@@ -53,9 +54,10 @@ def test_committed_capture_lists_every_dispatch():
         assert row["groups"] == groups and row["local_size"] == local
         assert row["spec_constants"] == spec and row["push_constants"] == _push(push)
         assert row["entry_point"] == "main"
-    assert frame["bindings"][0] == ("0.0 storage_buffer 1024 B; 0.1 storage_buffer 1024 B; "
+    size = 4 * N
+    assert frame["bindings"][0] == (f"0.0 storage_buffer {size} B; 0.1 storage_buffer {size} B; "
                                     "0.2 uniform_buffer 16 B")
-    assert frame["bindings"][1] == "0.0 storage_buffer 1024 B; 0.1 storage_buffer 1024 B"
+    assert frame["bindings"][1] == f"0.0 storage_buffer {size} B; 0.1 storage_buffer {size} B"
     # one command buffer for the first two dispatches, another one (and a later submit) for the third
     assert frame["command_buffer"][0] == frame["command_buffer"][1]
     assert frame["submit"][0] == frame["submit"][1] < frame["submit"][2]
@@ -64,7 +66,7 @@ def test_committed_capture_lists_every_dispatch():
 def test_committed_capture_holds_the_programs_data():
     found = capture.dispatches(DATA)
     x = np.frombuffer(found[0].bindings[0].before, np.int32)
-    assert np.array_equal(x, np.arange(capture_program.N) * 7 - 500)
+    assert np.array_equal(x, np.arange(N) * 7 - 500)
     # the last dispatch's output is what the program computed; each dispatch's output feeds the next one's input
     assert np.array_equal(np.frombuffer(found[2].bindings[1].after, np.int32), capture_program.expected())
     assert found[0].bindings[1].after == found[1].bindings[0].before
@@ -93,7 +95,7 @@ def test_replay_reports_where_an_output_differs(device, tmp_path):
     dump.write_bytes(bytes(data))
     frame = capture.replay(folder, [1], device=device, time_it=False)
     assert not frame["exact"][0]
-    assert frame["mismatch"][0].startswith("binding 0.1: 1/1024 wrong"), frame["mismatch"][0]
+    assert frame["mismatch"][0].startswith(f"binding 0.1: 1/{4 * N} wrong"), frame["mismatch"][0]
 
 
 def _cli(args, capsys) -> tuple[int, str]:
@@ -182,12 +184,27 @@ def test_a_program_that_fails_under_capture_is_a_one_line_error(tmp_path):
 
 
 @needs_tools
-def test_a_corrupt_capture_file_is_a_one_line_error(tmp_path):
+def test_truncated_or_corrupt_capture_files_are_one_line_errors(tmp_path):
     spv = _shaders(tmp_path)
     capture.run([sys.executable, PROGRAM, *spv, tmp_path / "out.bin"], tmp_path / "cap")
-    gfxr = tmp_path / "cap" / "capture.gfxr"
-    gfxr.write_bytes(gfxr.read_bytes()[:len(gfxr.read_bytes()) // 3])
-    tools = capture.tools()
-    converted = subprocess.run([tools["gfxrecon-convert"], "--include-binaries", "--format", "jsonl", "--output",
-                                tmp_path / "x.jsonl", gfxr], capture_output=True, text=True)
-    assert converted.returncode != 0 or "vkCmdDispatch" not in (tmp_path / "x.jsonl").read_text()
+    whole = (tmp_path / "cap" / "capture.gfxr").read_bytes()
+    (tmp_path / "truncated.gfxr").write_bytes(whole[:len(whole) // 3])
+    with pytest.raises(CaptureError, match="expected at least one submitted vkCmdDispatch") as info:
+        capture.process(tmp_path / "truncated.gfxr", tmp_path / "t")
+    assert "\n" not in str(info.value)
+    (tmp_path / "corrupt.gfxr").write_bytes(b"\x00" * 64 + whole[64:])
+    with pytest.raises(CaptureError, match="expected a GFXReconstruct capture file"):
+        capture.process(tmp_path / "corrupt.gfxr", tmp_path / "c")
+    # the capture file itself, processed again (as one made on another machine would be), gives the same folder
+    manifest = capture.process(tmp_path / "cap" / "capture.gfxr", tmp_path / "again")
+    assert manifest["dispatches"] == 3
+    assert capture.open(tmp_path / "again").equals(capture.open(tmp_path / "cap"))
+
+
+def test_gfxreconstruct_setup_checks_the_source_it_is_given(tmp_path):
+    log = tmp_path / "log"
+    with pytest.raises(gfxreconstruct.GfxreconSetupError, match="expected a GFXReconstruct checkout"):
+        gfxreconstruct._check_source(tmp_path, log)
+    (tmp_path / "CMakeLists.txt").write_text("project(GFXReconstruct LANGUAGES CXX)\n")
+    with pytest.raises(gfxreconstruct.GfxreconSetupError, match="submodule external/Vulkan-Headers"):
+        gfxreconstruct._check_source(tmp_path, log)

@@ -2,11 +2,13 @@
 
     from workbench import capture
     capture.run(["python", "prog.py"], "caps/prog")     # under the capture layer; convert; dump bindings
+    capture.process("phone.gfxr", "caps/phone")         # the same from a capture file made elsewhere
     capture.open("caps/prog")                           # DataFrame, one row per dispatch
     capture.dispatches("caps/prog")                     # [CapturedDispatch]: SPIR-V, constants, bindings' bytes
     capture.replay("caps/prog", [0, 2])                 # each alone through workbench.vk: exact?, mismatch, time
 
-CLI: ``workbench capture run --out DIR -- COMMAND…``, ``workbench capture list DIR``, ``workbench capture replay DIR``.
+CLI: ``workbench capture run --out DIR -- COMMAND…``, ``workbench capture list DIR``,
+``workbench capture replay DIR``.
 
 record.py runs the program and GFXReconstruct's tools (built by ``workbench.toolchain.gfxreconstruct``,
 ``./setup.sh capture``); format.py reads what they wrote into :class:`CapturedDispatch` (no tool needed: a
@@ -19,12 +21,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from .format import CapturedBinding, CapturedDispatch, CaptureError, read_folder
+from .format import CapturedBinding, CapturedDispatch, CaptureError, read_folder, spec_values
 from .record import process, run, tools
 from .replay import launch_parameters, replay_one
 
-__all__ = ["CaptureError", "CapturedBinding", "CapturedDispatch", "run", "process", "tools", "open", "dispatches", "replay",
-           "manifest"]
+__all__ = ["CaptureError", "CapturedBinding", "CapturedDispatch", "run", "process", "tools", "open", "dispatches",
+           "replay", "manifest"]
 
 
 def dispatches(folder) -> list[CapturedDispatch]:
@@ -49,9 +51,9 @@ def _binding_text(b: CapturedBinding) -> str:
 
 def _row(d: CapturedDispatch, names: dict | None) -> dict:
     try:
-        reflection, values, local = launch_parameters(d)
-        spec = ", ".join(f"{k}={v}" for k, v in sorted(values.items()))
-    except (ValueError, CaptureError) as exc:
+        reflection, local = launch_parameters(d)
+        spec = ", ".join(f"{k}={v}" for k, v in spec_values(reflection.spec_constants, d.spec_words).items())
+    except ValueError as exc:  # CaptureError is one
         local, spec = None, f"unreadable: {exc}"
     return {
         "dispatch": d.dispatch, "block": d.index, "submit": d.submit, "command_buffer": d.command_buffer,
@@ -68,7 +70,8 @@ def _row(d: CapturedDispatch, names: dict | None) -> dict:
 def open(folder, names: dict | None = None) -> pd.DataFrame:  # noqa: A001 (capture.open reads a capture)
     """One row per dispatch: order, block, queue submit, command buffer, pipeline (its SPIR-V's sha256, first 16
     hex digits; `names` maps such a hash to a label, e.g. ET-VK's shader variant, in column `variant`), entry
-    point, specialization constants (decoded by the SPIR-V's types) and their bytes, push constants (hex), each
+    point, specialization constants as captured (decoded by the SPIR-V's types; ids 0..2 are the local size where
+    the shader takes it from them) and their bytes, push constants (hex), each
     binding (set.binding kind size [format]), group counts, local size."""
     return pd.DataFrame([_row(d, names) for d in read_folder(folder)])
 

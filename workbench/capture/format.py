@@ -19,10 +19,10 @@ CALLS_NAME = "calls.jsonl"
 BINARIES_DIR = "binaries"
 DUMPS_DIR = "dumps"
 MANIFEST_NAME = "capture.json"
-DUMP_JSON_SUFFIX = "_rd.json"
+DUMP_JSON_SUFFIXES = ("_dr.json", "_rd.json")  # 1.0.5 writes <capture>_dr.json; its docs say _rd.json
 
-# The calls the reader follows; `needed_calls` keeps only these (and the submits' and dispatches' neighbours are
-# not needed: block indices are kept as they were).
+# The calls the reader follows; `needed_calls` keeps only these, with their block indices as converted (the dump
+# JSON names dispatches by block index).
 READ_CALLS = frozenset({
     "vkCreateShaderModule", "vkCreateComputePipelines", "vkCreateBuffer", "vkCreateImage", "vkCreateImageView",
     "vkUpdateDescriptorSets", "vkBeginCommandBuffer", "vkEndCommandBuffer", "vkCmdBindPipeline",
@@ -205,9 +205,9 @@ def _bytes_of(value, binaries: Path, what: str) -> bytes:
 
 def _dump_json(folder: Path) -> Path:
     dumps = folder / DUMPS_DIR
-    found = sorted(dumps.glob(f"*{DUMP_JSON_SUFFIX}")) if dumps.is_dir() else []
+    found = sorted(p for s in DUMP_JSON_SUFFIXES for p in dumps.glob(f"*{s}")) if dumps.is_dir() else []
     if len(found) != 1:
-        raise CaptureError(f"expected one *{DUMP_JSON_SUFFIX} resource dump in {dumps}, found "
+        raise CaptureError(f"expected one *{DUMP_JSON_SUFFIXES[0]} resource dump in {dumps}, found "
                            f"{len(found) or 'none'}: the dump step of `workbench capture run` did not finish")
     return found[0]
 
@@ -308,7 +308,7 @@ def _dispatch(number, rec, state, modules, pipelines, buffers, views, images, se
             push.extend(b"\0" * (offset + len(data) - len(push)))
         push[offset:offset + len(data)] = data
     bindings = []
-    for set_number, (dset, dynamic) in sorted(state["sets"].items()):
+    for set_number, (dset, _dynamic_offsets) in sorted(state["sets"].items()):
         for binding, (kind, desc) in sorted(sets.get(dset, {}).items()):
             bindings.append(_binding(set_number, binding, kind, desc, buffers, views, images,
                                      (dumped or {}).get((set_number, binding)), folder, where))
@@ -325,7 +325,7 @@ def _binding(set_number, binding, kind, desc, buffers, views, images, dumped, fo
     def contents(name):
         if not name:
             return None
-        path = dumps / name
+        path = dumps / Path(name).name  # the replay writes absolute paths; the folder may have moved since
         if not path.is_file():
             raise CaptureError(f"expected the dump {path} of {where}, binding {set_number}.{binding}; no such file")
         return path.read_bytes()

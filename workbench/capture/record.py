@@ -26,10 +26,11 @@ import time
 from pathlib import Path
 
 from ..toolchain import gfxreconstruct
-from .format import (CALLS_NAME, DUMPS_DIR, BINARIES_DIR, MANIFEST_NAME, CaptureError, dump_plan, needed_calls,
-                     read_calls)
+from .format import (BINARIES_DIR, CALLS_NAME, DUMP_JSON_SUFFIXES, DUMPS_DIR, MANIFEST_NAME, CaptureError, dump_plan,
+                     needed_calls, read_calls)
 
 CAPTURE_NAME = "capture.gfxr"
+CAPTURE_MAGIC = b"GFXR"  # the file header's four-character code
 LOG_NAME = "program.log"
 TOOLS_LOG = "tools.log"
 # Where the loader looks for explicit layers when VK_LAYER_PATH is unset: kept after the capture layer's folder, so a
@@ -64,22 +65,23 @@ def capture_env(layer_dir: Path, capture_file: Path, base=None) -> dict:
     return env
 
 
-def _tool(command: list, what: str, log: Path, timeout: float | None = None) -> float:
-    """Run a GFXReconstruct tool, its output in `log`; CaptureError with its last line when it fails."""
+def _tool(command: list, what: str, log: Path, timeout: float | None = None) -> tuple[float, list[str]]:
+    """Run a GFXReconstruct tool, its output appended to `log`: (seconds, its WARNING / ERROR lines); CaptureError
+    with its last line when it fails."""
     started = time.perf_counter()
+    try:
+        result = subprocess.run([str(c) for c in command], capture_output=True, text=True, errors="replace",
+                                stdin=subprocess.DEVNULL, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise CaptureError(f"{what} did not finish in {timeout:.0f} s") from None
+    output = result.stdout + result.stderr
     with open(log, "a") as handle:
-        handle.write("$ " + " ".join(str(c) for c in command) + "\n")
-        handle.flush()
-        try:
-            result = subprocess.run([str(c) for c in command], stdout=handle, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise CaptureError(f"{what} did not finish in {timeout:.0f} s (see {log})") from None
+        handle.write("$ " + " ".join(str(c) for c in command) + "\n" + output)
+    lines = [l.strip() for l in output.splitlines() if l.strip()]
     if result.returncode != 0:
-        lines = [l for l in log.read_text(errors="replace").splitlines() if l.strip()]
         raise CaptureError(f"{what} failed with exit status {result.returncode}: "
                            f"{lines[-1] if lines else 'no output'} (full log {log})")
-    return time.perf_counter() - started
+    return time.perf_counter() - started, [l for l in lines if "WARNING" in l or "ERROR" in l]
 
 
 def _program_failed(command, returncode: int, log: Path) -> CaptureError:
@@ -145,6 +147,11 @@ def process(capture_file, out_dir, *, command=None, program_s: float | None = No
     capture_file, out = Path(capture_file), Path(out_dir)
     if not capture_file.is_file():
         raise CaptureError(f"expected a GFXReconstruct capture file, found no file {capture_file}")
+    with open(capture_file, "rb") as handle:
+        magic = handle.read(4)
+    if magic != CAPTURE_MAGIC:
+        raise CaptureError(f"expected a GFXReconstruct capture file (starting {CAPTURE_MAGIC!r}), found {magic!r} at "
+                           f"the start of {capture_file}")
     out.mkdir(parents=True, exist_ok=True)
     if capture_file.resolve() != (out / CAPTURE_NAME).resolve():
         _clear(out, keep=(LOG_NAME,))
@@ -156,13 +163,16 @@ def process(capture_file, out_dir, *, command=None, program_s: float | None = No
     tool_log = out / TOOLS_LOG
     with tempfile.TemporaryDirectory(prefix="workbench-capture-") as tmp:
         converted = Path(tmp) / "calls.jsonl"
-        seconds["convert"] = _tool([found["gfxrecon-convert"], "--include-binaries", "--format", "jsonl",
-                                    "--output", converted, capture], "gfxrecon-convert", tool_log)
+        seconds["convert"], said = _tool([found["gfxrecon-convert"], "--include-binaries", "--format", "jsonl",
+                                          "--output", converted, capture], "gfxrecon-convert", tool_log)
+        problems = f"; gfxrecon-convert said: {said[-1]}" if said else ""
+        if not converted.is_file():
+            raise CaptureError(f"expected gfxrecon-convert to read {capture}, it wrote nothing{problems}")
         calls = read_calls(converted)
         plan = dump_plan(calls)
         if not plan["Dispatch"]:
             raise CaptureError(f"expected at least one submitted vkCmdDispatch in {capture}, found none "
-                               f"({len(calls)} calls)")
+                               f"({len(calls)} calls{problems})")
         kept = needed_calls(calls)
         (out / BINARIES_DIR).mkdir()
         with open(out / CALLS_NAME, "w") as handle:
@@ -170,13 +180,15 @@ def process(capture_file, out_dir, *, command=None, program_s: float | None = No
                 handle.write(json.dumps(call, separators=(",", ":")) + "\n")
         for name in _binary_files(kept):
             source = Path(tmp) / name
-            if source.is_file():
+            if source.is_file():  # convert names them relative to its output, e.g. calls/6_shader_module_….bin
+                (out / BINARIES_DIR / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, out / BINARIES_DIR / name)
         plan_file = Path(tmp) / "dump_plan.json"
         plan_file.write_text(json.dumps(plan))
         (out / DUMPS_DIR).mkdir()
-        seconds["dump"] = _tool([found["gfxrecon-replay"], "--dump-resources", plan_file, "--dump-resources-dir",
-                                 out / DUMPS_DIR, capture], "gfxrecon-replay --dump-resources", tool_log)
+        seconds["dump"], _ = _tool([found["gfxrecon-replay"], "--dump-resources", plan_file, "--dump-resources-dir",
+                                    out / DUMPS_DIR, capture], "gfxrecon-replay --dump-resources", tool_log)
+    _relative_dumps(out / DUMPS_DIR)
     manifest = {
         "command": command, "gfxreconstruct": gfxreconstruct.VERSION, "tag": gfxreconstruct.TAG,
         "dispatches": sum(len(d) for d in plan["Dispatch"]), "calls": len(kept),
@@ -186,6 +198,33 @@ def process(capture_file, out_dir, *, command=None, program_s: float | None = No
     }
     (out / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+def _relative_dumps(dumps: Path) -> None:
+    """The dump JSON names its files by absolute path: keep their names only (the folder can move) and delete the
+    files it does not name."""
+    named = set()
+
+    def walk(value):
+        if isinstance(value, dict):
+            for key, v in value.items():
+                if key in ("file", "beforeFile") and isinstance(v, str):
+                    value[key] = Path(v).name
+                    named.add(value[key])
+                else:
+                    walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    for path in sorted(p for s in DUMP_JSON_SUFFIXES for p in dumps.glob(f"*{s}")):
+        document = json.loads(path.read_text())
+        walk(document)
+        path.write_text(json.dumps(document, indent=1) + "\n")
+        named.add(path.name)
+    for path in dumps.iterdir():
+        if path.is_file() and path.name not in named:
+            path.unlink()
 
 
 def _binary_files(calls) -> list[str]:

@@ -38,23 +38,20 @@ def spec_defaults(code: bytes) -> dict[int, int]:
     return {spec_ids[r]: v for r, v in defaults.items() if r in spec_ids}
 
 
-def launch_parameters(d: CapturedDispatch) -> tuple[sp.Reflection, dict, tuple[int, int, int]]:
-    """(reflection, specialization values for the runtime, local size) of a captured dispatch."""
+def launch_parameters(d: CapturedDispatch) -> tuple[sp.Reflection, tuple[int, int, int]]:
+    """(reflection, local size) of a captured dispatch: the literal local size, or where the shader takes it from
+    specialization constants 0..2, their captured values (their defaults in the SPIR-V where not captured)."""
     reflection = sp.reflect(d.spirv)
+    if not reflection.local_size_from_spec:
+        return reflection, tuple(reflection.local_size or (1, 1, 1))
     words = {k: struct.pack("<I", v) for k, v in spec_defaults(d.spirv).items()}
     words.update(d.spec_words)
-    values = spec_values(reflection.spec_constants, words)
-    if reflection.local_size_from_spec:
-        local = tuple(int(values.pop(k)) for k in (0, 1, 2))
-    else:
-        local = tuple(reflection.local_size or (1, 1, 1))
-    return reflection, values, local
+    values = spec_values(reflection.spec_constants, {k: words[k] for k in (0, 1, 2)})
+    return reflection, tuple(int(values[k]) for k in (0, 1, 2))
 
 
 def _check(d: CapturedDispatch, reflection: sp.Reflection) -> dict:
     """{(set, binding): captured binding} for the shader's bindings; NotReplayable naming what is missing."""
-    if d.entry_point != "main":
-        raise NotReplayable(f"entry point {d.entry_point!r}: the runtime's pipelines enter 'main'")
     if any(d.base_group):
         raise NotReplayable(f"vkCmdDispatchBase from group {d.base_group}: the runtime dispatches from 0")
     captured = {(b.set, b.binding): b for b in d.bindings}
@@ -63,7 +60,8 @@ def _check(d: CapturedDispatch, reflection: sp.Reflection) -> dict:
         if c is None:
             raise NotReplayable(f"binding {b.set}.{b.binding} ({b.name}) was not bound at the dispatch")
         if c.kind not in (sp.STORAGE_BUFFER, sp.UNIFORM_BUFFER):
-            raise NotReplayable(f"binding {b.set}.{b.binding} is a {c.kind}: only buffers are replayed so far")
+            raise NotReplayable(f"binding {b.set}.{b.binding} is a {c.kind}: only storage and uniform buffers "
+                                "are replayed so far")
         if c.after is None or (c.kind == sp.STORAGE_BUFFER and c.before is None):
             raise NotReplayable(f"binding {b.set}.{b.binding} ({b.name}) has no dump "
                                 f"{'after' if c.after is None else 'before'} the dispatch")
@@ -75,35 +73,50 @@ def _mismatch(binding, got: bytes, want: bytes) -> str:
     return f"binding {binding.set}.{binding.binding}: {report.summary().replace('LSB', 'per byte')} (bytes)"
 
 
-def replay_one(dev, d: CapturedDispatch, *, time_it: bool = True, quick: bool = False) -> dict:
-    """Run `d` alone on `dev` from its captured inputs: {"exact", "mismatch", "reason", timing columns}."""
-    row = {"local_size": None, "exact": False, "mismatch": "", "reason": ""}
+def launch_of(dev, d: CapturedDispatch) -> tuple[vk.Launch, list]:
+    """The runtime's `vk.Launch` of a captured dispatch, its resources made on `dev` from the captured 'before'
+    bytes: (launch, [(captured binding, its buffer)] of the storage buffers to compare). The caller closes the
+    resources (`launch.resources.values()`). NotReplayable where the runtime cannot run it alone."""
+    reflection, local = launch_parameters(d)
+    captured = _check(d, reflection)
+    # the captured bytes as they were, but ids 0..2 where they carry the local size (passed as local_size)
+    spec = {k: v for k, v in d.spec_words.items() if not (reflection.local_size_from_spec and k in (0, 1, 2))}
+    resources, outputs = {}, []
     try:
-        reflection, values, local = launch_parameters(d)
-        row["local_size"] = local
-        captured = _check(d, reflection)
-    except (NotReplayable, ValueError) as exc:  # CaptureError is a ValueError
-        return {**row, "reason": str(exc)}
-    resources, outputs = [], []
-    try:
-        pipeline = dev.pipeline(d.spirv, spec_constants=values, local_size=local, name=f"dispatch{d.dispatch}")
-    except (vk.VulkanError, ValueError, TypeError) as exc:
-        return {**row, "reason": f"pipeline: {exc}"}
-    try:
-        for b in pipeline.bindings:
+        for b in reflection.bindings:
             c = captured[(b.set, b.binding)]
             data = np.frombuffer(c.before if c.before is not None else c.after, np.uint8)
             name = f"{b.set}.{b.binding}:{b.name}"
             if c.kind == sp.UNIFORM_BUFFER:
-                resources.append(dev.uniform(data, name=name))
+                resources[b.binding] = dev.uniform(data, name=name)
             else:
-                resources.append(dev.buffer(data, name=name))
-                outputs.append((c, resources[-1]))
-        push = d.push_constants[:pipeline.push_constant_size]
-        push += b"\0" * (pipeline.push_constant_size - len(push))
-        global_size = tuple(g * l for g, l in zip(d.groups, local))
-        with dev.record(label=f"capture dispatch {d.dispatch}") as rec:
-            rec.dispatch(pipeline, resources, global_size, push, label=f"dispatch{d.dispatch}")
+                resources[b.binding] = dev.buffer(data, name=name)
+                outputs.append((c, resources[b.binding]))
+    except BaseException:
+        for r in resources.values():
+            r.close()
+        raise
+    push = d.push_constants[:reflection.push_constant_size]
+    push += b"\0" * (reflection.push_constant_size - len(push))
+    launch = vk.Launch(d.spirv, resources, groups=tuple(d.groups), push_constants=push, spec_constants=spec,
+                       local_size=local, entry_point=d.entry_point, name=f"dispatch{d.dispatch}")
+    return launch, outputs
+
+
+def replay_one(dev, d: CapturedDispatch, *, time_it: bool = True, quick: bool = False) -> dict:
+    """Run `d` alone on `dev` through the one launch path (`vk.Launch`) from its captured inputs:
+    {"local_size", "exact", "mismatch", "reason", timing columns}."""
+    row = {"local_size": None, "exact": False, "mismatch": "", "reason": ""}
+    try:
+        row["local_size"] = launch_parameters(d)[1]
+        launch, outputs = launch_of(dev, d)
+    except (NotReplayable, ValueError) as exc:  # CaptureError is a ValueError
+        return {**row, "reason": str(exc)}
+    except vk.VulkanError as exc:
+        return {**row, "reason": f"runtime: {exc}"}
+    try:
+        with vk.Launches(dev, [launch]) as launches, dev.record(label=f"capture dispatch {d.dispatch}") as rec:
+            launches.record(rec)
             rec.submit()
             wrong = []
             for c, buf in outputs:
@@ -117,10 +130,9 @@ def replay_one(dev, d: CapturedDispatch, *, time_it: bool = True, quick: bool = 
                 row.update(gpu_us_median=stats["median_us"], gpu_us_p10=stats["p10_us"],
                            gpu_us_p90=stats["p90_us"], samples=stats["samples"],
                            host_us_median=float(np.median(host)) / 1e3 if len(host) else np.nan)
-    except (vk.VulkanError, ValueError) as exc:
+    except (vk.VulkanError, ValueError, TypeError) as exc:
         row["reason"] = f"runtime: {exc}"
     finally:
-        for r in resources:
+        for r in launch.resources.values():
             r.close()
-        pipeline.close()
     return row

@@ -25,7 +25,7 @@ def register(sub) -> None:
     ls.add_argument("--csv", default=None, help="also write the table to this CSV file")
     ls.set_defaults(fn=_list)
     rp = verbs.add_parser("replay", help="replay each dispatch alone from its captured inputs; compare byte-exact "
-                                         "with its captured outputs and time it")
+                                         "with its captured outputs and time it (exit status 1 when one differs)")
     rp.add_argument("dir", help="a folder `workbench capture run` wrote")
     rp.add_argument("--dispatch", type=int, nargs="+", default=None, metavar="N",
                     help="only these dispatches (their `dispatch` numbers in `capture list`)")

@@ -197,7 +197,7 @@ def _fetch_source(src: Path, log_path: Path, echo) -> Path:
 
 def _version_line(tool: Path) -> str:
     result = subprocess.run([str(tool), "--version"], capture_output=True, text=True, timeout=30)
-    lines = [l.strip() for l in (result.stdout + result.stderr).splitlines() if "version" in l.lower()]
+    lines = [l.strip() for l in (result.stdout + result.stderr).splitlines() if "GFXReconstruct Version" in l]
     return lines[0] if lines else f"exit status {result.returncode}"
 
 
