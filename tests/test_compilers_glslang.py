@@ -74,7 +74,7 @@ def test_missing_build_names_what_is_missing_and_how_to_build_it(tmp_path, monke
     assert "python -m workbench.toolchain.glslang setup" in message and "WORKBENCH_GLSLANG_DIR" in message
     # asking workbench.toolchain.shaders for the built compiler gives the same error
     monkeypatch.setenv("WORKBENCH_GLSLC", "built")
-    with pytest.raises(glslang.GlslangNotSetUpError, match="compilers.glslang setup"):
+    with pytest.raises(glslang.GlslangNotSetUpError, match="toolchain.glslang setup"):
         compile_glsl(PLAIN, name="wants_the_build")
 
 

@@ -1,6 +1,6 @@
 """Build tools from Debian 13's source packages into a cache folder: the machinery the workbench's builders share.
 
-    from workbench.compilers import debian_source as ds
+    from workbench.toolchain import debian_source as ds
 
     class MySetupError(ds.SetupError):
         label = "my setup"                                   # messages: "my setup: <step>: ..."

@@ -3,7 +3,7 @@
     python -m workbench.toolchain.glslang setup [--quiet]   # once: fetch, build, cache (./setup.sh main|test does it)
     python -m workbench.toolchain.glslang status            # JSON; exit status 1 while not set up
 
-    from workbench.compilers import glslang
+    from workbench.toolchain import glslang
     glslang.setup()                 # the same from Python; a second call returns at once
     glslang.tools()                 # {"glslc": Path, "glslangValidator": Path, "spirv-val": Path, "spirv-dis": Path}
     glslang.is_set_up()
