@@ -78,3 +78,30 @@ def real():
         pytest.skip("WORKBENCH_EXECUTORCH is not set: no ExecuTorch checkout")
     from workbench import etvk
     return etvk.Codegen(etvk.source(checkout))
+
+
+@pytest.fixture
+def dot_device(device):
+    """The test device; the test is skipped where it has no int8 dot product (shaderIntegerDotProduct)."""
+    if not device.info.features.get("integer_dot_product"):
+        pytest.skip(f"{device.info.name} has no shaderIntegerDotProduct")
+    return device
+
+
+@pytest.fixture
+def etvk_row(device):
+    """``etvk_row(gen, kernel, options, exact=None)``: one ET-VK family dispatched on the test device (not timed),
+    its row checked — correct, bit-exact where `exact` (None: on a CPU device, whose driver splits the shaders'
+    multiply-adds as the references do; elsewhere a family may allow a fused one), and within rare 1-LSB rounding
+    differences of ET-VK's float64 reference where the row has one. Returns the row."""
+    from workbench import etvk
+
+    def run(gen, kernel: str, options: dict, exact: bool | None = None) -> dict:
+        row = etvk.run(device, gen, kernel, measure=False, **options)
+        assert row["correct"], row
+        if device.info.is_cpu if exact is None else exact:
+            assert row["max_abs_diff"] == 0, row
+        if "ref64_mismatch" in row:
+            assert row["ref64_mismatch"] < 0.05, row
+        return row
+    return run

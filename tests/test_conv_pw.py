@@ -29,11 +29,6 @@ def lsb_report(got, expected):
     return int(diff.max()), int((diff > 0).sum())
 
 
-def needs_dot(device):
-    if not device.info.features.get("integer_dot_product"):
-        pytest.skip(f"{device.info.name} has no shaderIntegerDotProduct")
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Host side: prepack, spec arithmetic (no device)
 
@@ -91,9 +86,9 @@ def test_reference_matches_float_math():
 # Device: exact accumulators, outputs within 1 LSB
 
 
+@pytest.mark.usefixtures("dot_device")
 def test_every_tile_gives_exact_accumulators(device):
     """All 27 tile settings (the debug build that writes the raw int32 accumulators) against torch, exactly."""
-    needs_dot(device)
     q, w, _, _ = problem(ODD, seed=1)
     expected = ops.reference_q8ta_conv2d_pw_accumulators(torch.from_numpy(q), torch.from_numpy(w))
     packed = K.prepack_weights(w)
@@ -138,9 +133,9 @@ CASES = [
                          ids=[f"{'x'.join(map(str, c[0]))}-M{c[1][0]}N{c[1][1]}K{c[1][2]}-{c[2]}"
                               f"{'-relu' if c[3] else ''}{'' if c[4] else '-nobias'}{'' if c[5] else '-fallback'}"
                               for c in CASES])
-def test_outputs_within_one_lsb(device, shape, tile, layout, relu, bias, dot):
+def test_outputs_within_one_lsb(device, request, shape, tile, layout, relu, bias, dot):
     if dot:
-        needs_dot(device)
+        request.getfixturevalue("dot_device")
     q, w, scales, b = problem(shape, seed=hash((shape, tile)) % 1000, bias=bias)
     args = (QP.input_scale, QP.input_zero_point, w, scales, b, QP.output_scale, QP.output_zero_point)
     got = ops.q8ta_conv2d_pw(torch.from_numpy(q), *args, relu=relu, tile_m=tile[0], tile_n4=tile[1],
@@ -157,8 +152,8 @@ def test_outputs_within_one_lsb(device, shape, tile, layout, relu, bias, dot):
     assert int(got.max()) - int(got.min()) > 20 or got.numel() < 8
 
 
+@pytest.mark.usefixtures("dot_device")
 def test_padding_lanes_hold_output_zp_and_padded_widths_stay_unwritten(device):
-    needs_dot(device)
     shape = (1, 8, 6, 3, 5)  # Cout 6 -> lanes 2, 3 of the second channel block are padding; W 5 -> widths 5..7
     q, w, scales, b = problem(shape, seed=4)
     spec = K.ConvPwSpec(shape, out_layout="4W4C")
@@ -176,9 +171,9 @@ def test_padding_lanes_hold_output_zp_and_padded_widths_stay_unwritten(device):
     assert (values[pad_w] == 0).all()  # the buffer starts zeroed; padded-width words are never written
 
 
+@pytest.mark.usefixtures("dot_device")
 def test_batch_and_layout_outputs_agree(device):
     """The same problem through the three output layouts unpacks to the same NCHW tensor."""
-    needs_dot(device)
     q, w, scales, b = problem((2, 12, 10, 3, 6), seed=7)
     args = (QP.input_scale, QP.input_zero_point, w, scales, b, QP.output_scale, QP.output_zero_point)
     outs = [ops.q8ta_conv2d_pw(q, *args, out_layout=layout, device=device) for layout in K.OUTPUT_LAYOUTS]
@@ -332,8 +327,8 @@ def test_pictures(with_registers):
     assert fig._repr_png_().startswith(b"\x89PNG")
 
 
+@pytest.mark.usefixtures("dot_device")
 def test_tile_explorer_sliders_rerun_live(device):
-    needs_dot(device)
     from workbench.viz.tile_views import TileExplorer
     explorer = TileExplorer(device, shapes=[(1, 16, 16, 4, 8), (1, 12, 8, 3, 5)], min_time_s=0.0, min_samples=2)
     try:

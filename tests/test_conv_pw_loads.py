@@ -19,11 +19,6 @@ NEW_OPTIONS = [o for o in CL.OPTIONS if o != CL.LANDED]
 SHAPES = [(2, 35, 21, 2, 13), (3, 30, 18, 1, 9)]
 
 
-def needs_dot(device):
-    if not device.info.features.get("integer_dot_product"):
-        pytest.skip(f"{device.info.name} has no shaderIntegerDotProduct")
-
-
 def test_oc4_k4_prepack_holds_the_same_blocks_input_channel_block_fastest():
     rng = np.random.default_rng(4)
     w = rng.integers(-128, 128, (21, 35), dtype=np.int8)
@@ -40,11 +35,11 @@ def test_oc4_k4_prepack_holds_the_same_blocks_input_channel_block_fastest():
     assert np.array_equal(landed.weight_sums, inner.weight_sums)
 
 
+@pytest.mark.usefixtures("dot_device")
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("option", NEW_OPTIONS, ids=lambda o: "-".join(o))
 def test_every_tile_of_every_option_gives_exact_accumulators(device, shape, option):
     """All 27 tiles (the raw int32 accumulator build, OpSDot + add) against torch, exactly; OpSDotAccSat on a few."""
-    needs_dot(device)
     order, addressing = option
     q, w, _, _ = K.random_problem(shape, seed=7)
     expected = ops.reference_q8ta_conv2d_pw_accumulators(torch.from_numpy(q), torch.from_numpy(w)).numpy()
@@ -58,10 +53,10 @@ def test_every_tile_of_every_option_gives_exact_accumulators(device, shape, opti
             assert np.array_equal(got, expected), f"{base.option} OpSDotAccSat accumulators differ for tile {tile}"
 
 
+@pytest.mark.usefixtures("dot_device")
 @pytest.mark.parametrize("option", NEW_OPTIONS, ids=lambda o: "-".join(o))
 def test_int8_outputs_match_the_reference(device, option):
     """The whole kernel (epilogue, 4W4C out, ReLU, bias) with each option, int8 out, against the reference: exact."""
-    needs_dot(device)
     order, addressing = option
     shape = SHAPES[0]
     q, w, scales, bias = K.random_problem(shape, seed=2)
@@ -73,10 +68,10 @@ def test_int8_outputs_match_the_reference(device, option):
             assert np.array_equal(got, expected), f"{base.option} int8 outputs differ for tile {tile}"
 
 
+@pytest.mark.usefixtures("dot_device")
 def test_diagnostic_build_runs_for_every_option(device):
     """operands="registers" compiles and runs with every option (its results are wrong by design: the input is
     XORed with the step index, so with IC4 > 1 they differ from the reference; what it measures is the time)."""
-    needs_dot(device)
     shape = SHAPES[0]
     q, w, _, _ = K.random_problem(shape, seed=3)
     expected = ops.reference_q8ta_conv2d_pw_accumulators(torch.from_numpy(q), torch.from_numpy(w)).numpy()
@@ -114,10 +109,10 @@ def test_landed_option_builds_the_landed_kernel():
     assert both.defines()["WEIGHT_K_INNER"] == 1 and both.defines()["HOIST_ADDRESSES"] == 1
 
 
+@pytest.mark.usefixtures("dot_device")
 def test_loads_suite_quick_rows(device):
     """`bench conv-loads` (quick): probes, then per tile every option as built, as the diagnostic and with
     OpSDotAccSat; built rows checked (0 LSB), roof fractions, load cost and the comparison with the landed option."""
-    needs_dot(device)
     df = CL.loads_suite(device, quick=True, show_progress=False)
     probes = df[df["kernel"] == CL.PROBE_KERNEL]
     assert set(probes["method"]) == {"int8 dot (OpSDot + add)", "int8 dot (OpSDotAccSat)"}

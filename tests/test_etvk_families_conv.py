@@ -64,64 +64,54 @@ def _ids(cases):
     return ["-".join(f"{k}={v}" for k, v in c.items()).replace(" ", "") for c in cases]
 
 
-def _exact(device, gen, kernel, options):
-    row = etvk.run(device, gen, kernel, measure=False, **options)
-    assert row["correct"], row  # exact, or 1 LSB only where a fused multiply-add would quantize differently
-    if device.info.is_cpu:  # lavapipe splits the shaders' multiply-adds, as the references do: exact
-        assert row["max_abs_diff"] == 0, row
-    if "ref64_mismatch" in row:
-        assert row["ref64_mismatch"] < 0.05  # ET-VK's float64 reference: rare 1-LSB rounding differences
-    return row
-
-
 @needs_checkout
 @pytest.mark.parametrize("options", CONV, ids=_ids(CONV))
-def test_q8ta_conv2d_matches_torch(device, real, options):
-    row = _exact(device, real, "q8ta_conv2d", options)
+def test_q8ta_conv2d_matches_torch(etvk_row, real, options):
+    row = etvk_row(real, "q8ta_conv2d", options)
     assert row["variant"] == ("q8ta_conv2d_fallback_float" if options.get("fallback") else "q8ta_conv2d_float")
 
 
 @needs_checkout
 @pytest.mark.parametrize("options", IM2COL_CONV, ids=_ids(IM2COL_CONV))
-def test_q8ta_conv2d_im2col_gemm_matches_torch(device, real, options):
-    row = _exact(device, real, "q8ta_conv2d_im2col", options)
+def test_q8ta_conv2d_im2col_gemm_matches_torch(etvk_row, real, options):
+    row = etvk_row(real, "q8ta_conv2d_im2col", options)
     assert row["variant"] == ("q8ta_conv2d_pw_fallback_float" if options.get("fallback") else "q8ta_conv2d_pw_float")
     assert row.get("before") == (None if options.get("host_im2col") else "q8ta_im2col")
 
 
 @needs_checkout
 @pytest.mark.parametrize("options", IM2COL, ids=_ids(IM2COL))
-def test_q8ta_im2col_writes_the_numpy_im2col(device, real, options):
-    _exact(device, real, "q8ta_im2col", options)
+def test_q8ta_im2col_writes_the_numpy_im2col(etvk_row, real, options):
+    etvk_row(real, "q8ta_im2col", options)
 
 
 @needs_checkout
 @pytest.mark.parametrize("options", DW, ids=_ids(DW))
-def test_q8ta_conv2d_dw_matches_torch(device, real, options):
-    _exact(device, real, "q8ta_conv2d_dw", options)
+def test_q8ta_conv2d_dw_matches_torch(etvk_row, real, options):
+    etvk_row(real, "q8ta_conv2d_dw", options)
 
 
 @needs_checkout
 @pytest.mark.parametrize("options", TRANSPOSED, ids=_ids(TRANSPOSED))
-def test_q8ta_conv2d_transposed_matches_torch(device, real, options):
-    _exact(device, real, "q8ta_conv2d_transposed", options)
+def test_q8ta_conv2d_transposed_matches_torch(etvk_row, real, options):
+    etvk_row(real, "q8ta_conv2d_transposed", options)
 
 
 @needs_checkout
 @pytest.mark.parametrize("kernel,options", PACK, ids=[f"{k}-{_ids([o])[0]}" for k, o in PACK])
-def test_etvks_conv_packing_shaders_match_numpy(device, real, kernel, options):
-    _exact(device, real, kernel, options)
+def test_etvks_conv_packing_shaders_match_numpy(etvk_row, real, kernel, options):
+    etvk_row(real, kernel, options)
 
 
 @needs_checkout
-def test_an_unmarked_multiply_add_is_checked_both_ways(device, real):
+def test_an_unmarked_multiply_add_is_checked_both_ways(device, etvk_row, real):
     """The GEMM's ``fma`` (no ``precise``): lavapipe splits it. Element (3, 3, 0) here is -55.500004 fused and
     -55.499996 split: the reference is the split form, and 1 LSB is allowed on that fraction of elements only."""
     options = dict(shape=(1, 8, 6, 8), out_channels=5, kernel_size=(1, 4), stride=2, padding=(2, 0),
                    dilation=(2, 1), seed=328)
     d = etvk.make(real, "q8ta_conv2d_im2col", **options)
     assert d.atol == 1 and d.max_mismatch == d.params["fused_mismatch"] == 1 / (5 * 5 * 3)
-    row = _exact(device, real, "q8ta_conv2d_im2col", options)
+    row = etvk_row(real, "q8ta_conv2d_im2col", options)
     if device.info.is_cpu:
         assert row["mismatch"] == 0
     plain = etvk.make(real, "q8ta_conv2d")  # most inputs: both forms quantize alike, and the check is exact

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from workbench import etvk, vk
-from workbench.etvk.families.q8ta_linear import prepack_weight
+from workbench.etvk.families._linear import prepack_weight
 
 CHECKOUT = os.environ.get("WORKBENCH_EXECUTORCH")
 needs_checkout = pytest.mark.skipif(not CHECKOUT, reason="WORKBENCH_EXECUTORCH is not set: ET-VK's linear templates "
@@ -42,32 +42,25 @@ def _ids(cases):
     return ["-".join(f"{k}={v}" for k, v in c.items()) for c in cases]
 
 
-def _row(device, gen, kernel, options):
-    row = etvk.run(device, gen, kernel, measure=False, **options)
-    assert row["correct"], row
-    assert row["max_abs_diff"] == 0  # exact: the reference is the shader's fp32 arithmetic
-    return row
-
-
 @needs_checkout
 @pytest.mark.parametrize("options", LINEAR, ids=_ids(LINEAR))
-def test_q8ta_linear_matches_torch(device, real, options):
-    row = _row(device, real, "q8ta_linear", options)
+def test_q8ta_linear_matches_torch(etvk_row, real, options):
+    row = etvk_row(real, "q8ta_linear", options, exact=True)
     assert row["variant"] == ("q8ta_linear_fallback_float" if options.get("fallback") else "q8ta_linear_float")
     assert row["ref64_mismatch"] < 0.02  # the float64 reference of ET-VK's own op: rare 1-LSB rounding differences
 
 
 @needs_checkout
 @pytest.mark.parametrize("options", GEMV, ids=_ids(GEMV))
-def test_q8ta_linear_gemv_matches_torch(device, real, options):
-    row = _row(device, real, "q8ta_linear_gemv", options)
+def test_q8ta_linear_gemv_matches_torch(etvk_row, real, options):
+    row = etvk_row(real, "q8ta_linear_gemv", options, exact=True)
     assert row["local_size"] == "1x1x64"
 
 
 @needs_checkout
 @pytest.mark.parametrize("options", PACK, ids=_ids(PACK))
-def test_etvks_packing_shader_matches_numpy_prepack(device, real, options):
-    _row(device, real, "pack_q8_linear_weight", options)
+def test_etvks_packing_shader_matches_numpy_prepack(etvk_row, real, options):
+    etvk_row(real, "pack_q8_linear_weight", options, exact=True)
 
 
 @needs_checkout

@@ -27,14 +27,6 @@ def _ids(cases):
     return ["-".join(f"{k}={v}" for k, v in c.items()) for c in cases]
 
 
-def _exact(device, gen, kernel, options):
-    row = etvk.run(device, gen, kernel, measure=False, **options)
-    assert row["correct"], row
-    if device.info.driver_name == "llvmpipe":  # the reference is the shader's own arithmetic, as lavapipe rounds it
-        assert row["max_abs_diff"] == 0, row   # (elsewhere the Dispatch allows a fused / unfused multiply-add)
-    return row
-
-
 # --- linear_q8ta_q8csw_tiled ------------------------------------------------------------------------------------
 # M odd and not a multiple of 4; N not a multiple of 4 or 8; K a multiple of 4 only (ET-VK requires it), K4 odd.
 LINEAR = [
@@ -50,8 +42,8 @@ LINEAR = [
 
 @needs_checkout
 @pytest.mark.parametrize("options", LINEAR, ids=_ids(LINEAR))
-def test_linear_q8ta_q8csw_tiled_matches_torch(device, real, options):
-    row = _exact(device, real, "linear_q8ta_q8csw_tiled", options)
+def test_linear_q8ta_q8csw_tiled_matches_torch(etvk_row, real, options):
+    row = etvk_row(real, "linear_q8ta_q8csw_tiled", options)
     assert row["variant"] == f"linear_q8ta_q8csw_tiled_{options.get('storage', 'texture3d')}_buffer_texture2d_float"
     assert row["ref64_max_abs_diff"] < 1e-3  # ET-VK's own float64 op: fp32 rounding only
 
@@ -107,15 +99,15 @@ LINEAR_TILED = [
 
 @needs_checkout
 @pytest.mark.parametrize("options", DIRECT, ids=_ids(DIRECT))
-def test_conv2d_direct_matches_torch(device, real, options):
-    row = _exact(device, real, "conv2d_q8ta_q8csw_q8to", options)
+def test_conv2d_direct_matches_torch(etvk_row, real, options):
+    row = etvk_row(real, "conv2d_q8ta_q8csw_q8to", options)
     assert row["ref64_mismatch"] < 0.05  # ET-VK's float64 reference: rare 1-LSB rounding differences
 
 
 @needs_checkout
 @pytest.mark.parametrize("options", LINEAR_TILED, ids=_ids(LINEAR_TILED))
-def test_conv2d_linear_tiled_matches_torch(device, real, options):
-    _exact(device, real, "conv2d_q8ta_q8csw_q8to_linear_tiled", options)
+def test_conv2d_linear_tiled_matches_torch(etvk_row, real, options):
+    etvk_row(real, "conv2d_q8ta_q8csw_q8to_linear_tiled", options)
 
 
 @needs_checkout
@@ -182,8 +174,8 @@ PACK_CONV = [dict(), dict(shape=(5, 6, 2, 3), storage="buffer"), dict(shape=(13,
 
 @needs_checkout
 @pytest.mark.parametrize("options", PACK_CONV, ids=_ids(PACK_CONV))
-def test_pack_q8_conv2d_weights_matches_numpy(device, real, options):
-    _exact(device, real, "pack_q8_conv2d_weights", options)
+def test_pack_q8_conv2d_weights_matches_numpy(etvk_row, real, options):
+    etvk_row(real, "pack_q8_conv2d_weights", options)
 
 
 def test_numpy_conv_prepack_indexing():

@@ -373,14 +373,16 @@ def test_a_job_may_have_its_own_time_limit(fake_build):
         mesa.stats_many(jobs, timeout=-1)
 
 
-def test_panvk_gets_a_short_limit_for_the_largest_conv_tiles(fake_build):
+def test_panvk_skips_the_largest_conv_tiles_unless_asked(fake_build):
     from workbench.benchmarks import conv_vendors
     tiles = [(1, 1, 1), (4, 4, 1)]
-    conv_vendors.conv_pw_vendor_tiles(tiles, ["mali-g610", "a740"])
-    short = conv_vendors.LARGE_TILE_TIMEOUT_S["panvk"]
-    assert fake_build.limits == [[mesa.SHADER_TIMEOUT_S, short], [mesa.SHADER_TIMEOUT_S] * 2]
-    again = conv_vendors.conv_pw_vendor_tiles(tiles, ["mali-g610"], timeout=500)
-    assert len(fake_build.limits) == 2 and len(again) == 2  # compiled statistics hold whatever the limit
+    df = conv_vendors.conv_pw_vendor_tiles(tiles, ["mali-g610", "a740"])
+    assert fake_build.calls == [["q8ta_conv2d_pw_m1_n1_k1_dot"], ["q8ta_conv2d_pw_m1_n1_k1_dot",
+                                                                   "q8ta_conv2d_pw_m4_n4_k1_dot"]]
+    skipped = df[(df["gpu"] == "mali-g610") & (df["tile"] == "M4·N4·K1")].iloc[0]
+    assert skipped["failure"] == "skipped" and "pass timeout=" in skipped["error"] and pd_isna(skipped["registers"])
+    conv_vendors.conv_pw_vendor_tiles(tiles, ["mali-g610"], timeout=500)  # asked: compiled, with that limit
+    assert fake_build.calls[2:] == [["q8ta_conv2d_pw_m4_n4_k1_dot"]] and fake_build.limits[2] == [500]
 
 
 def test_the_cache_key_is_the_shader_its_constants_local_size_gpu_and_compiler(fake_build, tmp_path):
@@ -488,10 +490,10 @@ def test_trivial_shader_statistics_turnip(mesa_build):
 def test_one_process_per_call_with_per_shader_errors(mesa_build):
     spirv = trivial_spirv()
     jobs = [spirv, {"shader": spirv, "local_size": (128, 1, 1), "name": "wide"},
-            {"shader": spirv, "spec_constants": {9: 1}, "name": "bad"}]
+            {"shader": spirv, "local_size": (4096, 1, 1), "name": "bad"}]
     results = mesa.stats_many(jobs, errors="keep")
     assert results[0]["Subgroup Size"] == 64 and results[1]["Subgroup Size"] == 128
-    assert "error" in results[2] and "9" in results[2]["error"]
+    assert results[2]["failure"] == "error" and "4096" in results[2]["error"]
     with pytest.raises(mesa.MesaCompileError, match="bad"):
         mesa.stats_many(jobs)
 

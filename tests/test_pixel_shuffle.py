@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from workbench import layouts as L
 from workbench import ops
 from workbench.kernels import pixel_shuffle as K
+from workbench.kernels import texture_local_size
 from workbench.kernels import pixel_shuffle_block as B
 from workbench.kernels import q8ta_quantize as Q
 from workbench.vk import MissingFeatureError
@@ -317,8 +318,8 @@ def test_spec_sizes_padding_and_odd_shapes(device):
     assert quant.threads == L.get_layout("4C1W").num_words((1, 5, 6, 10))   # every word, padding included
     ft = K.PixelShuffleSpec((2, 18, 3, 5), 3, "texture", "width")
     assert ft.out_sizes == (2, 2, 9, 15) and ft.global_size() == (4, 9, 4)   # W/4, H, C·N
-    assert K.texture_local_size((18, 32, 6)) == (4, 8, 2)                   # ET-VK's worked example
-    assert K.texture_local_size((100, 1, 1)) == (64, 1, 1) and K.texture_local_size((8, 32, 1)) == (4, 16, 1)
+    assert texture_local_size((18, 32, 6)) == (4, 8, 2)                   # ET-VK's worked example
+    assert texture_local_size((100, 1, 1)) == (64, 1, 1) and texture_local_size((8, 32, 1)) == (4, 16, 1)
     # large dispatches fold into 2-D so the x workgroup count stays within the device limit
     big = K.Q8taPixelShuffleSpec((1, 4, 4096, 8192), 2)
     gx, gy, _ = big.global_size(device)

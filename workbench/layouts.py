@@ -281,19 +281,19 @@ class Layout:
         return 1 if self.is_int8 else 4
 
     # -- sizes -----------------------------------------------------------------------------------------------------
-    def _block_of(self, whcn_dim: int) -> int:
+    def _along(self, whcn_dim: int, packed: int, outer: int) -> int:
+        """`packed` for the packed dim, `outer` for the outer packed dim, 1 for the others."""
         if whcn_dim == self.packed_dim:
-            return self.packed_dim_block_size
+            return packed
         if whcn_dim == self.outer_packed_dim:
-            return self.outer_packed_dim_block_size
+            return outer
         return 1
 
+    def _block_of(self, whcn_dim: int) -> int:
+        return self._along(whcn_dim, self.packed_dim_block_size, self.outer_packed_dim_block_size)
+
     def _align_of(self, whcn_dim: int) -> int:
-        if whcn_dim == self.packed_dim:
-            return self.packed_dim_align
-        if whcn_dim == self.outer_packed_dim:
-            return self.outer_packed_dim_align
-        return 1
+        return self._along(whcn_dim, self.packed_dim_align, self.outer_packed_dim_align)
 
     def padded_sizes(self, sizes) -> tuple[int, int, int, int]:
         """NCHW sizes with the packed dim and the outer packed dim rounded up to their alignment (§1.3)."""
@@ -410,10 +410,15 @@ class Layout:
         for d in reversed(self.dim_order_whcn):          # slowest first
             t[d], rem = np.divmod(rem, st[d])
         t = [t[d] * self._block_of(d) for d in range(4)]
+        return self._in_block(sz, t, inner_off, outer_off, np.shape(index))
+
+    def _in_block(self, sz, t, inner_off, outer_off, shape):
+        """``(n, c, h, w, valid)`` of the element `inner_off` along the packed dim and `outer_off` along the outer
+        packed dim from a block's first element `t` (WHCN); valid where it lies inside sizes `sz` (of `shape`)."""
         t[self.packed_dim] = t[self.packed_dim] + inner_off
         t[self.outer_packed_dim] = t[self.outer_packed_dim] + outer_off
         whcn_sizes = sz[::-1]
-        valid = np.ones(np.shape(index), dtype=bool)
+        valid = np.ones(shape, dtype=bool)
         for d in range(4):
             valid &= t[d] < whcn_sizes[d]
         return t[3], t[2], t[1], t[0], valid
@@ -491,13 +496,7 @@ class Layout:
         t[3], t[concat] = np.divmod(t[concat], bs_whcn[concat])
         t = [t[d] * self._block_of(d) for d in range(3)] + [t[3]]
         outer_off, inner_off = np.divmod(comp, bi)
-        t[self.packed_dim] = t[self.packed_dim] + inner_off
-        t[self.outer_packed_dim] = t[self.outer_packed_dim] + outer_off
-        whcn_sizes = sz[::-1]
-        valid = np.ones(np.shape(comp), dtype=bool)
-        for d in range(4):
-            valid &= t[d] < whcn_sizes[d]
-        return t[3], t[2], t[1], t[0], valid
+        return self._in_block(sz, t, inner_off, outer_off, np.shape(comp))
 
     # generic "unit" view used by the pictures: (word, lane) | (linear texel, component) | (offset, 0)
     def element_to_unit(self, sizes, n, c, h, w):

@@ -17,28 +17,30 @@ from ..kernels.conv_pw import ALL_TILES, tile_label
 from .conv import ADRENO_DEFAULT_SHAPE, adreno_job
 
 __all__ = ["conv_pw_vendor_tiles", "vendor_tile_winners", "tile_compiler_columns", "VENDOR_TILE_GPUS",
-           "COMPILER_GPUS", "NOT_BUILT"]
+           "COMPILER_GPUS", "NOT_BUILT", "SKIP_ACCUMULATORS", "skip_reason"]
 
 VENDOR_TILE_GPUS = ("a740", "a750", "a730", "mali-g610", "mali-g52", "rdna2", "rdna3")
 #: Every GPU a driver of the build compiles for (those with a note, such as Mali-G57, it refuses).
 COMPILER_GPUS = tuple(g.name for g in mesa.GPUS.values() if not g.note)
 NOT_BUILT = "vendor compilers not built: run ./setup.sh compilers"
 
-# PanVK's spilling register allocator (Mesa 25.0.7) runs for minutes on the largest tiles, where the others take
-# seconds: those tiles get a shorter time limit on PanVK. A tile past it is kept in the statistics cache as a
-# timeout (with that limit) and not compiled again; a longer `timeout=` tries again.
-LARGE_TILE_ACCUMULATORS = 256
-LARGE_TILE_TIMEOUT_S = {"panvk": 30.0}
+# PanVK (Mesa 25.0.7) spills on every tile of 32 accumulators or more (Threads 1), and its spilling register
+# allocator slows down with the spills: on Mali-G610 and G52 (2 busy cores) 0.1-1 s up to 32 accumulators, 3-53 s
+# at 64, 23-102 s at 128 and past 180 s for M2·N4·K4, past 30 s for every tile of 256. Those tiles are not
+# compiled unless asked (`timeout=`): their row says why ("failure": "skipped"); the winner on Mali, a tile without
+# spills, is among the small ones anyway.
+SKIP_ACCUMULATORS = {"panvk": 128}
 
 
-def tile_timeout(tile, gpu, timeout: float | None = None) -> float | None:
-    """Seconds `tile` may take to compile on `gpu`: `timeout` when given, else LARGE_TILE_TIMEOUT_S for a tile of
-    LARGE_TILE_ACCUMULATORS or more on its driver, else None (mesa.SHADER_TIMEOUT_S)."""
-    if timeout is not None:
-        return timeout
-    if 16 * tile[0] * tile[1] >= LARGE_TILE_ACCUMULATORS:
-        return LARGE_TILE_TIMEOUT_S.get(mesa.check_gpu(gpu).driver)
-    return None
+def skip_reason(tile, gpu, timeout: float | None = None) -> str | None:
+    """Why `tile` is not compiled for `gpu` by default (None: it is); a `timeout` compiles it."""
+    g = mesa.check_gpu(gpu)
+    limit = SKIP_ACCUMULATORS.get(g.driver)
+    accumulators = 16 * tile[0] * tile[1]
+    if timeout is not None or limit is None or accumulators < limit:
+        return None
+    return (f"not compiled: {mesa.DRIVER_TITLES[g.driver]} takes minutes on {limit}+ accumulators ({accumulators} "
+            f"here; it spills from 32 on); pass timeout= (seconds) to compile it")
 
 
 def conv_pw_vendor_tiles(tiles=None, gpus=VENDOR_TILE_GPUS, *, shape=ADRENO_DEFAULT_SHAPE, local_size=None,
@@ -48,8 +50,9 @@ def conv_pw_vendor_tiles(tiles=None, gpus=VENDOR_TILE_GPUS, *, shape=ADRENO_DEFA
     Each tile is compiled with the packed dot product (`use_dot_ext=True`, the path ET-VK takes where the device
     has it); where a compiler crashes on that path (Mesa 25.0.7's ir3 segfaults on the a750 for OpSDotAccSat), the
     row is the fallback path's and `path` says so and why. `timeout`: seconds one tile may take to compile
-    (default `tile_timeout`: `mesa.SHADER_TIMEOUT_S`, shorter for PanVK's largest tiles); a tile that exceeds it
-    gets an error row instead (failure "timeout"). Every result comes from, or goes into, the statistics cache.
+    (default `mesa.SHADER_TIMEOUT_S`); a tile that exceeds it gets an error row instead (failure "timeout"). Without
+    a `timeout`, PanVK's tiles of 128 accumulators or more are not compiled (`skip_reason`; failure "skipped").
+    Every result comes from, or goes into, the statistics cache.
     Columns: gpu, vendor, compiler, tile, TILE_M, TILE_N4, TILE_K4, accumulators (int32 per thread), path, then
     `mesa.summary`'s (registers, register_unit, spills, instructions, waves, max_waves, occupancy, subgroup_size,
     model_waves, model_occupancy), error (a tile no path compiled) and failure ("crash", "timeout", "error").
@@ -60,21 +63,30 @@ def conv_pw_vendor_tiles(tiles=None, gpus=VENDOR_TILE_GPUS, *, shape=ADRENO_DEFA
 
     made = {}  # (path, tile index) → its job: the SPIR-V once for every GPU
 
-    def jobs(use_dot_ext: bool, which, g):
+    def jobs(use_dot_ext: bool, which):
         for i in which:
             if (use_dot_ext, i) not in made:
                 made[use_dot_ext, i] = adreno_job(tiles[i], use_dot_ext=use_dot_ext, shape=shape,
                                                   local_size=local_size)
-        return [dict(made[use_dot_ext, i], timeout=tile_timeout(tiles[i], g, timeout)) for i in which]
+        return [made[use_dot_ext, i] for i in which]
 
     rows = []
     for g in gpus:
-        main = mesa.stats_rows(jobs(True, range(len(tiles)), g), g, root=root, errors="keep")
+        skipped = {i: why for i, t in enumerate(tiles) if (why := skip_reason(t, g, timeout))}
+        wanted = [i for i in range(len(tiles)) if i not in skipped]
+        compiled = mesa.stats_rows(jobs(True, wanted), g, root=root, errors="keep", timeout=timeout) \
+            if wanted else pd.DataFrame()
+        main = dict(zip(wanted, compiled.to_dict("records")))
         # only a crash is worth the other path: a slow compile would be as slow there, a refused GPU refuses both
-        failed = [i for i, f in enumerate(main.get("failure", pd.Series([None] * len(main)))) if f == "crash"]
-        fallback = mesa.stats_rows(jobs(False, failed, g), g, root=root, errors="keep") if failed else None
+        failed = [i for i in wanted if main[i].get("failure") == "crash"]
+        fallback = mesa.stats_rows(jobs(False, failed), g, root=root, errors="keep", timeout=timeout) \
+            if failed else None
         for i, tile in enumerate(tiles):
-            row = main.iloc[i].to_dict()
+            if i in skipped:
+                row = {"gpu": g.name, "vendor": g.vendor, "compiler": mesa.DRIVER_TITLES[g.driver],
+                       **mesa.summary({"error": skipped[i]}, g), "failure": "skipped"}
+            else:
+                row = main[i]
             row["path"] = paths[True]
             if fallback is not None and i in failed:
                 first_error = str(row.get("error")).splitlines()[0][:160]

@@ -50,6 +50,8 @@ class CapturedBinding:
     offset: int = 0
     size: int | None = None  # bytes the descriptor covers (its range, or the buffer's size after the offset)
     format: str | None = None  # images: VK_FORMAT_*
+    extent: tuple[int, ...] | None = None  # images: (x, y) or (x, y, z), as created
+    tiling: str | None = None  # images: VK_IMAGE_TILING_*, as created
     before: bytes | None = None  # the dump before the dispatch (None: not dumped)
     after: bytes | None = None  # the dump after it
 
@@ -131,7 +133,10 @@ def dump_plan(calls: list[dict]) -> dict:
     and after, all descriptors. A command buffer recorded once and submitted several times is dumped at its first
     submit."""
     recordings = _recordings(calls)
-    plan = {"DumpResourcesOptions": {"DumpBeforeCommand": True, "DumpAllDescriptors": True, "DumpRawImages": True},
+    # every depth slice of a 3-D image (without DumpAllImageSubresources only slice 0 is written), texels as stored
+    options = {"DumpBeforeCommand": True, "DumpAllDescriptors": True, "DumpRawImages": True,
+               "DumpAllImageSubresources": True}
+    plan = {"DumpResourcesOptions": options,
             "BeginCommandBuffer": [], "Dispatch": [], "QueueSubmit": []}
     for rec in recordings:
         if rec["dispatches"] and rec["submit"] is not None:
@@ -236,12 +241,27 @@ def _dispatch_dumps(folder: Path) -> dict[int, dict]:
                     descriptor = descriptor[0] if descriptor else {}
                 key = (int(item.get("set", 0)), int(item.get("binding", 0)))
                 slot = per_binding.setdefault(key, {"type": item.get("type")})
+                if descriptor.get("subresources"):
+                    slot.update(_image_files(descriptor["subresources"]))
                 for k, v in descriptor.items():
                     slot.setdefault(k, v)
                 for k, v in item.items():
                     if k not in ("descriptor", "set", "binding"):
                         slot.setdefault(k, v)
         found[int(entry["dispatchIndex"])] = per_binding
+    return found
+
+
+def _image_files(subresources: list) -> dict:
+    """{"file": [...], "beforeFile": [...]} of an image's dump: level 0, layer 0, its depth slices in order (a
+    2-D image has one), which concatenated are its texels in (z, y, x) order."""
+    level0 = sorted((s for s in subresources if int(s.get("mipLevel", 0)) == 0 and int(s.get("arrayLayer", 0)) == 0
+                     and str(s.get("aspect", "COLOR")) == "COLOR"), key=lambda s: int(s.get("depth", 0)))
+    found = {}
+    for key in ("file", "beforeFile"):
+        names = [s.get(key) for s in level0]
+        if names and all(names):
+            found[key] = names
     return found
 
 
@@ -323,8 +343,11 @@ def _binding(set_number, binding, kind, desc, buffers, views, images, dumped, fo
     dumps = folder / DUMPS_DIR
 
     def contents(name):
+        """The dump file's bytes; an image's: its slices' files, concatenated."""
         if not name:
             return None
+        if isinstance(name, list):
+            return b"".join(contents(n) for n in name)
         path = dumps / Path(name).name  # the replay writes absolute paths; the folder may have moved since
         if not path.is_file():
             raise CaptureError(f"expected the dump {path} of {where}, binding {set_number}.{binding}; no such file")
@@ -341,8 +364,14 @@ def _binding(set_number, binding, kind, desc, buffers, views, images, dumped, fo
                                 None if size is None else int(size))
     elif kind in IMAGE_KINDS:
         view = views.get(desc.get("imageView"), {})
+        image = images.get(view.get("image"), {})
+        size = image.get("extent") or {}
+        extent = tuple(int(size.get(k, 1)) for k in ("width", "height", "depth"))
+        if "3D" not in str(image.get("imageType", "")):
+            extent = extent[:2]
         found = CapturedBinding(set_number, binding, IMAGE_KINDS[kind], desc.get("imageView"),
-                                format=view.get("format") or images.get(view.get("image"), {}).get("format"))
+                                format=view.get("format") or image.get("format"),
+                                extent=extent if size else None, tiling=image.get("tiling"))
     else:
         found = CapturedBinding(set_number, binding, str(kind), None)
     if dumped:

@@ -15,6 +15,12 @@ from ..vk import spirv as sp
 from .format import CapturedDispatch, spec_values
 
 OP_DECORATE, OP_SPEC_CONSTANT, OP_SPEC_CONSTANT_TRUE, DEC_SPEC_ID = 71, 50, 48, 1
+IMAGE_KINDS = (sp.STORAGE_IMAGE, sp.SAMPLED_IMAGE, sp.COMBINED_IMAGE_SAMPLER)
+WRITABLE = (sp.STORAGE_BUFFER, sp.STORAGE_IMAGE)  # the kinds a dispatch may write: compared after it
+# VK_FORMAT_* of a capture -> the runtime's image format names
+VK_IMAGE_FORMATS = {f"VK_FORMAT_{name}": key for key, name in (
+    ("rgba32f", "R32G32B32A32_SFLOAT"), ("rgba32i", "R32G32B32A32_SINT"), ("rgba16f", "R16G16B16A16_SFLOAT"),
+    ("rgba8i", "R8G8B8A8_SINT"))}
 
 
 class NotReplayable(Exception):
@@ -59,13 +65,41 @@ def _check(d: CapturedDispatch, reflection: sp.Reflection) -> dict:
         c = captured.get((b.set, b.binding))
         if c is None:
             raise NotReplayable(f"binding {b.set}.{b.binding} ({b.name}) was not bound at the dispatch")
-        if c.kind not in (sp.STORAGE_BUFFER, sp.UNIFORM_BUFFER):
-            raise NotReplayable(f"binding {b.set}.{b.binding} is a {c.kind}: only storage and uniform buffers "
-                                "are replayed so far")
-        if c.after is None or (c.kind == sp.STORAGE_BUFFER and c.before is None):
+        if c.kind not in (sp.STORAGE_BUFFER, sp.UNIFORM_BUFFER, *IMAGE_KINDS):
+            raise NotReplayable(f"binding {b.set}.{b.binding} is a {c.kind}: the runtime binds storage and uniform "
+                                "buffers, storage, sampled and combined-sampler images")
+        if c.kind in IMAGE_KINDS:
+            image_format(c)
+        if c.after is None or (c.kind in WRITABLE and c.before is None):
             raise NotReplayable(f"binding {b.set}.{b.binding} ({b.name}) has no dump "
                                 f"{'after' if c.after is None else 'before'} the dispatch")
     return captured
+
+
+def image_format(c) -> str:
+    """The runtime's name of a captured image binding's format; NotReplayable for one it does not make."""
+    if c.format not in VK_IMAGE_FORMATS or c.extent is None:
+        raise NotReplayable(f"binding {c.set}.{c.binding} is a {c.format or 'format-less'} image: the runtime makes "
+                            f"{', '.join(VK_IMAGE_FORMATS)} images of a known extent")
+    return VK_IMAGE_FORMATS[c.format]
+
+
+def _image(dev, c, name: str):
+    """The captured image re-made on `dev` (format and extent as captured; the runtime's optimal tiling, which a
+    linear one reads the same through the shader) and filled with its 'before' texels."""
+    image = dev.image(c.extent, image_format(c), name=name)
+    data = c.before if c.before is not None else c.after
+    if len(data) != image.nbytes:
+        image.close()
+        raise NotReplayable(f"binding {c.set}.{c.binding}: the dump holds {len(data)} bytes, a {c.format} image of "
+                            f"extent {c.extent} {image.nbytes}")
+    return image.upload(np.frombuffer(data, image.dtype).reshape(image.shape))
+
+
+def _contents(resource) -> bytes:
+    if isinstance(resource, vk.Image):
+        return resource.download().tobytes()
+    return resource.download(np.uint8).tobytes()
 
 
 def _mismatch(binding, got: bytes, want: bytes) -> str:
@@ -75,7 +109,7 @@ def _mismatch(binding, got: bytes, want: bytes) -> str:
 
 def launch_of(dev, d: CapturedDispatch) -> tuple[vk.Launch, list]:
     """The runtime's `vk.Launch` of a captured dispatch, its resources made on `dev` from the captured 'before'
-    bytes: (launch, [(captured binding, its buffer)] of the storage buffers to compare). The caller closes the
+    bytes: (launch, [(captured binding, its resource)] of the storage buffers and images to compare). The caller closes the
     resources (`launch.resources.values()`). NotReplayable where the runtime cannot run it alone."""
     reflection, local = launch_parameters(d)
     captured = _check(d, reflection)
@@ -89,6 +123,10 @@ def launch_of(dev, d: CapturedDispatch) -> tuple[vk.Launch, list]:
             name = f"{b.set}.{b.binding}:{b.name}"
             if c.kind == sp.UNIFORM_BUFFER:
                 resources[b.binding] = dev.uniform(data, name=name)
+            elif c.kind in IMAGE_KINDS:
+                resources[b.binding] = _image(dev, c, name)
+                if c.kind == sp.STORAGE_IMAGE:
+                    outputs.append((c, resources[b.binding]))
             else:
                 resources[b.binding] = dev.buffer(data, name=name)
                 outputs.append((c, resources[b.binding]))
@@ -120,7 +158,7 @@ def replay_one(dev, d: CapturedDispatch, *, time_it: bool = True, quick: bool = 
             rec.submit()
             wrong = []
             for c, buf in outputs:
-                got = buf.download(np.uint8)[:len(c.after)].tobytes()
+                got = _contents(buf)[:len(c.after)]
                 if got != c.after:
                     wrong.append(_mismatch(c, got, c.after))
             row.update(exact=not wrong, mismatch="; ".join(wrong) if wrong else "exact")

@@ -19,7 +19,8 @@ from ..kernels.workgroups import create_local_wg_size, pick_hw_square_wg_size
 
 __all__ = ["Resource", "Step", "Dispatch", "create_local_wg_size", "pick_hw_square_wg_size", "block_config",
            "io_block_configs", "linear_blocks", "extents_blocks", "square_local", "int8_layout", "float_layout",
-           "nchw_sizes", "random_int8", "quantize", "dequantize", "packed_words", "int8_decoder"]
+           "nchw_sizes", "random_int8", "quantize", "dequantize", "packed_words", "int8_decoder", "padded",
+           "packed_weight_output"]
 
 @dataclass
 class Resource:
@@ -159,3 +160,23 @@ def packed_words(lay: L.Layout, q: torch.Tensor) -> np.ndarray:
 
 def int8_decoder(lay: L.Layout, sizes):
     return lambda words: torch.from_numpy(np.asarray(lay.unpack(words.view(np.int32), sizes)))
+
+
+def padded(values, length: int, dtype) -> np.ndarray:
+    """`values` (a tensor, an array, or None for none) flattened into `length` entries of `dtype`, zeros after:
+    the per-output-channel buffers the shaders read in whole blocks, past the last channel, without a bound check."""
+    out = np.zeros(length, dtype=dtype)
+    if values is not None:
+        v = np.asarray(values.numpy() if isinstance(values, torch.Tensor) else values).astype(dtype).reshape(-1)
+        out[: v.size] = v
+    return out
+
+
+def packed_weight_output(ny: int, nx: int, storage: str, name: str = "t_packed_int8_weight"):
+    """(the output resource, its decoder) of a weight prepack shader: an ``rgba32i`` texture of nx × ny texels, or
+    the same texels row by row in a buffer (ET-VK's choice past the device's texture limits)."""
+    if storage == "texture2d":
+        return (Resource("image", extent=(nx, ny), fmt="rgba32i", name=name),
+                lambda tex: torch.from_numpy(np.asarray(tex, dtype=np.int32).reshape(ny, nx, 4)))
+    return (Resource("buffer", nbytes=ny * nx * 16, name=name),
+            lambda raw: torch.from_numpy(raw.view(np.int32).reshape(ny, nx, 4).copy()))

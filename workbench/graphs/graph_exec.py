@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..kernels import DeviceResources
 from .int8_graph import (IDENTITY_OPS, Graph, Node, Repr)
 
 CLONE_SHADER = "q8ta_clone"
@@ -46,36 +47,26 @@ class Execution:
         return float(sum(t for (_, _, k), t in zip(self.dispatches, self.gpu_us) if k == kind))
 
 
-class _Executor:
+class _Executor(DeviceResources):
     def __init__(self, device, graph: Graph):
-        self.device = device
+        super().__init__(device)
         self.graph = graph
-        self.owned = []
         self.res = {}       # node → (resource, metadata ubo)
         self.calls = []     # [(closure(rec), label, node name, kind)]
-
-    def own(self, obj):
-        self.owned.append(obj)
-        return obj
-
-    def close(self):
-        for obj in reversed(self.owned):
-            obj.close()
-        self.owned.clear()
 
     # -- resources --------------------------------------------------------------------------------------------------
     def alloc(self, node: Node, r: Repr, name: str):
         lay = r.workbench_layout
         if r.storage == "texture":
             fmt = "rgba32i" if node.dtype == "int8" else "rgba32f"
-            res = self.own(self.device.image(lay.extents(node.sizes), fmt, name=name))
-            meta = self.own(self.device.uniform(lay.texture_metadata(node.sizes), name=name + "-meta"))
+            res = self._own(self.device.image(lay.extents(node.sizes), fmt, name=name))
+            meta = self._own(self.device.uniform(lay.texture_metadata(node.sizes), name=name + "-meta"))
         else:
             if node.dtype == "int8" and not lay.is_int8:
                 raise NotImplementedError(f"{node.name}: an int8 tensor in a float buffer layout ({r})")
             nbytes = 4 * (lay.num_words(node.sizes) if lay.is_int8 else lay.padded_numel(node.sizes))
-            res = self.own(self.device.buffer(nbytes=nbytes, name=name))
-            meta = self.own(self.device.uniform(lay.buffer_metadata(node.sizes), name=name + "-meta"))
+            res = self._own(self.device.buffer(nbytes=nbytes, name=name))
+            meta = self._own(self.device.uniform(lay.buffer_metadata(node.sizes), name=name + "-meta"))
         return res, meta
 
     def upload(self, node: Node, x):
@@ -241,10 +232,10 @@ class _Executor:
                                  relu=bool(p.get("relu", False)), apply_bias=p.get("bias") is not None)
             packed = CK.prepack_weights(weight, p["weight_scales"], p.get("bias"))
             bufs = {"out": do, "inp": si, "out_meta": dm, "in_meta": sm,
-                    "weight": self.own(self.device.buffer(packed.weight, name=node.name + "-w")),
-                    "weight_sums": self.own(self.device.buffer(packed.weight_sums, name=node.name + "-ws")),
-                    "weight_scales": self.own(self.device.buffer(packed.scales, name=node.name + "-wsc")),
-                    "bias": self.own(self.device.buffer(packed.bias, name=node.name + "-b"))}
+                    "weight": self._own(self.device.buffer(packed.weight, name=node.name + "-w")),
+                    "weight_sums": self._own(self.device.buffer(packed.weight_sums, name=node.name + "-ws")),
+                    "weight_scales": self._own(self.device.buffer(packed.scales, name=node.name + "-wsc")),
+                    "bias": self._own(self.device.buffer(packed.bias, name=node.name + "-b"))}
             qp = CK.QParams(p["input_scale"], p["input_zero_point"], p["output_scale"], p["output_zero_point"])
             pipe = spec.pipeline(self.device)
             resources = [bufs[CK.BINDINGS[b.binding]] for b in pipe.bindings]

@@ -219,10 +219,8 @@ def _module_base():
     return nn.Module
 
 
-class Quantize(_module_base()):
-    """float → int8: ``clamp(roundEven(x · (1/scale)) + zp)`` (q8ta_quantize's order)."""
-
-    op = "quantize_per_tensor"
+class _PerTensor(_module_base()):
+    """A conversion between float and int8 with one (scale, zero point) for the whole tensor."""
 
     def __init__(self, scale: float, zero_point: int):
         super().__init__()
@@ -230,6 +228,12 @@ class Quantize(_module_base()):
 
     def params(self):
         return {"scale": self.scale, "zero_point": self.zero_point}
+
+
+class Quantize(_PerTensor):
+    """float → int8: ``clamp(roundEven(x · (1/scale)) + zp)`` (q8ta_quantize's order)."""
+
+    op = "quantize_per_tensor"
 
     def forward(self, x):
         torch = _torch()
@@ -237,17 +241,10 @@ class Quantize(_module_base()):
         return torch.clamp(torch.round(s) + self.zero_point, -128, 127).to(torch.int8)
 
 
-class Dequantize(_module_base()):
+class Dequantize(_PerTensor):
     """int8 → float: ``float(q − zp) · scale``."""
 
     op = "dequantize_per_tensor"
-
-    def __init__(self, scale: float, zero_point: int):
-        super().__init__()
-        self.scale, self.zero_point = float(scale), int(zero_point)
-
-    def params(self):
-        return {"scale": self.scale, "zero_point": self.zero_point}
 
     def forward(self, q):
         torch = _torch()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from ..toolchain.shaders import compile_shader
+from ..vk.errors import Closable
 from .workgroups import create_local_wg_size as texture_local_size  # ET-VK's picker for texture dispatches
 
 
@@ -63,7 +64,24 @@ def storage_global_size(device, layout, sizes, threads: int, local_x: int) -> tu
     return linear_global_size(device, threads, local_x)
 
 
-class DeviceResources:
+class StorageDispatch:
+    """A kernel over a tensor in a buffer or a 3-D texture (its `storage` and `layout`), sized by its
+    `dispatch_sizes`: textures one thread per texel with ET-VK's texture picker, buffers `threads` in work groups of
+    `buffer_local_size`, laid out by storage_global_size."""
+
+    buffer_local_size = (64, 1, 1)  # ET-VK's {64, 1, 1}
+
+    @property
+    def local_size(self) -> tuple[int, int, int]:
+        if self.storage == "texture":
+            return texture_local_size(self.layout.extents(self.dispatch_sizes))
+        return self.buffer_local_size
+
+    def global_size(self, device=None) -> tuple[int, int, int]:
+        return storage_global_size(device, self.layout, self.dispatch_sizes, self.threads, self.buffer_local_size[0])
+
+
+class DeviceResources(Closable):
     """Owns the device objects made for a kernel's runs; close() (or `with`) releases them, newest first."""
 
     def __init__(self, device):
@@ -79,18 +97,18 @@ class DeviceResources:
             obj.close()
         self._owned.clear()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
 
 class KernelRun(DeviceResources):
     """A spec bound to its resources: subclasses allocate them and define record(rec); run() submits once."""
 
     def _dispatch(self, rec, spec, resources, label):
         record_spec(rec, self.device, spec, resources, label)
+
+    def _own_metadata(self, spec, name: str) -> tuple:
+        """The spec's (output, input) metadata UBOs (``spec.metadata()``) on the device, owned: `name`-out-meta,
+        `name`-in-meta."""
+        return tuple(self._own(self.device.uniform(meta, name=f"{name}-{side}-meta"))
+                     for side, meta in zip(("out", "in"), spec.metadata()))
 
     def record(self, rec, label: str | None = None):
         raise NotImplementedError

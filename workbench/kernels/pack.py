@@ -18,8 +18,16 @@ LOCAL_TEXELS = (4, 4, 4)
 IMAGE_FORMATS = {"float32": "rgba32f", "float16": "rgba16f"}
 
 
+class _InLayout:
+    """A transfer between NCHW and one layout, named by the spec's `layout`."""
+
+    @property
+    def definition(self):
+        return layouts.get_layout(self.layout)
+
+
 @dataclass(frozen=True)
-class PackSpec:
+class PackSpec(_InLayout):
     """NCHW int8 → `layout` (pack) or back (unpack)."""
     layout: str
     sizes: tuple
@@ -34,10 +42,6 @@ class PackSpec:
         if self.block and (self.direction != "pack" or layouts.get_layout(self.layout).name != "4W4C"):
             raise ValueError(f"the block kernel packs NCHW into 4W4C only, got {self.direction} {self.layout}")
         object.__setattr__(self, "sizes", normalize_sizes(self.sizes))
-
-    @property
-    def definition(self):
-        return layouts.get_layout(self.layout)
 
     @property
     def shader(self) -> str:
@@ -74,7 +78,7 @@ class PackSpec:
 
 
 @dataclass(frozen=True)
-class TextureSpec:
+class TextureSpec(_InLayout):
     """Float NCHW → texture `layout` (to_texture) or back (from_texture)."""
     layout: str
     sizes: tuple
@@ -89,10 +93,6 @@ class TextureSpec:
         if self.direction not in ("to_texture", "from_texture"):
             raise ValueError(f"direction is 'to_texture' or 'from_texture', got {self.direction!r}")
         object.__setattr__(self, "sizes", normalize_sizes(self.sizes))
-
-    @property
-    def definition(self):
-        return layouts.get_layout(self.layout)
 
     @property
     def shader(self) -> str:

@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import layouts as L
 from ..quant import inverse_scale
-from . import KernelRun, linear_global_size, storage_global_size, texture_local_size
+from . import KernelRun, StorageDispatch, linear_global_size
 
 FLOAT_SHADER = "pixel_shuffle"
 FUSED_SHADER = "q8ta_pixel_shuffle"
@@ -159,7 +159,7 @@ def check_qparams(scale, zero_point, which):
 
 
 @dataclass(frozen=True)
-class PixelShuffleSpec:
+class PixelShuffleSpec(StorageDispatch):
     """Float pixel shuffle on buffers or 3-D textures.  ``in_sizes`` NCHW (unsqueezed to 4-D)."""
 
     in_sizes: tuple
@@ -237,13 +237,8 @@ class PixelShuffleSpec:
         return int(np.prod(self.out_sizes))
 
     @property
-    def local_size(self) -> tuple[int, int, int]:
-        if self.storage == "texture":
-            return texture_local_size(self.layout.extents(self.out_sizes))
-        return LOCAL_SIZE
-
-    def global_size(self, device=None) -> tuple[int, int, int]:
-        return storage_global_size(device, self.layout, self.out_sizes, self.threads, LOCAL_SIZE[0])
+    def dispatch_sizes(self) -> tuple:
+        return self.out_sizes
 
     @property
     def dispatches(self) -> int:
@@ -444,9 +439,7 @@ class PixelShuffleRun(KernelRun):
                 self.inp = self._own(device.buffer(data, name="ps-in"))
                 self.out = self._own(device.buffer(nbytes=int(np.prod(spec.out_sizes)) * spec.elem_nbytes,
                                                    name="ps-out"))
-            out_meta, in_meta = spec.metadata()
-            self.out_meta = self._own(device.uniform(np.frombuffer(out_meta, np.uint8), name="ps-out-meta"))
-            self.in_meta = self._own(device.uniform(np.frombuffer(in_meta, np.uint8), name="ps-in-meta"))
+            self.out_meta, self.in_meta = self._own_metadata(spec, "ps")
         except Exception:
             self.close()
             raise
@@ -474,9 +467,7 @@ class Q8taPixelShuffleRun(KernelRun):
             self.inp = self._own(device.buffer(packed_input(spec.in_layout, spec.in_sizes, q, seed), name="q8ps-in"))
             out_words = L.get_layout(spec.out_layout).num_words(spec.out_sizes)
             self.out = self._own(device.buffer(nbytes=4 * out_words, name="q8ps-out"))
-            out_meta, in_meta = spec.metadata()
-            self.out_meta = self._own(device.uniform(np.frombuffer(out_meta, np.uint8), name="q8ps-out-meta"))
-            self.in_meta = self._own(device.uniform(np.frombuffer(in_meta, np.uint8), name="q8ps-in-meta"))
+            self.out_meta, self.in_meta = self._own_metadata(spec, "q8ps")
         except Exception:
             self.close()
             raise

@@ -17,12 +17,33 @@ QUANTIZE_SHADER = "q8ta_quantize"
 DEQUANTIZE_SHADER = "q8ta_dequantize"
 
 
+@dataclass(frozen=True)
 class _Q8taConvertSpec:
-    """What the quantize and dequantize specs share: one dispatch of ET-VK's {64, 1, 1} work groups, no defines,
-    the (output, input) BufferMetadata of the same sizes, traffic read + written."""
+    """What the quantize and dequantize specs share: their fields (each sets its layouts' defaults), the checks of
+    the int8x4 side (`reads_int8`: the input) and the float buffer side, one dispatch of ET-VK's {64, 1, 1} work
+    groups, no defines, the (output, input) BufferMetadata of the same sizes, traffic read + written."""
+
+    sizes: tuple
+    in_layout: str
+    out_layout: str
+    scale: float = 1.0
+    zero_point: int = 0
 
     dispatches = 1
     local_size = LOCAL_SIZE
+    shader = ""
+    reads_int8 = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "sizes", L.normalize_sizes(self.sizes))
+        for verb, name in (("reads", self.in_layout), ("writes", self.out_layout)):
+            lay = L.get_layout(name)
+            if (verb == "reads") == self.reads_int8:
+                if not lay.is_int8:
+                    raise ValueError(f"{self.shader} {verb} an int8x4 layout, got {name}")
+            elif lay.is_int8 or lay.is_texture:
+                raise ValueError(f"{self.shader} {verb} a float buffer layout, got {lay.name}")
+        check_qparams(self.scale, self.zero_point, self.shader.removeprefix("q8ta_"))
 
     @property
     def defines(self) -> dict:
@@ -48,22 +69,11 @@ class _Q8taConvertSpec:
 class Q8taDequantizeSpec(_Q8taConvertSpec):
     """int8x4 (any int8 layout) → fp32 buffer (any float buffer layout); one thread per output element."""
 
-    sizes: tuple
     in_layout: str = "4W4C"
     out_layout: str = "WIDTH_PACKED"
-    scale: float = 1.0
-    zero_point: int = 0
 
     shader = DEQUANTIZE_SHADER
-
-    def __post_init__(self):
-        object.__setattr__(self, "sizes", L.normalize_sizes(self.sizes))
-        if not L.get_layout(self.in_layout).is_int8:
-            raise ValueError(f"q8ta_dequantize reads an int8x4 layout, got {self.in_layout}")
-        out = L.get_layout(self.out_layout)
-        if out.is_int8 or out.is_texture:
-            raise ValueError(f"q8ta_dequantize writes a float buffer layout, got {out.name}")
-        check_qparams(self.scale, self.zero_point, "dequantize")
+    reads_int8 = True
 
     def spec_constants(self) -> dict:
         return {3: L.get_layout(self.in_layout).spec_constant(), 4: L.get_layout(self.out_layout).spec_constant()}
@@ -89,22 +99,11 @@ class Q8taQuantizeSpec(_Q8taConvertSpec):
     """fp32 buffer (any float buffer layout) → int8x4 (any int8 layout); one thread per output word (all words,
     padding included: padding lanes get the zero point)."""
 
-    sizes: tuple
     in_layout: str = "WIDTH_PACKED"
     out_layout: str = "4W4C"
-    scale: float = 1.0
-    zero_point: int = 0
 
     shader = QUANTIZE_SHADER
-
-    def __post_init__(self):
-        object.__setattr__(self, "sizes", L.normalize_sizes(self.sizes))
-        lay = L.get_layout(self.in_layout)
-        if lay.is_int8 or lay.is_texture:
-            raise ValueError(f"q8ta_quantize reads a float buffer layout, got {lay.name}")
-        if not L.get_layout(self.out_layout).is_int8:
-            raise ValueError(f"q8ta_quantize writes an int8x4 layout, got {self.out_layout}")
-        check_qparams(self.scale, self.zero_point, "quantize")
+    reads_int8 = False
 
     def spec_constants(self) -> dict:
         """3 input layout, 4 output layout; the float input is addressed through its metadata strides alone, so
@@ -193,11 +192,7 @@ class Q8taChainRun(KernelRun):
             self.f_in = self._own(device.buffer(nbytes=4 * int(np.prod(f.in_sizes)), name="chain-f-in"))
             self.f_out = self._own(device.buffer(nbytes=4 * int(np.prod(f.out_sizes)), name="chain-f-out"))
             self.out = self._own(device.buffer(nbytes=4 * quant.threads, name="chain-q-out"))
-            self.metas = []
-            for s in self.stage_specs:
-                o, i = s.metadata()
-                self.metas.append((self._own(device.uniform(np.frombuffer(o, np.uint8))),
-                                   self._own(device.uniform(np.frombuffer(i, np.uint8)))))
+            self.metas = [self._own_metadata(s, f"chain-{label}") for s, label in zip(self.stage_specs, self.LABELS)]
         except Exception:
             self.close()
             raise

@@ -48,11 +48,10 @@ import numpy as np
 import torch
 
 from .. import layouts as L
-from . import KernelRun, storage_global_size, texture_local_size
+from . import KernelRun, StorageDispatch
 
 QUANTIZE_SHADER = "quantize_affine"
 DEQUANTIZE_SHADER = "dequantize_affine"
-LOCAL_SIZE = (64, 1, 1)
 STORAGES = ("buffer", "texture")
 OPS = ("quantize", "dequantize")
 SCALE_MIN = 1e-7  # the kernels clamp the scale (ET-VK's shaders did) before the reciprocal; torchao 0.18 does not
@@ -274,7 +273,7 @@ def _whcn(v4):
 
 
 @dataclass(frozen=True)
-class AffineSpec:
+class AffineSpec(StorageDispatch):
     """One quantize or dequantize dispatch.  ``shape`` and ``block_size`` as torch gives them (1-4 dims)."""
 
     op: str                          # "quantize" | "dequantize"
@@ -384,13 +383,8 @@ class AffineSpec:
         return self.numel
 
     @property
-    def local_size(self) -> tuple[int, int, int]:
-        if self.storage == "texture":
-            return texture_local_size(self.layout.extents(self.sizes))
-        return LOCAL_SIZE
-
-    def global_size(self, device=None) -> tuple[int, int, int]:
-        return storage_global_size(device, self.layout, self.sizes, self.threads, LOCAL_SIZE[0])
+    def dispatch_sizes(self) -> tuple:
+        return self.sizes
 
     # -- cost: bytes read + written once each ---------------------------------------------------------------------
     def float_nbytes(self) -> int:

@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import debian_source
+from . import build, debian_source
 
 __all__ = [
     "TAG", "COMMIT", "VERSION", "SUBMODULES", "APT_PACKAGES", "CMAKE_OPTIONS", "BUILD_TARGETS", "TOOLS", "LAYER_NAME",
@@ -97,45 +97,26 @@ class GfxreconSetupError(GfxreconError, debian_source.SetupError):
 # Where things are
 # ----------------------------------------------------------------------------------------------------------------
 
-def cache_root(root=None) -> Path:
-    """The cache: `root`, else $WORKBENCH_GFXRECON_DIR, else ~/.cache/workbench/gfxreconstruct/<tag>."""
-    return debian_source.cache_dir(root, "WORKBENCH_GFXRECON_DIR",
-                                   Path.home() / ".cache" / "workbench" / "gfxreconstruct" / TAG)
+def _products(base: Path) -> dict[str, Path]:
+    return {name: base / dest for name, (_, dest) in BUILD_TARGETS.items()}
 
 
-def tool_paths(root=None) -> dict[str, Path]:
-    """Where each tool and the layer folder are (or will be) in the cache; nothing is checked."""
-    base = cache_root(root)
-    return {**{name: base / "bin" / name for name in TOOLS}, "layer_dir": base / "layer"}
+CACHE = build.ToolCache(label="gfxreconstruct setup", env_var="WORKBENCH_GFXRECON_DIR",
+                        default=Path.home() / ".cache" / "workbench" / "gfxreconstruct" / TAG, recipe=RECIPE_ID,
+                        products=_products,
+                        tools=lambda base: {**{name: base / "bin" / name for name in TOOLS}, "layer_dir": base / "layer"})
 
 
-def _missing(root=None) -> list[str]:
-    base = cache_root(root)
-    missing = [str(base / dest) for _, dest in BUILD_TARGETS.values() if not (base / dest).is_file()]
-    return missing + debian_source.stamp_missing(base / STAMP_NAME, RECIPE_ID)
-
-
-def is_set_up(root=None) -> bool:
-    return not _missing(root)
-
-
-def status(root=None) -> dict:
-    """{"set_up", "root", "missing", "tools", "stamp"}: what the cache holds."""
-    missing = _missing(root)
-    return {"set_up": not missing, "root": str(cache_root(root)), "missing": missing,
-            "tools": {k: str(v) for k, v in tool_paths(root).items()},
-            "stamp": debian_source.read_stamp(cache_root(root) / STAMP_NAME)}
+# the cache (`root`, else $WORKBENCH_GFXRECON_DIR, else the default), its tools' paths, what it lacks, its status
+cache_root, tool_paths, _missing, is_set_up, status = CACHE.functions()
 
 
 def tools(root=None) -> dict[str, Path]:
     """The tools' paths and the layer folder; GfxreconNotSetUpError (one line: what is missing, how to build it)."""
-    missing = _missing(root)
-    if missing:
-        raise GfxreconNotSetUpError(
-            f"GFXReconstruct {VERSION} ({TAG}) is not built in {cache_root(root)} (missing {missing[0]}"
-            f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''}); build it once with `{SETUP_COMMAND}` "
-            "(fetches it from GitHub, or takes a checkout named by $WORKBENCH_GFXRECON_SOURCE; about 8 min on 2 cores)")
-    return tool_paths(root)
+    return CACHE.require(root, error=GfxreconNotSetUpError, explain=lambda folder, missing: (
+        f"GFXReconstruct {VERSION} ({TAG}) is not built in {folder} (missing {missing[0]}"
+        f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''}); build it once with `{SETUP_COMMAND}` "
+        "(fetches it from GitHub, or takes a checkout named by $WORKBENCH_GFXRECON_SOURCE; about 8 min on 2 cores)"))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -211,10 +192,8 @@ def setup(source=None, root=None, *, force: bool = False, jobs: int | None = Non
     the stamp and returns at once (`force=True` rebuilds). Returns status(); GfxreconSetupError names a failed step.
     """
     root = cache_root(root)
-    echo = (lambda text: print(text, flush=True)) if progress else (lambda text: None)
-    if not force and is_set_up(root):
-        stamp = debian_source.read_stamp(root / STAMP_NAME) or {}
-        echo(f"gfxreconstruct setup: already built in {root} ({stamp.get('built_at', '?')}); force=True rebuilds")
+    echo = build.echo_for(progress)
+    if CACHE.already_built(root, force, echo):
         return status(root)
     source = source or os.environ.get("WORKBENCH_GFXRECON_SOURCE") or None
     started = time.monotonic()
@@ -233,30 +212,21 @@ def setup(source=None, root=None, *, force: bool = False, jobs: int | None = Non
                 tree = Path(source).expanduser().resolve()
                 echo(f"    using the checkout {tree}")
             found = _check_source(tree, log)
-        build = root / "build"
+        build_dir = root / "build"
         with steps.step("configure", "cmake configure") as log:
             debian_source.configure_once(
-                build, "workbench-cmake-options.json", [str(tree), *CMAKE_OPTIONS],
-                lambda: debian_source.run_logged("configure", ["cmake", "-S", tree, "-B", build, *CMAKE_OPTIONS],
+                build_dir, "workbench-cmake-options.json", [str(tree), *CMAKE_OPTIONS],
+                lambda: debian_source.run_logged("configure", ["cmake", "-S", tree, "-B", build_dir, *CMAKE_OPTIONS],
                                                  log, error=GfxreconSetupError, env=debian_source.clean_env(),
                                                  what="cmake"),
                 force=force, echo=echo)
         with steps.step("build", f"nice ninja -j{jobs} {' '.join(BUILD_TARGETS)}") as log:
             progress_lines = debian_source.ninja_progress(echo)
-            debian_source.run_logged("build", ["nice", "ninja", "-C", build, "-j", str(jobs), *BUILD_TARGETS], log,
-                                     error=GfxreconSetupError, env=debian_source.clean_env(), on_line=progress_lines,
-                                     what="ninja")
+            debian_source.run_logged("build", ["nice", "ninja", "-C", build_dir, "-j", str(jobs), *BUILD_TARGETS],
+                                     log, error=GfxreconSetupError, env=debian_source.clean_env(),
+                                     on_line=progress_lines, what="ninja")
         with steps.step("install", "strip and copy into bin/ and layer/, stamp") as log:
-            for folder in ("bin", "layer"):
-                shutil.rmtree(root / folder, ignore_errors=True)
-                (root / folder).mkdir()
-            for built, dest in BUILD_TARGETS.values():
-                if not (build / built).is_file():
-                    raise GfxreconSetupError("install", f"ninja finished but {build / built} is missing", log)
-                shutil.copy2(build / built, root / dest)
-                if shutil.which("strip") and not dest.endswith(".json"):
-                    debian_source.run_logged("install", ["strip", "--strip-unneeded", root / dest], log,
-                                             error=GfxreconSetupError, what="strip")
+            build.install_products(build_dir, root, BUILD_TARGETS.values(), log, error=GfxreconSetupError)
             manifest = json.loads((root / "layer" / "VkLayer_gfxreconstruct.json").read_text())
             if manifest.get("layer", {}).get("name") != LAYER_NAME:
                 raise GfxreconSetupError("install", f"the layer manifest names {manifest.get('layer')}, expected "
@@ -266,11 +236,11 @@ def setup(source=None, root=None, *, force: bool = False, jobs: int | None = Non
                 "tools": {name: {"bytes": (root / "bin" / name).stat().st_size,
                                  "version": _version_line(root / "bin" / name)} for name in TOOLS},
                 "layer": manifest["layer"].get("description"), "cmake_options": list(CMAKE_OPTIONS), "jobs": jobs,
-                "build_dir_bytes": debian_source.dir_bytes(build),
+                "build_dir_bytes": debian_source.dir_bytes(build_dir),
             }
             debian_source.write_stamp(stamp_path, stamp)
             if not keep_build:
-                shutil.rmtree(build, ignore_errors=True)
+                shutil.rmtree(build_dir, ignore_errors=True)
                 shutil.rmtree(root / "src", ignore_errors=True)
         debian_source.finish_stamp(stamp, stamp_path, root, started=started, keep_build=keep_build,
                                    step_seconds=steps.times)
@@ -279,39 +249,21 @@ def setup(source=None, root=None, *, force: bool = False, jobs: int | None = Non
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m workbench.toolchain.gfxreconstruct",
-                                     description=f"GFXReconstruct {VERSION} ({TAG}): capture layer, convert, replay, "
-                                                 "extract, built once and cached")
-    sub = parser.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("setup", help="build once (about 8 min on 2 cores); a no-op when already built")
+    parser, s = build.setup_parser(
+        "python -m workbench.toolchain.gfxreconstruct",
+        f"GFXReconstruct {VERSION} ({TAG}): capture layer, convert, replay, extract, built once and cached",
+        setup_help="build once (about 8 min on 2 cores); a no-op when already built",
+        dir_help=f"cache folder (default $WORKBENCH_GFXRECON_DIR or ~/.cache/workbench/gfxreconstruct/{TAG})",
+        keep_help="keep build/ (and a fetched src/)")
     s.add_argument("--source", default=None, help="a GFXReconstruct checkout at the tag, submodules included "
                                                   "(default $WORKBENCH_GFXRECON_SOURCE, else fetched from GitHub)")
-    s.add_argument("--dir", default=None, help=f"cache folder (default $WORKBENCH_GFXRECON_DIR or "
-                                               f"~/.cache/workbench/gfxreconstruct/{TAG})")
-    s.add_argument("--force", action="store_true", help="rebuild even when the cache is complete")
-    s.add_argument("--jobs", "-j", type=int, default=None, help="ninja jobs (default: CPU count)")
-    s.add_argument("--keep-build", action="store_true", help="keep build/ (and a fetched src/)")
-    s.add_argument("--no-install", action="store_true",
-                   help="do not apt-get install missing prerequisites (fail and name them)")
-    s.add_argument("--quiet", action="store_true", help="no progress output")
-    s = sub.add_parser("status", help="is it built, where (JSON; exit status 1 when not built)")
-    s.add_argument("--dir", default=None)
     return parser
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        if args.command == "setup":
-            setup(args.source, args.dir, force=args.force, jobs=args.jobs, keep_build=args.keep_build,
-                  install_prerequisites=not args.no_install, progress=not args.quiet)
-        else:
-            print(json.dumps(status(args.dir), indent=2))
-            return 0 if is_set_up(args.dir) else 1
-    except GfxreconError as exc:
-        print(f"workbench.toolchain.gfxreconstruct: error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return build.run_main(_parser().parse_args(argv), cache=CACHE, error=GfxreconError,
+                          prog="workbench.toolchain.gfxreconstruct",
+                          setup=lambda args: setup(args.source, args.dir, **build.setup_options(args)))
 
 
 if __name__ == "__main__":

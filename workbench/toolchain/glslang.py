@@ -51,7 +51,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import debian_source
+from . import build, debian_source
 from .debian_source import parse_showsrc
 
 __all__ = [
@@ -137,50 +137,23 @@ class GlslangSetupError(GlslangError, debian_source.SetupError):
 # Where things are
 # ----------------------------------------------------------------------------------------------------------------
 
-def cache_root(root=None) -> Path:
-    """The cache: `root`, else $WORKBENCH_GLSLANG_DIR, else ~/.cache/workbench/glslang/<versions>."""
-    return debian_source.cache_dir(root, "WORKBENCH_GLSLANG_DIR",
-                                   Path.home() / ".cache" / "workbench" / "glslang" / VERSIONS_LABEL)
+CACHE = build.ToolCache(label="glslang setup", env_var="WORKBENCH_GLSLANG_DIR",
+                        default=Path.home() / ".cache" / "workbench" / "glslang" / VERSIONS_LABEL, recipe=RECIPE_ID,
+                        products=lambda base: {name: base / "bin" / name for name in TOOLS})
 
 
-def tool_paths(root=None) -> dict[str, Path]:
-    """Where each tool is (or will be) in the cache: {"glslc": .../bin/glslc, ...}; nothing is checked."""
-    bin_dir = cache_root(root) / "bin"
-    return {name: bin_dir / name for name in TOOLS}
-
-
-def _read_stamp(root=None) -> dict | None:
-    return debian_source.read_stamp(cache_root(root) / STAMP_NAME)
-
-
-def _missing(root=None) -> list[str]:
-    missing = [str(p) for p in tool_paths(root).values() if not (p.is_file() and os.access(p, os.X_OK))]
-    return missing + debian_source.stamp_missing(cache_root(root) / STAMP_NAME, RECIPE_ID)
-
-
-def is_set_up(root=None) -> bool:
-    """True when the cache holds all four tools and the stamp of this recipe."""
-    return not _missing(root)
-
-
-def status(root=None) -> dict:
-    """{"set_up", "root", "missing", "tools", "stamp"}: what the cache holds."""
-    missing = _missing(root)
-    return {"set_up": not missing, "root": str(cache_root(root)), "missing": missing,
-            "tools": {k: str(v) for k, v in tool_paths(root).items()}, "stamp": _read_stamp(root)}
+# the cache (`root`, else $WORKBENCH_GLSLANG_DIR, else the default), its tools' paths, what it lacks, its status
+cache_root, tool_paths, _missing, is_set_up, status = CACHE.functions()
 
 
 def require(root=None) -> dict[str, Path]:
     """The tools' paths; GlslangNotSetUpError naming what is missing and how to build it when they are not there."""
-    missing = _missing(root)
-    if missing:
-        raise GlslangNotSetUpError(
-            f"the ET-VK shader compiler (glslc from shaderc {PACKAGES['shaderc']}, glslang "
-            f"{PACKAGES['glslang'].split('+')[0]}, spirv-val/spirv-dis from SPIRV-Tools {PACKAGES['spirv-tools']}) is "
-            f"not built in {cache_root(root)} (missing: {', '.join(missing)}).\nBuild it once with `{SETUP_COMMAND}` "
-            "(./setup.sh main|test does it): it fetches Debian 13's source packages and builds the four tools, "
-            "about 6 minutes on 2 cores. $WORKBENCH_GLSLANG_DIR chooses the folder.")
-    return tool_paths(root)
+    return CACHE.require(root, error=GlslangNotSetUpError, explain=lambda folder, missing: (
+        f"the ET-VK shader compiler (glslc from shaderc {PACKAGES['shaderc']}, glslang "
+        f"{PACKAGES['glslang'].split('+')[0]}, spirv-val/spirv-dis from SPIRV-Tools {PACKAGES['spirv-tools']}) is "
+        f"not built in {folder} (missing: {', '.join(missing)}).\nBuild it once with `{SETUP_COMMAND}` "
+        "(./setup.sh main|test does it): it fetches Debian 13's source packages and builds the four tools, "
+        "about 6 minutes on 2 cores. $WORKBENCH_GLSLANG_DIR chooses the folder."))
 
 
 tools = require  # the name callers read best: glslang.tools()["glslc"]
@@ -380,10 +353,8 @@ def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build
     Returns status(). Raises GlslangSetupError naming the failed step, its full log and its last lines.
     """
     root = cache_root(root)
-    echo = (lambda text: print(text, flush=True)) if progress else (lambda text: None)
-    if not force and is_set_up(root):
-        stamp = _read_stamp(root) or {}
-        echo(f"glslang setup: already set up in {root} (built {stamp.get('built_at', '?')}); force=True rebuilds")
+    echo = build.echo_for(progress)
+    if CACHE.already_built(root, force, echo):
         return status(root)
     started = time.monotonic()
     jobs = int(jobs or os.cpu_count() or 2)
@@ -399,7 +370,7 @@ def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build
             sources = _fetch_sources(root / "downloads", log, echo)
         with steps.step("unpack", "unpack, apply Debian's patches") as log:
             trees = {package: _unpack(package, info, root / "src", log, echo) for package, info in sources.items()}
-        build = root / "build"
+        build_dir = root / "build"
         env = _build_env(trees)
         with steps.step("configure", "cmake configure (shaderc with glslang, SPIRV-Tools, SPIRV-Headers in-tree)") \
                 as log:
@@ -408,23 +379,21 @@ def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build
                        f"-DSHADERC_SPIRV_TOOLS_DIR={trees['spirv-tools']}",
                        f"-DSHADERC_GLSLANG_DIR={trees['glslang']}"]
             debian_source.configure_once(
-                build, "workbench-cmake-options.json", [str(trees["shaderc"]), *options],
-                lambda: _run_logged("configure", ["cmake", "-S", trees["shaderc"], "-B", build, *options], log,
+                build_dir, "workbench-cmake-options.json", [str(trees["shaderc"]), *options],
+                lambda: _run_logged("configure", ["cmake", "-S", trees["shaderc"], "-B", build_dir, *options], log,
                                     env=env, what="cmake"),
                 force=force, echo=echo)
             # glslc --version, in the form of Debian's glslc (see SOURCE_EDITS)
-            (build / "build-version.inc").write_text("".join(
+            (build_dir / "build-version.inc").write_text("".join(
                 f'"{package} {sources[package]["debian_version"]}\\n"\n'
                 for package in ("shaderc", "spirv-tools", "glslang")))
         with steps.step("build", f"ninja -j{jobs} {' '.join(BUILD_TARGETS)}") as log:
-            _run_logged("build", ["ninja", "-C", build, "-j", str(jobs), *BUILD_TARGETS], log, env=env,
+            _run_logged("build", ["ninja", "-C", build_dir, "-j", str(jobs), *BUILD_TARGETS], log, env=env,
                         on_line=debian_source.ninja_progress(echo), what="ninja")
         with steps.step("install", "strip into bin/, compile and validate two probes, stamp") as log:
             bin_dir = root / "bin"
-            for path in debian_source.copy_products(build, bin_dir, BUILD_TARGETS.values(), log,
-                                                    error=GlslangSetupError):
-                if shutil.which("strip"):
-                    _run_logged("install", ["strip", "--strip-unneeded", path], log, what="strip")
+            build.install_products(build_dir, root, [(built, f"bin/{name}") for built, name in BUILD_TARGETS.values()],
+                                   log, error=GlslangSetupError)
             probes = _smoke_test(bin_dir, log)
             echo("    probes: " + "; ".join(f"{k}: {v}" for k, v in probes.items()))
             stamp = {
@@ -436,13 +405,13 @@ def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build
                 "tools": {name: {"path": str(bin_dir / name), "bytes": (bin_dir / name).stat().st_size,
                                  "version": _version_line(bin_dir / name)} for name in TOOLS},
                 "cmake_options": list(CMAKE_OPTIONS), "jobs": jobs, "probes": probes,
-                "build_dir_bytes": debian_source.dir_bytes(build),
+                "build_dir_bytes": debian_source.dir_bytes(build_dir),
                 "source_bytes": debian_source.dir_bytes(root / "src"),
                 "step_seconds": dict(steps.times),
             }
             debian_source.write_stamp(stamp_path, stamp)  # is_set_up() from here on
             if not keep_build:  # the static executables need none of these; a rebuild makes them again
-                for folder in (build, root / "src", root / "downloads"):
+                for folder in (build_dir, root / "src", root / "downloads"):
                     shutil.rmtree(folder, ignore_errors=True)
         debian_source.finish_stamp(stamp, stamp_path, root, started=started, keep_build=keep_build,
                                    step_seconds=steps.times)
@@ -455,37 +424,19 @@ def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build
 # ----------------------------------------------------------------------------------------------------------------
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m workbench.toolchain.glslang",
-                                     description="glslc/glslangValidator/spirv-val for ET-VK's GLSL dialect, built "
-                                                 "once from Debian 13 source and cached")
-    sub = parser.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("setup", help="fetch and build once (about 6 min on 2 cores); a no-op when already built")
-    s.add_argument("--dir", default=None, help="cache folder (default $WORKBENCH_GLSLANG_DIR or "
-                                               f"~/.cache/workbench/glslang/{VERSIONS_LABEL})")
-    s.add_argument("--force", action="store_true", help="rebuild even when the cache is complete")
-    s.add_argument("--jobs", "-j", type=int, default=None, help="ninja jobs (default: CPU count)")
-    s.add_argument("--keep-build", action="store_true", help="keep downloads/, src/ and build/")
-    s.add_argument("--no-install", action="store_true",
-                   help="do not apt-get install missing prerequisites (fail and name them)")
-    s.add_argument("--quiet", action="store_true", help="no progress output")
-    s = sub.add_parser("status", help="is it built, where, which versions (JSON; exit status 1 when not built)")
-    s.add_argument("--dir", default=None)
-    return parser
+    return build.setup_parser(
+        "python -m workbench.toolchain.glslang",
+        "glslc/glslangValidator/spirv-val for ET-VK's GLSL dialect, built once from Debian 13 source and cached",
+        setup_help="fetch and build once (about 6 min on 2 cores); a no-op when already built",
+        dir_help=f"cache folder (default $WORKBENCH_GLSLANG_DIR or ~/.cache/workbench/glslang/{VERSIONS_LABEL})",
+        keep_help="keep downloads/, src/ and build/",
+        status_help="is it built, where, which versions (JSON; exit status 1 when not built)")[0]
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        if args.command == "setup":
-            setup(args.dir, force=args.force, jobs=args.jobs, keep_build=args.keep_build,
-                  install_prerequisites=not args.no_install, progress=not args.quiet)
-        elif args.command == "status":
-            print(json.dumps(status(args.dir), indent=2))
-            return 0 if is_set_up(args.dir) else 1
-    except GlslangError as exc:
-        print(f"workbench.toolchain.glslang: error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return build.run_main(_parser().parse_args(argv), cache=CACHE, error=GlslangError,
+                          prog="workbench.toolchain.glslang",
+                          setup=lambda args: setup(args.dir, **build.setup_options(args)))
 
 
 if __name__ == "__main__":

@@ -863,7 +863,7 @@ def _run_worker(jobs: list[dict], g: Gpu, root, timeout: float | None,
                         record["statistics"].update(parse_shaderdb(record.get("output", ""), g))
                     if "error" in record:
                         record.setdefault("failure", "error")
-                    cache.put(keys[i], record, jobs[i]["name"])
+                    cache.put(keys[i], record, jobs[i]["name"], g.name)
                     results[i] = record
         if device is None:
             raise MesaCompileError(f"the {title} worker for {g.name} reported no device")

@@ -126,11 +126,11 @@ class StatsCache:
                             f"refresh='failures' compiles it again]")
         return out
 
-    def put(self, key: str, result: dict, name: str | None = None) -> None:
+    def put(self, key: str, result: dict, name: str | None = None, gpu: str | None = None) -> None:
         """Record one compile's result: {"statistics", "local_size", "seconds"} or {"error", "failure",
-        "timeout_s"?}."""
+        "timeout_s"?}; `name` and `gpu` only label the file for people reading the folder."""
         kept = {k: v for k, v in result.items() if k not in ("output", "traceback", "index")}
-        _atomic_json(self._path(key), {"format": FORMAT, "name": name, "compiler": self.compiler,
+        _atomic_json(self._path(key), {"format": FORMAT, "name": name, "gpu": gpu, "compiler": self.compiler,
                                        "at": time.strftime("%Y-%m-%d %H:%M:%S"), "result": kept})
 
     def device(self, gpu_name: str) -> dict | None:

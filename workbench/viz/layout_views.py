@@ -28,6 +28,8 @@ from matplotlib.patches import Rectangle
 
 from workbench import layouts as L
 
+from .explorer import SliderExplorer
+
 __all__ = ["tensor_view", "memory_view", "texel_view", "compare_layouts", "save_layout_pictures",
            "layout_explorer", "LayoutExplorer", "unit_color"]
 
@@ -451,7 +453,7 @@ def _short_location(lay, sz, element) -> str:
     return f"{lay.name}: element ({e}) → {where}, byte address {loc['byte_address']}"
 
 
-class LayoutExplorer:
+class LayoutExplorer(SliderExplorer):
     """Two layouts side by side with size and element sliders (built by :func:`layout_explorer`).
 
     Attributes for notebooks and tests: ``layout_a``, ``layout_b`` (Dropdowns); ``size_sliders`` and
@@ -483,7 +485,6 @@ class LayoutExplorer:
                         **{k.upper(): v for k, v in self.size_sliders.items()}, **self.element_sliders}
         self.image = widgets.Image(format="png")
         self.figure = None
-        self._busy = False
         for wdg in [self.layout_a, self.layout_b, *self.size_sliders.values(), *self.element_sliders.values()]:
             wdg.observe(self._on_change, names="value")
         self.widget = widgets.VBox([
@@ -504,21 +505,9 @@ class LayoutExplorer:
     def element(self) -> tuple[int, int, int, int]:
         return tuple(self.element_sliders[k].value for k in "nchw")
 
-    def _on_change(self, change):
-        if not self._busy:
-            self.update()
-
     def update(self):
         """Clamp the element sliders to the sizes, then redraw the text and the figure."""
-        self._busy = True
-        try:
-            for k, s in zip("nchw", self.sizes):
-                sl = self.element_sliders[k]
-                if sl.value > s - 1:
-                    sl.value = s - 1
-                sl.max = s - 1
-        finally:
-            self._busy = False
+        self._clamp_elements(self.sizes)
         lays = [L.get_layout(self.layout_a.value), L.get_layout(self.layout_b.value)]
         lines = [_short_location(lay, self.sizes, self.element) for lay in lays]
         self.text.value = "<br>".join(f"<code>{line}</code>" for line in lines)

@@ -28,6 +28,7 @@ from matplotlib.patches import ConnectionPatch, Rectangle
 from workbench import layouts as L
 from workbench.kernels.pixel_shuffle import FUSED_LAYOUTS, fused_layout, output_sizes, source_element
 
+from .explorer import SliderExplorer
 from .titles import device_names
 
 __all__ = ["index_map", "fused_word_sources", "word_sources", "channel_color", "pixel_shuffle_explorer",
@@ -439,7 +440,7 @@ def plot_bandwidth(df, shape: str | None = None):
 # ipywidgets explorer
 # ---------------------------------------------------------------------------------------------------------------------
 
-class PixelShuffleExplorer:
+class PixelShuffleExplorer(SliderExplorer):
     """Pick output sizes, r and an output element; see the input element it reads (built by
     :func:`pixel_shuffle_explorer`).
 
@@ -472,7 +473,6 @@ class PixelShuffleExplorer:
         self.image = widgets.Image(format="png")
         self.word_image = widgets.Image(format="png")
         self.figure = self.word_figure = None
-        self._busy = False
         for wdg in [*self.sliders.values(), *self.element_sliders.values(), self.in_layout, self.out_layout]:
             wdg.observe(self._on_change, names="value")
         self.widget = widgets.VBox([
@@ -507,20 +507,8 @@ class PixelShuffleExplorer:
         _, c_in, ih, iw = source_element(0, c, oh, ow, self.r)
         return int(c_in), int(ih), int(iw)
 
-    def _on_change(self, change):
-        if not self._busy:
-            self.update()
-
     def update(self):
-        self._busy = True
-        try:
-            for k, s in zip(("c", "oh", "ow"), self.out_sizes):
-                sl = self.element_sliders[k]
-                sl.max = s - 1
-                if sl.value > s - 1:
-                    sl.value = s - 1
-        finally:
-            self._busy = False
+        self._clamp_elements(self.out_sizes)
         c, oh, ow = self.element
         c_in, ih, iw = self.source
         r = self.r

@@ -7,7 +7,7 @@ from collections import OrderedDict
 import vulkan as vk
 
 from . import discovery
-from .errors import ClosedError, FenceTimeoutError, MissingFeatureError
+from .errors import Closable, ClosedError, FenceTimeoutError, MissingFeatureError
 from .memory import Buffer, Image
 from .pipeline import Pipeline, destroy_pipeline_objects
 from .recording import Recording, fence_timeout_s
@@ -16,7 +16,7 @@ from .recording import Recording, fence_timeout_s
 PARKED_PIPELINES = 64  # closed pipelines a device keeps for re-use (lavapipe leaks ~100 KiB per compile)
 
 
-class Device:
+class Device(Closable):
     """One Vulkan device, ready for compute. Close it (or use `with`) to release every object it made."""
 
     def __init__(self, selector=None, validation: bool | None = None, *, sync_validation: bool = False,
@@ -375,12 +375,6 @@ class Device:
         vk.vkDestroyCommandPool(self.handle, self.command_pool, None)
         vk.vkDestroyDevice(self.handle, None)
         self.handle = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 _current: Device | None = None

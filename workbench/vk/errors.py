@@ -25,6 +25,19 @@ class ClosedError(VulkanError):
     """A closed object (device, buffer, image, pipeline, recording) was used."""
 
 
+class Closable:
+    """An object that holds driver objects until close(); leaving a `with` block closes it."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 class ValidationError(VulkanError):
     """The Khronos validation layer reported something."""
 

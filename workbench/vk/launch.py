@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .errors import Closable
 from .pipeline import Pipeline
 
 
@@ -67,7 +68,7 @@ class Launch:
                             label=label or self.label or pipeline.name, barrier=barrier, groups=self.groups)
 
 
-class Launches:
+class Launches(Closable):
     """The pipelines of a list of launches (one per distinct program), owned until close(); `record(rec)` adds
     every launch in order, a barrier before each but the first command of the recording. `capture_statistics`:
     the indices of the launches whose pipelines keep driver statistics (`pipeline_of(i).statistics()`)."""
@@ -105,9 +106,3 @@ class Launches:
         for pipeline in self._by_program.values():
             pipeline.close()
         self._by_program.clear()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

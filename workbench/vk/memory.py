@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import vulkan as vk
 
+from .errors import Closable, ClosedError
+
 HOST_VISIBLE = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
 DEVICE_LOCAL = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
 
@@ -34,7 +36,6 @@ def as_numpy(data) -> np.ndarray:
 
 def check_open(obj, what: str) -> None:
     """A clear error for a closed buffer or image (or one whose device was closed)."""
-    from .errors import ClosedError
     if obj.handle is None:
         raise ClosedError(f"cannot {what} {obj!r}: it is closed")
     obj.device.check_open(f"{what} {obj!r}")
@@ -51,7 +52,25 @@ def _memory_type(device, requirements, wanted: int, fallback: int) -> tuple[int,
                       f"{requirements.memoryTypeBits:#x} on {device.info.name}")
 
 
-class Buffer:
+class _DeviceMemory(Closable):
+    """What buffers and images share: one handle bound to its own device memory, tracked by the device until
+    close()."""
+
+    def _destroy(self, handle) -> None:
+        """Destroy the object's own handles (its memory is freed after)."""
+        raise NotImplementedError
+
+    def close(self):
+        if self.handle is None:
+            return
+        handle = self.device.handle
+        self._destroy(handle)
+        vk.vkFreeMemory(handle, self.memory, None)
+        self.handle = None
+        self.device._untrack(self)
+
+
+class Buffer(_DeviceMemory):
     """A storage (or uniform) buffer of `nbytes` bytes."""
 
     def __init__(self, device, nbytes: int, *, uniform: bool = False, host_visible: bool = False, name: str = ""):
@@ -126,23 +145,11 @@ class Buffer:
         tensor = torch.from_numpy(self.download(np_dtype, shape))
         return tensor.view(torch.bfloat16) if dtype == torch.bfloat16 else tensor
 
-    def close(self):
-        if self.handle is None:
-            return
-        handle = self.device.handle
+    def _destroy(self, handle) -> None:
         if self._mapped is not None:
             vk.vkUnmapMemory(handle, self.memory)
             self._mapped = None
         vk.vkDestroyBuffer(handle, self.handle, None)
-        vk.vkFreeMemory(handle, self.memory, None)
-        self.handle = None
-        self.device._untrack(self)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 IMAGE_FORMATS = {  # name → (VkFormat, numpy dtype of one component); the formats ET-VK's shaders declare
@@ -155,7 +162,7 @@ FORMAT_STORAGE = vk.VK_FORMAT_FEATURE_STORAGE_IMAGE_BIT
 FORMAT_SAMPLED = vk.VK_FORMAT_FEATURE_SAMPLED_IMAGE_BIT
 
 
-class Image:
+class Image(_DeviceMemory):
     """A 2-D or 3-D image of RGBA texels, in the GENERAL layout for its whole life.
 
     The extent is (x, y) for a 2-D image or (x, y, z) for a 3-D one; numpy data is shaped (y, x, 4) or (z, y, x, 4),
@@ -230,18 +237,6 @@ class Image:
             self.device.copy_image(staging, self, to_image=False)
             return staging.download(self.dtype, self.shape)
 
-    def close(self):
-        if self.handle is None:
-            return
-        handle = self.device.handle
+    def _destroy(self, handle) -> None:
         vk.vkDestroyImageView(handle, self.view, None)
         vk.vkDestroyImage(handle, self.handle, None)
-        vk.vkFreeMemory(handle, self.memory, None)
-        self.handle = None
-        self.device._untrack(self)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

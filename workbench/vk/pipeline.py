@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import vulkan as vk
 
 from . import spirv as sp
-from .errors import BindingError, ClosedError, MissingFeatureError
+from .errors import BindingError, Closable, ClosedError, MissingFeatureError
 
 DESCRIPTOR_TYPES = {
     sp.STORAGE_BUFFER: vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
@@ -41,7 +41,7 @@ def _spec_bytes(kind: str, value, spec_id: int) -> bytes:
     return struct.pack(SPEC_FORMATS[kind], value)
 
 
-class Pipeline:
+class Pipeline(Closable):
     """One compute pipeline. `bindings` and `push_constant_size` come from the SPIR-V itself.
 
     `spec_constants`: id → value (int, float, bool, or the 4 raw bytes a capture holds). Ids the module does not
@@ -248,12 +248,6 @@ class Pipeline:
         self.handle = None
         self.device._untrack(self)
         self.device._park_pipeline(self._reuse_key, objects)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def _enumerate(device, function: str, struct_name: str, s_type: int, info) -> list:

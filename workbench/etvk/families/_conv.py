@@ -1,7 +1,8 @@
 """What ET-VK's int8 conv families share (``q8ta_conv2d``, ``q8ta_conv2d_im2col``, ``q8ta_conv2d_dw``,
 ``q8ta_conv2d_transposed`` and their weight packers): argument checks, ``Conv2DParams`` as
 ``create_conv2d_params`` (QuantizedConvolution.cpp) fills it, the export's weight matrix
-(patterns/quantized_convolution.py), random quantized operands, and the references.
+(patterns/quantized_convolution.py), random quantized operands, the references, and the Dispatch of the shaders with
+the sub-mul epilogue (``sub_mul_dispatch``).
 
 The references:
 
@@ -32,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from ..codegen import Codegen, UnknownKernelError
-from ..dispatch import Resource, int8_layout, packed_words
+from ..dispatch import Dispatch, Resource, int8_layout, packed_words, padded
 
 # q8ta_conv2d_check_packed_dim_info: packed C block 4, outer W block 1 or 4 — 4C passes too (its PackedDimInfo
 # differs from 4C1W only in is_block_transposed, which the check does not read; ET-VK's own harness runs conv on
@@ -137,14 +138,6 @@ def pack_dw_weight(hwc: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(words.transpose(0, 1, 3, 2).reshape(kh * kw4, c4, 4))
 
 
-def padded(values, length: int, dtype) -> np.ndarray:
-    out = np.zeros(length, dtype=dtype)
-    if values is not None:
-        v = np.asarray(values.numpy() if isinstance(values, torch.Tensor) else values).astype(dtype).reshape(-1)
-        out[: v.size] = v
-    return out
-
-
 def random_operands(g: torch.Generator, in_sizes, weight_shape, out_channels: int, bias: bool):
     q_in = torch.randint(-128, 128, tuple(in_sizes), dtype=torch.int8, generator=g)
     weight = torch.randint(-127, 128, tuple(weight_shape), dtype=torch.int8, generator=g)
@@ -156,9 +149,25 @@ def random_operands(g: torch.Generator, in_sizes, weight_shape, out_channels: in
 IN_SCALE, IN_ZP, OUT_ZP = 0.05, 3, -5
 
 
-def output_scale(y64: torch.Tensor) -> float:
-    """An output scale that uses most of int8 (fp32-representable, as the C++ reads it)."""
+def output_scale(adjusted: torch.Tensor, w_scales, bias) -> float:
+    """An output scale that uses most of int8 for the conv's exact result (`adjusted`, the int conv of (input - zp),
+    times the scales, plus bias), fp32-representable as the C++ reads it."""
+    y64 = adjusted.to(torch.float64) * (IN_SCALE * w_scales.double()).reshape(1, -1, 1, 1)
+    if bias is not None:
+        y64 = y64 + bias.double().reshape(1, -1, 1, 1)
     return float(np.float32(max(float(y64.abs().max()) if y64.numel() else 0.0, 1e-3) / 110.0))
+
+
+def requant_push(out_scale: float) -> bytes:
+    """The push constants of the requantizing conv shaders: ``{input_scale, input_zp, 1.0f / output_scale,
+    output_zp}``."""
+    return struct.pack("<fifi", IN_SCALE, IN_ZP, np.float32(1.0) / np.float32(out_scale), OUT_ZP)
+
+
+def epilogue_spec(has_bias: bool, relu: bool, lay5, lay6) -> dict:
+    """Spec constants apply_bias (3), activation_type (4, relu 1) and the hashed layouts at 5 and 6 (which tensor's
+    layout goes where differs between the shaders)."""
+    return {3: int(bool(has_bias)), 4: int(bool(relu)), 5: lay5.spec_constant(), 6: lay6.spec_constant()}
 
 
 def _per_channel(v: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -198,6 +207,15 @@ def requantize_sub_mul(adjusted: torch.Tensor, sums: torch.Tensor, w_scales, bia
     return quantize_fp32(f, out_scale, out_zp)
 
 
+def sub_mul_references(adjusted: torch.Tensor, sums: torch.Tensor, w_scales, bias, out_scale: float,
+                       relu: bool) -> tuple:
+    """(split, fused, float64) references of the general / depthwise / transposed shaders at the families' qparams:
+    ``requantize_sub_mul`` without and with a contracted multiply-add, and ET-VK's own ``reference_fp64``."""
+    split, fused = (requantize_sub_mul(adjusted, sums, w_scales, bias, IN_SCALE, IN_ZP, out_scale, OUT_ZP, relu,
+                                       fused=f) for f in (False, True))
+    return split, fused, reference_fp64(adjusted, w_scales, bias, IN_SCALE, out_scale, OUT_ZP, relu)
+
+
 def requantize_fma(adjusted: torch.Tensor, w_scales, bias, in_scale: float, out_scale: float, out_zp: int,
                    relu: bool, fused: bool = False) -> torch.Tensor:
     """q8ta_conv2d_pw.glsl's epilogue: ``fma(vec4(acc - zp·sums), ws · input_scale, bias)`` or the product alone.
@@ -209,6 +227,20 @@ def requantize_fma(adjusted: torch.Tensor, w_scales, bias, in_scale: float, out_
     if relu:
         f = torch.clamp_min(f, 0.0)
     return quantize_fp32(f, out_scale, out_zp)
+
+
+def conv_local_wg_size(global_size, *, narrow_x: bool = True) -> tuple:
+    """The ladder ET-VK's conv local-size pickers end with (Q8taConv2d.cpp, Q8taConv2dDW.cpp,
+    Q8taConv2dTransposed.cpp): 8×1×8 where x and z are both wide, else the whole work group along the one that is
+    (the depthwise picker has no `narrow_x` step)."""
+    x, _, z = global_size
+    if x >= 6 and z >= 6:
+        return (8, 1, 8)
+    if narrow_x and x < 2:
+        return (1, 1, 64)
+    if z < 2:
+        return (64, 1, 1)
+    return (16, 1, 4)
 
 
 def contraction_tolerance(split: torch.Tensor, fused: torch.Tensor) -> dict:
@@ -274,14 +306,25 @@ def conv_resources(out, inp, out_sizes, in_sizes, q_in, texels, channels: list, 
             Resource("ubo", params_ubo, name="conv2d_params")]
 
 
-def packed_weight_output(ny: int, nx: int, storage: str):
-    """(the output resource, its decoder) of a weight prepack shader: an ``rgba32i`` texture of nx × ny texels, or
-    the same texels row by row in a buffer (ET-VK's choice past the device's texture limits)."""
-    if storage == "texture2d":
-        return (Resource("image", extent=(nx, ny), fmt="rgba32i", name="t_packed_int8_weight"),
-                lambda tex: torch.from_numpy(np.asarray(tex, dtype=np.int32).reshape(ny, nx, 4)))
-    return (Resource("buffer", nbytes=ny * nx * 16, name="t_packed_int8_weight"),
-            lambda raw: torch.from_numpy(raw.view(np.int32).reshape(ny, nx, 4).copy()))
+def sub_mul_dispatch(op: str, variant: str, inp, out, q_in: torch.Tensor, adjusted: torch.Tensor, texels, sums,
+                     w_scales, bias, params_ubo: bytes, relu: bool, pick_local, macs: int, shape: str,
+                     **columns) -> Dispatch:
+    """The Dispatch of a shader with the sub-mul epilogue (general, depthwise, transposed), from the exact int result
+    `adjusted` [N, OC, H, W]: its bindings and constants, global ``{W4, H, OC4}`` with the op's local-size picker
+    `pick_local`, the references and their tolerance, traffic, and the row's columns (`columns` after relu)."""
+    n, oc, ho, wo = out_sizes = tuple(adjusted.shape)
+    out_scale = output_scale(adjusted, w_scales, bias)
+    expected, fused, ref64 = sub_mul_references(adjusted, sums, w_scales, bias, out_scale, relu)
+    resources = conv_resources(out, inp, out_sizes, tuple(q_in.shape), q_in, texels,
+                               channel_buffers(sums, w_scales, bias, oc), params_ubo)
+    global_size = (ceil4(wo), ho, ceil4(oc))
+    return Dispatch(op, variant, resources, requant_push(out_scale), epilogue_spec(bias is not None, relu, inp, out),
+                    global_size, pick_local(global_size), 0, decoder(out, out_sizes), expected,
+                    **contraction_tolerance(expected, fused),
+                    bytes_moved=q_in.numel() + math.prod(out_sizes) + texels.nbytes + 3 * 16 * ceil4(oc), macs=macs,
+                    params={"shape": shape, "in_layout": inp.name, "out_layout": out.name, "bias": bias is not None,
+                            "relu": bool(relu), **columns, "fused_mismatch": mismatch(expected, fused),
+                            "ref64_mismatch": mismatch(expected, ref64)})
 
 
 def decoder(lay, sizes):

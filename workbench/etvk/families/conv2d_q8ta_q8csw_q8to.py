@@ -71,11 +71,11 @@ import torch.nn.functional as F
 
 from ...vk.spirv import reflect
 from ..codegen import Codegen
-from ..dispatch import (Dispatch, Resource, int8_layout, nchw_sizes, packed_words,
+from ..dispatch import (Dispatch, Resource, int8_layout, nchw_sizes, packed_words, padded,
                         pick_hw_square_wg_size)
 from ._conv import pack_conv2d_weight, weight_matrix
+from ._linear import prepack_weight
 from .linear_q8ta_q8csw import check_template
-from .q8ta_linear import _padded, prepack_weight
 
 MAX_WINDOW_WIDTH = 16  # conv2d_q8ta_q8csw_q8to.glsl
 
@@ -271,9 +271,9 @@ def _conv_dispatch(gen: Codegen, op: str, shape, out_channels, kernel_size, stri
         out, inp,
         Resource("image", texels, extent=(texels.shape[1], texels.shape[0]), fmt="rgba32i",
                  name="t_packed_int8_weight"),
-        Resource("buffer", _padded(weight.to(torch.int32).sum((1, 2, 3)), pad8, np.int32), name="t_weight_sums"),
-        Resource("buffer", _padded(w_scales, pad8, np.float32), name="t_weight_scales"),
-        Resource("buffer", _padded(b if b is not None else torch.zeros(0), pad8, np.float32), name="t_bias"),
+        Resource("buffer", padded(weight.to(torch.int32).sum((1, 2, 3)), pad8, np.int32), name="t_weight_sums"),
+        Resource("buffer", padded(w_scales, pad8, np.float32), name="t_weight_scales"),
+        Resource("buffer", padded(b, pad8, np.float32), name="t_bias"),
         Resource("ubo", sizes_ubo((n, cout, ho, wo)), name="output_sizes"),
         Resource("ubo", sizes_ubo(in_sizes) if not linear or optimizable_pw
                  else struct.pack("<4i", in_sizes[3], in_sizes[2], in_sizes[1], 1),

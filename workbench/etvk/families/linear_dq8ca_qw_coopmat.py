@@ -56,7 +56,7 @@ import torch
 from ... import vk
 from ...vk.spirv import reflect
 from ..codegen import Codegen
-from ..dispatch import Dispatch, Resource, create_local_wg_size, int8_layout, packed_words
+from ..dispatch import Dispatch, Resource, create_local_wg_size, int8_layout, packed_weight_output, packed_words
 from .linear_q8ta_q8csw import check_template
 
 TEMPLATE = "linear_dq8ca_qw_coopmat"
@@ -315,12 +315,7 @@ def pack_q4_linear_weight(gen: Codegen, shape=(24, 64), *, storage: str = "textu
     packed = pack_q4_weight(w4)
     n8, k4 = packed.shape[:2]
     staged = int4_source_bytes(w4).reshape(-1).view(np.int32)  # N·K/2 bytes, a multiple of 4
-    if storage == "texture2d":
-        out = Resource("image", extent=(k4, n8), fmt="rgba32i", name="t_packed_int4_weight")
-        decode = lambda tex: torch.from_numpy(np.asarray(tex, dtype=np.int32).reshape(n8, k4, 4))
-    else:
-        out = Resource("buffer", nbytes=packed.nbytes, name="t_packed_int4_weight")
-        decode = lambda raw: torch.from_numpy(raw.view(np.int32).reshape(n8, k4, 4).copy())
+    out, decode = packed_weight_output(n8, k4, storage, name="t_packed_int4_weight")
     push = struct.pack("<4i2i", 4 * k4, n8, 1, 1, k, n)
     global_size = (math.ceil(k4 / 2), n8, 1)
     return Dispatch(op, variant, [out, Resource("buffer", staged, name="t_int4_weight")], push, {}, global_size,

@@ -48,11 +48,10 @@ import numpy as np
 import torch
 
 from ..codegen import Codegen
-from ..dispatch import Dispatch, Resource, int8_layout, packed_words, pick_hw_square_wg_size
-from .q8ta_linear import _padded, _whcn_ivec4, linear_arguments, linear_input, prepack_weight
+from ..dispatch import Dispatch, Resource, int8_layout, pick_hw_square_wg_size
+from ._linear import (M_PER_TILE, N_PER_TILE, int8_linear_bindings, linear_input, linear_operands, prepack_weight,
+                      refuse_batch)
 
-N_PER_TILE = 8  # TILE_N4 = 2
-M_PER_TILE = 4  # TILE_M4 = 1
 TEMPLATE = "linear_q8ta_q8csw_tiled"
 
 
@@ -98,16 +97,12 @@ def linear_q8ta_q8csw_tiled(gen: Codegen, shape=(12, 64), out_features: int | No
         raise ValueError(f"{op}: the output storage is 'texture3d' or 'buffer' (the template's two variants), "
                          f"got {storage!r}")
     sizes, k, m, lead, batch = linear_input(op, shape, "quantized_linear_impl, QuantizedLinear.cpp")
-    if batch > 1 and not etvk_batch:
-        raise ValueError(f"{op}: ET-VK's shader covers the output's last two dims only (global size from N and M, "
-                         f"texel z = 0, no batch term in the input index); expected leading dims of 1, given {lead} "
-                         f"— fold them into M, or pass etvk_batch=True to see what ET-VK computes")
-    g = torch.Generator().manual_seed(seed)
-    weight, n, weight_scales, bias = linear_arguments(op, sizes, out_features, weight, weight_scales, bias, g)
+    refuse_batch(op, lead, batch, etvk_batch, "global size from N and M, texel z = 0, no batch term in the input "
+                                              "index")
+    q_in, weight, n, weight_scales, bias = linear_operands(op, sizes, out_features, weight, weight_scales, bias, seed)
     variant = f"{op}_{storage}_buffer_texture2d_float"
     check_template(gen, variant, op)
 
-    q_in = torch.randint(-128, 128, sizes, dtype=torch.int8, generator=g)
     in_scale, in_zp = float(np.float32(0.05)), 3
     expected = reference(q_in, weight, weight_scales, bias, in_scale, in_zp)
     # the tolerance: exactly what a driver that fuses the bias add would give (none where both agree; lavapipe
@@ -118,9 +113,8 @@ def linear_q8ta_q8csw_tiled(gen: Codegen, shape=(12, 64), out_features: int | No
 
     lay = int8_layout("4H4W")
     out_sizes = sizes[:-1] + (n,)
-    n4, k4, n_pad = math.ceil(n / 4), k // 4, N_PER_TILE * math.ceil(n / N_PER_TILE)
+    n4 = math.ceil(n / 4)
     texels = prepack_weight(weight.numpy())
-    nchw_in = (1,) * (4 - len(sizes)) + sizes
     if storage == "texture3d":
         out = Resource("image", extent=(n4, m, batch), fmt="rgba32f", name="t_output")
         decode = lambda tex: torch.from_numpy(
@@ -129,16 +123,7 @@ def linear_q8ta_q8csw_tiled(gen: Codegen, shape=(12, 64), out_features: int | No
         # ET-VK's tensor: batch·M·N floats, contiguous; 16 bytes more hold the extra store past it (see above)
         out = Resource("buffer", nbytes=4 * batch * m * n + 16, name="t_output")
         decode = lambda raw: torch.from_numpy(raw.view(np.float32)[:batch * m * n].copy()).reshape(out_sizes)
-    resources = [
-        out,
-        Resource("buffer", packed_words(lay, q_in.reshape(nchw_in)), name="t_packed_int8_input"),
-        Resource("image", texels, extent=(n4, k4), fmt="rgba32i", name="t_packed_int8_weight"),
-        Resource("buffer", _padded(weight.to(torch.int32).sum(1), n_pad, np.int32), name="t_weight_sums"),
-        Resource("buffer", _padded(weight_scales, n_pad, np.float32), name="t_weight_scales"),
-        Resource("buffer", _padded(bias if bias is not None else torch.zeros(0), n_pad, np.float32), name="t_bias"),
-        Resource("ubo", _whcn_ivec4(out_sizes), name="output_sizes"),
-        Resource("ubo", _whcn_ivec4(sizes), name="input_sizes"),
-    ]
+    resources = [out, *int8_linear_bindings(lay, q_in, texels, weight, weight_scales, bias, out_sizes)]
     push = struct.pack("<fi", in_scale, in_zp)
     global_size = (math.ceil(n / N_PER_TILE), math.ceil(m / M_PER_TILE), 1)
     return Dispatch(op, variant, resources, push, {3: int(bias is not None)}, global_size,

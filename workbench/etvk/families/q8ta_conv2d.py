@@ -62,10 +62,10 @@ import numpy as np
 import torch
 
 from ..codegen import Codegen
-from ..dispatch import Dispatch, Resource, Step, create_local_wg_size, int8_layout, nchw_sizes, packed_words, \
-    pick_hw_square_wg_size
+from ..dispatch import Dispatch, Resource, Step, create_local_wg_size, int8_layout, nchw_sizes, packed_weight_output, \
+    packed_words, pick_hw_square_wg_size
 from . import _conv as C
-from .q8ta_linear import prepack_weight as linear_prepack
+from ._linear import prepack_weight as linear_prepack
 
 
 def pick_q8ta_conv2d_local_wg_size(global_size, out_h: int) -> tuple:
@@ -75,13 +75,7 @@ def pick_q8ta_conv2d_local_wg_size(global_size, out_h: int) -> tuple:
         return (8, 1, 8)
     if x >= 4 and y >= 2 and z >= 8:
         return (4, 2, 8)
-    if x >= 6 and z >= 6:
-        return (8, 1, 8)
-    if x < 2:
-        return (1, 1, 64)
-    if z < 2:
-        return (64, 1, 1)
-    return (16, 1, 4)
+    return C.conv_local_wg_size(global_size)
 
 
 def uses_im2col(in_channels: int, groups: int, out_h: int, out_w: int, mali: bool = False) -> bool:
@@ -127,10 +121,7 @@ class _Conv:
             g, (self.n, self.c, self.h, self.w), (self.oc, self.icg, *self.kernel), self.oc, bias)
         self.adjusted = C.int_conv2d(self.q_in, self.weight, C.IN_ZP, self.stride, self.padding, self.dilation,
                                      self.groups)
-        y64 = self.adjusted.to(torch.float64) * (C.IN_SCALE * self.w_scales.double()).reshape(1, -1, 1, 1)
-        if self.bias is not None:
-            y64 = y64 + self.bias.double().reshape(1, -1, 1, 1)
-        self.out_scale = C.output_scale(y64)
+        self.out_scale = C.output_scale(self.adjusted, self.w_scales, self.bias)
         self.mat = C.weight_matrix(self.weight)  # [OC, align4(Kh·Kw·ICg)]
         self.sums = torch.from_numpy(self.mat.astype(np.int32).sum(1))
         self.out_sizes = (self.n, self.oc, self.ho, self.wo)
@@ -143,9 +134,6 @@ class _Conv:
     def shape_text(self):
         return C.shape_text(self.n, self.c, self.h, self.w, self.oc, self.ho, self.wo, self.kernel, self.stride,
                             self.padding, self.dilation, self.groups)
-
-    def push(self) -> bytes:
-        return struct.pack("<fifi", C.IN_SCALE, C.IN_ZP, np.float32(1.0) / np.float32(self.out_scale), C.OUT_ZP)
 
     def channel_buffers(self):
         return C.channel_buffers(self.sums, self.w_scales, self.bias, self.oc)
@@ -162,23 +150,13 @@ def q8ta_conv2d(gen: Codegen, shape=(1, 8, 9, 11), out_channels: int | None = 12
     inp, out = C.conv_layouts(op, in_layout, out_layout)
     variant = f"q8ta_conv2d{'_fallback' if fallback else ''}_float"
     C.expand_variant(gen, op, variant, "q8ta_conv2d")
-    expected, fused = (C.requantize_sub_mul(cv.adjusted, cv.sums, cv.w_scales, cv.bias, C.IN_SCALE, C.IN_ZP,
-                                            cv.out_scale, C.OUT_ZP, relu, fused=f) for f in (False, True))
     texels = C.pack_conv2d_weight(cv.mat, cv.kernel, cv.icg)
-    resources = C.conv_resources(out, inp, cv.out_sizes, (cv.n, cv.c, cv.h, cv.w), cv.q_in, texels,
-                                 cv.channel_buffers(), cv.params_ubo)
-    spec = {3: int(cv.bias is not None), 4: int(bool(relu)), 5: inp.spec_constant(), 6: out.spec_constant()}
-    global_size = (C.ceil4(cv.wo), cv.ho, C.ceil4(cv.oc))
-    return Dispatch(op, variant, resources, cv.push(), spec, global_size,
-                    pick_q8ta_conv2d_local_wg_size(global_size, cv.ho), 0, C.decoder(out, cv.out_sizes), expected,
-                    **C.contraction_tolerance(expected, fused),
-                    bytes_moved=cv.q_in.numel() + math.prod(cv.out_sizes) + texels.nbytes + 3 * 16 * C.ceil4(cv.oc),
-                    macs=math.prod(cv.out_sizes) * cv.icg * cv.kernel[0] * cv.kernel[1],
-                    params={"shape": cv.shape_text(), "in_layout": inp.name, "out_layout": out.name,
-                            "bias": cv.bias is not None, "relu": bool(relu),
-                            "etvk_path": "im2col" if uses_im2col(cv.c, cv.groups, cv.ho, cv.wo) else "general",
-                            "fused_mismatch": C.mismatch(expected, fused),
-                            "ref64_mismatch": C.mismatch(expected, cv.ref64(relu))})
+    return C.sub_mul_dispatch(op, variant, inp, out, cv.q_in, cv.adjusted, texels, cv.sums, cv.w_scales, cv.bias,
+                              cv.params_ubo, relu,
+                              lambda global_size: pick_q8ta_conv2d_local_wg_size(global_size, cv.ho),
+                              macs=math.prod(cv.out_sizes) * cv.icg * cv.kernel[0] * cv.kernel[1],
+                              shape=cv.shape_text(),
+                              etvk_path="im2col" if uses_im2col(cv.c, cv.groups, cv.ho, cv.wo) else "general")
 
 
 def im2col(q_in: torch.Tensor, kernel, stride, padding, dilation, groups: int, out_h: int, out_w: int,
@@ -281,8 +259,8 @@ def q8ta_conv2d_im2col(gen: Codegen, shape=(1, 8, 9, 11), out_channels: int | No
         bindings = tuple(range(8))
     k4_per_group = C.ceil4(k // cv.groups)
     oc4_per_group = C.ceil4(cv.oc // cv.groups)
-    push = cv.push() + struct.pack("<2i", k4_per_group, oc4_per_group)
-    spec = {3: int(cv.bias is not None), 4: int(bool(relu)), 5: out.spec_constant(), 6: col_lay.spec_constant()}
+    push = C.requant_push(cv.out_scale) + struct.pack("<2i", k4_per_group, oc4_per_group)
+    spec = C.epilogue_spec(cv.bias is not None, relu, out, col_lay)
     global_size = (math.ceil(C.ceil4(cv.oc) / tile_n4), math.ceil(C.ceil4(cv.wo) / tile_m4), cv.ho)
     return Dispatch(op, variant, resources, push, spec, global_size, pick_hw_square_wg_size(global_size), 0,
                     C.decoder(out, cv.out_sizes), expected, **C.contraction_tolerance(expected, fused),
@@ -324,7 +302,7 @@ def pack_q8_conv2d_weights(gen: Codegen, shape=(10, 6, 3, 3), *, storage: str = 
     ny, nx = texels.shape[:2]
     staged = np.zeros(-(-mat.size // 16) * 16, dtype=np.int8)  # read as ivec4: whole 16-byte groups
     staged[:mat.size] = mat.reshape(-1)
-    out, decode = C.packed_weight_output(ny, nx, storage)
+    out, decode = packed_weight_output(ny, nx, storage)
     resources = [out, Resource("buffer", staged.view(np.int32), name="t_int8_weight")]
     push = struct.pack("<4i4i", 4 * nx, ny, 1, 1, oc, kh, kw, icg)
     global_size = (nx, ny, 1)

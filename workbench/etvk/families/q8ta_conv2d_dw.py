@@ -31,18 +31,13 @@ import numpy as np
 import torch
 
 from ..codegen import Codegen
-from ..dispatch import Dispatch, Resource, create_local_wg_size, nchw_sizes
+from ..dispatch import Dispatch, Resource, create_local_wg_size, nchw_sizes, packed_weight_output
 from . import _conv as C
 
 
 def pick_q8ta_conv2d_dw_local_wg_size(global_size) -> tuple:
     """``pick_q8ta_conv2d_dw_local_wg_size`` (Q8taConv2dDW.cpp)."""
-    x, _, z = global_size
-    if x >= 6 and z >= 6:
-        return (8, 1, 8)
-    if z < 2:
-        return (64, 1, 1)
-    return (16, 1, 4)
+    return C.conv_local_wg_size(global_size, narrow_x=False)
 
 
 def q8ta_conv2d_dw(gen: Codegen, shape=(1, 8, 9, 11), out_channels: int | None = None, *, kernel_size=3, stride=1,
@@ -72,31 +67,12 @@ def q8ta_conv2d_dw(gen: Codegen, shape=(1, 8, 9, 11), out_channels: int | None =
     g = torch.Generator().manual_seed(seed)
     q_in, weight, w_scales, b = C.random_operands(g, (n, c, h, w), (c, 1, *kernel), c, bias)
     adjusted = C.int_conv2d(q_in, weight, C.IN_ZP, stride, padding, dilation, c)
-    y64 = adjusted.to(torch.float64) * (C.IN_SCALE * w_scales.double()).reshape(1, -1, 1, 1)
-    if b is not None:
-        y64 = y64 + b.double().reshape(1, -1, 1, 1)
-    out_scale = C.output_scale(y64)
     hwc = C.dw_weight_hwc(weight)
     sums = torch.from_numpy(hwc.astype(np.int32).sum((0, 1)))[:c]
-    expected, fused = (C.requantize_sub_mul(adjusted, sums, w_scales, b, C.IN_SCALE, C.IN_ZP, out_scale, C.OUT_ZP,
-                                            relu, fused=f) for f in (False, True))
-    ref64 = C.reference_fp64(adjusted, w_scales, b, C.IN_SCALE, out_scale, C.OUT_ZP, relu)
-    texels = C.pack_dw_weight(hwc)
-    out_sizes = (n, c, ho, wo)
-    resources = C.conv_resources(out, inp, out_sizes, (n, c, h, w), q_in, texels,
-                                 C.channel_buffers(sums, w_scales, b, c),
-                                 C.conv2d_params(kernel, stride, padding, dilation, c, c, c))
-    push = struct.pack("<fifi", C.IN_SCALE, C.IN_ZP, np.float32(1.0) / np.float32(out_scale), C.OUT_ZP)
-    spec = {3: int(b is not None), 4: int(bool(relu)), 5: inp.spec_constant(), 6: out.spec_constant()}
-    global_size = (C.ceil4(wo), ho, C.ceil4(c))
-    return Dispatch(op, variant, resources, push, spec, global_size, pick_q8ta_conv2d_dw_local_wg_size(global_size),
-                    0, C.decoder(out, out_sizes), expected, **C.contraction_tolerance(expected, fused),
-                    bytes_moved=q_in.numel() + math.prod(out_sizes) + texels.nbytes + 3 * 16 * C.ceil4(c),
-                    macs=math.prod(out_sizes) * kernel[0] * kernel[1],
-                    params={"shape": C.shape_text(n, c, h, w, c, ho, wo, kernel, stride, padding, dilation, c),
-                            "in_layout": inp.name, "out_layout": out.name, "bias": b is not None, "relu": bool(relu),
-                            "fused_mismatch": C.mismatch(expected, fused),
-                            "ref64_mismatch": C.mismatch(expected, ref64)})
+    return C.sub_mul_dispatch(op, variant, inp, out, q_in, adjusted, C.pack_dw_weight(hwc), sums, w_scales, b,
+                              C.conv2d_params(kernel, stride, padding, dilation, c, c, c), relu,
+                              pick_q8ta_conv2d_dw_local_wg_size, macs=math.prod((n, c, ho, wo)) * kernel[0] * kernel[1],
+                              shape=C.shape_text(n, c, h, w, c, ho, wo, kernel, stride, padding, dilation, c))
 
 
 def pack_q8_conv2d_dw_weights(gen: Codegen, shape=(8, 1, 3, 5), *, storage: str = "texture2d", weight=None,
@@ -120,7 +96,7 @@ def pack_q8_conv2d_dw_weights(gen: Codegen, shape=(8, 1, 3, 5), *, storage: str 
     hwc = C.dw_weight_hwc(weight)
     texels = C.pack_dw_weight(hwc)
     ny, nx = texels.shape[:2]
-    out, decode = C.packed_weight_output(ny, nx, storage)
+    out, decode = packed_weight_output(ny, nx, storage)
     resources = [out, Resource("buffer", np.ascontiguousarray(hwc).view(np.int32).reshape(-1), name="t_int8_weight")]
     push = struct.pack("<4i3i", 4 * nx, ny, 1, 1, kh, kw, hwc.shape[2])
     global_size = (nx, ny, 1)

@@ -23,7 +23,6 @@ Batch: the shader writes batch 0 only; batch > 1 is refused unless ``etvk_batch=
 from __future__ import annotations
 
 import math
-import struct
 
 import numpy as np
 import torch
@@ -35,14 +34,7 @@ from . import _conv as C
 
 def pick_q8ta_conv2d_transposed_local_wg_size(global_size) -> tuple:
     """``pick_q8ta_conv2d_transposed_local_wg_size`` (Q8taConv2dTransposed.cpp)."""
-    x, _, z = global_size
-    if x >= 6 and z >= 6:
-        return (8, 1, 8)
-    if x < 2:
-        return (1, 1, 64)
-    if z < 2:
-        return (64, 1, 1)
-    return (16, 1, 4)
+    return C.conv_local_wg_size(global_size)
 
 
 def q8ta_conv2d_transposed(gen: Codegen, shape=(1, 8, 5, 7), out_channels: int | None = 12, *, kernel_size=3,
@@ -86,32 +78,13 @@ def q8ta_conv2d_transposed(gen: Codegen, shape=(1, 8, 5, 7), out_channels: int |
     g = torch.Generator().manual_seed(seed)
     q_in, weight, w_scales, b = C.random_operands(g, (n, c, h, w), (c, ocg, *kernel), oc, bias)
     adjusted = C.int_conv_transpose2d(q_in, weight, C.IN_ZP, stride, padding, out_pad, groups)
-    y64 = adjusted.to(torch.float64) * (C.IN_SCALE * w_scales.double()).reshape(1, -1, 1, 1)
-    if b is not None:
-        y64 = y64 + b.double().reshape(1, -1, 1, 1)
-    out_scale = C.output_scale(y64)
     # the export's reshape: (IC, OCg, Kh, Kw) → (groups, ICg, OCg, Kh, Kw) → (OC, ICg, Kh, Kw) as a regular conv's
     regular = weight.reshape(groups, icg, ocg, *kernel).permute(0, 2, 1, 3, 4).reshape(oc, icg, *kernel)
     mat = C.weight_matrix(regular)
     sums = torch.from_numpy(mat.astype(np.int32).sum(1))
-    expected, fused = (C.requantize_sub_mul(adjusted, sums, w_scales, b, C.IN_SCALE, C.IN_ZP, out_scale, C.OUT_ZP,
-                                            relu, fused=f) for f in (False, True))
-    ref64 = C.reference_fp64(adjusted, w_scales, b, C.IN_SCALE, out_scale, C.OUT_ZP, relu)
-    texels = C.pack_conv2d_weight(mat, kernel, icg)
-    out_sizes = (n, oc, ho, wo)
-    resources = C.conv_resources(out, inp, out_sizes, (n, c, h, w), q_in, texels,
-                                 C.channel_buffers(sums, w_scales, b, oc),
-                                 C.conv2d_params(kernel, stride, padding, dil, groups, c, oc))
-    push = struct.pack("<fifi", C.IN_SCALE, C.IN_ZP, np.float32(1.0) / np.float32(out_scale), C.OUT_ZP)
-    spec = {3: int(b is not None), 4: int(bool(relu)), 5: inp.spec_constant(), 6: out.spec_constant()}
-    global_size = (C.ceil4(wo), ho, C.ceil4(oc))
     shape_text = (f"{n}x{c}x{h}x{w}->{oc}x{ho}x{wo} k{kernel[0]}x{kernel[1]} s{stride[0]}x{stride[1]} "
                   f"p{padding[0]}x{padding[1]} op{out_pad[0]}x{out_pad[1]} g{groups}")
-    return Dispatch(op, variant, resources, push, spec, global_size,
-                    pick_q8ta_conv2d_transposed_local_wg_size(global_size), 0, C.decoder(out, out_sizes), expected,
-                    **C.contraction_tolerance(expected, fused),
-                    bytes_moved=q_in.numel() + math.prod(out_sizes) + texels.nbytes + 3 * 16 * C.ceil4(oc),
-                    macs=math.prod(q_in.shape) * ocg * kernel[0] * kernel[1],
-                    params={"shape": shape_text, "in_layout": inp.name, "out_layout": out.name,
-                            "bias": b is not None, "relu": bool(relu), "fused_mismatch": C.mismatch(expected, fused),
-                            "ref64_mismatch": C.mismatch(expected, ref64)})
+    return C.sub_mul_dispatch(op, variant, inp, out, q_in, adjusted, C.pack_conv2d_weight(mat, kernel, icg), sums,
+                              w_scales, b, C.conv2d_params(kernel, stride, padding, dil, groups, c, oc), relu,
+                              pick_q8ta_conv2d_transposed_local_wg_size,
+                              macs=math.prod(q_in.shape) * ocg * kernel[0] * kernel[1], shape=shape_text)

@@ -44,36 +44,12 @@ import numpy as np
 import torch
 
 from ..codegen import Codegen
-from ..dispatch import Dispatch, Resource, create_local_wg_size, int8_layout, packed_words, pick_hw_square_wg_size
+from ..dispatch import Dispatch, Resource, create_local_wg_size, int8_layout, packed_weight_output, \
+    pick_hw_square_wg_size
+from ._linear import (M_PER_TILE, N_PER_TILE, int8_linear_bindings, linear_input, linear_operands, prepack_weight,
+                      refuse_batch)
 
-N_PER_TILE = 8  # TILE_N4 = 2: the C++'s global size assumes it ("Each output tile contains 8 columns")
-M_PER_TILE = 4
 GEMV_WGS = 64
-
-
-def prepack_weight(weight: np.ndarray) -> np.ndarray:
-    """``pack_q8_linear_weight``'s layout for an int8 ``[N, K]`` weight (K a multiple of 4): int32 texels
-    ``[K4, N4, 4]`` (texture row k4, column n4), component j = the word of weight row ``4·n4 + j`` holding columns
-    ``4·k4 .. +3`` (little-endian bytes, as the staging buffer's int view reads them), zero for rows past N."""
-    weight = np.ascontiguousarray(np.asarray(weight, dtype=np.int8))
-    n, k = weight.shape
-    if k % 4:
-        raise ValueError(f"the weight's K must be a multiple of 4, got {k}")
-    n4, k4 = math.ceil(n / 4), k // 4
-    words = np.zeros((4 * n4, k4), dtype=np.int32)
-    words[:n] = weight.view(np.int32).reshape(n, k4)
-    return np.ascontiguousarray(words.reshape(n4, 4, k4).transpose(2, 0, 1))
-
-
-def _padded(values: torch.Tensor, length: int, dtype) -> np.ndarray:
-    out = np.zeros(length, dtype=dtype)
-    out[: values.numel()] = values.numpy().astype(dtype)
-    return out
-
-
-def _whcn_ivec4(sizes) -> bytes:
-    whcn = list(reversed([int(s) for s in sizes]))[:4]
-    return struct.pack("<4i", *(whcn + [1] * (4 - len(whcn))))
 
 
 def reference(q_in: torch.Tensor, weight: torch.Tensor, w_scales: torch.Tensor, bias, in_scale: float, in_zp: int,
@@ -104,60 +80,6 @@ def reference_fp64(q_in, weight, w_scales, bias, in_scale, in_zp, out_scale, out
     return torch.clamp(torch.round(y / out_scale) + out_zp, -128, 127).to(torch.int8)
 
 
-def linear_input(op: str, shape, k_check_at: str):
-    """(sizes, K, M, leading dims, batch) of a linear's input [..., M, K] (1 to 4 dims; one dim is [1, K]), K a
-    multiple of 4 as ET-VK's C++ checks it (`k_check_at`: where)."""
-    sizes = tuple(int(s) for s in (shape if hasattr(shape, "__len__") else (shape,)))
-    if not 1 <= len(sizes) <= 4 or min(sizes) < 1:
-        raise ValueError(f"{op}: the input is [..., M, K] with every size >= 1 (at most 4 dims), got {sizes}")
-    if len(sizes) == 1:
-        sizes = (1,) + sizes
-    k, m, lead = sizes[-1], sizes[-2], sizes[:-2]
-    if k % 4:
-        raise ValueError(f"{op}: ET-VK needs K, the input's last dim, a multiple of 4 (VK_CHECK_COND(K % 4 == 0) in "
-                         f"{k_check_at}); got K={k}")
-    return sizes, k, m, lead, math.prod(lead)
-
-
-def linear_arguments(op: str, sizes, out_features, weight, weight_scales, bias, g: torch.Generator):
-    """(weight [N, K] int8, N, per-channel scales [N] fp32, bias [N] fp32 or None) from a linear family's
-    arguments: each random (from `g`) where not given, else checked against the input's K and each other."""
-    k = int(sizes[-1])
-    if weight is None:
-        if out_features is None:
-            raise ValueError(f"{op}: give out_features or a weight")
-        n = int(out_features)
-        if n < 1:
-            raise ValueError(f"{op}: out_features must be >= 1, got {n}")
-        weight = torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=g)
-    else:
-        weight = torch.as_tensor(weight)
-        if weight.dtype != torch.int8 or weight.dim() != 2:
-            raise ValueError(f"{op}: the weight is an int8 [N, K] tensor, given {weight.dtype} {tuple(weight.shape)}")
-        if weight.shape[1] != k:
-            raise ValueError(f"{op}: the weight's K does not match the input's: expected a weight [N, {k}] "
-                             f"(input {tuple(sizes)}), given [{weight.shape[0]}, {weight.shape[1]}]")
-        if out_features is not None and int(out_features) != weight.shape[0]:
-            raise ValueError(f"{op}: out_features {out_features} but the weight has {weight.shape[0]} rows")
-        n = int(weight.shape[0])
-        if n < 1:
-            raise ValueError(f"{op}: out_features must be >= 1, got {n}")
-    if weight_scales is None:
-        weight_scales = (torch.rand(n, generator=g) * 0.02 + 0.005).to(torch.float32)
-    weight_scales = torch.as_tensor(weight_scales, dtype=torch.float32).reshape(-1)
-    if weight_scales.numel() != n:
-        raise ValueError(f"{op}: one weight scale per output channel: expected {n}, given {weight_scales.numel()}")
-    if bias is True:
-        bias = (torch.randn(n, generator=g) * 2.0).to(torch.float32)
-    elif bias is False or bias is None:
-        bias = None
-    else:
-        bias = torch.as_tensor(bias, dtype=torch.float32).reshape(-1)
-        if bias.numel() != n:
-            raise ValueError(f"{op}: one bias per output channel: expected {n}, given {bias.numel()}")
-    return weight, n, weight_scales, bias
-
-
 def _linear_dispatch(gen: Codegen, op: str, shape, out_features, *, weight, weight_scales, bias, relu, fallback,
                      etvk_batch, seed) -> Dispatch:
     sizes, k, m, lead, batch = linear_input(op, shape, f"{'Q8taLinear' if op == 'q8ta_linear' else 'Q8taLinearGemv'}"
@@ -165,13 +87,9 @@ def _linear_dispatch(gen: Codegen, op: str, shape, out_features, *, weight, weig
     if op == "q8ta_linear_gemv" and m != 1:
         raise ValueError(f"q8ta_linear_gemv computes one row (its shader reads input word k4 only; ET-VK's export "
                          f"picks it when input_shape[-2] == 1): expected M=1, given M={m} — use q8ta_linear")
-    if batch > 1 and not etvk_batch:
-        raise ValueError(f"{op}: ET-VK's shader covers the output's last two dims only (global size from N and "
-                         f"{'M' if op == 'q8ta_linear' else 'N'}, no term for leading dims); expected leading dims "
-                         f"of 1, given {lead} — fold them into M, or pass etvk_batch=True to see what ET-VK computes")
-    g = torch.Generator().manual_seed(seed)
-    weight, n, weight_scales, bias = linear_arguments(op, sizes, out_features, weight, weight_scales, bias, g)
-    q_in = torch.randint(-128, 128, sizes, dtype=torch.int8, generator=g)
+    refuse_batch(op, lead, batch, etvk_batch,
+                 f"global size from N and {'M' if op == 'q8ta_linear' else 'N'}, no term for leading dims")
+    q_in, weight, n, weight_scales, bias = linear_operands(op, sizes, out_features, weight, weight_scales, bias, seed)
     in_scale, in_zp, out_zp = 0.05, 3, -5
     # the output scale from the float64 result so the outputs use most of int8
     y64 = ((q_in.to(torch.float64) - in_zp) * in_scale) @ (weight.to(torch.float64) * weight_scales.double()[:, None]).T
@@ -184,21 +102,11 @@ def _linear_dispatch(gen: Codegen, op: str, shape, out_features, *, weight, weig
     variant = f"{op}{'_fallback' if fallback else ''}_float"
     lay = int8_layout("4H4W" if op == "q8ta_linear" else "4W")
     out_sizes = sizes[:-1] + (n,)
-    n4, n_pad = math.ceil(n / 4), N_PER_TILE * math.ceil(n / N_PER_TILE)
+    n4 = math.ceil(n / 4)
     texels = prepack_weight(weight.numpy())
-    k4 = k // 4
-    nchw_in = (1,) * (4 - len(sizes)) + sizes
     nchw_out = (1,) * (4 - len(out_sizes)) + out_sizes
-    resources = [
-        Resource("buffer", nbytes=4 * lay.num_words(nchw_out), name="t_packed_int8_output"),
-        Resource("buffer", packed_words(lay, q_in.reshape(nchw_in)), name="t_packed_int8_input"),
-        Resource("image", texels, extent=(n4, k4), fmt="rgba32i", name="t_packed_int8_weight"),
-        Resource("buffer", _padded(weight.to(torch.int32).sum(1), n_pad, np.int32), name="t_weight_sums"),
-        Resource("buffer", _padded(weight_scales, n_pad, np.float32), name="t_weight_scales"),
-        Resource("buffer", _padded(bias if bias is not None else torch.zeros(0), n_pad, np.float32), name="t_bias"),
-        Resource("ubo", _whcn_ivec4(out_sizes), name="output_sizes"),
-        Resource("ubo", _whcn_ivec4(sizes), name="input_sizes"),
-    ]
+    resources = [Resource("buffer", nbytes=4 * lay.num_words(nchw_out), name="t_packed_int8_output"),
+                 *int8_linear_bindings(lay, q_in, texels, weight, weight_scales, bias, out_sizes)]
     push = struct.pack("<fifi", in_scale, in_zp, np.float32(1.0) / np.float32(out_scale), out_zp)
     spec = {3: int(bias is not None), 4: int(bool(relu))}
     if op == "q8ta_linear":
@@ -256,12 +164,7 @@ def pack_q8_linear_weight(gen: Codegen, shape=(40, 64), *, storage: str = "textu
     texels = prepack_weight(weight.numpy())  # raises for K % 4
     k4, n4 = texels.shape[:2]
     staged = np.ascontiguousarray(weight.numpy()).view(np.int32).reshape(-1)  # the int8 staging buffer, int[] view
-    if storage == "texture2d":
-        out = Resource("image", extent=(n4, k4), fmt="rgba32i", name="t_packed_int8_weight")
-        decode = lambda tex: torch.from_numpy(np.asarray(tex, dtype=np.int32).reshape(k4, n4, 4))
-    else:
-        out = Resource("buffer", nbytes=texels.nbytes, name="t_packed_int8_weight")
-        decode = lambda raw: torch.from_numpy(raw.view(np.int32).reshape(k4, n4, 4).copy())
+    out, decode = packed_weight_output(k4, n4, storage)
     resources = [out, Resource("buffer", staged, name="t_int8_weight")]
     push = struct.pack("<4i2i", 4 * n4, k4, 1, 1, k, n)
     global_size = (n4, k4, 1)
