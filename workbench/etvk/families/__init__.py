@@ -8,6 +8,9 @@ import inspect
 
 from .conv2d_q8ta_q8csw_q8to import conv2d_q8ta_q8csw_q8to, conv2d_q8ta_q8csw_q8to_linear_tiled
 from .linear_dq8ca_qw_coopmat import linear_dq8ca_qw_coopmat, pack_q4_linear_weight
+from .linear_q4gsw_4x8 import (linear_q4gsw, pack_q4_linear_weight__w_4x8, q4gsw_linear_gemm__tin__w_4x8,
+                               q4gsw_linear_gemm__w_4x8, q4gsw_linear_gemv_coop__w_4x8)
+from .linear_q4gsw_qw import linear_q4gsw_coop, linear_q4gsw_tiled
 from .linear_q8ta_q8csw import linear_q8ta_q8csw_tiled
 from .pixel_shuffle import pixel_shuffle
 from .q8ta_clone import q8ta_clone
@@ -37,6 +40,13 @@ KERNELS = {
     "conv2d_q8ta_q8csw_q8to": conv2d_q8ta_q8csw_q8to,
     "linear_dq8ca_qw_coopmat": linear_dq8ca_qw_coopmat,
     "pack_q4_linear_weight": pack_q4_linear_weight,
+    "linear_q4gsw": linear_q4gsw,
+    "q4gsw_linear_gemm__w_4x8": q4gsw_linear_gemm__w_4x8,
+    "q4gsw_linear_gemm__tin__w_4x8": q4gsw_linear_gemm__tin__w_4x8,
+    "q4gsw_linear_gemv_coop__w_4x8": q4gsw_linear_gemv_coop__w_4x8,
+    "pack_q4_linear_weight__w_4x8": pack_q4_linear_weight__w_4x8,
+    "linear_q4gsw_tiled": linear_q4gsw_tiled,
+    "linear_q4gsw_coop": linear_q4gsw_coop,
     "q8ta_conv2d": q8ta_conv2d,
     "q8ta_conv2d_im2col": q8ta_conv2d_im2col,
     "q8ta_im2col": q8ta_im2col,
