@@ -90,15 +90,16 @@ def stress_buffers(device) -> list:
             device.buffer(nbytes=STRESS_BYTES, name="stress_dst")]
 
 
-def repeated_runs(device, out, record, read, *, runs: int, stress: bool, label: str) -> list:
+def repeated_runs(device, out, record, read, *, runs: int, stress: bool, label: str, fill=None) -> list:
     """`runs` submissions of what `record(rec)` records, the output resource `out` filled with the sentinel before
-    each (and, with `stress`, a 64 MiB buffer copy first in the same submission); each run's output as `read()`
-    returns it."""
+    each (`fill(out)` instead where given: a captured dispatch's outputs go back to their captured bytes) and, with
+    `stress`, a 64 MiB buffer copy first in the same submission; each run's output as `read()` returns it."""
     extra = stress_buffers(device) if stress else []
+    fill = fill or fill_sentinel
     try:
         outputs = []
         for _ in range(runs):
-            fill_sentinel(out)
+            fill(out)
             with device.record(label=label) as rec:
                 if stress:
                     rec.copy(extra[0], extra[1], label="stress_copy")
