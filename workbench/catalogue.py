@@ -137,6 +137,9 @@ FAMILIES = (
            "workbench.graphs.int8_graph",
            suites=(Suite("propagation", f"{_B}.propagation:propagation_suite"),
                    Suite("propagation-graphs", f"{_B}.propagation:graphs_suite"))),
+    Family("q4-gemv", "4-bit group-wise GEMV of LLM decode at the bandwidth limit, beside ET-VK's cooperative GEMV",
+           "workbench.kernels.q4_gemv",
+           suites=(Suite("q4-gemv", f"{_B}.q4_gemv:bench_suite"),)),
 )
 
 #: ET-VK's op families: op name -> make(gen, **options) -> Dispatch (`workbench etvk run NAME`).

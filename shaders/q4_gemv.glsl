@@ -1,0 +1,223 @@
+#version 450
+// The workbench's 4-bit group-wise GEMV (decode, M = 1..8 rows of activations):
+//   out[m, n] = sum_g scale[n, g] · sum_{k in group g} x[m, k] · q[n, k]      (fp32 accumulate, fp32 out)
+// q = int4 in -8..7 stored as q + 8 (ET-VK's nibble convention), K contiguous per row: word j of row n holds
+// q[n, 8j + i] + 8 in nibble i. A thread reads VEC words (up to one 16-byte uvec4, 32 values) of each of its ROWS
+// rows per step; the TK threads of a row set take neighbouring vectors, so every load instruction of a subgroup
+// reads one contiguous run per row. The activations a step needs are read once and used for all ROWS rows.
+// One vector never spans two scale groups (the host checks group_size % (8·VEC) == 0): its dot product is scaled
+// once. Partial sums of the TK threads are reduced in shared memory or by subgroup shuffles (REDUCE_SUBGROUP).
+//
+// Defines: M, ROWS (rows per thread), TK (threads along K per row set), LOCAL (work group size, a multiple of TK),
+// VEC (1, 2, 4: uint / uvec2 / uvec4 weight loads), DEQUANT_MAGIC (exponent-bias unpack instead of int→float
+// conversions), REDUCE_SUBGROUP, ACT_HALF (fp16 activations, 8 per uvec4), SCALE_HALF (fp16 scales, 2 per uint).
+#extension GL_EXT_control_flow_attributes : require
+#if REDUCE_SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
+
+layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
+
+#if VEC == 4
+#define WVEC uvec4
+#elif VEC == 2
+#define WVEC uvec2
+#else
+#define WVEC uint
+#endif
+#define SETS (LOCAL / TK)  // row sets per work group
+
+layout(std430, set = 0, binding = 0) writeonly buffer Out { float out_f[]; };  // [M, N]
+#if ACT_HALF
+layout(std430, set = 0, binding = 1) readonly buffer X { uvec4 x_h[]; };       // [M, K] fp16, 8 per uvec4
+#else
+layout(std430, set = 0, binding = 1) readonly buffer X { vec4 x_v[]; };        // [M, K] fp32
+#endif
+layout(std430, set = 0, binding = 2) readonly buffer W { WVEC w_v[]; };        // [N, K / 8] words
+#if SCALE_HALF
+layout(std430, set = 0, binding = 3) readonly buffer S { uint s_h[]; };        // [N, groups] fp16 pairs
+#else
+layout(std430, set = 0, binding = 3) readonly buffer S { float s_f[]; };       // [N, groups]
+#endif
+
+layout(push_constant) uniform Params {
+  int N;
+  int K;
+  int group_size;
+  int groups;  // K / group_size
+} p;
+
+shared float red[M * ROWS][LOCAL];
+
+uint word_of(WVEC v, int j) {
+#if VEC == 1
+  return v;
+#else
+  return v[j];
+#endif
+}
+
+float scale_at(int i) {
+#if SCALE_HALF
+  const vec2 pair = unpackHalf2x16(s_h[i >> 1]);
+  return (i & 1) == 0 ? pair.x : pair.y;
+#else
+  return s_f[i];
+#endif
+}
+
+// x[m, k .. k + 7] (k a multiple of 8)
+void load_x8(int m, int k, out float xs[8]) {
+#if ACT_HALF
+  const uvec4 h = x_h[(m * p.K + k) >> 3];
+  [[unroll]] for (int i = 0; i < 4; ++i) {
+    const vec2 v = unpackHalf2x16(h[i]);
+    xs[2 * i] = v.x;
+    xs[2 * i + 1] = v.y;
+  }
+#else
+  const vec4 a = x_v[(m * p.K + k) >> 2];
+  const vec4 b = x_v[((m * p.K + k) >> 2) + 1];
+  xs = float[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
+#endif
+}
+
+#if DEQUANT_MAGIC
+// 0x4B000000 | v is the float 2^23 + v for v < 2^23: a nibble left in place at bit 4i (i < 4) becomes
+// 2^23 + n·16^i without a conversion; minus (2^23 + 8·16^i) it is (n - 8)·16^i exactly. Products are summed per
+// nibble position and scaled by 16^-i once per word (exact powers of two).
+const float BIAS[4] = float[4](8388616.0, 8388736.0, 8390656.0, 8421376.0);
+float dot8(uint w, float xs[8]) {
+  float d[4] = float[4](0.0, 0.0, 0.0, 0.0);
+  const uint hi = w >> 16;
+  [[unroll]] for (int i = 0; i < 4; ++i) {
+    const uint mask = 0xFu << (4 * i);
+    d[i] += (uintBitsToFloat((w & mask) | 0x4B000000u) - BIAS[i]) * xs[i];
+    d[i] += (uintBitsToFloat((hi & mask) | 0x4B000000u) - BIAS[i]) * xs[4 + i];
+  }
+  return d[0] + d[1] * 0.0625 + d[2] * 0.00390625 + d[3] * 0.000244140625;
+}
+#else
+// (q + 8) ^ 8 is q as a 4-bit two's complement: a signed bitfield extract gives q.
+float dot8(uint w, float xs[8]) {
+  const int s = int(w ^ 0x88888888u);
+  float d = 0.0;
+  [[unroll]] for (int i = 0; i < 8; ++i) {
+    d += float(bitfieldExtract(s, 4 * i, 4)) * xs[i];
+  }
+  return d;
+}
+#endif
+
+void main() {
+  const int lid = int(gl_LocalInvocationID.x);
+  const int t = lid % TK;
+  const int wg = int(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x);
+  if (wg * SETS * ROWS >= p.N) {  // padding work groups of a 2-D dispatch: the whole group leaves
+    return;
+  }
+  const int row0 = (wg * SETS + lid / TK) * ROWS;
+  const int KV = p.K / (8 * VEC);                 // weight vectors per row
+  const int per_group = p.group_size / (8 * VEC);  // vectors per scale group
+  int rows[ROWS];
+  [[unroll]] for (int r = 0; r < ROWS; ++r) {
+    rows[r] = min(row0 + r, p.N - 1);  // rows past N read row N - 1 (kept in bounds, never stored)
+  }
+  float acc[M][ROWS];
+  [[unroll]] for (int m = 0; m < M; ++m) {
+    [[unroll]] for (int r = 0; r < ROWS; ++r) {
+      acc[m][r] = 0.0;
+    }
+  }
+
+  for (int v = t; v < KV; v += TK) {
+    const int g = v / per_group;
+    WVEC w[ROWS];
+    float sc[ROWS];
+    [[unroll]] for (int r = 0; r < ROWS; ++r) {
+      w[r] = w_v[rows[r] * KV + v];
+      sc[r] = scale_at(rows[r] * p.groups + g);
+    }
+    [[unroll]] for (int m = 0; m < M; ++m) {
+      float d[ROWS];
+      [[unroll]] for (int r = 0; r < ROWS; ++r) {
+        d[r] = 0.0;
+      }
+      [[unroll]] for (int j = 0; j < VEC; ++j) {
+        float xs[8];
+        load_x8(m, (v * VEC + j) * 8, xs);
+        [[unroll]] for (int r = 0; r < ROWS; ++r) {
+          d[r] += dot8(word_of(w[r], j), xs);
+        }
+      }
+      [[unroll]] for (int r = 0; r < ROWS; ++r) {
+        acc[m][r] += d[r] * sc[r];
+      }
+    }
+  }
+
+#if REDUCE_SUBGROUP
+  // Butterfly within a subgroup (row sets of TK lanes lie inside one subgroup when TK <= its size), then across
+  // the subgroups of a row set through shared memory.
+  const int width = min(TK, int(gl_SubgroupSize));
+  for (int off = width / 2; off > 0; off >>= 1) {
+    [[unroll]] for (int m = 0; m < M; ++m) {
+      [[unroll]] for (int r = 0; r < ROWS; ++r) {
+        acc[m][r] += subgroupShuffleXor(acc[m][r], uint(off));
+      }
+    }
+  }
+  if (TK > int(gl_SubgroupSize)) {
+    if (gl_SubgroupInvocationID == 0u) {
+      [[unroll]] for (int m = 0; m < M; ++m) {
+        [[unroll]] for (int r = 0; r < ROWS; ++r) {
+          red[m * ROWS + r][lid] = acc[m][r];
+        }
+      }
+    }
+    barrier();
+    if (t == 0) {
+      [[unroll]] for (int m = 0; m < M; ++m) {
+        [[unroll]] for (int r = 0; r < ROWS; ++r) {
+          float sum = 0.0;
+          for (int s = 0; s < TK; s += int(gl_SubgroupSize)) {
+            sum += red[m * ROWS + r][lid + s];
+          }
+          acc[m][r] = sum;
+        }
+      }
+    }
+  }
+#else
+  [[unroll]] for (int m = 0; m < M; ++m) {
+    [[unroll]] for (int r = 0; r < ROWS; ++r) {
+      red[m * ROWS + r][lid] = acc[m][r];
+    }
+  }
+  barrier();
+  for (int s = TK / 2; s > 0; s >>= 1) {
+    if (t < s) {
+      [[unroll]] for (int mr = 0; mr < M * ROWS; ++mr) {
+        red[mr][lid] += red[mr][lid + s];
+      }
+    }
+    barrier();
+  }
+  [[unroll]] for (int m = 0; m < M; ++m) {
+    [[unroll]] for (int r = 0; r < ROWS; ++r) {
+      acc[m][r] = red[m * ROWS + r][lid];
+    }
+  }
+#endif
+
+  if (t == 0) {
+    [[unroll]] for (int r = 0; r < ROWS; ++r) {
+      if (row0 + r < p.N) {
+        [[unroll]] for (int m = 0; m < M; ++m) {
+          out_f[m * p.N + row0 + r] = acc[m][r];
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,149 @@
+"""The workbench's 4-bit group-wise GEMV (workbench.kernels.q4_gemv) against the float64 torchao reference on the
+device, its weight packing, its refusals, its suite's quick rows and the vendors' comparison."""
+import numpy as np
+import pytest
+import torch
+
+from workbench.kernels import q4_gemv as Q
+from workbench.kernels.q4_gemv import Q4GemvSpec
+
+# (N, K, group): N not a multiple of a work group's rows (16 by default) and K not of its K chunk (32 threads x 32
+# values); K = 2080 = 65 groups of 32 (a chunk and a bit); fewer rows than one work group; one row, one group.
+SHAPES = [(100, 96, 32), (37, 2080, 32), (5, 256, 128), (1, 64, 64), (64, 512, 64)]
+# every value of every axis of the tuning space at least once, the fp16 inputs, M > 1
+VARIANTS = [{}, {"dequant": "convert"}, {"reduce": "subgroup"},
+            {"reduce": "subgroup", "threads_k": 64, "local_x": 128},    # across subgroups through shared memory
+            {"reduce": "subgroup", "threads_k": 4, "local_x": 32},      # several row sets per subgroup
+            {"threads_k": 8, "rows": 1, "local_x": 32, "vec": 1},
+            {"threads_k": 16, "rows": 2, "local_x": 64, "vec": 2},
+            {"threads_k": 128, "rows": 8, "local_x": 256},
+            {"threads_k": 256, "rows": 1, "local_x": 256, "dequant": "convert"},
+            {"act_dtype": "half"}, {"scale_dtype": "half", "vec": 2}, {"m": 2}, {"m": 4, "reduce": "subgroup"},
+            {"m": 8, "rows": 2, "dequant": "convert"}, {"m": 3, "act_dtype": "half", "scale_dtype": "half"}]
+
+
+def _ids(cases):
+    return ["-".join(f"{k}={v}" for k, v in c.items()) or "default" for c in cases]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"n{n}-k{k}-g{g}" for n, k, g in SHAPES])
+def test_default_variant_matches_reference(device, shape):
+    n, k, g = shape
+    result = Q.check(device, Q4GemvSpec(n, k, g))
+    assert result["correct"], result
+
+
+@pytest.mark.parametrize("options", VARIANTS, ids=_ids(VARIANTS))
+def test_every_variant_matches_reference(device, options):
+    for n, k, g in ((100, 96, 32), (37, 2080, 32), (5, 256, 128)):
+        spec = Q4GemvSpec(n, k, g, **options)
+        result = Q.check(device, spec, seed=n)
+        assert result["correct"], (spec.variant, (n, k, g), result)
+
+
+def test_a_wrong_weight_is_caught(device):
+    """The tolerance is tight enough that one flipped nibble in one row shows."""
+    spec = Q4GemvSpec(40, 256, 32)
+    x, q, scales = Q.random_problem(spec)
+    bad = q.copy()
+    bad[7, 100] = 7 if q[7, 100] < 0 else -8
+    with Q.Q4GemvRun(device, spec, x, bad, scales) as run:
+        run.run()
+        got = run.output()
+    expected, tolerance = Q.reference(x, q, scales, spec.group_size)
+    err = np.abs(got - expected)
+    assert err[0, 7] > tolerance and np.delete(err, 7, axis=1).max() <= tolerance
+
+
+def test_pack_layout_and_roundtrip():
+    q = np.arange(16, dtype=np.int8).reshape(1, 16) - 8   # -8 .. 7 along K
+    words = Q.pack_weights(q)
+    assert words.tolist() == [[0x76543210, 0xFEDCBA98]]   # nibble i of word j = q[8j + i] + 8
+    rng = np.random.default_rng(0)
+    q = rng.integers(-8, 8, (7, 96), dtype=np.int8)
+    assert np.array_equal(Q.unpack_weights(Q.pack_weights(q), 96), q)
+
+
+def test_quantization_is_the_etvk_export_s():
+    """The same torchao int4 symmetric per-group mapping as the ET-VK families' (their `quantize_weight`)."""
+    from workbench.etvk.families.linear_q4gsw_shared import dequantized, quantize_weight
+    w4, scales = quantize_weight(24, 128, 32, torch.Generator().manual_seed(3))
+    w = torch.randn((24, 128), generator=torch.Generator().manual_seed(3)) * 0.05
+    q, s = Q.quantize_int4(w, 32)
+    assert torch.equal(q, w4) and torch.equal(s, scales)
+    assert int(q.min()) >= -8 and int(q.max()) <= 7
+    assert torch.equal(Q.dequantize_int4(q, s, 32), dequantized(w4, scales, 32))
+
+
+BAD = [(dict(n=0, k=64), "n must be a positive integer"),
+       (dict(n=8, k=100, group_size=32), "K must be a multiple of group_size"),
+       (dict(n=8, k=64, group_size=16), "group_size must be a multiple of 8·vec = 32"),
+       (dict(n=8, k=64, m=9), "m (activation rows) must be 1..8"),
+       (dict(n=8, k=64, threads_k=12), "threads_k must be one of"),
+       (dict(n=8, k=64, threads_k=64, local_x=32), "local_x must be a multiple of threads_k"),
+       (dict(n=8, k=64, dequant="lut"), "dequant must be one of"),
+       (dict(n=8, k=64, reduce="atomic"), "reduce must be one of"),
+       (dict(n=8, k=64, act_dtype="bf16"), "act_dtype must be one of"),
+       (dict(n=8, k=64, rows=3), "rows must be one of")]
+
+
+@pytest.mark.parametrize("kwargs, message", BAD, ids=[m for _, m in BAD])
+def test_bad_configs_refused_in_one_line(kwargs, message):
+    with pytest.raises(ValueError) as error:
+        Q4GemvSpec(**kwargs)
+    text = str(error.value)
+    assert message in text and "\n" not in text, text
+
+
+def test_bad_operands_refused(device):
+    spec = Q4GemvSpec(8, 64)
+    x, q, scales = Q.random_problem(spec)
+    with pytest.raises(ValueError, match=r"scales must be \(8, 2\)"):
+        Q.Q4GemvRun(device, spec, x, q, scales[:, :1])
+    with pytest.raises(ValueError, match="int4 values -8..7"):
+        Q.pack_weights(q.astype(np.int16) * 4)
+
+
+def test_traffic_counts():
+    spec = Q4GemvSpec(2048, 2048, 32, m=2, scale_dtype="half")
+    assert spec.bytes_moved() == 2048 * 2048 // 2 + 2048 * 64 * 2 + 2 * 2048 * 4 + 2 * 2048 * 4
+    assert spec.macs() == 2 * 2048 * 2048
+    assert spec.rows_per_group == 16 and spec.work_groups == 128
+
+
+def test_quick_suite_rows(device, tmp_path):
+    import pandas as pd
+
+    from workbench import measure
+    from workbench.benchmarks import q4_gemv as B
+    with measure.ResultsWriter(tmp_path / "q4", measure.environment(device)) as writer:
+        df = B.bench_suite(device, writer, quick=True, show_progress=False)
+    assert set(df["impl"]) == {"copy", "workbench", "etvk"}
+    ours = df[df.impl == "workbench"]
+    assert len(ours) == len(B.specs(quick=True))
+    for col in ("bytes", "GB/s", "copy_GBps", "copy_fraction", "exact", "correct", "max_abs_diff", "tolerance",
+                "variant", "threads_k", "rows", "vec", "dequant", "reduce", "m", "k", "n", "group_size", "model"):
+        assert ours[col].notna().all(), col
+    assert ours["exact"].all() and (ours["max_abs_diff"] <= ours["tolerance"]).all()
+    etvk = df[df.impl == "etvk"]
+    assert len(etvk) == len({(s.k, s.n, s.group_size, s.m) for _, s in B.specs(quick=True)})
+    ran = etvk[etvk.status == "ok"]
+    assert (etvk.status == "skipped").all() or len(ran) == len(etvk)
+    if len(ran):  # a checkout is configured: ET-VK's rows are timed, checked and put against the copy
+        assert ran["correct"].all() and ran["copy_fraction"].notna().all()
+        assert set(ran[ran.m == 1]["kernel"]) == {B.ETVK_GEMV}
+    else:
+        assert etvk["reason"].str.contains("WORKBENCH_EXECUTORCH").all()
+    assert len(pd.read_csv(tmp_path / "q4.csv")) == len(df)
+
+
+def test_vendor_rows():
+    from workbench.vendors import mesa
+    if not mesa.is_set_up():
+        pytest.skip(f"the offline vendor compilers are not set up in {mesa.cache_root()}")
+    from workbench.benchmarks import q4_gemv as B
+    df = B.vendor_rows(("a740",))
+    ours = df[df.impl == "workbench"]
+    assert len(ours) == len(B.VENDOR_VARIANTS) and ours["error"].isna().all()
+    assert (ours["instructions"] > 0).all() and (ours["registers"] > 0).all()
+    assert np.allclose(ours["instructions_per_weight_byte"], ours["instructions"] / ours["weight_bytes_per_step"])

@@ -1,0 +1,306 @@
+"""The workbench's 4-bit group-wise GEMV (``shaders/q4_gemv.glsl``): decode's linear, ``out[M, N] = x[M, K] ·
+dequant(q, scales)[N, K]ᵀ`` for M = 1..8, the weight int4 group-wise symmetric as ET-VK's LLM export quantizes it
+(torchao ``IntxWeightOnlyConfig(int4, PerGroup(group_size))``: zero points 0, values -8..7, fp32 scales per
+``group_size`` columns).
+
+    spec = Q4GemvSpec(n=2048, k=2048, group_size=32)            # M = 1, the default variant
+    x, q, scales = random_problem(spec)                          # fp32 x, int4 q [N, K], scales [N, K / group]
+    with Q4GemvRun(device, spec, x, q, scales) as run:
+        run.run(); out = run.output()                            # [M, N] fp32
+    check(device, spec)                                          # {"max_abs_diff", "tolerance", "correct"}
+
+Weight layout (``pack_weights``): K contiguous per row, word j of row n holds ``q[n, 8j + i] + 8`` in nibble i
+(ET-VK's ``value + 8``), rows ``K / 8`` words apart. A thread reads ``vec`` words (a 16-byte uvec4 at vec = 4) of
+each of its ``rows`` rows per step and the ``threads_k`` threads of a row set take neighbouring vectors, so a
+subgroup's load reads one contiguous run per row — where ET-VK's ``q4gsw_linear_gemv_coop__w_4x8`` (nc buffer
+layout, ``k4 · N8 + n8``) has its K-neighbouring lanes read 16 bytes each from lines ``N8 · 16`` bytes apart. The
+layout does not depend on the variant: one packed weight serves every point of the tuning space.
+
+Variants (the tuning space, ``VARIANT_CHOICES``): ``threads_k`` (threads along K per row set), ``rows`` (rows per
+thread: activations read once per step for all of them), ``local_x`` (work group size; rows per work group =
+rows · local_x / threads_k), ``vec`` (uint / uvec2 / uvec4 weight loads), ``dequant`` (``"convert"``: signed
+bit-field extract + int→float, or ``"magic"``: the nibble or-ed into a float's mantissa, no conversion),
+``reduce`` (``"shared"``: a tree in shared memory, or ``"subgroup"``: shuffles), ``act_dtype`` / ``scale_dtype``
+(``"half"``: fp16 activations / scales read as packed pairs, computed in fp32).
+
+Reference: float64 ``x @ dequantize_affine(q, scales)ᵀ`` (torchao, fp32 dequantized weight) with x and the scales as
+the shader reads them (rounded to fp16 for the half variants). The shader sums in fp32 in its own order (one
+scale per vector's dot product); the tolerance is the bound of any summation order, ``(K + 2) · 2⁻²⁴ ·
+max(|x| @ |w|ᵀ)``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from . import KernelRun, linear_global_size
+
+SHADER = "q4_gemv"
+DEQUANTS = ("magic", "convert")
+REDUCES = ("shared", "subgroup")
+DTYPES = ("float", "half")
+#: The tuning space's axes (every combination valid where local_x % threads_k == 0 and group_size % (8·vec) == 0).
+VARIANT_CHOICES = {"threads_k": (4, 8, 16, 32, 64, 128, 256), "rows": (1, 2, 4, 8), "local_x": (32, 64, 128, 256),
+                   "vec": (1, 2, 4), "dequant": DEQUANTS, "reduce": REDUCES}
+MAX_M = 8
+
+
+def _choice(what: str, value, allowed):
+    if value not in allowed:
+        raise ValueError(f"q4_gemv: {what} must be one of {list(allowed)}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Q4GemvSpec:
+    """``out[m, n] = Σ_k x[m, k] · q[n, k] · scale[n, k // group_size]`` (fp32 accumulate and out); the variant's
+    fields are the tuning space (module docstring)."""
+
+    n: int
+    k: int
+    group_size: int = 32
+    m: int = 1
+    threads_k: int = 32
+    rows: int = 4
+    local_x: int = 128
+    vec: int = 4
+    dequant: str = "magic"
+    reduce: str = "shared"
+    act_dtype: str = "float"
+    scale_dtype: str = "float"
+
+    shader = SHADER
+
+    def __post_init__(self):
+        for name in ("n", "k", "group_size", "m"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"q4_gemv: {name} must be a positive integer, got {value!r}")
+            object.__setattr__(self, name, int(value))
+        if self.m > MAX_M:
+            raise ValueError(f"q4_gemv: m (activation rows) must be 1..{MAX_M} (a GEMV: one weight pass, "
+                             f"M·rows accumulators per thread), got {self.m}")
+        for name in ("threads_k", "rows", "local_x", "vec", "dequant", "reduce"):
+            _choice(name, getattr(self, name), VARIANT_CHOICES[name])
+        _choice("act_dtype", self.act_dtype, DTYPES)
+        _choice("scale_dtype", self.scale_dtype, DTYPES)
+        if self.local_x % self.threads_k:
+            raise ValueError(f"q4_gemv: local_x must be a multiple of threads_k (whole row sets per work group), "
+                             f"got local_x={self.local_x}, threads_k={self.threads_k}")
+        if self.group_size % (8 * self.vec):
+            raise ValueError(f"q4_gemv: group_size must be a multiple of 8·vec = {8 * self.vec} (one weight load "
+                             f"stays inside one scale group), got group_size={self.group_size} with vec={self.vec}")
+        if self.k % self.group_size:
+            raise ValueError(f"q4_gemv: K must be a multiple of group_size (whole scale groups, as torchao's "
+                             f"PerGroup and ET-VK's export need), got K={self.k}, group_size={self.group_size}")
+
+    # ------------------------------------------------------------------ the variant
+    @property
+    def defines(self) -> dict:
+        return {"M": self.m, "ROWS": self.rows, "TK": self.threads_k, "LOCAL": self.local_x, "VEC": self.vec,
+                "DEQUANT_MAGIC": self.dequant == "magic", "REDUCE_SUBGROUP": self.reduce == "subgroup",
+                "ACT_HALF": self.act_dtype == "half", "SCALE_HALF": self.scale_dtype == "half"}
+
+    @property
+    def variant(self) -> str:
+        return (f"{SHADER}_m{self.m}_r{self.rows}_t{self.threads_k}_l{self.local_x}_v{self.vec}_{self.dequant}"
+                f"_{self.reduce}" + ("_xh" if self.act_dtype == "half" else "")
+                + ("_sh" if self.scale_dtype == "half" else ""))
+
+    def params(self) -> dict:
+        """The variant's fields as row columns."""
+        return {"threads_k": self.threads_k, "rows": self.rows, "local_x": self.local_x, "vec": self.vec,
+                "dequant": self.dequant, "reduce": self.reduce, "act_dtype": self.act_dtype,
+                "scale_dtype": self.scale_dtype, "rows_per_group": self.rows_per_group}
+
+    def with_shape(self, n: int, k: int, group_size: int | None = None, m: int | None = None) -> "Q4GemvSpec":
+        return replace(self, n=n, k=k, group_size=group_size or self.group_size, m=m or self.m)
+
+    def spec_constants(self) -> dict:
+        """None: the variant is compile-time defines."""
+        return {}
+
+    def check_device(self, device) -> None:
+        """The subgroup reduction relies on whole subgroups of neighbouring invocations."""
+        size = device.info.subgroup_size
+        if self.reduce == "subgroup" and self.local_x % size:
+            raise ValueError(f"q4_gemv: reduce='subgroup' needs local_x a multiple of the subgroup size; "
+                             f"{device.info.name} has {size} lanes, local_x={self.local_x}")
+
+    # ------------------------------------------------------------------ the dispatch
+    @property
+    def local_size(self) -> tuple[int, int, int]:
+        return (self.local_x, 1, 1)
+
+    @property
+    def rows_per_group(self) -> int:
+        return self.rows * self.local_x // self.threads_k
+
+    @property
+    def work_groups(self) -> int:
+        return math.ceil(self.n / self.rows_per_group)
+
+    @property
+    def threads(self) -> int:
+        return self.work_groups * self.local_x
+
+    def global_size(self, device=None) -> tuple[int, int, int]:
+        if device is None:
+            return (self.threads, 1, 1)
+        return linear_global_size(device, self.threads, self.local_x)
+
+    def push_constants(self) -> bytes:
+        return np.array([self.n, self.k, self.group_size, self.groups], np.int32).tobytes()
+
+    # ------------------------------------------------------------------ traffic
+    @property
+    def groups(self) -> int:
+        return self.k // self.group_size
+
+    def weight_bytes(self) -> int:
+        return self.n * self.k // 2
+
+    def scale_bytes(self) -> int:
+        return self.n * self.groups * (2 if self.scale_dtype == "half" else 4)
+
+    def bytes_read(self) -> int:
+        return self.weight_bytes() + self.scale_bytes() + self.m * self.k * (2 if self.act_dtype == "half" else 4)
+
+    def bytes_written(self) -> int:
+        return 4 * self.m * self.n
+
+    def bytes_moved(self) -> int:
+        return self.bytes_read() + self.bytes_written()
+
+    def macs(self) -> int:
+        return self.m * self.n * self.k
+
+    def weight_bytes_per_step(self) -> int:
+        """Weight bytes one thread loads per iteration of its K loop."""
+        return 4 * self.vec * self.rows
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Data: quantization as ET-VK's export does it, the packing, the reference
+# ---------------------------------------------------------------------------------------------------------------------
+
+def quantize_int4(w, group_size: int):
+    """(q int8 [N, K] in -8..7, fp32 scales [N, K / group_size]) of a float weight [N, K]: torchao's symmetric
+    int4 mapping per (1, group_size) block, as IntxWeightOnlyConfig(int4, PerGroup) quantizes ET-VK's linears."""
+    import torch
+    from torchao.quantization.quant_primitives import MappingType, choose_qparams_affine, quantize_affine
+    weight = torch.as_tensor(w, dtype=torch.float32)
+    block = (1, int(group_size))
+    scale, zero = choose_qparams_affine(weight, MappingType.SYMMETRIC, block, torch.int8, quant_min=-8,
+                                        quant_max=7, scale_dtype=torch.float32, zero_point_dtype=torch.int8)
+    q = quantize_affine(weight, block, scale, zero, torch.int8, quant_min=-8, quant_max=7)
+    return q, scale.reshape(weight.shape[0], -1).float()
+
+
+def dequantize_int4(q, scales, group_size: int):
+    """torchao's dequantize_affine of the int4 weight (zero points 0), fp32 as the shaders multiply, as float64."""
+    import torch
+    from torchao.quantization.quant_primitives import dequantize_affine
+    s = torch.as_tensor(scales, dtype=torch.float32)
+    return dequantize_affine(torch.as_tensor(q, dtype=torch.int8), (1, int(group_size)), s,
+                             torch.zeros(s.shape, dtype=torch.int8), torch.int8, quant_min=-8, quant_max=7,
+                             output_dtype=torch.float32).double()
+
+
+def _as_dtype(a, dtype: str) -> np.ndarray:
+    """fp32 values as the shader reads them: rounded through fp16 for "half"."""
+    a = np.asarray(a, dtype=np.float32)
+    return a.astype(np.float16).astype(np.float32) if dtype == "half" else a
+
+
+def random_problem(spec: Q4GemvSpec, seed: int = 0):
+    """(x [M, K] fp32, q int8 [N, K], scales fp32 [N, groups]) — a random weight quantized with `quantize_int4`; x
+    and the scales already rounded to the spec's activation / scale dtypes."""
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    q, scales = quantize_int4(torch.randn((spec.n, spec.k), generator=g) * 0.05, spec.group_size)
+    x = torch.randn((spec.m, spec.k), generator=g).numpy()
+    return _as_dtype(x, spec.act_dtype), q.numpy(), _as_dtype(scales.numpy(), spec.scale_dtype)
+
+
+def pack_weights(q) -> np.ndarray:
+    """int4 q [N, K] (-8..7, K a multiple of 8) → uint32 [N, K / 8]: nibble i of word j = q[n, 8j + i] + 8."""
+    q = np.asarray(q)
+    n, k = q.shape
+    if k % 8 or q.min(initial=0) < -8 or q.max(initial=0) > 7:
+        raise ValueError(f"pack_weights: expected int4 values -8..7 with K a multiple of 8, got K={k}, values "
+                         f"{q.min(initial=0)}..{q.max(initial=0)}")
+    nibbles = (q.astype(np.int64) + 8).reshape(n, k // 8, 8)
+    return (nibbles << (4 * np.arange(8))).sum(axis=-1).astype(np.uint32)
+
+
+def unpack_weights(words, k: int) -> np.ndarray:
+    """pack_weights' inverse: uint32 [N, K / 8] → int8 [N, K]."""
+    words = np.asarray(words, dtype=np.uint32)
+    nibbles = (words[..., None] >> (4 * np.arange(8, dtype=np.uint32))) & 0xF
+    return (nibbles.reshape(words.shape[0], -1)[:, :k].astype(np.int16) - 8).astype(np.int8)
+
+
+def reference(x, q, scales, group_size: int):
+    """(float64 x @ dequantize_int4(q, scales)ᵀ [M, N], the tolerance of any fp32 summation order)."""
+    import torch
+    w = dequantize_int4(q, scales, group_size)
+    x64 = torch.as_tensor(np.asarray(x), dtype=torch.float64)
+    out = x64 @ w.T
+    magnitude = float((x64.abs() @ w.abs().T).max()) if out.numel() else 0.0
+    return out.numpy(), (x64.shape[-1] + 2) * 2.0 ** -24 * magnitude
+
+
+def _half_words(a) -> np.ndarray:
+    """fp32 values as fp16 pairs in uint32 words (zero-padded to even), as the shader's unpackHalf2x16 reads them."""
+    h = np.asarray(a, dtype=np.float32).astype(np.float16).reshape(-1)
+    if h.size % 2:
+        h = np.append(h, np.float16(0))
+    return h.view(np.uint32)
+
+
+class Q4GemvRun(KernelRun):
+    """The GEMV on a device with its data: x [M, K], q [N, K], scales [N, groups] (None: `random_problem`)."""
+
+    def __init__(self, device, spec: Q4GemvSpec, x=None, q=None, scales=None, seed: int = 0):
+        super().__init__(device)
+        spec.check_device(device)
+        self.spec = spec
+        if x is None or q is None or scales is None:
+            x, q, scales = random_problem(spec, seed)
+        x, scales = np.asarray(x, np.float32), np.asarray(scales, np.float32)
+        for name, a, shape in (("x", x, (spec.m, spec.k)), ("q", np.asarray(q), (spec.n, spec.k)),
+                               ("scales", scales, (spec.n, spec.groups))):
+            if a.shape != shape:
+                raise ValueError(f"q4_gemv: {name} must be {shape} for this spec, got {a.shape}")
+        try:
+            self.x = self._own(device.buffer(_half_words(x) if spec.act_dtype == "half" else x.reshape(-1),
+                                             name="q4gemv-x"))
+            self.w = self._own(device.buffer(pack_weights(q).reshape(-1), name="q4gemv-w"))
+            self.s = self._own(device.buffer(_half_words(scales) if spec.scale_dtype == "half"
+                                             else scales.reshape(-1), name="q4gemv-scales"))
+            self.out = self._own(device.buffer(nbytes=4 * spec.m * spec.n, name="q4gemv-out"))
+        except Exception:
+            self.close()
+            raise
+
+    def resources(self) -> list:
+        return [self.out, self.x, self.w, self.s]
+
+    def record(self, rec, label: str | None = None):
+        self._dispatch(rec, self.spec, self.resources(), label or self.spec.variant)
+
+    def output(self) -> np.ndarray:
+        return self.out.download(np.float32).reshape(self.spec.m, self.spec.n)
+
+
+def check(device, spec: Q4GemvSpec, seed: int = 0) -> dict:
+    """Run `spec` once on random data and compare with the float64 reference: max_abs_diff, tolerance, correct."""
+    x, q, scales = random_problem(spec, seed)
+    with Q4GemvRun(device, spec, x, q, scales) as run:
+        run.run()
+        got = run.output()
+    expected, tolerance = reference(x, q, scales, spec.group_size)
+    diff = float(np.abs(got.astype(np.float64) - expected).max())
+    return {"max_abs_diff": diff, "tolerance": tolerance, "correct": bool(np.isfinite(diff) and diff <= tolerance)}
