@@ -32,7 +32,7 @@ runner=$("$py" -c "from workbench.etvk.model import build; r = build.find(); pri
 mkdir -p "$stage/runtime/bin" && cp "$runner/bin/executor_runner" "$stage/runtime/bin/" && cp "$runner/build.json" "$stage/runtime/"
 xz_dir "$stage" runtime runtime
 
-glslang=$("$py" -c "from workbench.compilers import glslang; print(glslang.cache_root() if glslang.is_set_up() else '')")
+glslang=$("$py" -c "from workbench.toolchain import glslang; print(glslang.cache_root() if glslang.is_set_up() else '')")
 [[ -n "$glslang" ]] || { echo "no glslang build: run python -m workbench.toolchain.glslang setup" >&2; exit 1; }
 mkdir -p "$stage/glslang" && cp -r "$glslang"/. "$stage/glslang/"
 xz_dir "$stage" glslang glslang
