@@ -187,11 +187,15 @@ def main(argv) -> int:
 
     p.submit(first)
     p.submit(lambda cmd: dispatch(cmd, scale_bias, set_co, struct.pack("<Ii", N, -9), groups))
-    result = p.read(out)
-    with open(argv[2], "wb") as f:
+    return finish(p, p.read(out), argv[2], expected(), "capture_program")
+
+
+def finish(p: Program, result: np.ndarray, path: str, want: np.ndarray, label: str) -> int:
+    """Write `result` to `path`, say whether it is `want`, end the device: the exit status."""
+    with open(path, "wb") as f:
         f.write(result.tobytes())
-    ok = bool(np.array_equal(result, expected()))
-    print(f"capture_program: 3 dispatches, {N} int32 written to {argv[2]}, matches numpy: {ok}")
+    ok = bool(np.array_equal(result, want))
+    print(f"{label}: 3 dispatches, {result.size} {result.dtype} written to {path}, matches numpy: {ok}")
     vk.vkDeviceWaitIdle(p.device)
     vk.vkDestroyDevice(p.device, None)
     vk.vkDestroyInstance(p.instance, None)

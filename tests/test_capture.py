@@ -6,6 +6,7 @@ without GFXReconstruct's tools. The live tests capture the program again and ski
 (`./setup.sh capture`)."""
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -208,3 +209,240 @@ def test_gfxreconstruct_setup_checks_the_source_it_is_given(tmp_path):
     (tmp_path / "CMakeLists.txt").write_text("project(GFXReconstruct LANGUAGES CXX)\n")
     with pytest.raises(gfxreconstruct.GfxreconSetupError, match="submodule external/Vulkan-Headers"):
         gfxreconstruct._check_source(tmp_path, log)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Images: tests/capture_data/image is `workbench capture run` on tests/capture_program_image.py (3-D rgba32f and
+# rgba16f images written with imageStore, read with texelFetch through a sampler and with imageLoad)
+# ----------------------------------------------------------------------------------------------------------------
+
+IMAGE_DATA = HERE / "capture_data" / "image"
+IMAGE_PROGRAM = HERE / "capture_program_image.py"
+import capture_program_image as image_program  # noqa: E402
+
+
+def test_committed_image_capture_lists_formats_and_extents():
+    frame = capture.open(IMAGE_DATA)
+    extent = "x".join(map(str, (image_program.W, image_program.H, image_program.D)))
+    texels = image_program.TEXELS
+    assert frame["bindings"].tolist() == [
+        f"0.0 storage_buffer {16 * texels} B; 0.1 storage_image {16 * texels} B VK_FORMAT_R32G32B32A32_SFLOAT {extent}",
+        f"0.0 combined_image_sampler {16 * texels} B VK_FORMAT_R32G32B32A32_SFLOAT {extent}; "
+        f"0.1 storage_image {8 * texels} B VK_FORMAT_R16G16B16A16_SFLOAT {extent}",
+        f"0.0 storage_image {8 * texels} B VK_FORMAT_R16G16B16A16_SFLOAT {extent}; 0.1 storage_buffer {16 * texels} B",
+    ]
+    assert frame["spec_constants"][1] == f"0={image_program.MUL}"
+
+
+def test_committed_image_capture_holds_every_depth_slice():
+    found = capture.dispatches(IMAGE_DATA)
+    a = np.frombuffer(found[0].bindings[1].after, np.float32)  # (z, y, x, 4): every slice, in order
+    assert np.array_equal(a, image_program.source().astype(np.float32))
+    assert found[1].bindings[0].after == found[0].bindings[1].after  # the sampler reads what fill wrote
+    assert np.array_equal(np.frombuffer(found[2].bindings[1].after, np.float32), image_program.expected())
+    assert {b.tiling for d in found for b in d.bindings if b.extent} == {"VK_IMAGE_TILING_OPTIMAL"}
+
+
+def test_committed_image_capture_replays_exact(device):
+    frame = capture.replay(IMAGE_DATA, device=device, quick=True)
+    assert frame["exact"].tolist() == [True, True, True], frame[["dispatch", "mismatch", "reason"]]
+
+
+def test_image_replay_reports_a_wrong_texel(device, tmp_path):
+    folder = tmp_path / "img"
+    shutil.copytree(IMAGE_DATA, folder)
+    block = capture.dispatches(folder)[1].index
+    document = json.loads((folder / "dumps" / "capture_dr.json").read_text())
+    entry = next(e for part in document if "dispatchCommands" in part for e in part["dispatchCommands"]
+                 if e["dispatchIndex"] == block)
+    # the rgba16f storage image scale writes: its last depth slice's dump
+    written = next(d for d in entry["descriptors"]["compute"] if d["binding"] == 1)
+    dump = folder / "dumps" / written["subresources"][-1]["file"]
+    data = bytearray(dump.read_bytes())
+    data[3] ^= 0x01
+    dump.write_bytes(bytes(data))
+    frame = capture.replay(folder, [1], device=device, time_it=False)
+    assert not frame["exact"][0] and frame["mismatch"][0].startswith("binding 0.1: 1/"), frame["mismatch"][0]
+
+
+def test_an_image_format_the_runtime_does_not_make_is_a_reason(device, tmp_path):
+    folder = tmp_path / "img"
+    shutil.copytree(IMAGE_DATA, folder)
+    calls = folder / "calls.jsonl"
+    calls.write_text(calls.read_text().replace("VK_FORMAT_R16G16B16A16_SFLOAT", "VK_FORMAT_R16G16B16A16_UNORM"))
+    frame = capture.replay(folder, device=device, time_it=False)
+    assert frame["exact"].tolist() == [True, False, False]
+    assert "VK_FORMAT_R16G16B16A16_UNORM image" in frame["reason"][1]
+
+
+@needs_tools
+def test_live_capture_of_an_image_program(device, tmp_path):
+    from workbench.toolchain.shaders import compile_glsl
+    spv = []
+    for name, text in (("fill", image_program.FILL_GLSL), ("scale", image_program.SCALE_GLSL),
+                       ("read", image_program.READ_GLSL)):
+        spv.append(tmp_path / f"{name}.spv")
+        spv[-1].write_bytes(compile_glsl(text, name=name).code)
+    result = tmp_path / "out.bin"
+    summary = capture.run([sys.executable, IMAGE_PROGRAM, *spv, result], tmp_path / "cap")
+    assert summary["dispatches"] == 3
+    found = capture.dispatches(tmp_path / "cap")
+    assert found[2].bindings[1].after == result.read_bytes()
+    frame = capture.replay(tmp_path / "cap", device=device, quick=True)
+    assert frame["exact"].all(), frame[["dispatch", "mismatch", "reason"]]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Bad input: a command the reader does not know, a device without the features the capture's shaders declare
+# ----------------------------------------------------------------------------------------------------------------
+
+def test_a_dispatch_command_the_reader_does_not_know_is_listed_not_replayed(device, tmp_path):
+    folder = _copy(tmp_path)
+    calls = (folder / "calls.jsonl").read_text().splitlines()
+    second = [i for i, line in enumerate(calls) if '"vkCmdDispatch"' in line][1]
+    calls[second] = calls[second].replace('"vkCmdDispatch"', '"vkCmdDispatchIndirect"')
+    (folder / "calls.jsonl").write_text("\n".join(calls) + "\n")
+    frame = capture.open(folder)
+    assert frame["command"].tolist() == ["vkCmdDispatch", "vkCmdDispatchIndirect", "vkCmdDispatch"]
+    assert frame["groups"][1] == (0, 0, 0)
+    replayed = capture.replay(folder, device=device, time_it=False)
+    assert replayed["exact"].tolist() == [True, False, True]
+    assert replayed["reason"][1].startswith("vkCmdDispatchIndirect: expected vkCmdDispatch or vkCmdDispatchBase")
+    assert capture.format.dump_plan(capture.format.read_calls(folder / "calls.jsonl"))["Dispatch"] == [
+        [capture.dispatches(folder)[0].index], [capture.dispatches(folder)[2].index]]
+
+
+def test_shader_capabilities_name_the_features_a_replay_needs(device, monkeypatch):
+    from workbench.capture.replay import capabilities, missing_features
+    from workbench.toolchain.shaders import compile_glsl
+    code = compile_glsl("""#version 450
+#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
+#extension GL_EXT_shader_8bit_storage : require
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0) buffer B { int8_t v[]; };
+void main() { v[0] = v[1] + int8_t(1); }
+""", name="int8").code
+    assert {39, 4448} <= set(capabilities(code))  # Int8, StorageBuffer8BitAccess
+    monkeypatch.setitem(device.info.features, "shader_int8", False)
+    assert "shaderInt8" in missing_features(device, code)
+
+
+def test_a_capture_needing_features_this_device_lacks_is_a_one_line_error(device, monkeypatch, capsys):
+    from workbench.capture.replay import CAPABILITY_FEATURES
+    # every shader declares capability Shader (1): pretend it needs shaderInt8, and that this device lacks it
+    monkeypatch.setitem(CAPABILITY_FEATURES, 1, ("shader_int8", "shaderInt8"))
+    monkeypatch.setitem(device.info.features, "shader_int8", False)
+    with pytest.raises(CaptureError, match=r"expected a device with the features the captured shaders declare: "
+                                           r"shaderInt8 \(dispatches 0, 1, 2\); found .* without them"):
+        capture.replay(DATA, device=device)
+    monkeypatch.setattr("workbench.cli.capture.device", lambda args: device)
+    code, err = _cli(["capture", "replay", str(DATA)], capsys)
+    assert code == 2 and "shaderInt8" in err and "\n" not in err
+
+
+def test_edit_replays_a_dispatch_with_another_shader(device, tmp_path, capsys, monkeypatch):
+    same, edited = tmp_path / "mix.glsl", tmp_path / "mix_edit.glsl"
+    same.write_text(capture_program.MIX_GLSL)
+    edited.write_text(capture_program.MIX_GLSL.replace(">> SHIFT", ">> (SHIFT + 1u)"))
+    frame = capture.edit(DATA, 1, same, device=device)
+    assert frame["shader"].tolist() == ["captured", str(same)] and frame["exact"].all()
+    assert (frame["seconds"] > 0).all()
+    scale = tmp_path / "scale.glsl"  # both dispatches of one pipeline, the shader compiled once
+    scale.write_text(capture_program.SCALE_BIAS_GLSL)
+    both = capture.edit(DATA, [0, 2], scale, device=device)
+    assert both["dispatch"].tolist() == [0, 0, 2, 2] and both["exact"].all()
+    assert (frame["gpu_us_median"] > 0).all() and frame["vs_captured"].iloc[0] == 1.0
+    frame = capture.edit(DATA, 1, edited, device=device)
+    assert frame["exact"].tolist() == [True, False]
+    assert frame["mismatch"].iloc[1].startswith("binding 0.1: "), frame["mismatch"].iloc[1]
+    spv = tmp_path / "mix.spv"
+    from workbench.toolchain.shaders import compile_glsl
+    spv.write_bytes(compile_glsl(capture_program.MIX_GLSL, name="mix").code)
+    assert capture.edit(DATA, 1, spv, device=device)["exact"].all()
+    monkeypatch.setattr("workbench.cli.capture.device", lambda args: device)
+    assert cli_main(["capture", "replay", str(DATA), "--dispatch", "1", "--shader", str(edited), "--quick"]) == 1
+    assert "vs_captured" in capsys.readouterr().out
+    bad = tmp_path / "bad.glsl"
+    bad.write_text(capture_program.MIX_GLSL.replace("c[i] +=", "c[i] +=="))
+    code, err = _cli(["capture", "replay", str(DATA), "--dispatch", "1", "--shader", str(bad)], capsys)
+    assert code == 2 and f"expected {bad} to compile" in err and "\n" not in err
+    code, err = _cli(["capture", "replay", str(DATA), "--shader", str(bad)], capsys)
+    assert code == 2 and "expected --dispatch N… with --shader" in err
+    not_spirv = tmp_path / "x.spv"
+    not_spirv.write_bytes(b"\x00" * 16)
+    code, err = _cli(["capture", "replay", str(DATA), "--dispatch", "1", "--shader", str(not_spirv)], capsys)
+    assert code == 2 and "expected SPIR-V" in err
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# ET-VK captures: the ETDump join (workbench.etvk.model.capture_join; the capture itself needs the runtime built)
+# ----------------------------------------------------------------------------------------------------------------
+
+def test_etdump_events_join_the_dispatches_of_an_execution_by_kernel_names():
+    import pandas as pd
+    from workbench.etvk.model import capture_join
+    # 3 prepacking dispatches (not in the ETDump), then one execution's 4
+    frame = pd.DataFrame({"dispatch": range(7), "variant": ["pack_w", "pack_w", "nchw_to_image", "nchw_to_image",
+                                                            "conv|conv_alias", "add", "image_to_nchw"]})
+    events = pd.DataFrame({"dispatch_id": range(4), "operator": ["(staging)", "conv2d", "add", "(staging)"],
+                           "kernel": ["nchw_to_image", "conv", "add", "image_to_nchw"],
+                           "etvk_gpu_us": [1.0, 20.0, 3.0, 1.5]})
+    joined = capture_join.join_events(frame, events)
+    assert joined["phase"].tolist() == ["prepack"] * 3 + ["execute"] * 4
+    assert joined["operator"].tolist()[3:] == ["(staging)", "conv2d", "add", "(staging)"]
+    assert joined["etvk_gpu_us"].tolist()[:3] == [None] * 3 and joined["joined_by"][0] == "kernel names"
+    # names that do not line up: the last dispatches, said so
+    unnamed = capture_join.join_events(frame.assign(variant=""), events)
+    assert unnamed["dispatch_id"].tolist()[3:] == [0, 1, 2, 3] and unnamed["joined_by"][0].startswith("order")
+    with pytest.raises(ValueError, match="the ETDump logs 4 dispatches, the capture holds 2"):
+        capture_join.join_events(frame.head(2), events)
+
+
+def test_coverage_rows_of_a_capture_without_an_etdump(device):
+    from workbench.etvk.model import capture_join
+    table = capture_join.coverage(DATA, "program", names={capture.dispatches(DATA)[1].spirv_hash: "mix"},
+                                  device=device)
+    assert list(table.columns) == capture_join.COVERAGE_COLUMNS
+    assert table["exact"].all() and table["variant"].tolist() == ["", "mix", ""]
+    assert table["variant_from"].tolist() == ["", "spirv", ""]
+    summary = capture_join.coverage_summary(table)
+    assert summary[["model", "dispatches", "exact", "exact_pct"]].values.tolist() == [["program", 3, 3, 100.0],
+                                                                                     ["all", 3, 3, 100.0]]
+
+
+# tests/capture_data/etvk_residual_add: `capture_join.capture_program` on ET-VK's executor_runner (cff6f4dd32, built
+# by `workbench etvk build`) running the residual model on lavapipe, with the run's ETDump and output; without its
+# capture.gfxr
+ETVK_DATA = HERE / "capture_data" / "etvk_residual_add"
+COVERAGE = HERE.parent / "data" / "llvmpipe" / "capture_coverage.csv"
+
+
+def test_committed_etvk_capture_replays_exact_and_ends_in_the_models_output(device):
+    found = capture.dispatches(ETVK_DATA)
+    # sampled images dumped at the end of their command buffer, taken instead from the dispatch that wrote them
+    assert any(b.source.startswith("dispatch ") for d in found for b in d.bindings if b.kind.endswith("sampler"))
+    frame = capture.replay(ETVK_DATA, device=device, quick=True)
+    assert len(frame) == 41 and frame["exact"].all(), frame.loc[~frame["exact"], ["dispatch", "mismatch", "reason"]]
+    # the last dispatch (ET-VK's image_to_nchw staging) writes what executor_runner wrote as the model's output
+    assert found[-1].bindings[0].after == (ETVK_DATA / "output-0.bin").read_bytes()
+
+
+def test_committed_etvk_capture_joins_its_etdump():
+    pytest.importorskip("executorch.devtools", reason="ExecuTorch's devtools read the ETDump")
+    from workbench.etvk.model import capture_join
+    joined = capture_join.join_events(capture.open(ETVK_DATA), ETVK_DATA / "run.etdp")
+    execute = joined[joined["phase"] == "execute"]
+    assert len(execute) == 9 and execute["dispatch_id"].tolist() == list(range(9))
+    assert set(execute["operator"]) >= {"(staging)", "q8ta_add"}, execute["operator"].tolist()
+    assert (execute["etvk_gpu_us"] > 0).all()
+
+
+def test_committed_coverage_of_etvk_runs_on_lavapipe():
+    import pandas as pd
+    from workbench.etvk.model import capture_join
+    table = pd.read_csv(COVERAGE)
+    assert list(table.columns) == capture_join.COVERAGE_COLUMNS
+    assert set(table["model"]) == {"residual_add", "float_between", "refinenet_like", "mobilenet_v2"}
+    assert table["exact"].mean() >= 0.98
+    assert (table["phase"] == "execute").sum() == 244  # the dispatches ET-VK's ETDump logs for the four models
+    assert table.loc[~table["exact"], "reason"].notna().all()  # every exception says why

@@ -6,9 +6,10 @@
     capture.open("caps/prog")                           # DataFrame, one row per dispatch
     capture.dispatches("caps/prog")                     # [CapturedDispatch]: SPIR-V, constants, bindings' bytes
     capture.replay("caps/prog", [0, 2])                 # each alone through workbench.vk: exact?, mismatch, time
+    capture.edit("caps/prog", 1, "mine.glsl")           # dispatch 1 with another shader: exact?, time vs captured
 
 CLI: ``workbench capture run --out DIR -- COMMAND…``, ``workbench capture list DIR``,
-``workbench capture replay DIR``.
+``workbench capture replay DIR [--dispatch N --shader FILE]``.
 
 record.py runs the program and GFXReconstruct's tools (built by ``workbench.toolchain.gfxreconstruct``,
 ``./setup.sh capture``); format.py reads what they wrote into :class:`CapturedDispatch` (no tool needed: a
@@ -21,12 +22,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from .edit import edit
 from .format import CapturedBinding, CapturedDispatch, CaptureError, read_folder, spec_values
 from .record import process, run, tools
-from .replay import launch_parameters, replay_one
+from .replay import launch_parameters, missing_features, replay_one
 
 __all__ = ["CaptureError", "CapturedBinding", "CapturedDispatch", "run", "process", "tools", "open", "dispatches",
-           "replay", "manifest"]
+           "replay", "edit", "manifest"]
 
 
 def dispatches(folder) -> list[CapturedDispatch]:
@@ -46,7 +48,8 @@ def manifest(folder) -> dict:
 def _binding_text(b: CapturedBinding) -> str:
     size = f" {b.size} B" if b.size is not None else ""
     fmt = f" {b.format}" if b.format else ""
-    return f"{b.set}.{b.binding} {b.kind}{size}{fmt}"
+    extent = f" {'x'.join(map(str, b.extent))}" if b.extent else ""
+    return f"{b.set}.{b.binding} {b.kind}{size}{fmt}{extent}"
 
 
 def _row(d: CapturedDispatch, names: dict | None) -> dict:
@@ -56,7 +59,8 @@ def _row(d: CapturedDispatch, names: dict | None) -> dict:
     except ValueError as exc:  # CaptureError is one
         local, spec = None, f"unreadable: {exc}"
     return {
-        "dispatch": d.dispatch, "block": d.index, "submit": d.submit, "command_buffer": d.command_buffer,
+        "dispatch": d.dispatch, "block": d.index, "command": d.command, "submit": d.submit,
+        "command_buffer": d.command_buffer,
         "pipeline": d.spirv_hash, "variant": (names or {}).get(d.spirv_hash, ""), "pipeline_id": d.pipeline,
         "entry_point": d.entry_point, "spec_constants": spec,
         "spec_bytes": " ".join(f"{k}:{v.hex()}" for k, v in d.spec_words.items()),
@@ -91,6 +95,16 @@ def replay(folder, dispatches=None, *, device=None, quick: bool = False, time_it
             raise CaptureError(f"expected dispatch numbers 0..{len(found) - 1} of {folder}, got {unknown}")
         found = [d for d in found if d.dispatch in wanted]
     dev = device or vk.get_device()
+    lacking = {}
+    for d in found:
+        for feature in missing_features(dev, d.spirv):
+            lacking.setdefault(feature, []).append(d.dispatch)
+    if lacking:
+        needs = "; ".join(f"{f} (dispatch{'es' if len(n) > 1 else ''} {', '.join(map(str, n[:6]))}"
+                          f"{', …' if len(n) > 6 else ''})" for f, n in lacking.items())
+        raise CaptureError(f"expected a device with the features the captured shaders declare: {needs}; found "
+                           f"{dev.info.name} without them: replay the other dispatches (--dispatch) or on a device "
+                           "that has them")
     rows = []
     for d in found:
         rows.append({"dispatch": d.dispatch, "pipeline": d.spirv_hash, "variant": (names or {}).get(d.spirv_hash, ""),

@@ -54,6 +54,8 @@ class CapturedBinding:
     tiling: str | None = None  # images: VK_IMAGE_TILING_*, as created
     before: bytes | None = None  # the dump before the dispatch (None: not dumped)
     after: bytes | None = None  # the dump after it
+    image: int | None = None  # images: the capture's image id (the view's image)
+    source: str = "dump"  # where before/after come from: "dump", or "dispatch N" (see `_read_only_contents`)
 
 
 @dataclass
@@ -72,6 +74,7 @@ class CapturedDispatch:
     push_constants: bytes  # the push-constant block at dispatch time (zeros where nothing was pushed)
     groups: tuple[int, int, int]
     base_group: tuple[int, int, int] = (0, 0, 0)  # vkCmdDispatchBase
+    command: str = "vkCmdDispatch"  # or vkCmdDispatchBase; another vkCmdDispatch* is listed, never replayed
     bindings: list[CapturedBinding] = field(default_factory=list)
 
     @property
@@ -112,9 +115,15 @@ def _function(call: dict) -> tuple[str | None, dict]:
     return function.get("name"), function.get("args") or {}
 
 
+def unknown_dispatch(name: str | None) -> bool:
+    """A dispatching command the reader does not read (vkCmdDispatchIndirect, vkCmdDispatchGraphAMDX, …): its
+    group counts are not in its arguments."""
+    return bool(name) and name.startswith("vkCmdDispatch") and name not in DISPATCH_CALLS
+
+
 def needed_calls(calls: list[dict]) -> list[dict]:
-    """The calls the reader follows (see READ_CALLS), as converted."""
-    return [c for c in calls if _function(c)[0] in READ_CALLS]
+    """The calls the reader follows (see READ_CALLS) and the dispatching ones it does not know, as converted."""
+    return [c for c in calls if _function(c)[0] in READ_CALLS or unknown_dispatch(_function(c)[0])]
 
 
 def _submitted(name: str, args: dict) -> list[int]:
@@ -139,9 +148,10 @@ def dump_plan(calls: list[dict]) -> dict:
     plan = {"DumpResourcesOptions": options,
             "BeginCommandBuffer": [], "Dispatch": [], "QueueSubmit": []}
     for rec in recordings:
-        if rec["dispatches"] and rec["submit"] is not None:
+        known = [d["index"] for d in rec["dispatches"] if d["command"] in DISPATCH_CALLS]
+        if known and rec["submit"] is not None:
             plan["BeginCommandBuffer"].append(rec["begin"])
-            plan["Dispatch"].append([d["index"] for d in rec["dispatches"]])
+            plan["Dispatch"].append(known)
             plan["QueueSubmit"].append(rec["submit"])
     return plan
 
@@ -181,12 +191,13 @@ def _recordings(calls: list[dict]) -> list[dict]:
                         rec["sets"][first + k] = (dset, offsets)
             elif name == "vkCmdPushConstants":
                 rec["push"][int(args.get("offset", 0))] = (int(args.get("size", 0)), args.get("pValues"))
-            elif name in DISPATCH_CALLS:
+            elif name in DISPATCH_CALLS or unknown_dispatch(name):
                 base = tuple(int(args.get(k, 0)) for k in ("baseGroupX", "baseGroupY", "baseGroupZ"))
                 rec["dispatches"].append({
                     "index": index, "pipeline": rec["pipeline"], "sets": dict(rec["sets"]),
-                    "push": dict(rec["push"]), "base": base,
-                    "groups": tuple(int(args.get(k, 1)) for k in ("groupCountX", "groupCountY", "groupCountZ"))})
+                    "push": dict(rec["push"]), "base": base, "command": name,
+                    "groups": tuple(int(args.get(k, 1)) for k in ("groupCountX", "groupCountY", "groupCountZ"))
+                    if name in DISPATCH_CALLS else (0, 0, 0)})
     return recordings
 
 
@@ -304,7 +315,35 @@ def read_folder(folder) -> list[CapturedDispatch]:
                                    dumps.get(state["index"]), binaries, folder))
     if not found:
         raise CaptureError(f"expected at least one vkCmdDispatch in {calls_path}, found none ({len(calls)} calls)")
+    _read_only_contents(found)
     return found
+
+
+READ_ONLY_KINDS = ("sampled_image", "combined_image_sampler")
+WRITABLE_KINDS = ("storage_buffer", "storage_image", "storage_buffer_dynamic")
+
+
+def _resource_key(b: CapturedBinding):
+    return ("image", b.image) if b.image is not None else ("buffer", b.resource, b.offset)
+
+
+def _read_only_contents(found: list[CapturedDispatch]) -> None:
+    """GFXReconstruct 1.0.5 dumps a dispatch's storage bindings when the dispatch runs, but its sampled images only
+    once the whole command buffer has run: where a later dispatch of that command buffer writes the image (ET-VK
+    lets tensors whose lifetimes do not overlap share memory), the dump holds the later contents. A sampled image
+    that an earlier dispatch of the capture wrote as a storage image is given that dispatch's 'after' bytes
+    instead (`source` says so); one no dispatch wrote keeps its dump."""
+    latest: dict = {}
+    for d in found:
+        for b in d.bindings:
+            key = _resource_key(b)
+            if b.kind in READ_ONLY_KINDS and key in latest:
+                number, data = latest[key]
+                if b.after is None or len(data) == len(b.after):
+                    b.after, b.source = data, f"dispatch {number}"
+        for b in d.bindings:
+            if b.kind in WRITABLE_KINDS and b.after is not None:
+                latest[_resource_key(b)] = (d.dispatch, b.after)
 
 
 def _dispatch(number, rec, state, modules, pipelines, buffers, views, images, sets, dumped, binaries,
@@ -336,7 +375,7 @@ def _dispatch(number, rec, state, modules, pipelines, buffers, views, images, se
         dispatch=number, index=state["index"], command_buffer=rec["command_buffer"], begin_index=rec["begin"],
         submit=rec["submit"], pipeline=state["pipeline"], spirv=spirv, entry_point=stage.get("pName") or "main",
         spec_data=spec_data, spec_entries=entries, push_constants=bytes(push), groups=state["groups"],
-        base_group=state["base"], bindings=bindings)
+        base_group=state["base"], command=state["command"], bindings=bindings)
 
 
 def _binding(set_number, binding, kind, desc, buffers, views, images, dumped, folder, where) -> CapturedBinding:
@@ -371,7 +410,7 @@ def _binding(set_number, binding, kind, desc, buffers, views, images, dumped, fo
             extent = extent[:2]
         found = CapturedBinding(set_number, binding, IMAGE_KINDS[kind], desc.get("imageView"),
                                 format=view.get("format") or image.get("format"),
-                                extent=extent if size else None, tiling=image.get("tiling"))
+                                extent=extent if size else None, tiling=image.get("tiling"), image=view.get("image"))
     else:
         found = CapturedBinding(set_number, binding, str(kind), None)
     if dumped:

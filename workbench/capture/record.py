@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..toolchain import gfxreconstruct
 from .format import (BINARIES_DIR, CALLS_NAME, DUMP_JSON_SUFFIXES, DUMPS_DIR, MANIFEST_NAME, CaptureError, dump_plan,
-                     needed_calls, read_calls)
+                     needed_calls, read_calls, unknown_dispatch)
 
 CAPTURE_NAME = "capture.gfxr"
 CAPTURE_MAGIC = b"GFXR"  # the file header's four-character code
@@ -108,10 +108,13 @@ def _clear(out: Path, keep=()) -> None:
         shutil.rmtree(out / stale, ignore_errors=True)
 
 
-def run(command, out_dir, *, timeout: float | None = None) -> dict:
+def run(command, out_dir, *, timeout: float | None = None, allow_failure: bool = False) -> dict:
     """Run `command` (a list, or a string split on spaces) under the capture layer, then `process` its capture into
     `out_dir` (see the module's doc). Returns the manifest. CaptureError (one line) when the tools are not built,
-    the program fails or makes no dispatch, or a tool cannot read the capture."""
+    the program fails or makes no dispatch, or a tool cannot read the capture. `allow_failure`: a program that
+    fails (exit status, signal) after it made its capture file is processed all the same, the failure kept in the
+    manifest's ``program_failed`` (ET-VK's executor_runner on lavapipe crashes in its teardown under the layer,
+    after every dispatch was submitted)."""
     command = command.split() if isinstance(command, str) else [str(c) for c in command]
     if not command:
         raise CaptureError("expected a command to capture, got none")
@@ -131,12 +134,17 @@ def run(command, out_dir, *, timeout: float | None = None) -> dict:
             raise CaptureError(f"expected `{' '.join(command)}` to finish in {timeout:.0f} s under capture; it did "
                                f"not (output in {log})") from None
     program_s = time.perf_counter() - started
-    if result.returncode != 0:
-        raise _program_failed(command, result.returncode, log)
+    failed = _program_failed(command, result.returncode, log) if result.returncode != 0 else None
+    if failed is not None and not (allow_failure and capture.is_file()):
+        raise failed
     if not capture.is_file():
         raise CaptureError(f"expected a capture file {capture} from `{' '.join(command)}`, found none: the program "
                            f"made no Vulkan instance (or the layer did not load; see {log})")
-    return process(capture, out, command=command, program_s=program_s)
+    manifest = process(capture, out, command=command, program_s=program_s)
+    if failed is not None:  # what it submitted before it failed is in the capture: kept, and the failure said
+        manifest["program_failed"] = str(failed)
+        (out / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
 
 
 def process(capture_file, out_dir, *, command=None, program_s: float | None = None) -> dict:
@@ -171,8 +179,10 @@ def process(capture_file, out_dir, *, command=None, program_s: float | None = No
         calls = read_calls(converted)
         plan = dump_plan(calls)
         if not plan["Dispatch"]:
+            others = sorted({n for n in (c.get("function", {}).get("name") for c in calls) if unknown_dispatch(n)})
+            also = f"; only {', '.join(others)}, which the reader does not replay" if others else ""
             raise CaptureError(f"expected at least one submitted vkCmdDispatch in {capture}, found none "
-                               f"({len(calls)} calls{problems})")
+                               f"({len(calls)} calls{also}{problems})")
         kept = needed_calls(calls)
         (out / BINARIES_DIR).mkdir()
         with open(out / CALLS_NAME, "w") as handle:

@@ -12,9 +12,22 @@ from .. import vk
 from ..checks.mismatch import mismatch_report
 from ..measure import sample_recording, sampling, summarize_ns
 from ..vk import spirv as sp
-from .format import CapturedDispatch, spec_values
+from .format import DISPATCH_CALLS, CapturedDispatch, spec_values
 
 OP_DECORATE, OP_SPEC_CONSTANT, OP_SPEC_CONSTANT_TRUE, DEC_SPEC_ID = 71, 50, 48, 1
+OP_CAPABILITY = 17
+# SPIR-V capabilities a compute shader declares → (the runtime's feature name, Vulkan's): replaying it needs them.
+# None: a feature the runtime does not enable.
+CAPABILITY_FEATURES = {
+    9: ("shader_float16", "shaderFloat16"), 10: (None, "shaderFloat64"), 11: ("shader_int64", "shaderInt64"),
+    22: ("shader_int16", "shaderInt16"), 39: ("shader_int8", "shaderInt8"),
+    4433: ("storage_buffer_16bit", "storageBuffer16BitAccess"), 4434: (None, "uniformAndStorageBuffer16BitAccess"),
+    4448: ("storage_buffer_8bit", "storageBuffer8BitAccess"),
+    4449: ("uniform_and_storage_buffer_8bit", "uniformAndStorageBuffer8BitAccess"),
+    6016: ("integer_dot_product", "shaderIntegerDotProduct"), 6017: ("integer_dot_product", "shaderIntegerDotProduct"),
+    6018: ("integer_dot_product", "shaderIntegerDotProduct"), 6019: ("integer_dot_product", "shaderIntegerDotProduct"),
+    6022: ("cooperative_matrix_khr", "cooperativeMatrix"), 5345: ("vulkan_memory_model", "vulkanMemoryModel"),
+}
 IMAGE_KINDS = (sp.STORAGE_IMAGE, sp.SAMPLED_IMAGE, sp.COMBINED_IMAGE_SAMPLER)
 WRITABLE = (sp.STORAGE_BUFFER, sp.STORAGE_IMAGE)  # the kinds a dispatch may write: compared after it
 # VK_FORMAT_* of a capture -> the runtime's image format names
@@ -44,6 +57,28 @@ def spec_defaults(code: bytes) -> dict[int, int]:
     return {spec_ids[r]: v for r, v in defaults.items() if r in spec_ids}
 
 
+def capabilities(code: bytes) -> list[int]:
+    """The OpCapability operands of a SPIR-V module, in order."""
+    words = struct.unpack(f"<{len(code) // 4}I", code[:len(code) // 4 * 4])
+    found, i = [], 5
+    while i < len(words) and words[i] >> 16:
+        if words[i] & 0xFFFF == OP_CAPABILITY:
+            found.append(words[i + 1])
+        i += words[i] >> 16
+    return found
+
+
+def missing_features(dev, code: bytes) -> list[str]:
+    """Vulkan's names of the features `code` declares (through its capabilities) that `dev` does not enable."""
+    features = dev.info.features
+    missing = []
+    for capability in capabilities(code):
+        name, vulkan = CAPABILITY_FEATURES.get(capability, ("", ""))
+        if vulkan and not (name and features.get(name)) and vulkan not in missing:
+            missing.append(vulkan)
+    return missing
+
+
 def launch_parameters(d: CapturedDispatch) -> tuple[sp.Reflection, tuple[int, int, int]]:
     """(reflection, local size) of a captured dispatch: the literal local size, or where the shader takes it from
     specialization constants 0..2, their captured values (their defaults in the SPIR-V where not captured)."""
@@ -58,6 +93,9 @@ def launch_parameters(d: CapturedDispatch) -> tuple[sp.Reflection, tuple[int, in
 
 def _check(d: CapturedDispatch, reflection: sp.Reflection) -> dict:
     """{(set, binding): captured binding} for the shader's bindings; NotReplayable naming what is missing."""
+    if d.command not in DISPATCH_CALLS:
+        raise NotReplayable(f"{d.command}: expected vkCmdDispatch or vkCmdDispatchBase, whose group counts the "
+                            "capture's calls hold; this one is listed, not replayed")
     if any(d.base_group):
         raise NotReplayable(f"vkCmdDispatchBase from group {d.base_group}: the runtime dispatches from 0")
     captured = {(b.set, b.binding): b for b in d.bindings}
@@ -109,8 +147,8 @@ def _mismatch(binding, got: bytes, want: bytes) -> str:
 
 def launch_of(dev, d: CapturedDispatch) -> tuple[vk.Launch, list]:
     """The runtime's `vk.Launch` of a captured dispatch, its resources made on `dev` from the captured 'before'
-    bytes: (launch, [(captured binding, its resource)] of the storage buffers and images to compare). The caller closes the
-    resources (`launch.resources.values()`). NotReplayable where the runtime cannot run it alone."""
+    bytes: (launch, [(captured binding, its resource)] of the storage buffers and images to compare). The caller
+    closes the resources (`launch.resources.values()`). NotReplayable where the runtime cannot run it alone."""
     reflection, local = launch_parameters(d)
     captured = _check(d, reflection)
     # the captured bytes as they were, but ids 0..2 where they carry the local size (passed as local_size)

@@ -20,6 +20,8 @@ def register(sub) -> None:
                                      "dispatch's bindings before and after into --out")
     r.add_argument("--out", required=True, help="the capture folder to write")
     r.add_argument("--timeout", type=float, default=None, help="seconds the program may run (default: no limit)")
+    r.add_argument("--allow-failure", action="store_true",
+                   help="process the capture of a program that fails after it made one (the failure is reported)")
     r.add_argument("cmd", nargs="+", metavar="COMMAND", help="the program and its arguments (after --)")
     r.set_defaults(fn=_run)
     ls = verbs.add_parser("list", help="one row per dispatch of a capture folder")
@@ -37,8 +39,8 @@ def register(sub) -> None:
     rp.add_argument("--csv", default=None, help="also write the table to this CSV file")
     rp.add_argument("--quick", action="store_true", help="fewer timing samples")
     rp.add_argument("--shader", default=None, metavar="FILE",
-                    help="with one --dispatch: replay it with this shader too (.glsl/.comp compiled, or .spv; the "
-                         "same bindings) and compare both with the captured outputs and times")
+                    help="replay the --dispatch ones with this shader too (.glsl/.comp compiled, or .spv; the same "
+                         "bindings) and compare both with the captured outputs and times")
     _etvk_options(rp)
     rp.set_defaults(fn=_replay)
     _register_microscope(verbs)
@@ -59,7 +61,9 @@ def _write_csv(frame, path) -> None:
 
 def _run(args) -> int:
     from .. import capture
-    summary = capture.run(args.cmd, args.out, timeout=args.timeout)
+    summary = capture.run(args.cmd, args.out, timeout=args.timeout, allow_failure=args.allow_failure)
+    if summary.get("program_failed"):
+        print(f"warning: {summary['program_failed']}; its capture was processed (--allow-failure)")
     print(f"captured {summary['dispatches']} dispatches of `{' '.join(args.cmd)}` into {args.out} "
           f"(capture {summary['capture_bytes'] / 1024:,.0f} KiB; program {summary['seconds']['program']:.1f} s, "
           f"convert {summary['seconds']['convert']:.1f} s, dump {summary['seconds']['dump']:.1f} s)")
@@ -90,12 +94,16 @@ def _list(args) -> int:
 def _replay(args) -> int:
     from .. import capture
     if args.shader:
-        if not args.dispatch or len(args.dispatch) != 1:
-            raise capture.CaptureError(f"expected one --dispatch N with --shader, got {args.dispatch or 'none'}")
-        frame = capture.edit(args.dir, args.dispatch[0], args.shader, device=device(args), quick=args.quick)
+        if not args.dispatch:
+            raise capture.CaptureError("expected --dispatch N… with --shader (the dispatches to replay with it), "
+                                       "got none")
+        frame = capture.edit(args.dir, args.dispatch, args.shader, device=device(args), quick=args.quick)
         print(table(frame.reindex(columns=EDIT_COLUMNS)))
+        edited = frame[frame["shader"] != "captured"]
+        print(f"edited shader: {int(edited['exact'].sum())} of {len(edited)} dispatches exact; compile and replay "
+              f"{edited['seconds'].sum():.2f} s")
         _write_csv(frame, args.csv)
-        return 0 if frame["exact"].iloc[-1] else 1
+        return 0 if edited["exact"].all() else 1
     frame = capture.replay(args.dir, args.dispatch, device=device(args), quick=args.quick, names=_names(args))
     print(table(frame, REPLAY_COLUMNS))
     print(f"{int(frame['exact'].sum())} of {len(frame)} dispatches replayed exact")

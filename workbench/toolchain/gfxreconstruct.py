@@ -104,7 +104,8 @@ def _products(base: Path) -> dict[str, Path]:
 CACHE = build.ToolCache(label="gfxreconstruct setup", env_var="WORKBENCH_GFXRECON_DIR",
                         default=Path.home() / ".cache" / "workbench" / "gfxreconstruct" / TAG, recipe=RECIPE_ID,
                         products=_products,
-                        tools=lambda base: {**{name: base / "bin" / name for name in TOOLS}, "layer_dir": base / "layer"})
+                        tools=lambda base: {**{name: base / "bin" / name for name in TOOLS},
+                                            "layer_dir": base / "layer"})
 
 
 # the cache (`root`, else $WORKBENCH_GFXRECON_DIR, else the default), its tools' paths, what it lacks, its status
