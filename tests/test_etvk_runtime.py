@@ -167,7 +167,7 @@ def test_what_cannot_be_drilled_says_why(residual_profile):
 # ---------------------------------------------------------------------------------------------------------------------
 # The build's error paths (a synthetic tree)
 
-def _git(tree, *args):
+def run_git(tree, *args):
     subprocess.run(["git", "-C", str(tree), *args], check=True, capture_output=True,
                    env=dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
                             GIT_COMMITTER_EMAIL="t@t"))
@@ -181,9 +181,9 @@ def tree(tmp_path):
     (glsl / "x.yaml").write_text("x: {}\n")
     (root / "backends/vulkan/__init__.py").write_text("")
     (root / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.24)\n")
-    _git(root, "init", "-q")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "synthetic")
+    run_git(root, "init", "-q")
+    run_git(root, "add", "-A")
+    run_git(root, "commit", "-qm", "synthetic")
     return root
 
 

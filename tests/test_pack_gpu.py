@@ -33,7 +33,7 @@ def test_block_pack_4w4c_matches_numpy(device, sizes):
     """The 16-byte-block 4W4C packer (unaligned rows, partial width and channel blocks) against the definition."""
     x = random_int8(sizes, 7 * sum(sizes))
     spec = gpu.PackSpec("4W4C", sizes, block=True)
-    with device.buffer(gpu._nchw_words(x)) as src, device.buffer(nbytes=4 * spec.num_words) as dst, \
+    with device.buffer(gpu.nchw_words(x)) as src, device.buffer(nbytes=4 * spec.num_words) as dst, \
             device.uniform(spec.definition.buffer_metadata(spec.sizes)) as meta, device.record() as rec:
         gpu.record_pack(rec, device, spec, dst, src, meta)
         rec.submit()

@@ -19,7 +19,12 @@ VARIANTS = [{}, {"dequant": "convert"}, {"reduce": "subgroup"},
             {"threads_k": 128, "rows": 8, "local_x": 256},
             {"threads_k": 256, "rows": 1, "local_x": 256, "dequant": "convert"},
             {"act_dtype": "half"}, {"scale_dtype": "half", "vec": 2}, {"m": 2}, {"m": 4, "reduce": "subgroup"},
-            {"m": 8, "rows": 2, "dequant": "convert"}, {"m": 3, "act_dtype": "half", "scale_dtype": "half"}]
+            {"m": 8, "rows": 2, "dequant": "convert"}, {"m": 3, "act_dtype": "half", "scale_dtype": "half"},
+            # loads ahead of use: a main loop of whole unrolled steps and a one-vector tail (K=2080: 65 vectors)
+            {"unroll": 2, "threads_k": 64, "reduce": "subgroup", "dequant": "convert"},
+            {"unroll": 4, "rows": 1, "threads_k": 4, "local_x": 32, "reduce": "subgroup"},
+            {"unroll": 8, "rows": 2, "threads_k": 8, "local_x": 32, "vec": 1, "m": 2},
+            {"rows": 2, "threads_k": 64, "reduce": "subgroup", "act_dtype": "half", "scale_dtype": "half"}]
 
 
 def _ids(cases):
@@ -84,7 +89,9 @@ BAD = [(dict(n=0, k=64), "n must be a positive integer"),
        (dict(n=8, k=64, dequant="lut"), "dequant must be one of"),
        (dict(n=8, k=64, reduce="atomic"), "reduce must be one of"),
        (dict(n=8, k=64, act_dtype="bf16"), "act_dtype must be one of"),
-       (dict(n=8, k=64, rows=3), "rows must be one of")]
+       (dict(n=8, k=64, rows=3), "rows must be one of"),
+       (dict(n=8, k=64, unroll=3), "unroll must be one of"),
+       (dict(n=8, k=64, rows=8, unroll=4), "unroll·rows (weight vectors held per thread) must be at most 16")]
 
 
 @pytest.mark.parametrize("kwargs, message", BAD, ids=[m for _, m in BAD])

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 
 from ..kernels.copy import CopySpec, record_copy
-from ..kernels.pack import PackSpec, _nchw_words, record_pack
+from ..kernels.pack import PackSpec, nchw_words, record_pack
 from ..layouts import normalize_sizes
 from ..measure import environment, measurement_row, progress, sample_recording
 
@@ -40,7 +40,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     for layout, direction, block in progress(jobs, "pack/unpack", enabled=show_progress):
         spec = PackSpec(layout, sizes, direction, block)
         definition = spec.definition
-        nchw = _nchw_words(x)
+        nchw = nchw_words(x)
         packed = definition.pack(x)
         src_data, dst_bytes = (nchw, 4 * spec.num_words) if direction == "pack" else (packed, 4 * spec.nchw_words)
         with device.buffer(src_data) as src, device.buffer(nbytes=dst_bytes) as dst, \

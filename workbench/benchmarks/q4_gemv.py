@@ -60,8 +60,16 @@ QUICK_GROUP_SIZES = (32,)
 MS = (1, 2, 3, 4)
 QUICK_MS = (1, 2)
 #: The workbench variants measured at every shape (the tuning space is `Q4GemvSpec`'s fields, VARIANT_CHOICES).
+#: The first six are the first H200 run's; the rest its sweep's best (data/NVIDIA_H200/NOTES.md): 64 threads along
+#: K per row set with subgroup reduction (2–4× the work groups of the defaults at N = 2048: every SM busy), fp32
+#: (convert / magic, unroll 2) and fp16 activations + scales (half the activation loads per weight byte).
 SUITE_VARIANTS = ({}, {"reduce": "subgroup"}, {"dequant": "convert"}, {"rows": 2, "local_x": 64},
-                  {"rows": 8, "threads_k": 16, "local_x": 64}, {"scale_dtype": "half", "act_dtype": "half"})
+                  {"rows": 8, "threads_k": 16, "local_x": 64}, {"scale_dtype": "half", "act_dtype": "half"},
+                  {"threads_k": 64, "reduce": "subgroup", "dequant": "convert", "unroll": 2},
+                  {"threads_k": 128, "reduce": "subgroup", "dequant": "convert"},
+                  {"rows": 8, "threads_k": 64, "reduce": "subgroup"},
+                  {"rows": 2, "threads_k": 64, "reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half"},
+                  {"threads_k": 64, "reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half"})
 QUICK_VARIANTS = ({}, {"reduce": "subgroup", "dequant": "convert"})
 
 

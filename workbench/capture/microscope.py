@@ -41,7 +41,7 @@ from .. import vk
 from ..checks.shake import (SIZES_1D, SIZES_3D, as3, check_local_sizes, repeated_runs, shake_row,
                             sweep_local_sizes)
 from .format import CapturedDispatch, CaptureError, read_folder
-from .replay import IMAGE_KINDS, NotReplayable, _contents, launch_of, launch_parameters
+from .replay import IMAGE_KINDS, NotReplayable, resource_bytes, launch_of, launch_parameters
 
 __all__ = ["shake", "select", "at_local_size", "default_local_sizes", "validating_device"]
 
@@ -118,7 +118,7 @@ def _restore(outputs) -> None:
 
 
 def _read(outputs) -> np.ndarray:
-    return np.frombuffer(b"".join(_contents(r)[:len(c.after)] for c, r in outputs), np.uint8).copy()
+    return np.frombuffer(b"".join(resource_bytes(r)[:len(c.after)] for c, r in outputs), np.uint8).copy()
 
 
 def _wrong_bindings(outputs, wrong) -> str:

@@ -134,13 +134,13 @@ def _image(dev, c, name: str):
     return image.upload(np.frombuffer(data, image.dtype).reshape(image.shape))
 
 
-def _contents(resource) -> bytes:
+def resource_bytes(resource) -> bytes:
     if isinstance(resource, vk.Image):
         return resource.download().tobytes()
     return resource.download(np.uint8).tobytes()
 
 
-def _mismatch(binding, got: bytes, want: bytes) -> str:
+def binding_mismatch(binding, got: bytes, want: bytes) -> str:
     report = mismatch_report(np.frombuffer(got, np.uint8), np.frombuffer(want, np.uint8), dtype_kind="int8")
     return f"binding {binding.set}.{binding.binding}: {report.summary().replace('LSB', 'per byte')} (bytes)"
 
@@ -196,9 +196,9 @@ def replay_one(dev, d: CapturedDispatch, *, time_it: bool = True, quick: bool = 
             rec.submit()
             wrong = []
             for c, buf in outputs:
-                got = _contents(buf)[:len(c.after)]
+                got = resource_bytes(buf)[:len(c.after)]
                 if got != c.after:
-                    wrong.append(_mismatch(c, got, c.after))
+                    wrong.append(binding_mismatch(c, got, c.after))
             row.update(exact=not wrong, mismatch="; ".join(wrong) if wrong else "exact")
             if time_it:
                 gpu, host = sample_recording(rec, **sampling(quick))

@@ -23,7 +23,7 @@ import pandas as pd
 from .edit import load_shader
 from .format import CapturedBinding, CapturedDispatch, CaptureError
 from .microscope import select
-from .replay import NotReplayable, _contents, _mismatch, launch_of
+from .replay import NotReplayable, resource_bytes, binding_mismatch, launch_of
 
 __all__ = ["WhatIf", "chain", "whatif"]
 
@@ -83,7 +83,7 @@ def _run(dev, d: CapturedDispatch) -> list[tuple[CapturedBinding, bytes]]:
         with vk.Launches(dev, [launch]) as launches, dev.record(label=f"what-if dispatch {d.dispatch}") as rec:
             launches.record(rec)
             rec.submit()
-            return [(c, _contents(resource)[:len(c.after)]) for c, resource in outputs]
+            return [(c, resource_bytes(resource)[:len(c.after)]) for c, resource in outputs]
     finally:
         for resource in launch.resources.values():
             resource.close()
@@ -140,7 +140,7 @@ def whatif(source, dispatch: int, shader, *, pipeline: bool = False, device=None
         written = [(c, got, edited_out.get(_label(c))) for c, got in a["outputs"]
                    if got != a["inputs"][_label(c)] or edited_out.get(_label(c)) != b["inputs"][_label(c)]]
         outputs[d.dispatch] = [(_label(c), old, new) for c, old, new in written]
-        wrong = [_mismatch(c, new, old) for c, old, new in written if new is not None and new != old]
+        wrong = [binding_mismatch(c, new, old) for c, old, new in written if new is not None and new != old]
         rows.append({"dispatch": d.dispatch, "pipeline": d.spirv_hash, "variant": (names or {}).get(d.spirv_hash, ""),
                      "edited": d.dispatch in edited, "exact": exact,
                      "inputs_changed": a["inputs"] != b["inputs"], "changed": bool(wrong),

@@ -75,17 +75,17 @@ def cpp_tree(src) -> Path:
     import io
     import tarfile
 
-    from .codegen import CheckoutError, _cached_folder, _git, cache_root
+    from .codegen import CheckoutError, cached_folder, run_git, cache_root
 
     def extract(folder: Path) -> None:
-        result = _git(src.checkout, "archive", "--format=tar", src.commit, IMPL_DIR, UTILS_DIR, binary=True)
+        result = run_git(src.checkout, "archive", "--format=tar", src.commit, IMPL_DIR, UTILS_DIR, binary=True)
         if result.returncode != 0:
             raise CheckoutError(f"git archive of {IMPL_DIR} at {src.commit[:10]} failed: "
                                 f"{result.stderr.decode(errors='replace').strip()}")
         with tarfile.open(fileobj=io.BytesIO(result.stdout)) as tar:
             tar.extractall(folder, filter="data")
 
-    return _cached_folder(cache_root() / f"{src.commit}-cpp", extract)
+    return cached_folder(cache_root() / f"{src.commit}-cpp", extract)
 
 
 def check_names(executorch=None, rev: str | None = None, *, gen=None) -> Report:

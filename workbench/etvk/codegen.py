@@ -158,7 +158,7 @@ def source(executorch=None, rev: str | None = None) -> ShaderSource:
     if rev is None:
         return _with_generator(root / GLSL_DIR, root / GENERATOR, "working tree", _head(root), root)
     commit = resolve_revision(root, rev)
-    target = _cached_folder(cache_root() / commit, lambda folder: _archive(root, commit, folder))
+    target = cached_folder(cache_root() / commit, lambda folder: _archive(root, commit, folder))
     return _with_generator(target / GLSL_DIR, target / GENERATOR, rev, commit, root)
 
 
@@ -181,7 +181,7 @@ def cache_root() -> Path:
     return Path(base) if base else Path.home() / ".cache" / "workbench" / "etvk"
 
 
-def _git(root: Path, *args, binary: bool = False):
+def run_git(root: Path, *args, binary: bool = False):
     if shutil.which("git") is None:
         raise CheckoutError("reading a revision needs git, which is not installed")
     result = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=not binary)
@@ -189,24 +189,24 @@ def _git(root: Path, *args, binary: bool = False):
 
 
 def _head(root: Path) -> str | None:
-    result = _git(root, "rev-parse", "HEAD")
+    result = run_git(root, "rev-parse", "HEAD")
     return result.stdout.strip() if result.returncode == 0 else None
 
 
 def resolve_revision(root: Path, rev: str) -> str:
     """The full commit id of `rev` (a hash, branch, tag, `main~3`…) in the checkout."""
     if not (root / ".git").exists():
-        probe = _git(root, "rev-parse", "--git-dir")
+        probe = run_git(root, "rev-parse", "--git-dir")
         if probe.returncode != 0:
             raise CheckoutError(f"{root} is not a git repository, so revision {rev!r} cannot be read "
                                 "(use the working tree: no --rev)")
-    result = _git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    result = run_git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
     if result.returncode != 0 or not result.stdout.strip():
         raise CheckoutError(f"revision {rev!r} not found in {root} (fetch it first, e.g. `git fetch origin {rev}`)")
     return result.stdout.strip()
 
 
-def _cached_folder(target: Path, fill) -> Path:
+def cached_folder(target: Path, fill) -> Path:
     """`target`, filled once by `fill(folder)`: built in a private folder and renamed into place, so a reader never
     sees half a folder and two processes building it at once both succeed."""
     if not (target / ".complete").is_file():
@@ -225,10 +225,10 @@ def _cached_folder(target: Path, fill) -> Path:
 def _archive(root: Path, commit: str, folder: Path) -> None:
     """Extract backends/vulkan/runtime (templates + generator) at `commit` without touching the working tree."""
     paths = [GLSL_DIR, GENERATOR]
-    listed = _git(root, "ls-tree", "--name-only", commit, GENERATOR)
+    listed = run_git(root, "ls-tree", "--name-only", commit, GENERATOR)
     if not listed.stdout.strip():
         paths = [GLSL_DIR]
-    result = _git(root, "archive", "--format=tar", commit, *paths, binary=True)
+    result = run_git(root, "archive", "--format=tar", commit, *paths, binary=True)
     if result.returncode != 0:
         message = result.stderr.decode(errors="replace").strip()
         raise CheckoutError(f"git archive of {GLSL_DIR} at {commit[:10]} failed: {message}")
@@ -372,7 +372,7 @@ class Codegen:
                 for name, path in headers.items():
                     (folder / path.name).write_text(self._preprocess(path, self._outputs[name][1]), encoding="utf-8")
 
-            self._header_dir = _cached_folder(cache_root() / "headers" / digest.hexdigest()[:20], write)
+            self._header_dir = cached_folder(cache_root() / "headers" / digest.hexdigest()[:20], write)
         return self._header_dir
 
     def compile(self, name: str, *, optimize: bool = True) -> "shaders.Spirv":

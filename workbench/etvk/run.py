@@ -63,7 +63,7 @@ def _require_features(device, spirv) -> None:
             device.require(CAPABILITY_FEATURES[capability])
 
 
-def _allocate(device, d: Dispatch) -> list:
+def allocate(device, d: Dispatch) -> list:
     made = []
     for r in d.resources:
         if r.kind == "ubo":
@@ -79,7 +79,7 @@ def _allocate(device, d: Dispatch) -> list:
     return made
 
 
-def _read(resource) -> np.ndarray:
+def read_back(resource) -> np.ndarray:
     return resource.download() if hasattr(resource, "extent") else resource.download(np.uint8)
 
 
@@ -166,14 +166,14 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
         row["before"] = "+".join(step.variant for step, _ in earlier)
     made = []
     try:
-        made = _allocate(device, d)
+        made = allocate(device, d)
         todo = launches(d, spirv, made, earlier)
         last = len(todo) - 1
         with Launches(device, todo, capture_statistics={last} if capture else ()) as pipes, \
                 device.record(label=d.variant) as rec:
             pipes.record(rec)
             rec.submit()
-            got = d.decode(_read(made[d.output]))
+            got = d.decode(read_back(made[d.output]))
             row.update(check(d, got, reports))
             if capture:
                 row.update(_driver_columns(pipes.pipeline_of(last).statistics()))

@@ -47,7 +47,7 @@ def shake_dispatch(device, spirv, d, *, runs: int = 10, local_sizes=None, stress
     ``compile(variant)``)."""
     import pandas as pd
 
-    from .run import _allocate, _read, compiled, launches, with_local_size
+    from .run import allocate, read_back, compiled, launches, with_local_size
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
     spirv, earlier = compiled(device, _compiler(spirv, d, compile_step), d)
@@ -58,10 +58,10 @@ def shake_dispatch(device, spirv, d, *, runs: int = 10, local_sizes=None, stress
         made = []
         start = time.perf_counter()
         try:
-            made = _allocate(device, dl)
+            made = allocate(device, dl)
             out = made[dl.output]
             with Launches(device, launches(dl, spirv, made, earlier)) as pipes:
-                raw = repeated_runs(device, out, pipes.record, lambda: np.array(_read(out), copy=True), runs=runs,
+                raw = repeated_runs(device, out, pipes.record, lambda: np.array(read_back(out), copy=True), runs=runs,
                                     stress=stress, label=dl.variant)
         finally:
             for r in made:

@@ -60,7 +60,7 @@ def unsupported_reason(device, props: pd.DataFrame | None = None) -> str | None:
     return None
 
 
-def _pipeline(device, shader: str, defines: dict, size, local_size):
+def coopmat_pipeline(device, shader: str, defines: dict, size, local_size):
     """The cached pipeline; the matrix size goes in as spec constants 3..5, or as defines (TM, TN, TK) where the
     shader sizes arrays and its local size with it (the staged GEMM)."""
     cache = device.__dict__.setdefault("_coopmat_pipelines", {})
@@ -137,7 +137,7 @@ def run_peak(device, spec: CoopmatPeakSpec, *, sample=None, seed: int = 0):
     m, n, k = spec.size
     a, b = spec.operands(seed)
     operands = probe_operand_buffer(a, b)
-    pipeline = _pipeline(device, "coopmat_peak", {"CHAINS": spec.chains}, spec.size, (SUBGROUP * spec.warps, 1, 1))
+    pipeline = coopmat_pipeline(device, "coopmat_peak", {"CHAINS": spec.chains}, spec.size, (SUBGROUP * spec.warps, 1, 1))
     slots = min(spec.subgroups, SLOTS)
     push = np.array([spec.iterations, slots], np.int32).tobytes()
     with device.buffer(nbytes=4 * slots * spec.chains * m * n, name="coopmat out") as out, \
@@ -296,7 +296,7 @@ def _time_dispatches(device, spec: CoopmatGemmSpec, bindings, push: bytes, label
     recording with `sample(recording, repeats)`, or run it once (`sample` None); returns (timing, repeats). The
     outputs hold the last run's results."""
     shader, defines = spec.shader()
-    pipeline = _pipeline(device, shader, defines, spec.size, (spec.threads_per_group(), 1, 1))
+    pipeline = coopmat_pipeline(device, shader, defines, spec.size, (spec.threads_per_group(), 1, 1))
     global_size = (spec.workgroups() * spec.threads_per_group(), 1, 1)
     with device.record(f"{label} probe") as probe:
         probe.dispatch(pipeline, bindings, global_size, push)

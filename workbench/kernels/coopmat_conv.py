@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import linear_global_size
-from .coopmat import DIAGNOSTICS, SUBGROUP, _pipeline, conv_parameters, conv_reference, padded_gemm
+from .coopmat import DIAGNOSTICS, SUBGROUP, coopmat_pipeline, conv_parameters, conv_reference, padded_gemm
 
 EPILOGUES = ("int32", "direct", "sectors", "reduce")
 # int32: the GEMM (C as torch._int_mm returns it); direct / sectors: the conv, requantized in the GEMM's registers;
@@ -155,7 +155,7 @@ def _qparam_bytes(qparams) -> bytes:
 
 def _gemm_pipeline(device, spec: CoopmatConvSpec):
     """Cached per device with kernels.coopmat's pipelines (sizes go in as defines: no spec constants)."""
-    return _pipeline(device, "coopmat_conv", spec.defines(), spec.size, (spec.threads_per_group(), 1, 1))
+    return coopmat_pipeline(device, "coopmat_conv", spec.defines(), spec.size, (spec.threads_per_group(), 1, 1))
 
 
 def _reduce_pipeline(device):

@@ -129,7 +129,7 @@ def record_texture(rec, device, spec: TextureSpec, image, buffer, meta, label=No
                      label=label or f"from {spec.layout}")
 
 
-def _nchw_words(x_int8: np.ndarray) -> np.ndarray:
+def nchw_words(x_int8: np.ndarray) -> np.ndarray:
     """int8 bytes padded to whole int32 words, as the shaders read them."""
     raw = np.zeros(-(-x_int8.size // 4) * 4, dtype=np.int8)
     raw[:x_int8.size] = x_int8.reshape(-1)
@@ -149,7 +149,7 @@ def pack(device, x, layout: str):
     """Pack an NCHW int8 tensor into `layout` on the GPU; returns the int32 words (numpy or torch, as given)."""
     a, is_torch = _as_int8(x)
     spec = PackSpec(layout, a.shape, block=layouts.get_layout(layout).name == "4W4C")
-    with device.buffer(_nchw_words(a)) as src, device.buffer(nbytes=4 * spec.num_words) as dst, \
+    with device.buffer(nchw_words(a)) as src, device.buffer(nbytes=4 * spec.num_words) as dst, \
             device.uniform(spec.definition.buffer_metadata(spec.sizes)) as meta, device.record("pack") as rec:
         record_pack(rec, device, spec, dst, src, meta)
         rec.submit()

@@ -18,7 +18,8 @@ layout does not depend on the variant: one packed weight serves every point of t
 
 Variants (the tuning space, ``VARIANT_CHOICES``): ``threads_k`` (threads along K per row set), ``rows`` (rows per
 thread: activations read once per step for all of them), ``local_x`` (work group size; rows per work group =
-rows · local_x / threads_k), ``vec`` (uint / uvec2 / uvec4 weight loads), ``dequant`` (``"convert"``: signed
+rows · local_x / threads_k), ``vec`` (uint / uvec2 / uvec4 weight loads), ``unroll`` (vectors of each row loaded
+before the first is used: unroll · rows loads in flight per thread), ``dequant`` (``"convert"``: signed
 bit-field extract + int→float, or ``"magic"``: the nibble or-ed into a float's mantissa, no conversion),
 ``reduce`` (``"shared"``: a tree in shared memory, or ``"subgroup"``: shuffles), ``act_dtype`` / ``scale_dtype``
 (``"half"``: fp16 activations / scales read as packed pairs, computed in fp32).
@@ -43,7 +44,9 @@ REDUCES = ("shared", "subgroup")
 DTYPES = ("float", "half")
 #: The tuning space's axes (every combination valid where local_x % threads_k == 0 and group_size % (8·vec) == 0).
 VARIANT_CHOICES = {"threads_k": (4, 8, 16, 32, 64, 128, 256), "rows": (1, 2, 4, 8), "local_x": (32, 64, 128, 256),
-                   "vec": (1, 2, 4), "dequant": DEQUANTS, "reduce": REDUCES}
+                   "vec": (1, 2, 4), "unroll": (1, 2, 4, 8), "dequant": DEQUANTS, "reduce": REDUCES}
+#: unroll · rows weight vectors held per thread at most (registers: 16 uvec4 are 64 of them).
+MAX_VECTORS_IN_FLIGHT = 16
 MAX_M = 8
 
 
@@ -65,6 +68,7 @@ class Q4GemvSpec:
     rows: int = 4
     local_x: int = 128
     vec: int = 4
+    unroll: int = 1
     dequant: str = "magic"
     reduce: str = "shared"
     act_dtype: str = "float"
@@ -81,13 +85,16 @@ class Q4GemvSpec:
         if self.m > MAX_M:
             raise ValueError(f"q4_gemv: m (activation rows) must be 1..{MAX_M} (a GEMV: one weight pass, "
                              f"M·rows accumulators per thread), got {self.m}")
-        for name in ("threads_k", "rows", "local_x", "vec", "dequant", "reduce"):
+        for name in ("threads_k", "rows", "local_x", "vec", "unroll", "dequant", "reduce"):
             _choice(name, getattr(self, name), VARIANT_CHOICES[name])
         _choice("act_dtype", self.act_dtype, DTYPES)
         _choice("scale_dtype", self.scale_dtype, DTYPES)
         if self.local_x % self.threads_k:
             raise ValueError(f"q4_gemv: local_x must be a multiple of threads_k (whole row sets per work group), "
                              f"got local_x={self.local_x}, threads_k={self.threads_k}")
+        if self.unroll * self.rows > MAX_VECTORS_IN_FLIGHT:
+            raise ValueError(f"q4_gemv: unroll·rows (weight vectors held per thread) must be at most "
+                             f"{MAX_VECTORS_IN_FLIGHT}, got unroll={self.unroll}, rows={self.rows}")
         if self.group_size % (8 * self.vec):
             raise ValueError(f"q4_gemv: group_size must be a multiple of 8·vec = {8 * self.vec} (one weight load "
                              f"stays inside one scale group), got group_size={self.group_size} with vec={self.vec}")
@@ -99,19 +106,20 @@ class Q4GemvSpec:
     @property
     def defines(self) -> dict:
         return {"M": self.m, "ROWS": self.rows, "TK": self.threads_k, "LOCAL": self.local_x, "VEC": self.vec,
-                "DEQUANT_MAGIC": self.dequant == "magic", "REDUCE_SUBGROUP": self.reduce == "subgroup",
+                "UNROLL": self.unroll, "DEQUANT_MAGIC": self.dequant == "magic", "REDUCE_SUBGROUP": self.reduce == "subgroup",
                 "ACT_HALF": self.act_dtype == "half", "SCALE_HALF": self.scale_dtype == "half"}
 
     @property
     def variant(self) -> str:
-        return (f"{SHADER}_m{self.m}_r{self.rows}_t{self.threads_k}_l{self.local_x}_v{self.vec}_{self.dequant}"
+        return (f"{SHADER}_m{self.m}_r{self.rows}_t{self.threads_k}_l{self.local_x}_v{self.vec}"
+                + (f"_u{self.unroll}" if self.unroll > 1 else "") + f"_{self.dequant}"
                 f"_{self.reduce}" + ("_xh" if self.act_dtype == "half" else "")
                 + ("_sh" if self.scale_dtype == "half" else ""))
 
     def params(self) -> dict:
         """The variant's fields as row columns."""
         return {"threads_k": self.threads_k, "rows": self.rows, "local_x": self.local_x, "vec": self.vec,
-                "dequant": self.dequant, "reduce": self.reduce, "act_dtype": self.act_dtype,
+                "unroll": self.unroll, "dequant": self.dequant, "reduce": self.reduce, "act_dtype": self.act_dtype,
                 "scale_dtype": self.scale_dtype, "rows_per_group": self.rows_per_group}
 
     def with_shape(self, n: int, k: int, group_size: int | None = None, m: int | None = None) -> "Q4GemvSpec":
@@ -178,7 +186,7 @@ class Q4GemvSpec:
 
     def weight_bytes_per_step(self) -> int:
         """Weight bytes one thread loads per iteration of its K loop."""
-        return 4 * self.vec * self.rows
+        return 4 * self.vec * self.rows * self.unroll
 
 
 # ---------------------------------------------------------------------------------------------------------------------

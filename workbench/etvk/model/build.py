@@ -47,7 +47,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..codegen import CheckoutError, _cached_folder, _git, checkout_path, resolve_revision
+from ..codegen import CheckoutError, cached_folder, run_git, checkout_path, resolve_revision
 
 # the submodules the Vulkan runtime build reads (the rest of .gitmodules is for other backends)
 SUBMODULES = (
@@ -170,7 +170,7 @@ def _options_key(options: dict, compiler: Path) -> str:
 
 def _dirty_hash(root: Path) -> str | None:
     """A hash of the checkout's uncommitted changes under the paths the build reads, or None when clean."""
-    diff = _git(root, "diff", "--ignore-submodules=dirty", "HEAD", "--", "backends/vulkan", "runtime", "kernels", "extension", "devtools",
+    diff = run_git(root, "diff", "--ignore-submodules=dirty", "HEAD", "--", "backends/vulkan", "runtime", "kernels", "extension", "devtools",
                 "CMakeLists.txt", "tools/cmake", binary=True)
     if diff.returncode != 0 or not diff.stdout:
         return None
@@ -178,7 +178,7 @@ def _dirty_hash(root: Path) -> str | None:
 
 
 def _missing_blobs(root: Path, commit: str) -> list[str]:
-    listing = _git(root, "ls-tree", "-r", commit)
+    listing = run_git(root, "ls-tree", "-r", commit)
     blobs: dict[str, list[str]] = {}   # one blob may sit at several paths (identical files)
     for line in listing.stdout.splitlines():
         meta, path = line.split("\t", 1)
@@ -192,7 +192,7 @@ def _missing_blobs(root: Path, commit: str) -> list[str]:
 
 def _extract(root: Path, commit: str, folder: Path, excluded=()) -> None:
     spec = ["."] + [f":(exclude,literal){p}" for p in excluded]
-    result = _git(root, "archive", "--format=tar", commit, "--", *spec, binary=True)
+    result = run_git(root, "archive", "--format=tar", commit, "--", *spec, binary=True)
     if result.returncode != 0:
         raise RuntimeBuildError(f"git archive of {root} at {commit[:10]} failed: "
                                 f"{result.stderr.decode(errors='replace').strip()}")
@@ -206,7 +206,7 @@ def export_tree(root: Path, commit: str, folder: Path) -> dict:
     _extract(root, commit, folder, missing)
     subs = {}
     for sub in SUBMODULES:
-        entry = _git(root, "ls-tree", commit, sub).stdout.split()
+        entry = run_git(root, "ls-tree", commit, sub).stdout.split()
         if len(entry) < 3 or entry[1] != "commit":
             raise RuntimeBuildError(f"{sub} is not a submodule at {commit[:10]}: this revision's build is not one "
                                     "this workbench knows (expected ET-VK's desktop build, ExecuTorch #20138 or later)")
@@ -214,14 +214,14 @@ def export_tree(root: Path, commit: str, folder: Path) -> dict:
         if not (clone / ".git").exists():
             raise RuntimeBuildError(f"submodule {sub} is not initialised in {root}: run "
                                     f"`git -C {root} submodule update --init {sub}`")
-        head = _git(clone, "rev-parse", "HEAD").stdout.strip()
+        head = run_git(clone, "rev-parse", "HEAD").stdout.strip()
         target = folder / sub
         if target.exists():
             target.rmdir() if target.is_dir() and not any(target.iterdir()) else shutil.rmtree(target)
         if head == sub_commit:   # checked out at the commit the revision wants: link, nothing to copy
             target.symlink_to(clone, target_is_directory=True)
         else:
-            if _git(clone, "cat-file", "-e", f"{sub_commit}^{{commit}}").returncode != 0:
+            if run_git(clone, "cat-file", "-e", f"{sub_commit}^{{commit}}").returncode != 0:
                 raise RuntimeBuildError(f"submodule {sub} at {commit[:10]} needs commit {sub_commit[:10]}, which "
                                         f"its clone in {root} lacks: `git -C {clone} fetch origin {sub_commit}`")
             target.mkdir(parents=True)
@@ -281,7 +281,7 @@ def build(executorch=None, rev: str | None = None, *, jobs: int | None = None, f
     compiler = glslc()
     opts = dict(CMAKE_OPTIONS, **(options or {}))
     if rev is None:
-        head = _git(root, "rev-parse", "HEAD")
+        head = run_git(root, "rev-parse", "HEAD")
         commit = head.stdout.strip() if head.returncode == 0 else "unversioned"
         dirty = _dirty_hash(root) if head.returncode == 0 else None
         label, source = "working tree", root
@@ -303,7 +303,7 @@ def build(executorch=None, rev: str | None = None, *, jobs: int | None = None, f
         return Runtime(home, runner, commit, label, json.loads(stamp.read_text()))
     if source is None:
         echo(f"exporting ExecuTorch {commit[:10]} and its submodules (offline, from {root}) …")
-        source = _cached_folder(cache_root() / "src" / commit[:10], lambda folder: export_tree(root, commit, folder))
+        source = cached_folder(cache_root() / "src" / commit[:10], lambda folder: export_tree(root, commit, folder))
     (home / "logs").mkdir(parents=True, exist_ok=True)
     (home / "bin").mkdir(exist_ok=True)
     build_dir = home / "build"
@@ -350,7 +350,7 @@ def find(executorch=None, rev: str | None = None) -> Runtime | None:
         if not runner.is_file():
             continue
         if rev is None and info.get("label") == "working tree" and info.get("dirty") == _dirty_hash(root) \
-                and info.get("commit") == _git(root, "rev-parse", "HEAD").stdout.strip():
+                and info.get("commit") == run_git(root, "rev-parse", "HEAD").stdout.strip():
             return Runtime(stamp.parent, runner, info["commit"], info["label"], info)
         if rev is not None and info.get("commit") == resolve_revision(root, rev):
             return Runtime(stamp.parent, runner, info["commit"], info["label"], info)

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..codegen import CheckoutError, _cached_folder, _git, checkout_path, resolve_revision
+from ..codegen import CheckoutError, cached_folder, run_git, checkout_path, resolve_revision
 
 
 class RevisionLoweringError(RuntimeError):
@@ -55,7 +55,7 @@ def python_tree(executorch=None, rev: str | None = None) -> tuple[Path, str, str
     root = checkout_path(executorch)
     base = Path(os.environ.get("WORKBENCH_ETVK_CACHE") or Path.home() / ".cache" / "workbench" / "etvk")
     if rev is None:
-        head = _git(root, "rev-parse", "HEAD")
+        head = run_git(root, "rev-parse", "HEAD")
         overlay = base / "python" / "working-tree" / hashlib_path(root)
         link = overlay / "backends" / "vulkan"
         link.parent.mkdir(parents=True, exist_ok=True)
@@ -67,7 +67,7 @@ def python_tree(executorch=None, rev: str | None = None) -> tuple[Path, str, str
     def fill(folder: Path) -> None:
         import io
         import tarfile
-        result = _git(root, "archive", "--format=tar", commit, "backends/vulkan", binary=True)
+        result = run_git(root, "archive", "--format=tar", commit, "backends/vulkan", binary=True)
         if result.returncode != 0:
             raise CheckoutError(f"git archive of backends/vulkan at {commit[:10]} failed: "
                                 f"{result.stderr.decode(errors='replace').strip()}")
@@ -75,7 +75,7 @@ def python_tree(executorch=None, rev: str | None = None) -> tuple[Path, str, str
             tar.extractall(folder, filter="data",
                            members=[m for m in tar.getmembers() if "/third-party/" not in m.name])
 
-    return _cached_folder(base / "python" / commit, fill), commit, rev
+    return cached_folder(base / "python" / commit, fill), commit, rev
 
 
 def hashlib_path(path: Path) -> str:
