@@ -81,12 +81,14 @@ def open(folder, names: dict | None = None) -> pd.DataFrame:  # noqa: A001 (capt
 
 
 def replay(folder, dispatches=None, *, device=None, quick: bool = False, time_it: bool = True,
-           names: dict | None = None) -> pd.DataFrame:
+           names: dict | None = None, show_progress: bool = False) -> pd.DataFrame:
     """Run each dispatch (all, or the `dispatches` numbers) alone through the runtime from its captured inputs and
     compare byte for byte with its captured outputs: one row per dispatch with `exact` (bool), `mismatch` (per
     wrong binding, the mismatch summary over its bytes), `reason` (why it could not run, where it could not) and
-    the time (`workbench.measure.sample_recording`; `quick`: a few samples)."""
+    the time (`workbench.measure.sample_recording`; `quick`: a few samples), and the device, driver and commit
+    columns every measurement row carries (`workbench.measure.environment`)."""
     from .. import vk
+    from ..measure import environment, progress
     found = read_folder(folder)
     if dispatches is not None:
         wanted = [int(n) for n in dispatches]
@@ -105,10 +107,10 @@ def replay(folder, dispatches=None, *, device=None, quick: bool = False, time_it
         raise CaptureError(f"expected a device with the features the captured shaders declare: {needs}; found "
                            f"{dev.info.name} without them: replay the other dispatches (--dispatch) or on a device "
                            "that has them")
-    rows = []
-    for d in found:
+    rows, env = [], environment(dev)
+    for d in progress(found, "replay", enabled=show_progress):
         rows.append({"dispatch": d.dispatch, "pipeline": d.spirv_hash, "variant": (names or {}).get(d.spirv_hash, ""),
-                     "groups": tuple(d.groups), **replay_one(dev, d, time_it=time_it, quick=quick)})
+                     "groups": tuple(d.groups), **replay_one(dev, d, time_it=time_it, quick=quick), **env})
     frame = pd.DataFrame(rows)
     frame["exact"] = frame["exact"].astype(bool)
     return frame

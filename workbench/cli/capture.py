@@ -104,7 +104,8 @@ def _replay(args) -> int:
               f"{edited['seconds'].sum():.2f} s")
         _write_csv(frame, args.csv)
         return 0 if edited["exact"].all() else 1
-    frame = capture.replay(args.dir, args.dispatch, device=device(args), quick=args.quick, names=_names(args))
+    frame = capture.replay(args.dir, args.dispatch, device=device(args), quick=args.quick, names=_names(args),
+                           show_progress=True)
     print(table(frame, REPLAY_COLUMNS))
     print(f"{int(frame['exact'].sum())} of {len(frame)} dispatches replayed exact")
     _write_csv(frame, args.csv)
