@@ -9,8 +9,9 @@
 // once. Partial sums of the TK threads are reduced in shared memory or by subgroup shuffles (REDUCE_SUBGROUP).
 //
 // Defines: M, ROWS (rows per thread), TK (threads along K per row set), LOCAL (work group size, a multiple of TK),
-// VEC (1, 2, 4: uint / uvec2 / uvec4 weight loads), DEQUANT_MAGIC (exponent-bias unpack instead of int→float
-// conversions), REDUCE_SUBGROUP, ACT_HALF (fp16 activations, 8 per uvec4), SCALE_HALF (fp16 scales, 2 per uint).
+// VEC (1, 2, 4: uint / uvec2 / uvec4 weight loads), UNROLL (vectors of each row loaded ahead of their use: more
+// bytes in flight per thread), DEQUANT_MAGIC (exponent-bias unpack instead of int→float conversions),
+// REDUCE_SUBGROUP, ACT_HALF (fp16 activations, 8 per uvec4), SCALE_HALF (fp16 scales, 2 per uint).
 #extension GL_EXT_control_flow_attributes : require
 #if REDUCE_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
@@ -110,6 +111,26 @@ float dot8(uint w, float xs[8]) {
 }
 #endif
 
+// acc[m][r] += scale · (x[m, vector v] · weight vector v of row r) for the ROWS rows' vectors w.
+void accumulate(int v, WVEC w[ROWS], float sc[ROWS], inout float acc[M][ROWS]) {
+  [[unroll]] for (int m = 0; m < M; ++m) {
+    float d[ROWS];
+    [[unroll]] for (int r = 0; r < ROWS; ++r) {
+      d[r] = 0.0;
+    }
+    [[unroll]] for (int j = 0; j < VEC; ++j) {
+      float xs[8];
+      load_x8(m, (v * VEC + j) * 8, xs);
+      [[unroll]] for (int r = 0; r < ROWS; ++r) {
+        d[r] += dot8(word_of(w[r], j), xs);
+      }
+    }
+    [[unroll]] for (int r = 0; r < ROWS; ++r) {
+      acc[m][r] += d[r] * sc[r];
+    }
+  }
+}
+
 void main() {
   const int lid = int(gl_LocalInvocationID.x);
   const int t = lid % TK;
@@ -131,7 +152,30 @@ void main() {
     }
   }
 
-  for (int v = t; v < KV; v += TK) {
+  // Main loop: UNROLL vectors of every row loaded before the first is used (UNROLL·ROWS loads in flight per
+  // thread); the tail (fewer than UNROLL vectors left for this thread) one vector at a time.
+  int v = t;
+#if UNROLL > 1
+  for (; v + (UNROLL - 1) * TK < KV; v += UNROLL * TK) {
+    WVEC w[UNROLL][ROWS];
+    float sc[UNROLL][ROWS];
+    [[unroll]] for (int u = 0; u < UNROLL; ++u) {
+      [[unroll]] for (int r = 0; r < ROWS; ++r) {
+        w[u][r] = w_v[rows[r] * KV + v + u * TK];
+      }
+    }
+    [[unroll]] for (int u = 0; u < UNROLL; ++u) {
+      const int g = (v + u * TK) / per_group;
+      [[unroll]] for (int r = 0; r < ROWS; ++r) {
+        sc[u][r] = scale_at(rows[r] * p.groups + g);
+      }
+    }
+    [[unroll]] for (int u = 0; u < UNROLL; ++u) {
+      accumulate(v + u * TK, w[u], sc[u], acc);
+    }
+  }
+#endif
+  for (; v < KV; v += TK) {
     const int g = v / per_group;
     WVEC w[ROWS];
     float sc[ROWS];
@@ -139,22 +183,7 @@ void main() {
       w[r] = w_v[rows[r] * KV + v];
       sc[r] = scale_at(rows[r] * p.groups + g);
     }
-    [[unroll]] for (int m = 0; m < M; ++m) {
-      float d[ROWS];
-      [[unroll]] for (int r = 0; r < ROWS; ++r) {
-        d[r] = 0.0;
-      }
-      [[unroll]] for (int j = 0; j < VEC; ++j) {
-        float xs[8];
-        load_x8(m, (v * VEC + j) * 8, xs);
-        [[unroll]] for (int r = 0; r < ROWS; ++r) {
-          d[r] += dot8(word_of(w[r], j), xs);
-        }
-      }
-      [[unroll]] for (int r = 0; r < ROWS; ++r) {
-        acc[m][r] += d[r] * sc[r];
-      }
-    }
+    accumulate(v, w, sc, acc);
   }
 
 #if REDUCE_SUBGROUP
