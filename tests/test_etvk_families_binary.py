@@ -10,7 +10,7 @@ import os
 import pytest
 
 from workbench import etvk
-from workbench.etvk.run import declared
+from workbench.vk.spirv import declared
 from workbench.vk.spirv import reflect
 
 CHECKOUT = os.environ.get("WORKBENCH_EXECUTORCH")

@@ -16,7 +16,7 @@ from workbench import etvk
 from workbench.etvk.families import KERNELS
 from workbench.etvk.families import _conv as C
 from workbench.etvk.families.q8ta_conv2d import im2col, uses_im2col
-from workbench.etvk.run import declared
+from workbench.vk.spirv import declared
 from workbench.vk.spirv import reflect
 
 CHECKOUT = os.environ.get("WORKBENCH_EXECUTORCH")

@@ -23,7 +23,7 @@ from workbench import etvk, vk
 from workbench.etvk.families import KERNELS
 from workbench.etvk.families.linear_dq8ca_qw_coopmat import (int4_source_bytes, pack_q4_weight, reference,
                                                              reference_fp64)
-from workbench.etvk.run import declared
+from workbench.vk.spirv import declared
 from workbench.vk.spirv import reflect
 
 CHECKOUT = os.environ.get("WORKBENCH_EXECUTORCH")

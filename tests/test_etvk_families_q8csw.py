@@ -15,7 +15,7 @@ import torch
 from workbench import etvk
 from workbench.etvk.families import KERNELS
 from workbench.etvk.families.conv2d_q8ta_q8csw_q8to import flatten_weight, im2col, prepack_conv2d_weight
-from workbench.etvk.run import declared
+from workbench.vk.spirv import declared
 from workbench.vk.spirv import reflect
 
 CHECKOUT = os.environ.get("WORKBENCH_EXECUTORCH")

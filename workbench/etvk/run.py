@@ -17,7 +17,6 @@ import torch
 from .. import layouts as L
 from ..measure import Way, environment, measurement_row, sample_recording
 from ..vk import Launch, Launches
-from ..vk.spirv import declared  # noqa: F401 - what a family's constants the variant reads (tests, etvk_views)
 from .dispatch import Dispatch
 from .families import KERNELS
 from .codegen import Codegen, UnknownKernelError, source

@@ -259,12 +259,14 @@ _NVIDIA_NAME_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 
 
+def _first_match(patterns, device_name: str) -> str | None:
+    """The value of the first (pattern, value) whose pattern the name matches; None when none does."""
+    return next((value for pattern, value in patterns if re.search(pattern, device_name, flags=re.IGNORECASE)), None)
+
+
 def guess_nvidia_arch(device_name: str) -> str | None:
     """'NVIDIA H200' → 'sm_90'; None when the name gives no clue."""
-    for pattern, arch in _NVIDIA_NAME_PATTERNS:
-        if re.search(pattern, device_name, flags=re.IGNORECASE):
-            return arch
-    return None
+    return _first_match(_NVIDIA_NAME_PATTERNS, device_name)
 
 
 # --------------------------------------------------------------------------------------
@@ -549,10 +551,7 @@ _AMD_NAME_PATTERNS: tuple[tuple[str, str], ...] = (
 
 
 def guess_amd_family(device_name: str) -> str | None:
-    for pattern, family in _AMD_NAME_PATTERNS:
-        if re.search(pattern, device_name, flags=re.IGNORECASE):
-            return family
-    return None
+    return _first_match(_AMD_NAME_PATTERNS, device_name)
 
 
 # --------------------------------------------------------------------------------------

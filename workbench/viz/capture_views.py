@@ -20,7 +20,7 @@ from matplotlib import colors as mcolors
 from matplotlib.patches import Patch
 
 from .explorer import SliderExplorer
-from .figure import Figure as _Figure
+from .figure import Figure
 from .titles import with_device
 
 __all__ = ["pipeline_labels", "pipeline_colors", "plot_timeline", "word_map", "plot_edit", "plot_whatif",
@@ -60,7 +60,7 @@ def plot_timeline(frame, *, device: str | None = None, selected: int | None = No
     labels = pipeline_labels(d)
     colors = pipeline_colors(labels)
     times = d[TIME_COLUMN].astype(float).fillna(0.0) if TIME_COLUMN in d else np.zeros(len(d))
-    fig = _Figure(figsize=(max(6.0, min(16.0, 0.35 * len(d) + 4)), 3.4))
+    fig = Figure(figsize=(max(6.0, min(16.0, 0.35 * len(d) + 4)), 3.4))
     ax = fig.add_subplot()
     bars = ax.bar(d["dispatch"], times, color=[colors[n] for n in labels], width=0.8)
     if selected is not None and selected in set(d["dispatch"]):
@@ -118,7 +118,7 @@ def plot_edit(rows, outputs, *, device: str | None = None, word: int = 4):
     right, per binding it writes, the mismatch map of the edited output against the captured shader's
     (`outputs`: [(binding label, captured-shader bytes, edited bytes)])."""
     panels = max(1, len(outputs))
-    fig = _Figure(figsize=(3.4 + 4.2 * panels, 3.4))
+    fig = Figure(figsize=(3.4 + 4.2 * panels, 3.4))
     grid = fig.add_gridspec(1, panels + 1, width_ratios=[0.8] + [1.0] * panels)
     ax = fig.add_subplot(grid[0, 0])
     names = ["captured" if s == "captured" else "edited" for s in rows["shader"]]
@@ -169,7 +169,7 @@ def plot_whatif(table, *, device: str | None = None, title: str = "What-if"):
     d = table.sort_values("dispatch")
     states = whatif_states(d)
     used = [s for s in WHATIF_STATES if s in states]
-    fig = _Figure(figsize=(max(7.0, min(17.0, 0.3 * len(d) + 4.5)), 2.0))
+    fig = Figure(figsize=(max(7.0, min(17.0, 0.3 * len(d) + 4.5)), 2.0))
     ax = fig.add_subplot()
     ax.bar(d["dispatch"], np.ones(len(d)), width=0.9, color=[WHATIF_STATES[s] for s in states])
     ax.legend(handles=[Patch(color=WHATIF_STATES[s], label=s) for s in used], fontsize=7, loc="upper left",

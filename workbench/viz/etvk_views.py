@@ -24,13 +24,14 @@ import pandas as pd
 
 from .. import etvk
 from ..vendors import mesa
-from ..etvk.run import declared, unified_statistics
+from ..etvk.run import unified_statistics
+from ..vk.spirv import declared
 from ..etvk.codegen import ENV_VAR
 from ..kernels import conv_pw as K
 from ..kernels import pixel_shuffle as ps
 from ..kernels import pixel_shuffle_block as psb
 from ..toolchain.shaders import compile_shader
-from .figure import Figure as _Figure
+from .figure import Figure
 from .titles import with_device
 
 __all__ = ["HOW_TO_CONFIGURE", "PR_19396", "checkout", "statistics", "pixel_shuffle_side_by_side",
@@ -234,7 +235,7 @@ def pr_summary(diff: pd.DataFrame, gpu: int = 740) -> str:
 
 def plot_side_by_side(table: pd.DataFrame, *, title: str = "ET-VK's own kernel beside the workbench's"):
     """Median GPU time per implementation, one group per shape (log scale when the times span > 20×)."""
-    fig = _Figure(figsize=(max(6.0, 1.6 * table["shape"].nunique() + 4), 3.6))
+    fig = Figure(figsize=(max(6.0, 1.6 * table["shape"].nunique() + 4), 3.6))
     ax = fig.add_subplot()
     shapes = list(dict.fromkeys(table["shape"]))
     impls = list(dict.fromkeys(table["implementation"]))
@@ -262,7 +263,7 @@ TITLES = {"median_us": "GPU time (µs)", "registers": "registers\n(NVIDIA: 32-bi
 def plot_diff(diff: pd.DataFrame, *, metrics=("registers", "waves", "instructions", "median_us")):
     """One panel per metric of an `etvk.diff` table: revision A and B side by side for each compiler / device."""
     metrics = [m for m in metrics if f"{m} A" in diff and diff[[f"{m} A", f"{m} B"]].notna().any().any()]
-    fig = _Figure(figsize=(3.2 * max(len(metrics), 1), 3.4))
+    fig = Figure(figsize=(3.2 * max(len(metrics), 1), 3.4))
     rev_a, rev_b = (diff["rev A"].iloc[0], diff["rev B"].iloc[0]) if len(diff) else ("A", "B")
     for i, metric in enumerate(metrics):
         ax = fig.add_subplot(1, len(metrics), i + 1)

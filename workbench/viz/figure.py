@@ -10,10 +10,12 @@ __all__ = ["Figure", "figure_png"]
 
 
 class Figure(_MplFigure):
-    """A Figure that renders itself as PNG in Jupyter without pyplot."""
+    """A Figure that renders itself as PNG in Jupyter without pyplot (at `png_dpi`)."""
+
+    png_dpi = 90
 
     def _repr_png_(self):
-        return figure_png(self)
+        return figure_png(self, dpi=self.png_dpi)
 
 
 def figure_png(fig, dpi: int = 90, tight: bool = True) -> bytes:

@@ -17,12 +17,11 @@ itself in Jupyter through ``_repr_png_``).  Text artists carry a ``gid``: ``"cel
 """
 from __future__ import annotations
 
-import io
 from typing import Sequence
 
 import numpy as np
 from matplotlib import colors as mcolors
-from matplotlib.figure import Figure
+from .figure import Figure, figure_png
 from matplotlib.collections import PatchCollection
 from matplotlib.patches import Rectangle
 
@@ -42,12 +41,9 @@ _BASE = [mcolors.to_rgb(c) for c in (
 
 
 class _Figure(Figure):
-    """A Figure that renders itself as PNG in Jupyter even when pyplot was never imported."""
+    """Layout pictures are dense: shown inline at a higher resolution."""
 
-    def _repr_png_(self):
-        buf = io.BytesIO()
-        self.savefig(buf, format="png", bbox_inches="tight", dpi=110)
-        return buf.getvalue()
+    png_dpi = 110
 
 
 class _Boxes:
@@ -512,9 +508,7 @@ class LayoutExplorer(SliderExplorer):
         lines = [_short_location(lay, self.sizes, self.element) for lay in lays]
         self.text.value = "<br>".join(f"<code>{line}</code>" for line in lines)
         self.figure = compare_layouts(lays, self.sizes, self.element, max_words=self.max_words)
-        buf = io.BytesIO()
-        self.figure.savefig(buf, format="png", dpi=72)
-        self.image.value = buf.getvalue()
+        self.image.value = figure_png(self.figure, dpi=72, tight=False)
 
     @property
     def text_lines(self) -> list[str]:

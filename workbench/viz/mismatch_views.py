@@ -7,7 +7,7 @@ import numpy as np
 from matplotlib import colors as mcolors
 
 from ..checks.mismatch import MismatchReport
-from .figure import Figure as _Figure
+from .figure import Figure
 
 __all__ = ["plot_mismatch"]
 
@@ -20,7 +20,7 @@ def plot_mismatch(report: MismatchReport, title: str | None = None):
     img = report.logical_image()
     grid = report.unit_grid()
     panels = 2 if grid is not None else 1
-    fig = _Figure(figsize=(5.0 * panels + 0.6, 4.4))
+    fig = Figure(figsize=(5.0 * panels + 0.6, 4.4))
     ax = fig.add_subplot(1, panels, 1)
     ax.imshow(img, cmap=_CMAP, norm=_NORM, interpolation="nearest", aspect="auto")
     n, cb, h, w = report.logical_map().shape

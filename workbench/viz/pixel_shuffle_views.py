@@ -18,11 +18,10 @@ Text artists carry a ``gid``: ``"in-cell"``, ``"out-cell"`` (index map labels), 
 """
 from __future__ import annotations
 
-import io
 
 import numpy as np
 from matplotlib import colormaps
-from matplotlib.figure import Figure
+from .figure import Figure, figure_png
 from matplotlib.patches import ConnectionPatch, Rectangle
 
 from workbench import layouts as L
@@ -40,12 +39,9 @@ _MAX_OUT_CELLS = 2304
 
 
 class _Figure(Figure):
-    """A Figure that renders itself as PNG in Jupyter even when pyplot was never imported."""
+    """Layout pictures are dense: shown inline at a higher resolution."""
 
-    def _repr_png_(self):
-        buf = io.BytesIO()
-        self.savefig(buf, format="png", bbox_inches="tight", dpi=110)
-        return buf.getvalue()
+    png_dpi = 110
 
 
 def channel_color(c_in: int, c_in_total: int):
@@ -525,9 +521,7 @@ class PixelShuffleExplorer(SliderExplorer):
         self.figure = index_map(C_out, H_out, W_out, r, highlight=(c, oh, ow))
         self.word_figure = fused_word_sources(lin, lout, sin, r, int(ow_word))
         for fig, img in ((self.figure, self.image), (self.word_figure, self.word_image)):
-            buf = io.BytesIO()
-            fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
-            img.value = buf.getvalue()
+            img.value = figure_png(fig, dpi=80)
 
     def _ipython_display_(self):
         from IPython.display import display

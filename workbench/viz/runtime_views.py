@@ -11,7 +11,7 @@ import matplotlib
 import numpy as np
 from matplotlib.patches import Patch
 
-from .figure import Figure as _Figure
+from .figure import Figure
 from .titles import with_device
 
 
@@ -27,7 +27,7 @@ def plot_operator_kernels(profile, revision: str | None = None):
     pivot = d.pivot_table(index="operator", columns="kernel", values="gpu_us", aggfunc="sum", fill_value=0.0)
     pivot = pivot.loc[pivot.sum(axis=1).sort_values().index]
     colors = _colors(pivot.columns)
-    fig = _Figure(figsize=(10, 0.45 * len(pivot) + 1.8))
+    fig = Figure(figsize=(10, 0.45 * len(pivot) + 1.8))
     ax = fig.add_subplot()
     left = np.zeros(len(pivot))
     for kernel in pivot.columns:
@@ -49,7 +49,7 @@ def plot_dispatches(profile, revision: str | None = None):
     revision = revision or profile.revisions[0]
     d = profile.dispatches[profile.dispatches["revision"] == revision].sort_values("dispatch_id")
     colors = _colors(sorted(d["operator"].unique()))
-    fig = _Figure(figsize=(12, 3.2))
+    fig = Figure(figsize=(12, 3.2))
     ax = fig.add_subplot()
     ax.bar(d["dispatch_id"], d["gpu_us"], color=[colors[o] for o in d["operator"]], width=0.85)
     # one patch per operator in its bars' colour (an empty bar() call draws its legend swatch in the default colour)
@@ -69,7 +69,7 @@ def plot_ab(profile):
     ab = ab[ab["kernel"] != "(all)"].sort_values("gpu_us_a")
     a, b = ab.attrs.get("a", "A"), ab.attrs.get("b", "B")
     y = np.arange(len(ab))
-    fig = _Figure(figsize=(10, 0.4 * len(ab) + 1.8))
+    fig = Figure(figsize=(10, 0.4 * len(ab) + 1.8))
     ax = fig.add_subplot()
     ax.barh(y - 0.2, ab["gpu_us_a"], height=0.4, label=f"{a}")
     ax.barh(y + 0.2, ab["gpu_us_b"], height=0.4, label=f"{b}")
@@ -91,7 +91,7 @@ def plot_fidelity(table):
     modes = [c for c in ("timestamps", "between", "barriers") if c in t]
     ways = list(t[modes].drop_duplicates().sort_values(modes).itertuples(index=False, name=None)) if modes else [()]
     families = sorted(t["family"].unique(), key=lambda f: -(t["family"] == f).sum())
-    fig = _Figure(figsize=(10, 0.5 * len(families) + 1.8))
+    fig = Figure(figsize=(10, 0.5 * len(families) + 1.8))
     ax = fig.add_subplot()
     ax.axvspan(0.9, 1.1, color="0.9", zorder=0, label="within 10 %")
     ax.axvline(1.0, color="0.5", lw=0.8)
