@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from ..dispatch import Resource
+from ...kernels.q4_gemv import dequantize_int4, quantize_int4
 
 DTYPES = {"float": (torch.float32, np.float32, "rgba32f"), "half": (torch.float16, np.float16, "rgba16f")}
 STORAGES = ("buffer", "texture3d")
@@ -69,22 +70,14 @@ def check_choice(op: str, what: str, value, allowed) -> None:
 
 def quantize_weight(n: int, k: int, group_size: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """(int4 values [N, K] as int8 in -8..7, fp32 scales [N, K / group_size]): a random float weight quantized as
-    torchao's IntxWeightOnlyConfig(int4, PerGroup) does (symmetric, zero points 0)."""
-    from torchao.quantization.quant_primitives import MappingType, choose_qparams_affine, quantize_affine
-    w = torch.randn((n, k), generator=g) * 0.05
-    block = (1, group_size)
-    scale, zero = choose_qparams_affine(w, MappingType.SYMMETRIC, block, torch.int8, quant_min=-8, quant_max=7,
-                                        scale_dtype=torch.float32, zero_point_dtype=torch.int8)
-    w4 = quantize_affine(w, block, scale, zero, torch.int8, quant_min=-8, quant_max=7)
-    return w4, scale.reshape(n, k // group_size).to(torch.float32)
+    torchao's IntxWeightOnlyConfig(int4, PerGroup) does (`kernels.q4_gemv.quantize_int4`)."""
+    return quantize_int4(torch.randn((n, k), generator=g) * 0.05, group_size)
 
 
 def dequantized(w4: torch.Tensor, scales: torch.Tensor, group_size: int) -> torch.Tensor:
-    """torchao's dequantize_affine of the int4 weight (symmetric: zero points 0) in fp32 — the shaders' ``w · scale``
-    in fp32 too — as float64."""
-    from torchao.quantization.quant_primitives import dequantize_affine
-    return dequantize_affine(w4, (1, group_size), scales.float(), torch.zeros_like(scales, dtype=torch.int8),
-                             torch.int8, quant_min=-8, quant_max=7, output_dtype=torch.float32).double()
+    """torchao's dequantize_affine of the int4 weight in fp32 — the shaders' ``w · scale`` in fp32 too — as float64
+    (`kernels.q4_gemv.dequantize_int4`)."""
+    return dequantize_int4(w4, scales, group_size)
 
 
 class Operands:
