@@ -11,8 +11,12 @@
 // Defines: M, ROWS (rows per thread), TK (threads along K per row set), LOCAL (work group size, a multiple of TK),
 // VEC (1, 2, 4: uint / uvec2 / uvec4 weight loads), UNROLL (vectors of each row loaded ahead of their use: more
 // bytes in flight per thread), DEQUANT_MAGIC (exponent-bias unpack instead of int→float conversions),
-// REDUCE_SUBGROUP, ACT_HALF (fp16 activations, 8 per uvec4), SCALE_HALF (fp16 scales, 2 per uint).
+// DEQUANT_HALF2 (the same unpack into fp16 pairs, multiplied and summed two at a time in packed fp16 within a
+// word; needs ACT_HALF), REDUCE_SUBGROUP, ACT_HALF (fp16 activations, 8 per uvec4), SCALE_HALF (fp16 scales).
 #extension GL_EXT_control_flow_attributes : require
+#if DEQUANT_HALF2
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#endif
 #if REDUCE_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -84,7 +88,29 @@ void load_x8(int m, int k, out float xs[8]) {
 #endif
 }
 
-#if DEQUANT_MAGIC
+#if DEQUANT_HALF2
+// Nibbles i and i + 4 of a word sit at bits 4i and 16 + 4i: one shift and mask puts both in the low bits of the
+// two halves of a 32-bit word; or-ed with 0x6400 each half is the fp16 1024 + n exactly, minus 1032 it is n - 8.
+// Activations are re-paired (x[i], x[i + 4]) once per loaded vector (shared by every row of the thread). The 8
+// products of a word are summed in packed fp16 (4 fused multiply-adds), then converted and summed in fp32: the
+// host's tolerance adds the fp16 rounding of those 4 steps.
+void load_x8h(int m, int k, out f16vec2 xs[4]) {
+  const uvec4 h = x_h[(m * p.K + k) >> 3];
+  xs[0] = unpackFloat2x16((h.x & 0xFFFFu) | (h.z << 16));
+  xs[1] = unpackFloat2x16((h.x >> 16) | (h.z & 0xFFFF0000u));
+  xs[2] = unpackFloat2x16((h.y & 0xFFFFu) | (h.w << 16));
+  xs[3] = unpackFloat2x16((h.y >> 16) | (h.w & 0xFFFF0000u));
+}
+
+float dot8h(uint w, f16vec2 xs[4]) {
+  const f16vec2 bias = f16vec2(1032.0hf);
+  f16vec2 d = (unpackFloat2x16((w & 0x000F000Fu) | 0x64006400u) - bias) * xs[0];
+  [[unroll]] for (int i = 1; i < 4; ++i) {
+    d = fma(unpackFloat2x16(((w >> (4 * i)) & 0x000F000Fu) | 0x64006400u) - bias, xs[i], d);
+  }
+  return float(d.x) + float(d.y);
+}
+#elif DEQUANT_MAGIC
 // 0x4B000000 | v is the float 2^23 + v for v < 2^23: a nibble left in place at bit 4i (i < 4) becomes
 // 2^23 + n·16^i without a conversion; minus (2^23 + 8·16^i) it is (n - 8)·16^i exactly. Products are summed per
 // nibble position and scaled by 16^-i once per word (exact powers of two).
@@ -119,11 +145,19 @@ void accumulate(int v, WVEC w[ROWS], float sc[ROWS], inout float acc[M][ROWS]) {
       d[r] = 0.0;
     }
     [[unroll]] for (int j = 0; j < VEC; ++j) {
+#if DEQUANT_HALF2
+      f16vec2 xs[4];
+      load_x8h(m, (v * VEC + j) * 8, xs);
+      [[unroll]] for (int r = 0; r < ROWS; ++r) {
+        d[r] += dot8h(word_of(w[r], j), xs);
+      }
+#else
       float xs[8];
       load_x8(m, (v * VEC + j) * 8, xs);
       [[unroll]] for (int r = 0; r < ROWS; ++r) {
         d[r] += dot8(word_of(w[r], j), xs);
       }
+#endif
     }
     [[unroll]] for (int r = 0; r < ROWS; ++r) {
       acc[m][r] += d[r] * sc[r];

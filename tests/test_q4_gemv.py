@@ -24,7 +24,11 @@ VARIANTS = [{}, {"dequant": "convert"}, {"reduce": "subgroup"},
             {"unroll": 2, "threads_k": 64, "reduce": "subgroup", "dequant": "convert"},
             {"unroll": 4, "rows": 1, "threads_k": 4, "local_x": 32, "reduce": "subgroup"},
             {"unroll": 8, "rows": 2, "threads_k": 8, "local_x": 32, "vec": 1, "m": 2},
-            {"rows": 2, "threads_k": 64, "reduce": "subgroup", "act_dtype": "half", "scale_dtype": "half"}]
+            {"rows": 2, "threads_k": 64, "reduce": "subgroup", "act_dtype": "half", "scale_dtype": "half"},
+            # packed fp16 dequantize-and-multiply: every vector width, M > 1, loads ahead
+            {"dequant": "half2", "act_dtype": "half"}, {"dequant": "half2", "act_dtype": "half", "vec": 1, "m": 3},
+            {"dequant": "half2", "act_dtype": "half", "scale_dtype": "half", "vec": 2, "threads_k": 64,
+             "reduce": "subgroup", "unroll": 2}]
 
 
 def _ids(cases):
@@ -46,16 +50,22 @@ def test_every_variant_matches_reference(device, options):
         assert result["correct"], (spec.variant, (n, k, g), result)
 
 
-def test_a_wrong_weight_is_caught(device):
+def test_half2_needs_fp16_activations():
+    with pytest.raises(ValueError, match="needs act_dtype='half'"):
+        Q4GemvSpec(8, 64, dequant="half2")
+
+
+@pytest.mark.parametrize("dequant", ["magic", "half2"])
+def test_a_wrong_weight_is_caught(device, dequant):
     """The tolerance is tight enough that one flipped nibble in one row shows."""
-    spec = Q4GemvSpec(40, 256, 32)
+    spec = Q4GemvSpec(40, 256, 32, dequant=dequant, act_dtype="half" if dequant == "half2" else "float")
     x, q, scales = Q.random_problem(spec)
     bad = q.copy()
     bad[7, 100] = 7 if q[7, 100] < 0 else -8
     with Q.Q4GemvRun(device, spec, x, bad, scales) as run:
         run.run()
         got = run.output()
-    expected, tolerance = Q.reference(x, q, scales, spec.group_size)
+    expected, tolerance = Q.reference(x, q, scales, spec.group_size, spec.dequant)
     err = np.abs(got - expected)
     assert err[0, 7] > tolerance and np.delete(err, 7, axis=1).max() <= tolerance
 

@@ -3,7 +3,8 @@
 (`workbench bench q4-gemv`, rows in ``q4_gemv.csv``).
 
 Shapes (``SHAPES``): Llama-3.2-1B (hidden 2048, MLP 8192: K=2048 N=2048 for q / o, K=2048 N=8192 for the MLP's up
-and gate, K=8192 N=2048 for down) and Qwen3-0.6B (hidden 1024, MLP 3072: K=1024 N=3072, K=3072 N=1024), group
+and gate, K=8192 N=2048 for down), Qwen3-0.6B (hidden 1024, MLP 3072: K=1024 N=3072, K=3072 N=1024) and
+Llama-3.1-8B (hidden 4096, MLP 14336: 8–29 MB of int4 weight, where a dispatch's fixed cost is amortised), group
 sizes 32 / 64 / 128, M = 1 (decode) and M = 2..4 (a few tokens at once: speculative decoding, small batches).
 ``quick``: two small shapes (one with N not a multiple of a work group's rows, K not of its K chunk).
 
@@ -53,7 +54,8 @@ class Shape:
 
 SHAPES = (Shape("Llama-3.2-1B", "attn q/o", 2048, 2048), Shape("Llama-3.2-1B", "mlp up/gate", 2048, 8192),
           Shape("Llama-3.2-1B", "mlp down", 8192, 2048), Shape("Qwen3-0.6B", "mlp up/gate", 1024, 3072),
-          Shape("Qwen3-0.6B", "mlp down", 3072, 1024))
+          Shape("Qwen3-0.6B", "mlp down", 3072, 1024), Shape("Llama-3.1-8B", "attn q/o", 4096, 4096),
+          Shape("Llama-3.1-8B", "mlp up/gate", 4096, 14336), Shape("Llama-3.1-8B", "mlp down", 14336, 4096))
 QUICK_SHAPES = (Shape("quick", "small", 512, 256), Shape("quick", "awkward", 96, 100))
 GROUP_SIZES = (32, 64, 128)
 QUICK_GROUP_SIZES = (32,)
@@ -62,14 +64,23 @@ QUICK_MS = (1, 2)
 #: The workbench variants measured at every shape (the tuning space is `Q4GemvSpec`'s fields, VARIANT_CHOICES).
 #: The first six are the first H200 run's; the rest its sweep's best (data/NVIDIA_H200/NOTES.md): 64 threads along
 #: K per row set with subgroup reduction (2–4× the work groups of the defaults at N = 2048: every SM busy), fp32
-#: (convert / magic, unroll 2) and fp16 activations + scales (half the activation loads per weight byte).
+#: (convert / magic, unroll 2) and fp16 activations + scales (half the activation loads per weight byte); the last
+#: four the packed-fp16 dequantize-and-multiply (half2), the last of them one warp per work group.
 SUITE_VARIANTS = ({}, {"reduce": "subgroup"}, {"dequant": "convert"}, {"rows": 2, "local_x": 64},
                   {"rows": 8, "threads_k": 16, "local_x": 64}, {"scale_dtype": "half", "act_dtype": "half"},
                   {"threads_k": 64, "reduce": "subgroup", "dequant": "convert", "unroll": 2},
                   {"threads_k": 128, "reduce": "subgroup", "dequant": "convert"},
                   {"rows": 8, "threads_k": 64, "reduce": "subgroup"},
                   {"rows": 2, "threads_k": 64, "reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half"},
-                  {"threads_k": 64, "reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half"})
+                  {"threads_k": 64, "reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half"},
+                  {"threads_k": 64, "reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half",
+                   "dequant": "half2"},
+                  {"rows": 2, "threads_k": 64, "reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half",
+                   "dequant": "half2"},
+                  {"rows": 8, "threads_k": 64, "reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half",
+                   "dequant": "half2"},
+                  {"threads_k": 32, "local_x": 32, "reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half",
+                   "dequant": "half2"})
 QUICK_VARIANTS = ({}, {"reduce": "subgroup", "dequant": "convert"})
 
 

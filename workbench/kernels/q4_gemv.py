@@ -20,14 +20,15 @@ Variants (the tuning space, ``VARIANT_CHOICES``): ``threads_k`` (threads along K
 thread: activations read once per step for all of them), ``local_x`` (work group size; rows per work group =
 rows · local_x / threads_k), ``vec`` (uint / uvec2 / uvec4 weight loads), ``unroll`` (vectors of each row loaded
 before the first is used: unroll · rows loads in flight per thread), ``dequant`` (``"convert"``: signed
-bit-field extract + int→float, or ``"magic"``: the nibble or-ed into a float's mantissa, no conversion),
+bit-field extract + int→float, ``"magic"``: the nibble or-ed into a float's mantissa, no conversion, or
+``"half2"``: the same trick into fp16 pairs, a word's 8 products summed in packed fp16, needs fp16 activations),
 ``reduce`` (``"shared"``: a tree in shared memory, or ``"subgroup"``: shuffles), ``act_dtype`` / ``scale_dtype``
 (``"half"``: fp16 activations / scales read as packed pairs, computed in fp32).
 
 Reference: float64 ``x @ dequantize_affine(q, scales)ᵀ`` (torchao, fp32 dequantized weight) with x and the scales as
 the shader reads them (rounded to fp16 for the half variants). The shader sums in fp32 in its own order (one
 scale per vector's dot product); the tolerance is the bound of any summation order, ``(K + 2) · 2⁻²⁴ ·
-max(|x| @ |w|ᵀ)``.
+max(|x| @ |w|ᵀ)``, plus ``HALF2_ROUNDING · max(|x| @ |w|ᵀ)`` for half2's fp16 sums within a word.
 """
 from __future__ import annotations
 
@@ -39,7 +40,9 @@ import numpy as np
 from . import KernelRun, linear_global_size
 
 SHADER = "q4_gemv"
-DEQUANTS = ("magic", "convert")
+DEQUANTS = ("magic", "convert", "half2")
+#: Relative rounding of half2's packed-fp16 sum of a word's 8 products (4 multiply-adds, fused or not: γ₈ of fp16).
+HALF2_ROUNDING = 8 * 2.0 ** -11
 REDUCES = ("shared", "subgroup")
 DTYPES = ("float", "half")
 #: The tuning space's axes (every combination valid where local_x % threads_k == 0 and group_size % (8·vec) == 0).
@@ -89,6 +92,9 @@ class Q4GemvSpec:
             _choice(name, getattr(self, name), VARIANT_CHOICES[name])
         _choice("act_dtype", self.act_dtype, DTYPES)
         _choice("scale_dtype", self.scale_dtype, DTYPES)
+        if self.dequant == "half2" and self.act_dtype != "half":
+            raise ValueError(f"q4_gemv: dequant='half2' multiplies fp16 pairs and needs act_dtype='half', "
+                             f"got act_dtype={self.act_dtype!r}")
         if self.local_x % self.threads_k:
             raise ValueError(f"q4_gemv: local_x must be a multiple of threads_k (whole row sets per work group), "
                              f"got local_x={self.local_x}, threads_k={self.threads_k}")
@@ -106,7 +112,8 @@ class Q4GemvSpec:
     @property
     def defines(self) -> dict:
         return {"M": self.m, "ROWS": self.rows, "TK": self.threads_k, "LOCAL": self.local_x, "VEC": self.vec,
-                "UNROLL": self.unroll, "DEQUANT_MAGIC": self.dequant == "magic", "REDUCE_SUBGROUP": self.reduce == "subgroup",
+                "UNROLL": self.unroll, "DEQUANT_MAGIC": self.dequant == "magic",
+                "DEQUANT_HALF2": self.dequant == "half2", "REDUCE_SUBGROUP": self.reduce == "subgroup",
                 "ACT_HALF": self.act_dtype == "half", "SCALE_HALF": self.scale_dtype == "half"}
 
     @property
@@ -130,7 +137,10 @@ class Q4GemvSpec:
         return {}
 
     def check_device(self, device) -> None:
-        """The subgroup reduction relies on whole subgroups of neighbouring invocations."""
+        """The subgroup reduction relies on whole subgroups of neighbouring invocations; half2 on fp16 arithmetic."""
+        if self.dequant == "half2" and not device.info.features.get("shader_float16"):
+            raise ValueError(f"q4_gemv: dequant='half2' needs fp16 arithmetic (shaderFloat16); {device.info.name} "
+                             f"does not offer it")
         size = device.info.subgroup_size
         if self.reduce == "subgroup" and self.local_x % size:
             raise ValueError(f"q4_gemv: reduce='subgroup' needs local_x a multiple of the subgroup size; "
@@ -250,14 +260,16 @@ def unpack_weights(words, k: int) -> np.ndarray:
     return (nibbles.reshape(words.shape[0], -1)[:, :k].astype(np.int16) - 8).astype(np.int8)
 
 
-def reference(x, q, scales, group_size: int):
-    """(float64 x @ dequantize_int4(q, scales)ᵀ [M, N], the tolerance of any fp32 summation order)."""
+def reference(x, q, scales, group_size: int, dequant: str = "magic"):
+    """(float64 x @ dequantize_int4(q, scales)ᵀ [M, N], the tolerance of any fp32 summation order and, for
+    `dequant` "half2", of its fp16 sums within a word)."""
     import torch
     w = dequantize_int4(q, scales, group_size)
     x64 = torch.as_tensor(np.asarray(x), dtype=torch.float64)
     out = x64 @ w.T
     magnitude = float((x64.abs() @ w.abs().T).max()) if out.numel() else 0.0
-    return out.numpy(), (x64.shape[-1] + 2) * 2.0 ** -24 * magnitude
+    relative = (x64.shape[-1] + 2) * 2.0 ** -24 + (HALF2_ROUNDING if dequant == "half2" else 0.0)
+    return out.numpy(), relative * magnitude
 
 
 def _half_words(a) -> np.ndarray:
@@ -309,6 +321,6 @@ def check(device, spec: Q4GemvSpec, seed: int = 0) -> dict:
     with Q4GemvRun(device, spec, x, q, scales) as run:
         run.run()
         got = run.output()
-    expected, tolerance = reference(x, q, scales, spec.group_size)
+    expected, tolerance = reference(x, q, scales, spec.group_size, spec.dequant)
     diff = float(np.abs(got.astype(np.float64) - expected).max())
     return {"max_abs_diff": diff, "tolerance": tolerance, "correct": bool(np.isfinite(diff) and diff <= tolerance)}

@@ -1,0 +1,34 @@
+"""The 4-bit GEMV at decode shapes on a GPU host (the H200 run of data/NVIDIA_H200/NOTES.md), ET-VK's GEMV in the
+same run.
+
+    python3 tools/gpu_q4_gemv.py OUT [--full | --sweep]
+
+Carry .carry_gemv/ (cg.tar.xz: the workbench's glslang build + the checkout's backends/vulkan; the torchao wheel) and
+unpack it to /tmp/cg; then WORKBENCH_GLSLANG_DIR=/tmp/cg/glslang WORKBENCH_EXECUTORCH=/tmp/cg/executorch. Writes
+OUT/q4_gemv.csv (rows as `workbench bench q4-gemv`): M = 1, groups 32 / 128, every shape of SHAPES, the variants
+of SUITE_VARIANTS from the 7th on (the earlier runs' best and the half2 ones; --full: all of them).
+--sweep: OUT/q4_gemv_sweep_large.csv instead, the half2 variant's threads along K × rows × loads ahead × work-group
+size at Llama-3.1-8B's three shapes, group 32 (where the fixed cost is amortised and the slope is what is left).
+"""
+import sys
+from pathlib import Path
+
+from workbench import vk
+from workbench.benchmarks import q4_gemv as B
+from workbench.measure.results import ResultsWriter
+
+out = Path(sys.argv[1])
+out.mkdir(parents=True, exist_ok=True)
+device = vk.get_device()
+if "--sweep" in sys.argv:
+    half = {"reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half", "dequant": "half2"}
+    variants = [dict(half, threads_k=t, rows=r, unroll=u, local_x=lx)
+                for t in (16, 32, 64) for r in (2, 4, 8) for u in (1, 2, 4) for lx in (128, 256)
+                if r * u <= 16 and lx % t == 0]
+    df = B.bench_suite(device, ResultsWriter(out / "q4_gemv_sweep_large"), shapes=B.SHAPES[-3:],
+                       group_sizes=(32,), ms=(1,), variants=variants)
+else:
+    variants = B.SUITE_VARIANTS if "--full" in sys.argv else B.SUITE_VARIANTS[6:]
+    df = B.bench_suite(device, ResultsWriter(out / "q4_gemv"), group_sizes=(32, 128), ms=(1,), variants=variants)
+best = df[df.impl.isin(["workbench", "etvk"])].groupby(["shape", "group_size", "impl"]).copy_fraction.max()
+print(best.unstack().round(3).to_string())
