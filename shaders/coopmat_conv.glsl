@@ -25,6 +25,13 @@
 // DIAG (diagnostic builds, WRONG results by design): 1 = no global loads, shared stores or barriers in the loop;
 // 2 = the fragments of the first step multiplied again every step (MMAs alone); 3 = as 2 with no output at all (the
 // store behind a condition that never holds). The epilogue stays in for 1 and 2.
+// Operand-load options (issue 35), each a define so one run measures each step:
+// PAD = 0..3: uvec4 of padding per staged row (the row stride in shared memory, against bank conflicts; coopMatLoadNV
+// reads strided rows, so padding, not an XOR swizzle, is the layout it can take).
+// VEC = 1 / 2 / 4: 16-byte chunks a thread loads from one row, contiguous (VEC = 1: consecutive lanes take
+// consecutive chunks; 2 / 4: each lane 32 / 64 contiguous bytes, fewer address computations per byte).
+// FRAGS = 1 / 2: fragment sets from shared memory; 2 = the next K step's fragments are loaded into registers while
+// the current step's MMAs run (needs KSTEPS >= 2 to differ from 1).
 // The host pads M, N, K to whole blocks and checks that the thread count divides both blocks' 16-byte chunks.
 #include "coopmat_int8.glslh"
 #include "coopmat_tiles.glslh"
@@ -41,6 +48,15 @@
 #ifndef DIAG
 #define DIAG 0
 #endif
+#ifndef VEC
+#define VEC 1
+#endif
+#ifndef FRAGS
+#define FRAGS 1
+#endif
+#if FRAGS != 1 && FRAGS != 2
+#error "FRAGS is 1 or 2"
+#endif
 #if STAGES < 2 || STAGES > 4
 #error "STAGES is 2, 3 or 4"
 #endif
@@ -56,6 +72,8 @@ const uint THREADS = WM * WN * 32;
 const uint A_PER = BM * CHUNKS / THREADS;
 const uint B_PER = BN * CHUNKS / THREADS;
 const uint SETS = STAGES - 1;
+// 16-byte chunk q of a block for a thread's i-th load: VEC contiguous chunks per thread, threads side by side
+#define CHUNK_OF(I) ((tid + ((I) / VEC) * THREADS) * VEC + (I) % VEC)
 const uint SB0 = 2 * BM * ROW;                     // Bt's staging buffers after A's
 const uint STAGING = 2 * (BM + BN) * ROW;
 const uint TILE16 = RM * TM * RN * TN / 16;        // uvec4 of one subgroup's int8 tile (the sectors epilogue)
@@ -70,19 +88,7 @@ layout(set = 0, binding = 0) writeonly buffer Out { uint out_words[]; };   // in
 #else
 layout(set = 0, binding = 0) writeonly buffer Out { uvec4 out_vec[]; };    // int8 NHWC (4C), M x N / 16 uvec4
 #endif
-layout(set = 0, binding = 1) readonly buffer A { uvec4 a[]; };
-layout(set = 0, binding = 2) readonly buffer Bt { uvec4 bt[]; };
-#if EPILOGUE
-layout(set = 0, binding = 3) readonly buffer WeightSums { int weight_sums[]; };
-layout(set = 0, binding = 4) readonly buffer WeightScales { float weight_scales[]; };
-layout(set = 0, binding = 5) readonly buffer Bias { float bias[]; };
-layout(push_constant) uniform Params {
-  uint M; uint N; uint K; uint splits;
-  float input_scale; int input_zp; float output_inv_scale; int output_zp; int apply_bias; int relu;
-} p;
-#else
-layout(push_constant) uniform Params { uint M; uint N; uint K; uint splits; } p;
-#endif
+#include "coopmat_conv_io.glslh"
 
 shared uvec4 stage_mem[SHARED];  // A's two buffers, then Bt's; the sectors epilogue's regions afterwards
 #if EPILOGUE
@@ -146,26 +152,47 @@ void main() {
 
 #define LOAD(SET, ST)                                                                             \
   [[unroll]] for (uint i = 0; i < A_PER; ++i) {                                                   \
-    const uint q = tid + i * THREADS;                                                             \
+    const uint q = CHUNK_OF(i);                                                                   \
     ra[SET][i] = a[(brow + q / CHUNKS) * row_chunks + (first + (ST)) * CHUNKS + q % CHUNKS];      \
   }                                                                                               \
   [[unroll]] for (uint i = 0; i < B_PER; ++i) {                                                   \
-    const uint q = tid + i * THREADS;                                                             \
+    const uint q = CHUNK_OF(i);                                                                   \
     rb[SET][i] = bt[(bcol + q / CHUNKS) * row_chunks + (first + (ST)) * CHUNKS + q % CHUNKS];     \
   }
 #define STORE(SET, BUF)                                                                           \
   [[unroll]] for (uint i = 0; i < A_PER; ++i) {                                                   \
-    const uint q = tid + i * THREADS;                                                             \
+    const uint q = CHUNK_OF(i);                                                                   \
     stage_mem[((BUF) * BM + q / CHUNKS) * ROW + q % CHUNKS] = ra[SET][i];                         \
   }                                                                                               \
   [[unroll]] for (uint i = 0; i < B_PER; ++i) {                                                   \
-    const uint q = tid + i * THREADS;                                                             \
+    const uint q = CHUNK_OF(i);                                                                   \
     stage_mem[SB0 + ((BUF) * BN + q / CHUNKS) * ROW + q % CHUNKS] = rb[SET][i];                   \
   }
 #if DIAG >= 2
 #define COMPUTE(BUF)                                                                              \
   [[unroll]] for (uint ks = 0; ks < KSTEPS; ++ks) {                                               \
     COOPMAT_MMAS(fa, fb)                                                                          \
+  }
+#elif FRAGS == 2
+// the fragments of step ks + 1 are loaded (set (ks + 1) % 2) before the MMAs of step ks (set ks % 2)
+#define FRAG_LOAD(SET, KS, BUF)                                                                   \
+  [[unroll]] for (uint i = 0; i < RM; ++i) {                                                      \
+    coopMatLoadNV(ma[SET][i], stage_mem, ((BUF) * BM + srow + i * TM) * ROW + (KS) * (TK / 16), ROW, false); \
+  }                                                                                               \
+  [[unroll]] for (uint j = 0; j < RN; ++j) {                                                      \
+    coopMatLoadNV(mb[SET][j], stage_mem, SB0 + ((BUF) * BN + scol + j * TN) * ROW + (KS) * (TK / 16), ROW, true); \
+  }
+#define COMPUTE(BUF)                                                                              \
+  {                                                                                               \
+    icoopmatNV<8, gl_ScopeSubgroup, TM, TK> ma[2][RM];                                            \
+    icoopmatNV<8, gl_ScopeSubgroup, TK, TN> mb[2][RN];                                            \
+    FRAG_LOAD(0, 0u, BUF)                                                                         \
+    [[unroll]] for (uint ks = 0; ks < KSTEPS; ++ks) {                                             \
+      if (ks + 1 < KSTEPS) {                                                                      \
+        FRAG_LOAD((ks + 1) & 1u, ks + 1, BUF)                                                     \
+      }                                                                                           \
+      COOPMAT_MMAS(ma[ks & 1u], mb[ks & 1u])                                                      \
+    }                                                                                             \
   }
 #else
 #define COMPUTE(BUF) COOPMAT_STAGE_MMAS(stage_mem, stage_mem, SB0, BUF)

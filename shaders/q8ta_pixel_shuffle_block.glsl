@@ -25,6 +25,13 @@
 // 4 output pixels (2·ih + dy, 2·iw + dx) as one 16-byte block each (output word for pixel j = 2·dy + dx and channel
 // block 4g + e = the 4×4 byte transpose of input blocks 16g + 4e … +3, row j).
 //
+// PIXEL_W = 4 (with PIXEL_TILE): each thread takes 4 input widths of the pixel tile's 16 channel blocks, 16 × 16
+// bytes: 16-byte loads on every input layout where a block of 4 widths (4W4C, 4C1W with W % 4 == 0) or of 4 channel
+// blocks (4C with C4 % 4 == 0) is contiguous, and the 16-byte stores of the pixel tile, 8 output pixels per row. For
+// 4C1W input in the plain order (g fastest) a load instruction reads G rows × 32 / G … (for G = 4: 4 rows × 128
+// bytes, whole lines) where the 4-width tile reads 16 rows × 32 bytes, and every store writes whole 32-byte sectors
+// (G · 16 contiguous bytes per pixel) where the 4-width tile stores words. 4 × the bytes per thread of PIXEL_W = 1.
+//
 // SWIZZLE = 1: the 4×4 byte transposes in two mask-and-shift stages (8-bit, then 16-bit swaps: ~5 operations per
 // output word) instead of gathering every byte on its own.
 //
@@ -34,6 +41,8 @@
 // REQUANT_FIXED = 1: the requantize path as one integer multiply-add and a shift per byte (requant_word_fixed in
 // include/requant_int8.glslh; fixed_mul / fixed_add / fixed_shift found on the host by workbench.kernels.requant_fixed
 // and checked there against the fp32 form on all 256 inputs; REQUANT_FIXED_CLAMP 0 where no input saturates).
+// REQUANT_PACKED = 1 (with REQUANT_FIXED): the same kind of line on two bytes per 32 × 32 → 64-bit multiply
+// (requant_word_packed; the host picks a line whose lanes do not overlap, no clamps).
 //
 // STAGE_IN = 1 (4C1W input, the 4-width tile): the input goes through shared memory. In 4C1W a thread's 16 words lie
 // in 4 rows W words apart, so a warp in the store-friendly order (channel block fastest) reads 16 rows × 32 bytes
@@ -100,6 +109,18 @@
 #endif
 #ifndef STAGE_IN
 #define STAGE_IN 0
+#endif
+#ifndef PIXEL_W
+#define PIXEL_W 1
+#endif
+#ifndef REQUANT_PACKED
+#define REQUANT_PACKED 0
+#endif
+#if PIXEL_W != 1 && (PIXEL_W != 4 || !PIXEL_TILE)
+#error "PIXEL_W is 1, or 4 with PIXEL_TILE"
+#endif
+#if REQUANT_PACKED && !REQUANT_FIXED
+#error "REQUANT_PACKED runs the REQUANT_FIXED line on two bytes per multiply"
 #endif
 #if STAGE_IN && (IN_LAYOUT != 1 || PIXEL_TILE || TILE_CO || PAIR_STORE)
 #error "STAGE_IN is for 4C1W input on the 4-width tile in its own thread order (no TILE_CO, PAIR_STORE)"
@@ -173,6 +194,10 @@ int requantize_word(int w) {
              | (uint(lut[(bitfieldExtract(u, 16, 8) << 5) | lane]) << 16)
              | (uint(lut[(bitfieldExtract(u, 24, 8) << 5) | lane]) << 24));
 }
+#elif REQUANT_FIXED && REQUANT_PACKED
+int requantize_word(int w) {
+  return requant_word_packed(w, p.fixed_mul, p.fixed_add, p.fixed_shift);
+}
 #elif REQUANT_FIXED
 int requantize_word(int w) {
   return requant_word_fixed(w, p.fixed_mul, p.fixed_add, p.fixed_shift);
@@ -223,29 +248,92 @@ void main() {
   const int t = int(dispatch_index());
 #if PIXEL_TILE
   const int G = C4_out / 4;
+  const int NW = (W_in + PIXEL_W - 1) / PIXEL_W;  // the width index: input widths, or blocks of PIXEL_W of them
 #if TILE_CO
   const int TILE_W = 32 / TILE_CO;
   const int G_tiles = (G + TILE_CO - 1) / TILE_CO;
-  const int W_tiles = (W_in + TILE_W - 1) / TILE_W;
+  const int W_tiles = (NW + TILE_W - 1) / TILE_W;
   const int g = (t >> 5) % G_tiles * TILE_CO + (t & 31) % TILE_CO;
   int rest_p = (t >> 5) / G_tiles;
-  const int iw = rest_p % W_tiles * TILE_W + (t & 31) / TILE_CO;
+  const int iwb = rest_p % W_tiles * TILE_W + (t & 31) / TILE_CO;
   rest_p /= W_tiles;
-  if (g >= G || iw >= W_in || rest_p >= in_sizes.w * H_in) {
+  if (g >= G || iwb >= NW || rest_p >= in_sizes.w * H_in) {
     return;
   }
 #else
-  if (t >= in_sizes.w * H_in * W_in * G) {
+  if (t >= in_sizes.w * H_in * NW * G) {
     return;
   }
   const int g = t % G;  // output channel blocks 4g … 4g+3, fastest: neighbouring threads, neighbouring 16 bytes
   int rest_p = t / G;
-  const int iw = rest_p % W_in;
-  rest_p /= W_in;
+  const int iwb = rest_p % NW;
+  rest_p /= NW;
 #endif
   const int ih_p = rest_p % H_in;
   const int n_p = rest_p / H_in;
   const int row = n_p * H_in + ih_p;
+#if PIXEL_W == 4
+  const int iw4 = iwb;
+  ivec4 v[4][4];  // v[e][k][wi]: input channel block 16g + 4e + k at width 4·iw4 + wi (0 outside the tensor)
+#if IN_LAYOUT == 2  // 4C: for one width, channel blocks 16g + 4e … +3 are contiguous
+  [[unroll]] for (int wi = 0; wi < 4; ++wi) {
+    const int w = 4 * iw4 + wi;
+    [[unroll]] for (int e = 0; e < 4; ++e) {
+      const int cb0 = 16 * g + 4 * e;
+      const int base = (row * W_in + w) * C4_in + cb0;
+#if VEC_IN  // C4_in % 4 == 0: one aligned block
+      const ivec4 x = (w < W_in && cb0 < C4_in) ? in_vec[base / 4] : ivec4(0);
+      [[unroll]] for (int k = 0; k < 4; ++k) {
+        v[e][k][wi] = x[k];
+      }
+#else
+      [[unroll]] for (int k = 0; k < 4; ++k) {
+        v[e][k][wi] = (w < W_in && cb0 + k < C4_in) ? in_words[base + k] : 0;
+      }
+#endif
+    }
+  }
+#else
+  [[unroll]] for (int e = 0; e < 4; ++e) {
+    [[unroll]] for (int k = 0; k < 4; ++k) {
+      const int cb = 16 * g + 4 * e + k;
+#if IN_LAYOUT == 0  // one 4W4C block: 4 widths of one channel block
+      v[e][k] = cb < C4_in ? in_vec[(row * W4_in + iw4) * C4_in + cb] : ivec4(0);
+#else  // 4C1W
+      const int base = (row * C4_in + cb) * W_in + 4 * iw4;
+#if VEC_IN  // W_in % 4 == 0: the 4 widths are one aligned block
+      v[e][k] = cb < C4_in ? in_vec[base / 4] : ivec4(0);
+#else
+      [[unroll]] for (int wi = 0; wi < 4; ++wi) {
+        v[e][k][wi] = (cb < C4_in && 4 * iw4 + wi < W_in) ? in_words[base + wi] : 0;
+      }
+#endif
+#endif
+    }
+  }
+#endif
+  [[unroll]] for (int wi = 0; wi < 4; ++wi) {
+    ivec4 xs[4];  // xs[e][k], then after the transpose xs[e][j]: output word of pixel j, channel block 4g + e
+    [[unroll]] for (int e = 0; e < 4; ++e) {
+      [[unroll]] for (int k = 0; k < 4; ++k) {
+        int x = v[e][k][wi];
+        if (p.passthrough == 0) {
+          x = requantize_word(x);
+        }
+        xs[e][k] = 4 * (4 * g + e) + k < C_out ? x : 0;  // output channel lanes past C_out hold 0
+      }
+      xs[e] = transpose4x4(xs[e]);
+    }
+    const int iw = 4 * iw4 + wi;
+    if (iw < W_in) {
+      [[unroll]] for (int j = 0; j < 4; ++j) {
+        const int opix = (n_p * H_out + 2 * ih_p + (j >> 1)) * W_out + 2 * iw + (j & 1);
+        out_vec[opix * G + g] = ivec4(xs[0][j], xs[1][j], xs[2][j], xs[3][j]);
+      }
+    }
+  }
+#else  // PIXEL_W == 1
+  const int iw = iwb;
   ivec4 xs[4];  // xs[e][k]: input channel block 16g + 4e + k at (n, ih, iw)
   [[unroll]] for (int e = 0; e < 4; ++e) {
     [[unroll]] for (int k = 0; k < 4; ++k) {
@@ -279,6 +367,7 @@ void main() {
     const int opix = (n_p * H_out + 2 * ih_p + (j >> 1)) * W_out + 2 * iw + (j & 1);
     out_vec[opix * G + g] = ivec4(xs[0][j], xs[1][j], xs[2][j], xs[3][j]);
   }
+#endif  // PIXEL_W
 #else  // the 4-width x 16-channel tile
 #if STAGE_IN
   // workgroup → (row, width tile, channel tile of 16 output blocks); thread → (co fastest, then width block)

@@ -4,7 +4,8 @@
 // as a block-kernel thread); a workgroup covers 4 · local_x consecutive ivec4, each access a contiguous run.
 // REQUANT_CONVERT = 1: int <-> float conversions; 0: the magic-number arithmetic (include/requant_int8.glslh).
 // REQUANT_FIXED = 1: one integer multiply-add and a shift per byte (requant_word_fixed; fixed_* from the host, proven
-// exact there); REQUANT_FIXED_CLAMP 0 where no input saturates.
+// exact there); REQUANT_FIXED_CLAMP 0 where no input saturates. REQUANT_PACKED = 1 (with REQUANT_FIXED): the line on
+// two bytes per 32 × 32 → 64-bit multiply (requant_word_packed).
 // passthrough = 1: a plain copy through the same code. REQUANT_NONE = 1 (instruction counts only: the baseline
 // the requantize maths are counted against) makes requantize_word the identity.
 
@@ -18,6 +19,9 @@
 #endif
 #ifndef REQUANT_FIXED
 #define REQUANT_FIXED 0
+#endif
+#ifndef REQUANT_PACKED
+#define REQUANT_PACKED 0
 #endif
 
 layout(std430, set = 0, binding = 0) writeonly buffer Out { ivec4 out_vec[]; };
@@ -38,6 +42,8 @@ layout(push_constant) uniform Params {
 int requantize_word(int w) {
 #if defined(REQUANT_NONE) && REQUANT_NONE
   return w;
+#elif REQUANT_FIXED && REQUANT_PACKED
+  return requant_word_packed(w, p.fixed_mul, p.fixed_add, p.fixed_shift);
 #elif REQUANT_FIXED
   return requant_word_fixed(w, p.fixed_mul, p.fixed_add, p.fixed_shift);
 #elif REQUANT_CONVERT

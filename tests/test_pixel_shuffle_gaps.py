@@ -1,7 +1,14 @@
 """Issue 25's gap variants: the integer requantize (requant_fixed: one multiply-add and a shift per byte, proven
-exact on the host), the staged 4C1W input (shared memory), the pixel-shuffle-gaps suite and the instruction counts.
-Every kernel against the independent fp32 reference (requantize_reference) / torch's pixel_shuffle."""
+exact on the host), the staged 4C1W input (shared memory), the pixel-shuffle-gaps suite and the instruction counts;
+issue 35's for the pairs still short: the wide pixel tile (`pixel_widths=4`: 4 input widths a thread, 16-byte loads
+and stores), the integer requantize two bytes per multiply (`packed`), every variant of `PAIRS_VARIANTS`, the pairs
+suite and its GPU tool. Every kernel against the independent fp32 reference (requantize_reference) / torch's
+pixel_shuffle."""
+import runpy
+from pathlib import Path
+
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -145,3 +152,140 @@ def test_requant_instruction_counts_spirv():
     assert df.loc["none (copy)", "alu_per_byte"] == 0
     assert df.loc["fixed", "alu_per_byte"] < df.loc["fixed + clamp", "alu_per_byte"] < df.loc["magic", "alu_per_byte"]
     assert df.loc["fixed", "float"] == 0 and df.loc["magic", "float"] > 0
+
+
+# C_out 64 with W 8 (16-byte loads), C_out 62 (C4_out 16, a partial last block; 4C input by words) with W 6 (4C1W
+# by words, a partial width block), C_out 128 (G = 8) with odd H and W 5, batch 2-3
+WIDE_SHAPES = [(2, 256, 2, 8), (2, 248, 3, 6), (3, 512, 3, 5)]
+
+
+@pytest.mark.parametrize("in_layout", K.FUSED_LAYOUTS)
+def test_wide_pixel_tile(device, in_layout):
+    """pixel_widths=4 from every input layout, passthrough and every requantize path, both thread orders, against
+    torch / the fp32 reference."""
+    for i, shape in enumerate(WIDE_SHAPES):
+        q = _q(shape, 20 + i)
+        for tile in (None, 2):
+            same = B.Q8taPixelShuffleBlockSpec(shape, 2, in_layout, "4C", *K.SAME_QP, pixel_widths=4, tile_co=tile)
+            assert same.pixel_tile and same.defines["PIXEL_W"] == 4 and "_pw4" in same.variant
+            assert np.array_equal(_run(device, same, q), F.pixel_shuffle(q, 2).numpy()), (in_layout, shape, tile)
+        for qp, kw in ((K.DIFF_QP, {}), (K.DIFF_QP, {"fixed": True}), (K.DIFF_QP, {"fixed": True, "packed": True}),
+                       (SATURATING_QP, {"fixed": True})):
+            spec = B.Q8taPixelShuffleBlockSpec(shape, 2, in_layout, "4C", *qp, pixel_widths=4, **kw)
+            assert np.array_equal(_run(device, spec, q), spec.reference(q)), (in_layout, shape, qp, kw)
+
+
+def test_wide_pixel_tile_threads():
+    spec = B.Q8taPixelShuffleBlockSpec((2, 248, 3, 6), 2, "4C1W", "4C", pixel_widths=4, tile_co=0)
+    assert spec.threads == 2 * 3 * 2 * 4                     # rows × width blocks (6 → 2) × G (C4_out 16 → 4)
+    assert spec.vector_access == (False, True)               # W 6: 4C1W by words; 16-byte stores
+    assert B.Q8taPixelShuffleBlockSpec((1, 256, 2, 8), 2, "4C1W", "4C", pixel_widths=4).vector_access == (True, True)
+
+
+def test_packed_line_matches_the_fp32_reference_on_every_byte():
+    """The host's proof for the two-lane form: where a line is returned it equals the fp32 reference on all 256
+    inputs and keeps its lanes apart (mul · 255 + add < 2^24, add >= 0, shift 8..16, no clamp); saturating qparams
+    have none and are refused by name."""
+    rng = np.random.default_rng(7)
+    found = 0
+    for _ in range(150):
+        s_in = float(np.float32(10 ** rng.uniform(-4, 1)))
+        s_out = float(np.float32(s_in * 10 ** rng.uniform(-0.5, 1.0)))   # ratios ~0.1-3: mostly no saturation
+        zp_in, zp_out = (int(z) for z in rng.integers(-20, 20, 2))
+        form = R.fixed_point_requant(s_in, zp_in, s_out, zp_out, packed=True)
+        if form is None:
+            continue
+        found += 1
+        assert np.array_equal(form.apply(R.ALL_INT8), K.requantize_reference(R.ALL_INT8, s_in, zp_in, s_out, zp_out))
+        assert not form.clamp and form.add >= 0 and 8 <= form.shift <= 16
+        assert form.mul * 255 + form.add < R.PACKED_LANE_LIMIT
+    assert found >= 40
+    form = R.fixed_point_requant(*K.DIFF_QP, packed=True)
+    assert form is not None and form != R.fixed_point_requant(*K.DIFF_QP)
+    assert R.fixed_point_requant(*SATURATING_QP, packed=True) is None
+    with pytest.raises(ValueError, match="no packed fixed-point requantize.*use packed=False"):
+        B.Q8taPixelShuffleBlockSpec((1, 16, 2, 4), 2, "4W4C", "4W4C", *SATURATING_QP, fixed=True, packed=True)
+
+
+def test_packed_requant_copy_every_byte(device):
+    """The shader's two-lane arithmetic (64-bit product, carry, both lanes) on every byte value, several lines."""
+    rng = np.random.default_rng(11)
+    q = np.concatenate([np.random.default_rng(s).permutation(256) - 128 for s in range(4)]).astype(np.int8)
+    tried = 0
+    for _ in range(60):
+        qp = (float(np.float32(10 ** rng.uniform(-3, 0))), int(rng.integers(-20, 20)), 0.0, int(rng.integers(-20, 20)))
+        qp = (qp[0], qp[1], float(np.float32(qp[0] * 10 ** rng.uniform(-0.4, 1.0))), qp[3])
+        if R.fixed_point_requant(*qp, packed=True) is None:
+            continue
+        spec = B.Q8taRequantCopySpec(q.size, *qp, fixed=True, packed=True)
+        assert spec.variant == "q8ta_requant_copy_fix2" and spec.defines["REQUANT_PACKED"]
+        with B.Q8taRequantCopyRun(device, spec, q) as run:
+            run.run()
+            assert np.array_equal(run.output(), spec.reference(q)), (qp, spec.fixed_form)
+        tried += 1
+        if tried == 8:
+            break
+    assert tried == 8
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+def test_packed_requant_every_pair(device, pair):
+    """packed on every pair, default tile and the two-stage transpose, awkward shapes with batch > 1."""
+    for i, shape in enumerate([(2, 80, 3, 13), (3, 36, 5, 7)]):
+        q = _q(shape, 30 + i)
+        for kw in ({}, {"swizzle": True}):
+            spec = B.Q8taPixelShuffleBlockSpec(shape, 2, *pair, *K.DIFF_QP, fixed=True, packed=True, **kw)
+            assert spec.variant.endswith("_fix2")
+            assert np.array_equal(_run(device, spec, q), spec.reference(q)), (pair, shape, kw)
+
+
+def test_pairs_variants_exact(device):
+    """Every kernel of the pairs suite at awkward shapes (batch 2-3, partial width and channel blocks where its
+    options allow them) against its reference; pair_store wider than this device's subgroup is skipped by name."""
+    from workbench.benchmarks import pixel_shuffle_gaps as G
+    items = G.pairs_items((1, 64, 4, 8))
+    assert not [s for _, s in items if isinstance(s, str)]
+    checked = 0
+    for role, spec in items:
+        if isinstance(spec, B.Q8taRequantCopySpec):
+            continue
+        for i, shape in enumerate([(2, 256, 3, 8), (3, 248, 2, 6), (2, 80, 3, 12)]):
+            try:
+                s = spec.with_shape(shape)
+                s.check_device(device)
+            except ValueError:   # the pixel tile needs C4_out % 4 == 0; pair_store a subgroup wider than tile_co
+                continue
+            q = _q(shape, 40 + i)
+            assert np.array_equal(_run(device, s, q), s.reference(q)), (role, s.variant, shape)
+            checked += 1
+    assert checked >= 50
+
+
+def test_pairs_options_refused_clearly():
+    with pytest.raises(ValueError, match="pixel_widths must be one of"):
+        B.Q8taPixelShuffleBlockSpec((1, 64, 2, 8), 2, "4C1W", "4C", pixel_widths=2)
+    with pytest.raises(ValueError, match="pixel_widths=4 widens the pixel tile.*got pixel_tile=False"):
+        B.Q8taPixelShuffleBlockSpec((1, 64, 2, 8), 2, "4C1W", "4C", pixel_widths=4, pixel_tile=False)
+    with pytest.raises(ValueError, match="pixel_widths=4 widens the pixel tile.*4C1W → 4C1W"):
+        B.Q8taPixelShuffleBlockSpec((1, 64, 2, 8), 2, "4C1W", "4C1W", pixel_widths=4)
+    with pytest.raises(ValueError, match="packed .* needs fixed=True"):
+        B.Q8taPixelShuffleBlockSpec((1, 64, 2, 8), 2, "4W4C", "4W4C", *K.DIFF_QP, packed=True)
+    with pytest.raises(ValueError, match="packed .* needs fixed=True"):
+        B.Q8taRequantCopySpec(64, *K.DIFF_QP, packed=True)
+
+
+def test_pairs_tool_dry_run(device, tmp_path):
+    """tools/gpu_pixel_shuffle_pairs.py at a tiny shape: one CSV, the limit table's columns first, every kernel that
+    ran exact, percent of copy against the copy of the same run."""
+    tool = runpy.run_path(str(Path(__file__).resolve().parents[1] / "tools" / "gpu_pixel_shuffle_pairs.py"))
+    assert tool["main"]([str(tmp_path), "--quick", "--shape", "1,64,4,8"]) == 0
+    df = pd.read_csv(tmp_path / "pixel_shuffle_pairs.csv")
+    limit = Path(__file__).resolve().parents[1] / "data" / "NVIDIA_H200" / "pixel_shuffle_limit.csv"
+    first = list(pd.read_csv(limit, nrows=0).columns)
+    assert list(df.columns[:len(first)]) == first and {"variant", "role", "round", "pct_of_copy"} <= set(df.columns)
+    kernels = df[df["role"] != "copy"]
+    ran = kernels[kernels["error"].fillna("") == ""]
+    assert set(kernels["role"]) == {"old-best", "new", "ceiling"} and ran["exact"].all()
+    assert np.allclose(ran["copy_fraction"], ran["GB/s"] / ran["copy_GBps"])
+    assert {"fixed", "fixed-packed"} <= set(ran["requant_math"]) and (ran["pixel_widths"] == 4).any()
+    assert tool["main"]([str(tmp_path), "--shape", "1,64"]) == 2      # a one-line error, no traceback

@@ -111,7 +111,8 @@ FAMILIES = (
            "workbench.kernels.pixel_shuffle",
            suites=(Suite("pixel-shuffle", f"{_B}.pixel_shuffle:bench_suite"),
                    Suite("pixel-shuffle-limit", f"{_B}.pixel_shuffle:limit_suite"),
-                   Suite("pixel-shuffle-gaps", f"{_B}.pixel_shuffle_gaps:gaps_suite")),
+                   Suite("pixel-shuffle-gaps", f"{_B}.pixel_shuffle_gaps:gaps_suite"),
+                   Suite("pixel-shuffle-pairs", f"{_B}.pixel_shuffle_gaps:pairs_suite")),
            sweep="workbench.fanout.items:PixelShuffleSweep",
            spaces=(Space("pixel-shuffle", f"{_T}.space:pixel_shuffle_space"),),
            candidate=f"{_T}.candidates:run_pixel_shuffle"),
@@ -132,7 +133,9 @@ FAMILIES = (
            suites=(Suite("coopmat", f"{_B}.coopmat:bench_suite"),
                    Suite("coopmat-vs-etvk", f"{_B}.coopmat_vs_etvk:bench_suite",
                          chart="workbench.viz.coopmat_vs_etvk_views:plot_coopmat_vs_etvk"),
-                   Suite("coopmat-steps", f"{_B}.coopmat_steps:steps_suite"))),
+                   Suite("coopmat-steps", f"{_B}.coopmat_steps:steps_suite"),
+                   Suite("coopmat-anchor", f"{_B}.coopmat_anchor:anchor_suite"),
+                   Suite("coopmat-beyond", f"{_B}.coopmat_anchor:beyond_suite"))),
     Family("propagation", "layout propagation: ExecuTorch's passes on real models, tagged int8 graphs run",
            "workbench.graphs.int8_graph",
            suites=(Suite("propagation", f"{_B}.propagation:propagation_suite"),
@@ -140,6 +143,9 @@ FAMILIES = (
     Family("q4-gemv", "4-bit group-wise GEMV of LLM decode at the bandwidth limit, beside ET-VK's cooperative GEMV",
            "workbench.kernels.q4_gemv",
            suites=(Suite("q4-gemv", f"{_B}.q4_gemv:bench_suite"),)),
+    Family("capture-edit", "one ET-VK template change replayed through a model's captured dispatches: compile, "
+           "replay, compare", "workbench.capture.whatif",
+           suites=(Suite("capture-edit", f"{_B}.capture_edit:edit_suite"),)),
 )
 
 #: ET-VK's op families: op name -> make(gen, **options) -> Dispatch (`workbench etvk run NAME`).

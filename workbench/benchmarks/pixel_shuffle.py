@@ -277,8 +277,9 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
 SHAPE = (1, 256, 512, 512)
 QUICK_SHAPE = (1, 64, 128, 128)
 #: The exactness check on the measured device: C_out = 20 (C4_out = 5, not a multiple of 4 or 16), W = 13 (not a
-#: multiple of 4), batch 2; C_out = 64 for the pixel tile (needs C4_out % 4 == 0) and 16-byte 4C1W accesses (W % 4).
-CHECK_SHAPES = ((2, 80, 3, 13), (2, 256, 2, 8))
+#: multiple of 4), batch 2; C_out = 64 for the pixel tile (needs C4_out % 4 == 0) and 16-byte 4C1W accesses (W % 4);
+#: C_out = 62 (C4_out 16, a partial last block) with W = 6 for the pixel tile's word loads.
+CHECK_SHAPES = ((2, 80, 3, 13), (2, 256, 2, 8), (2, 248, 3, 6))
 #: Thread orders measured where a side is 4C1W (channel blocks W words apart), and elsewhere.
 TILES_4C1W = (0, 1, 2, 4, 8)
 TILES_OTHER = (0, 4)
@@ -324,7 +325,8 @@ def check_exact(device, spec, seed: int = 0) -> bool:
     rng = np.random.default_rng(seed)
     if isinstance(spec, Q8taRequantCopySpec):
         s = Q8taRequantCopySpec(4096 + 16, spec.in_scale, spec.in_zero_point, spec.out_scale, spec.out_zero_point,
-                                spec.convert, spec.local_x, fixed=spec.fixed)  # a partial last workgroup
+                                spec.convert, spec.local_x, fixed=spec.fixed,
+                                packed=spec.packed)  # a partial last workgroup
         q = rng.integers(-128, 128, s.nbytes, dtype=np.int8)
         with Q8taRequantCopyRun(device, s, q) as run:
             run.run()

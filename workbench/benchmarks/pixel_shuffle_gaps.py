@@ -16,6 +16,11 @@ every kernel checked against its reference on the measured device (``exact``), `
 copy's GB/s at the same traffic. A configuration that fails (compile, driver, a refused option) gets a row with
 ``error`` and the run goes on; each row is written as it is measured.
 
+`pairs_suite` (CLI: ``workbench bench pixel-shuffle-pairs``; on the H200 ``tools/gpu_pixel_shuffle_pairs.py``) is the
+same measurement for the pairs issue 35 still found short, 4C1W → 4C passthrough and requantize on 4C1W → 4C and
+4C → 4C1W, with the variants of `PAIRS_VARIANTS` beside the gaps run's best (role ``old-best``), each kernel
+measured in two rounds.
+
 `requant_instruction_counts` is the issue-rate side of the requantize: per math, SPIR-V operation counts of the
 requant copy and, where Mesa's compilers are set up, the instructions of RADV / Turnip / PanVK, as operations per
 byte moved (the baseline is the same shader built with ``REQUANT_NONE``).
@@ -31,7 +36,7 @@ import pandas as pd
 from .. import layouts as L
 from ..kernels.pixel_shuffle import DIFF_QP, SAME_QP, output_sizes, shape_str
 from ..kernels.pixel_shuffle_block import Q8taPixelShuffleBlockSpec, Q8taRequantCopySpec
-from ..measure import Rows, environment, measurement_row, progress, sample_recording, sampling
+from ..measure import Rows, environment, keep_busy, measurement_row, progress, sample_recording, sampling
 from ..toolchain.shaders import ShaderCompileError, compile_shader
 from .copy import CopyAtTraffic
 from .pixel_shuffle import _Buffers, _SharedRun, check_exact
@@ -57,6 +62,14 @@ STAGES = (4, 8, 16)
 REPEATS = 4  # kernel runs per recording (back to back, barriers between): the GPU stays busy between submits
 
 
+def _add_item(items: list, role: str, make) -> None:
+    """(role, make()) onto `items`, or (role, the error message) where the spec's options refuse it."""
+    try:
+        items.append((role, make()))
+    except ValueError as exc:
+        items.append((role, f"{exc}"))
+
+
 def gap_items(shape, cpu_device: bool = False, pairs=None, ceiling: bool = True) -> list[tuple[str, object]]:
     """(role, spec) of everything the suite measures at `shape`, in order; a spec the options refuse becomes
     (role, error message). CPU devices skip the shared-memory table (built per workgroup: far too slow there).
@@ -69,10 +82,7 @@ def gap_items(shape, cpu_device: bool = False, pairs=None, ceiling: bool = True)
     items = []
 
     def add(role, make):
-        try:
-            items.append((role, make()))
-        except ValueError as exc:
-            items.append((role, f"{exc}"))
+        _add_item(items, role, make)
 
     for (in_l, out_l), (pass_opts, req_opts) in OLD_BEST.items():
         if pairs is not None and (in_l, out_l) not in pairs:
@@ -99,6 +109,64 @@ def gap_items(shape, cpu_device: bool = False, pairs=None, ceiling: bool = True)
     return items
 
 
+#: Issue 35's short pairs: (in, out, qparams name) → (the gaps run's best options (pixel_shuffle_gaps.csv, commit
+#: bb02128; percent of copy there), the variants against the cause). 4C1W → 4C: the 4-width tile reads 16 rows x 32
+#: bytes per load instruction and stores words; `pixel_widths=4` reads 4 rows x 128 bytes and stores whole 16-byte
+#: sectors. Requantize: what these pairs add to a byte's path (transpose, addressing, shuffles) comes on top of the
+#: integer requantize, so fewer integer operations per byte: the two-stage transpose (`swizzle`) and the
+#: two-bytes-per-multiply line (`packed`), at every thread order.
+PAIRS_VARIANTS = {
+    ("4C1W", "4C", "same"): ({"pixel_tile": False, "tile_co": 0},                                        # 88.2
+                             [{"pixel_widths": 4, "tile_co": 0}, {"pixel_widths": 4, "tile_co": 2},
+                              {"pixel_widths": 4, "tile_co": 1}, {"pixel_widths": 4, "tile_co": 0, "local_x": 128},
+                              {"pixel_widths": 4, "tile_co": 0, "local_x": 256},
+                              {"pixel_tile": False, "tile_co": 0, "swizzle": True}]),
+    ("4C1W", "4C", "diff"): ({"pixel_tile": True, "tile_co": 4, "fixed": True},                          # 83.6
+                             [{"pixel_tile": True, "tile_co": 4, "fixed": True, "packed": True},
+                              *({"pixel_widths": 4, "tile_co": t, "fixed": True, "packed": pk}
+                                for t in (0, 2) for pk in (False, True)),
+                              {"pixel_tile": False, "tile_co": 0, "swizzle": True, "fixed": True},
+                              {"pixel_tile": False, "tile_co": 0, "swizzle": True, "fixed": True, "packed": True}]),
+    ("4C", "4C1W", "same"): ({"tile_co": 8, "pair_store": True}, []),                                    # 97.7
+    ("4C", "4C1W", "diff"): ({"tile_co": 2, "pair_store": True, "fixed": True},                          # 82.4
+                             [{"tile_co": t, "pair_store": True, "fixed": True, "packed": pk, "swizzle": sw}
+                              for t in (2, 4, 8) for pk in (False, True) for sw in (False, True)
+                              if (t, pk, sw) != (2, False, False)]),
+}
+
+
+def pairs_items(shape) -> list[tuple[str, object]]:
+    """(role, spec) of `pairs_suite` at `shape`: per entry of PAIRS_VARIANTS the old best (role ``old-best``) and
+    its variants (``new``); then the requantize ceiling (the requant copy: passthrough, the integer line, packed).
+    A spec its options refuse becomes (role, error message)."""
+    items = []
+
+    def add(role, make):
+        _add_item(items, role, make)
+
+    for (in_l, out_l, qp_name), (best, variants) in PAIRS_VARIANTS.items():
+        qp = SAME_QP if qp_name == "same" else DIFF_QP
+        for role, opts in [("old-best", best)] + [("new", v) for v in variants]:
+            add(role, lambda opts=opts, in_l=in_l, out_l=out_l, qp=qp:
+                Q8taPixelShuffleBlockSpec(shape, 2, in_l, out_l, *qp, **opts))
+    nbytes = L.get_layout("4W4C").num_words(shape) * 4
+    for qp, kw in ((SAME_QP, {}), (DIFF_QP, {"fixed": True}), (DIFF_QP, {"fixed": True, "packed": True})):
+        add("ceiling", lambda qp=qp, kw=kw: Q8taRequantCopySpec(nbytes, *qp, **kw))
+    return items
+
+
+def pairs_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True, shape=None,
+                rounds: int | None = None, warm_s: float | None = None):
+    """Issue 35's short pixel-shuffle pairs, every variant of PAIRS_VARIANTS beside the gaps run's best, the copy at
+    the same traffic and the requantize ceiling, in one run → a tidy DataFrame (`gaps_suite`'s columns). `rounds`
+    (default 2, quick 1): each kernel measured that many times in turn; `warm_s` (default 0.2 s on GPUs): each
+    kernel's own load before it is sampled."""
+    shape = tuple(shape or (QUICK_SHAPE if quick else SHAPE))
+    return gaps_suite(device, writer, quick=quick, show_progress=show_progress, shape=shape,
+                      items=pairs_items(shape), rounds=rounds or (1 if quick else 2),
+                      warm_s=0.0 if quick else (0.2 if warm_s is None else warm_s))
+
+
 def _compile_all(specs, workers: int = 8) -> dict:
     """Compile every distinct variant in parallel; returns {(shader, defines): error message} for failures."""
     jobs = {(s.shader, tuple(sorted(s.defines.items()))) for s in specs}
@@ -115,8 +183,10 @@ def _compile_all(specs, workers: int = 8) -> dict:
 
 def _info(spec, shape, role) -> dict:
     copy_kernel = isinstance(spec, Q8taRequantCopySpec)
-    opts = {} if copy_kernel else {k: getattr(spec, k) for k in ("tile_co", "pixel_tile", "pair_store", "stage")}
+    opts = {} if copy_kernel else {k: getattr(spec, k) for k in ("tile_co", "pixel_tile", "pair_store", "stage",
+                                                                 "pixel_widths", "swizzle")}
     math = "" if spec.passthrough else ("lut" if getattr(spec, "lut", 0) else "convert" if spec.convert else
+                                        "fixed-packed" if spec.fixed and spec.packed else
                                         "fixed" if spec.fixed else "magic")
     impl = "requant-copy" if copy_kernel else "block"
     return dict(role=role, variant=spec.variant, impl=impl, path=f"{impl}-{spec.path}",
@@ -125,23 +195,28 @@ def _info(spec, shape, role) -> dict:
                 pair="requant-copy" if copy_kernel else f"{spec.in_layout}->{spec.out_layout}",
                 qpath=spec.path, requant_math=math, tile_co=opts.get("tile_co", 0),
                 pixel_tile=bool(opts.get("pixel_tile", False)), pair_store=bool(opts.get("pair_store", False)),
-                stage=int(opts.get("stage", 0)), local_size=str(spec.local_size), dtype="int8",
+                stage=int(opts.get("stage", 0)), pixel_widths=int(opts.get("pixel_widths", 1)),
+                swizzle=bool(opts.get("swizzle", False)), local_size=str(spec.local_size), dtype="int8",
                 qparams=f"{spec.in_scale}/{spec.in_zero_point}->{spec.out_scale}/{spec.out_zero_point}")
 
 
 def gaps_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True, shape=None, pairs=None,
-               ceiling: bool = True):
+               ceiling: bool = True, items=None, rounds: int = 1, warm_s: float = 0.0):
     """The gap kernels on every pair → a tidy DataFrame (module docstring). Columns beyond
     :func:`workbench.measure.measurement_row`'s: ``role`` (copy / old-best / new / ceiling), ``pair``, ``variant``,
     ``impl``, ``in_layout``, ``out_layout``, ``qpath``, ``requant_math``, ``tile_co``, ``pixel_tile``,
-    ``pair_store``, ``stage``, ``qparams``, ``copy_GBps``, ``copy_fraction``, ``pct_of_copy``, ``exact``,
-    ``error`` (empty where the kernel ran). `shape` (NCHW input), `pairs` and `ceiling` narrow the run."""
+    ``pixel_widths``, ``pair_store``, ``stage``, ``swizzle``, ``qparams``, ``round``, ``copy_GBps``,
+    ``copy_fraction``, ``pct_of_copy``, ``exact``, ``error`` (empty where the kernel ran). `shape` (NCHW input),
+    `pairs` and `ceiling` narrow the run; `items` ((role, spec) pairs, as `gap_items` gives) replaces its list;
+    `rounds`: every kernel measured that many times, in turn (column ``round``); `warm_s`: seconds of the kernel's
+    own load (`measure.keep_busy`) before each one is sampled, beside sampling's own warm-up."""
     from ..vk.errors import driver_errors
 
     started = time.perf_counter()
     shape = tuple(shape or (QUICK_SHAPE if quick else SHAPE))
     env = environment(device)
-    items = gap_items(shape, cpu_device=device.info.is_cpu, pairs=pairs, ceiling=ceiling)
+    if items is None:
+        items = gap_items(shape, cpu_device=device.info.is_cpu, pairs=pairs, ceiling=ceiling)
     specs = [s for _, s in items if not isinstance(s, str)]
     sample_kw = sampling(quick, quick_min_time_s=0.01)
     if show_progress:
@@ -154,11 +229,12 @@ def gaps_suite(device, writer=None, *, quick: bool = False, show_progress: bool 
     carry_on = (ValueError, ShaderCompileError) + driver_errors()
     buffers = _Buffers(device, shape)
     try:
-        for role, spec in progress(items, "pixel shuffle gaps", enabled=show_progress):
+        for round_, (role, spec) in progress([(r + 1, item) for r in range(rounds) for item in items],
+                                             "pixel shuffle gaps", enabled=show_progress):
             if isinstance(spec, str):  # refused by its options
-                rows.append(dict(env, role=role, shape=shape_str(shape), error=spec))
+                rows.append(dict(env, role=role, shape=shape_str(shape), error=spec, round=round_))
                 continue
-            info = _info(spec, shape, role)
+            info = dict(_info(spec, shape, role), round=round_)
             error = failed.get((spec.shader, tuple(sorted(spec.defines.items()))))
             if error is None:
                 try:
@@ -168,6 +244,7 @@ def gaps_suite(device, writer=None, *, quick: bool = False, show_progress: bool 
                             spec.check_device(device)
                         for _ in range(REPEATS):
                             run.record(rec)
+                        keep_busy(rec, device, warm_s)
                         gpu, host = sample_recording(rec, repeats=REPEATS, **sample_kw)
                     row = measurement_row(spec.shader, env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(),
                                           macs=0, threads=spec.threads, global_size=str(spec.global_size(device)),

@@ -293,8 +293,10 @@ def unified_statistics(stats: dict, device_info=None, local_size=(64, 1, 1), *, 
         if "error" in figures:
             out["error"] = figures["error"]
         return out
-    if "error" in stats:
-        return {**empty, "error": stats["error"]}
+    from ..vendors.mesa import empty_program
+    why = stats.get("error") or empty_program(stats)
+    if why:
+        return {**empty, "error": why}
     figures = occ.registers_from_statistics(stats)
     instructions = next((stats[k] for k in INSTRUCTIONS if k in stats), None)
     out = {**empty, "registers": figures["registers"], "register_unit": figures["register_unit"],

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import linear_global_size
-from .coopmat import DIAGNOSTICS, SUBGROUP, coopmat_pipeline, conv_parameters, conv_reference, padded_gemm
+from .coopmat import DIAGNOSTICS, SUBGROUP, CoopmatGemmSpec, coopmat_pipeline, conv_parameters, conv_reference, padded_gemm
 
 EPILOGUES = ("int32", "direct", "sectors", "reduce")
 # int32: the GEMM (C as torch._int_mm returns it); direct / sectors: the conv, requantized in the GEMM's registers;
@@ -30,6 +30,7 @@ REDUCE_SHADER = "coopmat_splitk_reduce"
 
 @dataclass(frozen=True)
 class CoopmatConvSpec:
+    shader = "coopmat_conv"
     shape: tuple  # conv shape (N, Cin, Cout, H, W)
     size: tuple[int, int, int]  # cooperative matrix (TM, TN, TK)
     wm: int = 2
@@ -38,13 +39,19 @@ class CoopmatConvSpec:
     rn: int = 4
     ksteps: int = 1
     stages: int = 3  # K tiles in flight + 1: global loads are issued stages - 1 stages ahead
-    pad: bool = False  # 16 bytes of padding per staged row
+    pad: int = 0  # uvec4 (16 bytes) of padding per staged row, 0..3 (False / True: 0 / 1)
     epilogue: str = "sectors"
     splits: int = 1  # split-K factor P (epilogue "reduce" only)
     diagnostic: int = 0  # 1 / 2 / 3 as in kernels.coopmat.DIAGNOSTICS (wrong results by design)
+    vec: int = 1  # 16-byte chunks a thread loads contiguously from one row (1, 2, 4)
+    frags: int = 1  # fragment sets: 2 = the next K step's fragments loaded while the current one multiplies
 
     def __post_init__(self):
         tm, tn, tk = self.size
+        if int(self.pad) not in (0, 1, 2, 3):
+            raise ValueError(f"pad (uvec4 of padding per staged row) must be 0..3, got {self.pad!r}")
+        if self.vec not in (1, 2, 4) or self.frags not in (1, 2):
+            raise ValueError(f"vec must be 1, 2 or 4 and frags 1 or 2; got vec={self.vec}, frags={self.frags}")
         if self.epilogue not in EPILOGUES:
             raise ValueError(f"epilogue must be one of {EPILOGUES}, got {self.epilogue!r}")
         if self.stages not in (2, 3, 4):
@@ -74,6 +81,9 @@ class CoopmatConvSpec:
         if (bm * bk // 16) % threads or (bn * bk // 16) % threads:
             raise ValueError(f"{threads} threads must divide the A block's {bm * bk // 16} and the B block's "
                              f"{bn * bk // 16} 16-byte chunks (block {bm}x{bn}x{bk})")
+        if (bm * bk // 16 // threads) % self.vec or (bn * bk // 16 // threads) % self.vec or (bk // 16) % self.vec:
+            raise ValueError(f"vec={self.vec}: a thread's chunks per block ({bm * bk // 16 // threads} of A, "
+                             f"{bn * bk // 16 // threads} of B) and a row's {bk // 16} chunks must be multiples of it")
         if self.splits > self.k_stages():
             raise ValueError(f"splits={self.splits} is more than the {self.k_stages()} K stages of BK={bk} "
                              f"(K = {self.gemm[2]})")
@@ -101,12 +111,14 @@ class CoopmatConvSpec:
         out = {"int32": "int32 out", "direct": "int8 out, direct", "sectors": "int8 out, sectors",
                "reduce": f"int8 out, split-K {self.splits} + reduce"}[self.epilogue]
         return (f"conv2 {self.wm}x{self.wn}·RM{self.rm}·RN{self.rn}·BK{bk} S{self.stages}"
-                + (" padded" if self.pad else "") + f" {out}" + DIAGNOSTICS[self.diagnostic])
+                + ("" if not self.pad else " padded" if int(self.pad) == 1 else f" pad{int(self.pad)}")
+                + (f" vec{self.vec}" if self.vec > 1 else "") + (" frag-prefetch" if self.frags == 2 else "")
+                + f" {out}" + DIAGNOSTICS[self.diagnostic])
 
     def defines(self) -> dict:
         tm, tn, tk = self.size
         return {"WM": self.wm, "WN": self.wn, "RM": self.rm, "RN": self.rn, "KSTEPS": self.ksteps, "TM": tm,
-                "TN": tn, "TK": tk, "STAGES": self.stages, "PAD": int(self.pad),
+                "TN": tn, "TK": tk, "STAGES": self.stages, "PAD": int(self.pad), "VEC": self.vec, "FRAGS": self.frags,
                 "EPILOGUE": EPILOGUE_DEFINE[self.epilogue], "DIAG": self.diagnostic}
 
     def threads_per_group(self) -> int:
@@ -147,15 +159,137 @@ class CoopmatConvSpec:
         return head + _qparam_bytes(qparams)
 
 
+def load_chunks(spec: CoopmatConvSpec, tid: int, operand: str = "A") -> list[tuple[int, int]]:
+    """(row, 16-byte chunk of the row) of every global load thread `tid` issues for one stage of `operand` ("A" or
+    "B"): the shader's CHUNK_OF mapping, VEC contiguous chunks per thread. Over all threads it is a permutation of
+    the block's chunks (the tests check it)."""
+    bm, bn, bk = spec.block
+    chunks, threads = bk // 16, spec.threads_per_group()
+    per = (bm if operand == "A" else bn) * chunks // threads
+    out = []
+    for i in range(per):
+        q = (tid + (i // spec.vec) * threads) * spec.vec + i % spec.vec
+        out.append((q // chunks, q % chunks))
+    return out
+
+
+def bank_ways(addresses_bytes, phase: int = 8) -> int:
+    """The worst n-way shared-memory bank conflict of 16-byte accesses at `addresses_bytes`, served `phase` lanes
+    at a time (NVIDIA: 32 banks of 4 bytes, a 16-byte access per lane in phases of 8 lanes, as an ldmatrix row
+    read or a uvec4 store is): per phase, the most distinct 16-byte lines that map to one bank. A model, not a
+    measurement: it ranks the PAD options."""
+    worst = 1
+    addresses = list(addresses_bytes)
+    for start in range(0, len(addresses), phase):
+        banks: dict[int, set] = {}
+        for a in addresses[start:start + phase]:
+            for word in range(a // 4, a // 4 + 4):
+                banks.setdefault(word % 32, set()).add(a // 16)
+        worst = max(worst, max(len(v) for v in banks.values()))
+    return worst
+
+
+def fragment_bank_ways(spec: CoopmatConvSpec) -> int:
+    """`bank_ways` of one fragment load from the staging buffer: 8 consecutive staged rows, 16 bytes each, at the
+    row stride (CHUNKS + PAD) x 16 bytes."""
+    stride = (spec.block[2] // 16 + int(spec.pad)) * 16
+    return bank_ways([r * stride for r in range(8)])
+
+
 def _qparam_bytes(qparams) -> bytes:
     from ..quant import inverse_scale
     return struct.pack("<fifiii", np.float32(qparams.input_scale), int(qparams.input_zero_point),
                        inverse_scale(qparams.output_scale), int(qparams.output_zero_point), 1, 0)
 
 
-def _gemm_pipeline(device, spec: CoopmatConvSpec):
+def _gemm_pipeline(device, spec):
     """Cached per device with kernels.coopmat's pipelines (sizes go in as defines: no spec constants)."""
-    return coopmat_pipeline(device, "coopmat_conv", spec.defines(), spec.size, (spec.threads_per_group(), 1, 1))
+    return coopmat_pipeline(device, spec.shader, spec.defines(), spec.size, (spec.threads_per_group(), 1, 1))
+
+
+WG_SHADER = "coopmat_gemm_wg"
+WG_SCOPE = 2  # VK_SCOPE_WORKGROUP_KHR
+
+
+@dataclass(frozen=True)
+class WorkgroupGemmSpec:
+    """The GEMM / conv of `shaders/coopmat_gemm_wg.glsl` on workgroup-scope matrices (VK_NV_cooperative_matrix2):
+    one BM x BN accumulator per workgroup of `threads` invocations, BK bytes of K a step; epilogue "int32" (C) or
+    "int8" (the conv's requantized 4C output). Runs through `run` like CoopmatConvSpec."""
+    shape: tuple  # conv shape (N, Cin, Cout, H, W)
+    block: tuple = (256, 128, 64)
+    threads: int = 256
+    epilogue: str = "int32"
+    diagnostic: int = 0  # 2 = MMAs only, 3 = MMAs without the store (wrong results by design)
+    shader = WG_SHADER
+    splits = 1
+    stages = 1
+    transposed_b = True
+    requant = property(lambda self: self.epilogue != "int32")
+
+    def __post_init__(self):
+        if self.epilogue not in ("int32", "int8"):
+            raise ValueError(f"the workgroup-scope GEMM's epilogue is 'int32' or 'int8', got {self.epilogue!r}")
+        if self.diagnostic not in (0, 2, 3):
+            raise ValueError(f"the workgroup-scope GEMM's diagnostic is 0, 2 or 3, got {self.diagnostic}")
+        bm, bn, bk = self.block
+        if min(bm, bn) < 16 or bk % 16 or self.threads % SUBGROUP:
+            raise ValueError(f"block {self.block} / {self.threads} threads: BM, BN >= 16, BK a multiple of 16 and "
+                             f"threads a multiple of {SUBGROUP}")
+
+    @property
+    def size(self) -> tuple:
+        return self.block
+
+    @property
+    def gemm(self) -> tuple[int, int, int]:
+        return padded_gemm(self.shape, self.block)
+
+    @property
+    def label(self) -> str:
+        bm, bn, bk = self.block
+        return (f"workgroup {bm}x{bn}x{bk} {self.threads} threads {self.epilogue} out (NV coopmat2)"
+                + DIAGNOSTICS[self.diagnostic])
+
+    def defines(self) -> dict:
+        bm, bn, bk = self.block
+        m, n, k = self.gemm  # compile-time sizes: the driver's tensor loads need them to be fast (the shader's note)
+        return {"BM": bm, "BN": bn, "BK": bk, "THREADS": self.threads, "EPILOGUE": int(self.requant),
+                "DIAG": self.diagnostic, "GM": m, "GN": n, "GK": k}
+
+    def threads_per_group(self) -> int:
+        return self.threads
+
+    def workgroups(self) -> int:
+        m, n, _ = self.gemm
+        return (m // self.block[0]) * (n // self.block[1])
+
+    def shared_bytes(self) -> int:
+        return 0  # the driver's own staging (cooperativeMatrixWorkgroupScopeReservedSharedMemory)
+
+    macs = CoopmatGemmSpec.macs
+    bytes_moved = CoopmatGemmSpec.bytes_moved  # A, Bt, and C (int32) or the int8 output and its parameters
+    push_constants = CoopmatConvSpec.push_constants
+
+
+def workgroup_reason(device, spec: WorkgroupGemmSpec | None = None) -> str | None:
+    """None where the device runs `spec` (or any int8 workgroup-scope GEMM); else why not, in one line."""
+    f = device.info.features
+    if not f.get("cooperative_matrix2_nv"):
+        return f"{device.info.name} lacks VK_NV_cooperative_matrix2 (workgroup scope, flexible dimensions, tensor " \
+               f"addressing): the portable subgroup-scope kernel stands"
+    if not f.get("cooperative_matrix_khr"):
+        return "VK_NV_cooperative_matrix2 needs VK_KHR_cooperative_matrix, which this device has not enabled"
+    entries = [e for e in device.cooperative_matrix_flexible_properties()
+               if (e["A"], e["B"], e["C"], e["D"]) == ("sint8", "sint8", "sint32", "sint32") and e["scope"] == WG_SCOPE]
+    if spec is not None:
+        bm, bn, bk = spec.block
+        entries = [e for e in entries if e["invocations"] == spec.threads and not bm % e["M"] and not bn % e["N"]
+                   and not bk % e["K"]]
+    if not entries:
+        return (f"{device.info.name} lists no int8 workgroup-scope entry"
+                + ("" if spec is None else f" for {spec.threads} invocations that divides {spec.block}"))
+    return None
 
 
 def _reduce_pipeline(device):

@@ -1,8 +1,10 @@
 """The block pixel shuffle (``q8ta_pixel_shuffle_block.glsl``): 16 words per thread, a 4×4 byte transpose in
 registers, r = 2, every channels-packed pair (4W4C, 4C1W, 4C), with thread orders (``tile_co``), a 16-byte pixel
-tile for 4C output, paired stores into 4C1W and three requantize paths; and the requantize math alone on a 16-byte
-copy (``q8ta_requant_copy.glsl``), what that math costs where every access is a contiguous run. Their suite is
-``workbench.benchmarks.pixel_shuffle.limit_suite``.
+tile for 4C output (``pixel_widths=4``: 4 input widths a thread, 16-byte loads from 4C1W too), paired stores into
+4C1W and the requantize paths (fp32 by magic numbers or conversions, tables, the integer line ``fixed`` and its
+two-bytes-per-multiply form ``packed``); and the requantize math alone on a 16-byte copy
+(``q8ta_requant_copy.glsl``), what that math costs where every access is a contiguous run. Their suites are
+``workbench.benchmarks.pixel_shuffle.limit_suite`` and ``workbench.benchmarks.pixel_shuffle_gaps``.
 """
 from __future__ import annotations
 
@@ -33,13 +35,25 @@ LOCAL_X_CHOICES = (32, 64, 128, 256, 512)
 LUT_CHOICES = (0, 1, 2)
 #: Staged 4C1W input (stage): width blocks per workgroup tile (local size 16 x stage); 0 = not staged.
 STAGE_CHOICES = (0, 4, 8, 16)
+#: Pixel tile (pixel_widths): input widths per thread, 1 (4-byte loads from 4C1W) or 4 (16-byte loads, 256 bytes).
+PIXEL_WIDTHS_CHOICES = (1, 4)
 
 
 def fixed_form_of(spec) -> FixedRequant | None:
-    """`spec.fixed` on a requantizing spec: its integer line (refused where none is exact), else None."""
+    """`spec.fixed` on a requantizing spec: its integer line (refused where none is exact; the two-lane form's
+    where `spec.packed`), else None."""
     if not spec.fixed or spec.passthrough:
         return None
-    return require_fixed_point(spec.in_scale, spec.in_zero_point, spec.out_scale, spec.out_zero_point)
+    return require_fixed_point(spec.in_scale, spec.in_zero_point, spec.out_scale, spec.out_zero_point,
+                               packed=spec.packed)
+
+
+def check_packed(spec) -> None:
+    """`packed` runs the `fixed` line two bytes per multiply: it needs `fixed`, and (on requantizing qparams) a line
+    of the two-lane form, refused by name where there is none."""
+    object.__setattr__(spec, "packed", bool(spec.packed))
+    if spec.packed and not spec.fixed:
+        raise ValueError("packed runs the fixed requantize two bytes per multiply: it needs fixed=True")
 
 
 def fixed_push_constants(spec) -> bytes:
@@ -61,16 +75,19 @@ def default_tile_co(in_layout: str, out_layout: str, channel_blocks: int) -> int
 
 
 def fixed_defines(spec) -> dict:
-    """REQUANT_FIXED (and REQUANT_FIXED_CLAMP 0 where the host proved no input saturates) for `spec.fixed`."""
+    """REQUANT_FIXED (and REQUANT_FIXED_CLAMP 0 where the host proved no input saturates) for `spec.fixed`;
+    REQUANT_PACKED for `spec.packed`."""
     if not spec.fixed:
         return {}
     form = spec.fixed_form
-    return {"REQUANT_FIXED": True, "REQUANT_FIXED_CLAMP": bool(form.clamp) if form else True}
+    return {"REQUANT_FIXED": True, "REQUANT_FIXED_CLAMP": bool(form.clamp) if form else True,
+            **({"REQUANT_PACKED": True} if spec.packed else {})}
 
 
 def fixed_suffix(spec) -> str:
     form = spec.fixed_form if spec.fixed else None
-    return "" if not spec.fixed else ("_fixsat" if form is not None and form.clamp else "_fix")
+    return "" if not spec.fixed else ("_fixsat" if form is not None and form.clamp else
+                                      "_fix2" if spec.packed else "_fix")
 
 
 def block_applies(in_layout, out_layout, r) -> bool:
@@ -105,6 +122,10 @@ class Q8taPixelShuffleBlockSpec(FusedPixelShuffleSpec):
     stage: int = 0                   # 4C1W input: stage the input through shared memory, workgroup tiles of
                                      # 16 output channel blocks x `stage` width blocks (4, 8, 16; local size
                                      # 16 x stage): loads read whole 128-byte lines, stores keep co fastest
+    pixel_widths: int = 1            # pixel tile: input widths per thread; 4: 16-byte loads of 4 widths (4C1W,
+                                     # 4W4C) or 4 channel blocks (4C), 256 bytes a thread; needs the pixel tile
+    packed: bool = False             # fixed requant two bytes per 32 x 32 -> 64-bit multiply (a line whose two
+                                     # lanes do not overlap; refused where none is exact)
 
     def __post_init__(self):
         super().__post_init__()
@@ -133,11 +154,21 @@ class Q8taPixelShuffleBlockSpec(FusedPixelShuffleSpec):
             object.__setattr__(self, "tile_co", 0)
             object.__setattr__(self, "local_x", 16 * self.stage)
         aligned_4c = self.out_layout == "4C" and math.ceil(self.out_sizes[1] / 4) % 4 == 0
+        if self.pixel_widths not in PIXEL_WIDTHS_CHOICES:
+            raise ValueError(f"pixel_widths must be one of {PIXEL_WIDTHS_CHOICES} (input widths per pixel-tile "
+                             f"thread), got {self.pixel_widths!r}")
+        object.__setattr__(self, "pixel_widths", int(self.pixel_widths))
+        if self.pixel_widths != 1 and self.pixel_tile is False:
+            raise ValueError(f"pixel_widths={self.pixel_widths} widens the pixel tile: it needs pixel_tile, "
+                             f"got pixel_tile=False")
         if self.pixel_tile is None:
             object.__setattr__(self, "pixel_tile", bool(aligned_4c))
         elif self.pixel_tile and not aligned_4c:
             raise ValueError(f"pixel_tile needs the block kernel, 4C output and C_out blocks in fours (C4_out % 4 "
                              f"== 0); got {self.in_layout} → {self.out_layout}, C_out = {self.out_sizes[1]}")
+        if self.pixel_widths != 1 and not self.pixel_tile:
+            raise ValueError(f"pixel_widths={self.pixel_widths} widens the pixel tile, which needs 4C output with "
+                             f"C4_out % 4 == 0; got {self.in_layout} → {self.out_layout}, C_out = {self.out_sizes[1]}")
         if self.local_x not in LOCAL_X_CHOICES:
             raise ValueError(f"local_x must be one of {LOCAL_X_CHOICES}, got {self.local_x}")
         if self.tile_co is None:
@@ -160,8 +191,9 @@ class Q8taPixelShuffleBlockSpec(FusedPixelShuffleSpec):
         if self.fixed and (self.convert or self.lut):
             raise ValueError(f"fixed is a requantize path of its own: it takes neither convert nor lut; got "
                              f"convert={self.convert}, lut={self.lut}")
+        check_packed(self)
         if self.fixed and not self.passthrough:  # refused where no exact integer line exists for these qparams
-            require_fixed_point(self.in_scale, self.in_zero_point, self.out_scale, self.out_zero_point)
+            fixed_form_of(self)
 
     @property
     def fixed_form(self) -> FixedRequant | None:
@@ -201,7 +233,8 @@ class Q8taPixelShuffleBlockSpec(FusedPixelShuffleSpec):
                 "OUT_LAYOUT": FUSED_LAYOUTS.index(self.out_layout),
                 "VEC_IN": vec_in, "VEC_OUT": vec_out, "REQUANT_LUT": int(self.lut), "SWIZZLE": self.swizzle,
                 "PIXEL_TILE": self.pixel_tile, "TILE_CO": self.tile_co, "REQUANT_CONVERT": self.convert,
-                "PAIR_STORE": self.pair_store, "STAGE_IN": self.stage, **fixed_defines(self)}
+                "PAIR_STORE": self.pair_store, "STAGE_IN": self.stage,
+                **({"PIXEL_W": self.pixel_widths} if self.pixel_widths != 1 else {}), **fixed_defines(self)}
 
     @property
     def variant(self) -> str:
@@ -210,6 +243,7 @@ class Q8taPixelShuffleBlockSpec(FusedPixelShuffleSpec):
             f"_{self.in_layout}_{self.out_layout}"  # 4W4C → 4W4C keeps the landed kernel's name
         return (f"{BLOCK_SHADER}{pair}" + {0: "", 1: "_lut", 2: "_lut32"}[self.lut]
                 + ("_swizzle" if self.swizzle else "") + ("_pixel" if self.pixel_tile else "")
+                + (f"_pw{self.pixel_widths}" if self.pixel_widths != 1 else "")
                 + ("" if vec_in else "_wordin")
                 + ("" if vec_out else "_wordout") + (f"_l{self.local_x}" if self.local_x != 64 else "")
                 + (f"_t{self.tile_co}" if self.tile_co else "") + ("_cvt" if self.convert else "")
@@ -228,7 +262,8 @@ class Q8taPixelShuffleBlockSpec(FusedPixelShuffleSpec):
         c4_out = math.ceil(self.out_sizes[1] / 4)
         if self.stage:  # whole workgroups of (row, stage width blocks, 16 channel blocks)
             return n * h * math.ceil(math.ceil(w / 4) / self.stage) * math.ceil(c4_out / 16) * self.local_x
-        channel, width = (c4_out // 4, w) if self.pixel_tile else (c4_out, math.ceil(w / 4))
+        channel, width = (c4_out // 4, math.ceil(w / self.pixel_widths)) if self.pixel_tile else \
+            (c4_out, math.ceil(w / 4))
         if self.tile_co:
             tile_w = 32 // self.tile_co
             channel = math.ceil(channel / self.tile_co) * self.tile_co
@@ -257,6 +292,7 @@ class Q8taRequantCopySpec(RequantPath):
     convert: bool = False
     local_x: int = 64
     fixed: bool = False              # the integer requantize of the block kernel's `fixed` (same math)
+    packed: bool = False             # and its two-bytes-per-multiply form (the block kernel's `packed`)
 
     shader = REQUANT_COPY_SHADER
     dispatches = 1
@@ -269,8 +305,9 @@ class Q8taRequantCopySpec(RequantPath):
         object.__setattr__(self, "fixed", bool(self.fixed))
         if self.fixed and self.convert:
             raise ValueError("fixed is a requantize path of its own: it takes no convert")
+        check_packed(self)
         if self.fixed and not self.passthrough:  # refused where no exact integer line exists for these qparams
-            require_fixed_point(self.in_scale, self.in_zero_point, self.out_scale, self.out_zero_point)
+            fixed_form_of(self)
 
     @property
     def fixed_form(self) -> FixedRequant | None:

@@ -815,6 +815,23 @@ def _compile_in_one_worker(jobs: list[dict], g: Gpu, env: dict, limits: list[flo
     return device, results
 
 
+INSTRUCTION_STATISTICS = ("Instructions", "Instruction Count")  # RADV and PanVK's shader-db; Turnip
+
+
+def empty_program(statistics: dict, job: dict | None = None) -> str | None:
+    """Why `statistics` are not statistics of the shader's work, or None: a compile that reports 0 instructions
+    (RADV's null-winsys compile of a shader whose loops and stores were folded away, e.g. at specialization constants
+    left at their defaults) has registers and occupancy figures that describe an empty program."""
+    counts = [statistics[k] for k in INSTRUCTION_STATISTICS if statistics.get(k) is not None]
+    if not counts or any(int(c) > 0 for c in counts):
+        return None
+    spec = (job or {}).get("spec_constants") or {}
+    return ("empty program: the compiler reports 0 instructions, so its registers and occupancy describe no work "
+            "(the shader's work was folded away" + (f" at specialization constants {spec})" if spec else
+                                                    ": no specialization constants were given, so they are the "
+                                                    "shader's defaults)"))
+
+
 def _check_timeout(timeout) -> float:
     """Seconds one shader may take: `timeout`, else SHADER_TIMEOUT_S; ValueError unless a number > 0."""
     if timeout is None:
@@ -861,6 +878,8 @@ def _run_worker(jobs: list[dict], g: Gpu, root, timeout: float | None,
                 for i, record in zip(shard, found):
                     if g.driver == "panvk" and "statistics" in record:
                         record["statistics"].update(parse_shaderdb(record.get("output", ""), g))
+                    if "statistics" in record and (why := empty_program(record["statistics"], jobs[i])):
+                        record = {"name": record.get("name"), "failure": "empty", "error": why}
                     if "error" in record:
                         record.setdefault("failure", "error")
                     cache.put(keys[i], record, jobs[i]["name"], g.name)
@@ -925,7 +944,8 @@ def stats_many(shaders, gpu=DEFAULT_GPU, *, root=None, timeout: float | None = N
     "spec_constants", "local_size", "subgroup_size", "timeout"}: its own time limit), or a dict name → shader / job
     dict. `common` gives the defaults of those options. Returns one statistics dict per shader, in order; a shader
     the driver rejected, crashed on or took more than `timeout` seconds over raises MesaCompileError
-    (errors="raise") or gives {"error": message, "failure": "error" | "crash" | "timeout"} (errors="keep").
+    (errors="raise") or gives {"error": message, "failure": "error" | "crash" | "timeout" | "unsupported" | "empty"}
+    (errors="keep": "unsupported" names the feature the GPU lacks, "empty" a compile of 0 instructions).
     Failures are cached too; `refresh` ("failures", "all"; default $WORKBENCH_MESA_REFRESH) compiles cached results
     again.
     """
@@ -985,8 +1005,9 @@ def summary(statistics: dict, gpu, local_size=(64, 1, 1)) -> dict:
     out = {"registers": None, "register_unit": None, "spills": None, "instructions": None, "waves": None,
            "max_waves": g.max_waves, "occupancy": None, "subgroup_size": statistics.get("Subgroup Size"),
            "model_waves": None, "model_occupancy": None}
-    if "error" in statistics:
-        out["error"] = statistics["error"]
+    why = statistics.get("error") or empty_program(statistics)
+    if why:
+        out["error"] = why
         return out
     local = local_size or (64, 1, 1)
     model = None

@@ -74,23 +74,91 @@ def _captured(enabled: bool):
             text.append(sink.read().decode(errors="replace")[-OUTPUT_LIMIT:])
 
 
+# SPIR-V capabilities (OpCapability operands) → (the device feature `vk.discovery` names, what it is): a shader that
+# declares one the fake GPU lacks is not compiled (drivers crash or return an empty program on it, which would read
+# as statistics) and its record names the feature instead.
+CAPABILITY_FEATURES = {6019: ("integer_dot_product", "int8 dot product (VK_KHR_shader_integer_dot_product)"),
+                       6022: ("cooperative_matrix_khr", "cooperative matrices (VK_KHR_cooperative_matrix)"),
+                       4433: ("storage_buffer_16bit", "16-bit storage buffers"),
+                       4448: ("storage_buffer_8bit", "8-bit storage buffers"),
+                       9: ("shader_float16", "fp16 arithmetic (shaderFloat16)"),
+                       39: ("shader_int8", "int8 arithmetic (shaderInt8)"),
+                       22: ("shader_int16", "int16 arithmetic (shaderInt16)"),
+                       11: ("shader_int64", "int64 arithmetic (shaderInt64)"),
+                       5345: ("vulkan_memory_model", "the Vulkan memory model")}
+
+
+def capabilities(code: bytes) -> set[int]:
+    """The OpCapability operands of a SPIR-V module (they come first, before OpMemoryModel)."""
+    import numpy as np
+    words = np.frombuffer(code[: len(code) // 4 * 4], dtype="<u4")
+    caps, i = set(), 5
+    while i < len(words):
+        count, opcode = int(words[i]) >> 16, int(words[i]) & 0xFFFF
+        if opcode == 17:
+            caps.add(int(words[i + 1]))
+        elif opcode in (14, 15):
+            break
+        i += max(count, 1)
+    return caps
+
+
+def missing_features(features: dict, code: bytes) -> list[str]:
+    """What of `code`'s capabilities a device with `features` (``DeviceInfo.features``) lacks, in words."""
+    return [what for cap, (key, what) in sorted(CAPABILITY_FEATURES.items())
+            if cap in capabilities(code) and key in features and not features[key]]
+
+
+def _driver_lines(text: str, n: int = 6) -> str:
+    """The driver's own error lines of what it printed while compiling (its reason for a bare VkResult)."""
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    errors = [l for l in lines if any(w in l.lower() for w in ("error", "fail", "unsupported", "assert", "abort"))]
+    return " | ".join((errors or lines)[-n:])
+
+
+class DriverRefused(Exception):
+    """The driver failed to compile a shader; the message is its VkResult and the lines it printed."""
+
+
 def _run_job(dev, job: dict, capture: bool) -> dict:
     with open(job["spirv"], "rb") as f:
         code = f.read()
+    name = job.get("name") or "shader"
+    lacking = missing_features(dev.info.features, code)
+    # Without cooperative matrices a driver crashes or folds the shader to nothing; the other features' opcodes
+    # compile on drivers that do not expose them (PanVK's int8 dot product), so those are compiled and named.
+    if any(what.startswith("cooperative matrices") for what in lacking):
+        return {"name": name, "failure": "unsupported",
+                "error": f"unsupported: {dev.info.name} ({dev.info.driver_name}) lacks {'; '.join(lacking)} — "
+                         f"the shader's SPIR-V declares it; not compiled"}
     spec = {int(k): v for k, v in (job.get("spec_constants") or {}).items()}
     kwargs = {"spec_constants": spec, "local_size": job.get("local_size"), "capture_statistics": True,
-              "name": job.get("name") or "shader"}
+              "name": name}
     if job.get("required_subgroup_size"):
         # Only reached when the runtime grew the option (the parent checks before it starts this process).
         kwargs["required_subgroup_size"] = int(job["required_subgroup_size"])
-    with _captured(capture) as output:
-        pipeline = dev.pipeline(code, **kwargs)
+    failed = None
+    with _captured(capture) as output:  # a bare VkResult's reason is what the driver printed
+        try:
+            pipeline = dev.pipeline(code, **kwargs)
+        except Exception as exc:
+            failed = exc
+    if failed is not None:
+        printed = _driver_lines(output[0] if output else "")
+        raise DriverRefused(f"{type(failed).__name__}: {str(failed).strip() or 'no message'} — "
+                            + (f"the device does not expose {'; '.join(lacking)}, which the shader declares; "
+                               if lacking else "")
+                            + (f"the driver printed: {printed}" if printed
+                               else "the driver printed nothing while compiling" if capture
+                               else "the driver's output was not captured")) from failed
     try:
         statistics = pipeline.statistics()
         local_size = list(pipeline.local_size)
     finally:
         pipeline.close()
     record = {"name": kwargs["name"], "statistics": statistics, "local_size": local_size}
+    if lacking:  # compiled, but the device would not run it: ET-VK picks another shader there
+        record["statistics"]["Not exposed by the device"] = "; ".join(lacking)
     if capture:
         record["output"] = output[0] if output else ""
     return record
@@ -126,7 +194,8 @@ def main(argv=None) -> int:
                 try:
                     record = _run_job(dev, job, capture)
                 except Exception as exc:  # one bad shader must not lose the others' results
-                    record = {"name": job.get("name"), "error": f"{type(exc).__name__}: {exc}",
+                    record = {"name": job.get("name"), "error": str(exc) if isinstance(exc, DriverRefused)
+                              else f"{type(exc).__name__}: {exc}",
                               "traceback": traceback.format_exc(limit=4)}
                 emit({"index": index, **record, "seconds": round(time.perf_counter() - start, 3)})
         finally:

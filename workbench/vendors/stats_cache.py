@@ -7,6 +7,9 @@ that chip) and the compiler (Mesa's build stamp: recipe, Debian version, build t
 Failures are kept as well, since they cost the most to find again:
     * "error"   the driver rejected the shader (its exception in the worker);
     * "crash"   the driver process died on it (ir3 segfaults on some shaders);
+    * "unsupported" the shader declares a feature (cooperative matrices, int8 dot product, ...) the GPU lacks: not
+      compiled;
+    * "empty"   the compiler reported 0 instructions: no statistics of the shader's work;
     * "timeout" the compile ran past its time limit (PanVK's spilling register allocator on large tiles). The record
       keeps that limit: a later call allowing the same or less time gets the recorded timeout at once, one allowing
       more compiles again.
@@ -31,7 +34,10 @@ __all__ = ["REFRESH_ENV", "DIR_ENV", "REFRESH_VALUES", "StatsCache", "check_refr
 DIR_ENV = "WORKBENCH_MESA_STATS_DIR"
 REFRESH_ENV = "WORKBENCH_MESA_REFRESH"
 REFRESH_VALUES = ("none", "failures", "all")
-FORMAT = 1  # of a record; another value is not read (compiled again)
+# of a record; another value is not read (compiled again). 3 (2 was never committed): the failures "unsupported"
+# (cooperative matrices the fake GPU lacks, found before compiling) and "empty" (0 instructions), and a bare VkResult
+# with what the driver printed; records of format 1 held such rows as statistics or as a bare "VkErrorUnknown:".
+FORMAT = 3
 
 #: Shaders compiled by a driver ("compiled") and answered from the cache ("cached") in this process: tests count
 #: them to show that a second look compiles nothing.

@@ -95,6 +95,11 @@ class Device(Closable):
                 extensions.append(ext)
                 head = getattr(vk, struct)(pNext=head, **{f: features[name] for f, name in fields.items()})
                 chained.append(head)
+        if features.get("cooperative_matrix2_nv") and features.get("cooperative_matrix_khr") \
+                and discovery.EXT_COOPERATIVE_MATRIX2_NV in self.info.extensions:  # workgroup-scope matrices
+            extensions.append(discovery.EXT_COOPERATIVE_MATRIX2_NV)
+            chained.append(discovery.cooperative_matrix2_struct(head, enable=True))
+            head = vk.ffi.cast("void*", chained[-1])
         if features.get("vulkan_memory_model"):  # cooperative-matrix shaders use the Vulkan memory model
             # with it on, a shader's Device-scope barrier (glslang's memoryBarrierShared()) needs DeviceScope too
             head = vk.VkPhysicalDeviceVulkanMemoryModelFeatures(
@@ -216,6 +221,13 @@ class Device(Closable):
         extensions = [e for e in self.info.extensions
                       if not (e == discovery.EXT_COOPERATIVE_MATRIX_KHR and "cooperative_matrix_khr" in self.withheld)]
         return discovery.cooperative_matrix_properties(self.instance, self.physical_device, extensions)
+
+    def cooperative_matrix_flexible_properties(self) -> list[dict]:
+        """VK_NV_cooperative_matrix2's workgroup-scope entries (`discovery.cooperative_matrix_flexible_properties`)
+        where this device enabled it; [] otherwise."""
+        if not (self.info.features.get("cooperative_matrix2_nv") and self.info.features.get("cooperative_matrix_khr")):
+            return []
+        return discovery.cooperative_matrix_flexible_properties(self.instance, self.physical_device)
 
     # --- factories -------------------------------------------------------------------------------------------
     def buffer(self, data=None, *, nbytes: int | None = None, name: str = "") -> Buffer:

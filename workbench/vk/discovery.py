@@ -24,6 +24,14 @@ EXT_COOPERATIVE_MATRIX_NV = "VK_NV_cooperative_matrix"
 EXT_MAINTENANCE4 = "VK_KHR_maintenance4"
 EXT_NON_SEMANTIC_INFO = "VK_KHR_shader_non_semantic_info"  # debugPrintfEXT
 EXT_COOPERATIVE_MATRIX_KHR = "VK_KHR_cooperative_matrix"
+# Workgroup-scope cooperative matrices (the vulkan wheel 1.3.275 predates it: its structs are laid out by hand below)
+EXT_COOPERATIVE_MATRIX2_NV = "VK_NV_cooperative_matrix2"
+STYPE_COOPERATIVE_MATRIX2_FEATURES_NV = 1000593000
+STYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV = 1000593002
+# the VkBool32 fields of VkPhysicalDeviceCooperativeMatrix2FeaturesNV in order; the first three are what its
+# workgroup-scope GEMMs need (vk_cooperative_matrix_perf enables the same three)
+COOPERATIVE_MATRIX2_FIELDS = ("workgroup_scope", "flexible_dimensions", "tensor_addressing")
+_COOPERATIVE_MATRIX2_OFFSETS = {"workgroup_scope": 0, "flexible_dimensions": 1, "tensor_addressing": 5}
 # VkComponentTypeNV / VkComponentTypeKHR share these values (0..10). The `vulkan` binding (1.3.275.1) leaves the
 # *_NV names None, so they are spelled out here rather than read from it.
 COMPONENT_TYPES = dict(enumerate(("float16", "float32", "float64", "sint8", "sint16", "sint32", "sint64", "uint8",
@@ -393,6 +401,10 @@ def _query_features(physical_device, extensions):
         if ext in extensions:
             head = getattr(vk, struct)(pNext=head)
             optional.update({name: (head, field) for name, field in fields.items()})
+    coop2 = None
+    if EXT_COOPERATIVE_MATRIX2_NV in extensions:
+        coop2 = cooperative_matrix2_struct(head)
+        head = vk.ffi.cast("void*", coop2)
     features2 = vk.VkPhysicalDeviceFeatures2(pNext=head)
     vk.vkGetPhysicalDeviceFeatures2(physical_device, features2)
     core = features2.features
@@ -404,6 +416,8 @@ def _query_features(physical_device, extensions):
     extra["vulkan_memory_model_device_scope"] = (bool(memory_model.vulkanMemoryModelDeviceScope)
                                                  if memory_model is not None else False)
     extra["maintenance4"] = bool(maintenance4.maintenance4) if maintenance4 is not None else False
+    extra["cooperative_matrix2_nv"] = coop2 is not None and all(
+        coop2[4 + _COOPERATIVE_MATRIX2_OFFSETS[f]] for f in COOPERATIVE_MATRIX2_FIELDS)
     return {
         "integer_dot_product": bool(dot.shaderIntegerDotProduct),
         "storage_buffer_8bit": bool(s8.storageBuffer8BitAccess),
@@ -499,6 +513,48 @@ def raw_enumerate(inst: Instance, physical_device, name: str, struct: str, stype
     if fn(physical_device, count, props) != vk.VK_SUCCESS:
         return []
     return [props[i] for i in range(count[0])]
+
+
+def cooperative_matrix2_struct(pnext, enable: bool = False):
+    """VkPhysicalDeviceCooperativeMatrix2FeaturesNV as raw words (sType, pNext, 7 VkBool32), chained to `pnext`;
+    `enable`: COOPERATIVE_MATRIX2_FIELDS set (for vkCreateDevice). Keep the returned buffer alive while chained."""
+    words = vk.ffi.new("uint32_t[12]")
+    words[0] = STYPE_COOPERATIVE_MATRIX2_FEATURES_NV
+    if pnext is None:
+        vk.ffi.cast("void**", words)[1] = vk.ffi.NULL
+    else:  # the binding's structs are struct values (ffi.new(T*)[0]): chain their address
+        is_struct = vk.ffi.typeof(pnext).kind == "struct"
+        vk.ffi.cast("void**", words)[1] = vk.ffi.cast("void*", vk.ffi.addressof(pnext) if is_struct else pnext)
+    for field in COOPERATIVE_MATRIX2_FIELDS if enable else ():
+        words[4 + _COOPERATIVE_MATRIX2_OFFSETS[field]] = 1
+    return words
+
+
+def cooperative_matrix_flexible_properties(inst: Instance, physical_device) -> list[dict]:
+    """VK_NV_cooperative_matrix2's flexible-dimension entries (vkGetPhysicalDeviceCooperativeMatrixFlexible-
+    DimensionsPropertiesNV, through its raw pointer): one dict each with M, N, K (granularities), A, B, C, D,
+    saturating, scope (2: workgroup) and invocations (the workgroup size it is for); [] where absent."""
+    from vulkan import _vulkan as raw
+    name = "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"
+    ptr = raw._callApi(vk.lib.vkGetInstanceProcAddr, inst.handle, name)
+    if ptr == vk.ffi.NULL:
+        return []
+    fn = vk.ffi.cast("VkResult(*)(VkPhysicalDevice, uint32_t*, void*)", ptr)
+    count = vk.ffi.new("uint32_t*")
+    if fn(physical_device, count, vk.ffi.NULL) != vk.VK_SUCCESS or count[0] == 0:
+        return []
+    words = vk.ffi.new("uint32_t[]", 14 * count[0])  # 56-byte structs: sType (+4 pad), pNext, 10 uint32 fields
+    for i in range(count[0]):
+        words[14 * i] = STYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV
+    if fn(physical_device, count, words) != vk.VK_SUCCESS:
+        return []
+    rows = []
+    for i in range(count[0]):
+        f = [words[14 * i + 4 + j] for j in range(10)]
+        rows.append({"extension": "NV2", "M": f[0], "N": f[1], "K": f[2],
+                     **{k: COMPONENT_TYPES.get(t, t) for k, t in zip("ABCD", f[3:7])},
+                     "saturating": bool(f[7]), "scope": f[8], "invocations": f[9]})
+    return rows
 
 
 def cooperative_matrix_properties(inst: Instance, physical_device, extensions) -> list[dict]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 
 from .conv2d_q8ta_q8csw_q8to import conv2d_q8ta_q8csw_q8to, conv2d_q8ta_q8csw_q8to_linear_tiled
+from .linear_dq8ca_q4gsw import linear_dq8ca_q4gsw, linear_dq8ca_q4gsw_tiled
 from .linear_dq8ca_qw_coopmat import linear_dq8ca_qw_coopmat, pack_q4_linear_weight
 from .linear_q4gsw_4x8 import (linear_q4gsw, pack_q4_linear_weight__w_4x8, q4gsw_linear_gemm__tin__w_4x8,
                                q4gsw_linear_gemm__w_4x8, q4gsw_linear_gemv_coop__w_4x8)
@@ -47,6 +48,8 @@ KERNELS = {
     "pack_q4_linear_weight__w_4x8": pack_q4_linear_weight__w_4x8,
     "linear_q4gsw_tiled": linear_q4gsw_tiled,
     "linear_q4gsw_coop": linear_q4gsw_coop,
+    "linear_dq8ca_q4gsw": linear_dq8ca_q4gsw,
+    "linear_dq8ca_q4gsw_tiled": linear_dq8ca_q4gsw_tiled,
     "q8ta_conv2d": q8ta_conv2d,
     "q8ta_conv2d_im2col": q8ta_conv2d_im2col,
     "q8ta_im2col": q8ta_im2col,

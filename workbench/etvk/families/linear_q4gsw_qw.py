@@ -46,6 +46,30 @@ from .linear_q8ta_q8csw import check_template
 WEIGHT_STORAGES = ("texture2d", "buffer")
 
 
+def packed_weight(w4, weight_storage: str, prepack: str) -> tuple:
+    """(the packed int4 weight [N8, K4, 4], its resource ``t_packed_int4_weight``: filled on the host, or empty for
+    ET-VK's prepack shader to fill)."""
+    packed = pack_q4_weight(w4.numpy())
+    n8, k4 = packed.shape[:2]
+    if weight_storage == "texture2d":
+        return packed, Resource("image", packed if prepack == "host" else None, extent=(k4, n8), fmt="rgba32i",
+                                name="t_packed_int4_weight")
+    return packed, (Resource("buffer", packed.reshape(-1), name="t_packed_int4_weight") if prepack == "host"
+                    else Resource("buffer", nbytes=packed.nbytes, name="t_packed_int4_weight"))
+
+
+def prepack_step(w4, weight_storage: str, resources: list, weight_slot: int) -> Step:
+    """``prepack_quantized_linear_weight``'s PrepackNode (nbits 4) writing resource `weight_slot` from ET-VK's
+    ``[N, K / 2]`` source bytes, which it appends to `resources`."""
+    n, k = w4.shape
+    k4, n8 = k // 4, math.ceil(n / 8)
+    resources.append(Resource("buffer", int4_source_bytes(w4.numpy()).reshape(-1).view(np.int32),
+                              name="t_int4_weight"))
+    pack_global = (math.ceil(k4 / 2), n8, 1)
+    return Step(f"pack_q4_linear_weight_{weight_storage}", (weight_slot, len(resources) - 1),
+                struct.pack("<4i2i", 4 * k4, n8, 1, 1, k, n), {}, pack_global, create_local_wg_size(pack_global))
+
+
 def _dispatch(gen: Codegen, op: str, shape, out_features, group_size, dtype, storage, weight_storage, bias,
               prepack, etvk_batch, seed) -> Dispatch:
     check_choice(op, "dtype", dtype, tuple(DTYPES))
@@ -70,13 +94,7 @@ def _dispatch(gen: Codegen, op: str, shape, out_features, group_size, dtype, sto
     ops = Operands(op, sizes, n, group_size, dtype, bias, seed, half_accumulate=half_acc)
     np_dtype = DTYPES[dtype][1]
     k4, n4, n8, m4 = k // 4, math.ceil(n / 4), math.ceil(n / 8), math.ceil(m / 4)
-    packed = pack_q4_weight(ops.w4.numpy())  # [N8, K4, 4]
-    if weight_storage == "texture2d":
-        weight = Resource("image", packed if prepack == "host" else None, extent=(k4, n8), fmt="rgba32i",
-                          name="t_packed_int4_weight")
-    else:
-        weight = (Resource("buffer", packed.reshape(-1), name="t_packed_int4_weight") if prepack == "host"
-                  else Resource("buffer", nbytes=packed.nbytes, name="t_packed_int4_weight"))
+    packed, weight = packed_weight(ops.w4, weight_storage, prepack)
     scales = np.zeros((ops.groups, 4 * n4), dtype=np_dtype)  # the export pads the width to 4
     scales[:, :n] = ops.scales.numpy()
     out_sizes = sizes[:-1] + (n,)
@@ -87,13 +105,8 @@ def _dispatch(gen: Codegen, op: str, shape, out_features, group_size, dtype, sto
                  Resource("ubo", whcn_ivec4(out_sizes), name="output_sizes"),
                  Resource("ubo", whcn_ivec4(sizes), name="input_sizes")]
     before = []
-    if prepack == "shader":  # prepack_quantized_linear_weight's PrepackNode
-        resources.append(Resource("buffer", int4_source_bytes(ops.w4.numpy()).reshape(-1).view(np.int32),
-                                  name="t_int4_weight"))
-        pack_global = (math.ceil(k4 / 2), n8, 1)
-        before.append(Step(f"pack_q4_linear_weight_{weight_storage}", (2, len(resources) - 1),
-                           struct.pack("<4i2i", 4 * k4, n8, 1, 1, k, n), {}, pack_global,
-                           create_local_wg_size(pack_global)))
+    if prepack == "shader":
+        before.append(prepack_step(ops.w4, weight_storage, resources, 2))
     if gemv:
         global_size, local_size = (n8, m, 1), (1, 1, 64)
     else:
