@@ -43,7 +43,9 @@ def register(sub) -> None:
                          "bindings) and compare both with the captured outputs and times")
     _etvk_options(rp)
     rp.set_defaults(fn=_replay)
+    _register_model(verbs)
     _register_microscope(verbs)
+    _register_fidelity(verbs)
 
 
 def _etvk_options(p) -> None:
@@ -110,6 +112,74 @@ def _replay(args) -> int:
     print(f"{int(frame['exact'].sum())} of {len(frame)} dispatches replayed exact")
     _write_csv(frame, args.csv)
     return 0 if frame["exact"].all() else 1
+
+
+# --- the whole model: the dispatches replayed in order, an edit's effect on the model's output -------------------
+
+IN_ORDER_COLUMNS = ["model", "dispatches", "dispatches_exact", "output", "dispatch", "bytes", "byte_exact",
+                    "mismatches", "max_abs", "gpu_us", "seconds", "reason"]
+WHATIF_COLUMNS = ["dispatch", "variant", "edited", "inputs_changed", "bytes_changed", "gpu_us_captured",
+                  "gpu_us_edited", "vs_captured", "mismatch", "reason"]
+
+
+def _register_model(verbs) -> None:
+    io = verbs.add_parser("in-order", help="replay every dispatch in order, each reading what the ones before it "
+                                           "wrote; compare the program's output (output-<i>.bin) byte for byte "
+                                           "(exit status 1 when one differs)")
+    io.add_argument("dirs", nargs="+", metavar="DIR", help="capture folders with the program's output files")
+    io.add_argument("--csv", default=None, help="also write the table (a row per folder and output) to this CSV")
+    io.add_argument("--time", action="store_true", help="also time each dispatch in the chain (GPU µs; slower)")
+    io.set_defaults(fn=_in_order)
+    wi = verbs.add_parser("what-if", help="every dispatch of --dispatch N's pipeline with --shader, replayed in "
+                                          "order through the whole capture: the output's difference, the "
+                                          "dispatches it reaches, the edited ones' times both ways")
+    wi.add_argument("dir", help="a capture folder with the program's output files")
+    wi.add_argument("--dispatch", type=int, required=True, metavar="N", help="a dispatch of the pipeline to edit")
+    wi.add_argument("--shader", required=True, metavar="FILE", help="the edited shader (.glsl/.comp compiled, or .spv)")
+    wi.add_argument("--only", action="store_true", help="edit dispatch N only, not every dispatch of its pipeline")
+    wi.add_argument("--csv", default=None, help="also write the run dispatches' rows to this CSV file")
+    _etvk_options(wi)
+    wi.set_defaults(fn=_what_if)
+
+
+def _in_order(args) -> int:
+    import pandas as pd
+    from ..capture import whatif
+    from ..measure import environment
+    dev = device(args)
+    frames = [whatif.in_order(folder, device=dev, time_it=args.time).summary()
+              .assign(model=Path(folder).name, dir=str(folder)) for folder in args.dirs]
+    frame = pd.concat(frames, ignore_index=True).assign(**environment(dev))
+    frame = frame[["model"] + [c for c in frame.columns if c != "model"]]
+    print(table(frame, IN_ORDER_COLUMNS))
+    print(f"{int(frame['byte_exact'].sum())} of {len(frame)} outputs reproduced byte for byte")
+    _write_csv(frame, args.csv)
+    return 0 if frame["byte_exact"].all() else 1
+
+
+def _what_if(args) -> int:
+    from .. import capture
+    from ..capture import whatif
+    from ..capture.edit import load_shader
+    found = capture.dispatches(args.dir)
+    by_number = {d.dispatch: d for d in found}
+    if args.dispatch not in by_number:
+        raise capture.CaptureError(f"expected a dispatch number 0..{len(found) - 1}, got {args.dispatch}")
+    target = by_number[args.dispatch]
+    code = load_shader(args.shader, target)
+    result = whatif.model_edit(found, {args.dispatch if args.only else target.spirv_hash: code},
+                               outputs=whatif.program_outputs(args.dir), device=device(args), names=_names(args))
+    edited = result.table[result.table["edited"]]
+    print(table(edited.assign(mismatch=[result.mismatch(n) for n in edited["dispatch"]]), WHATIF_COLUMNS))
+    t = result.totals
+    print(f"{t['edited']} dispatches edited, {t['run']} run, {t['changed']} changed of {t['dispatches']}; GPU µs "
+          f"({t['over']}) {t['gpu_us_captured']:,.0f} captured, {t['gpu_us_edited']:,.0f} edited; {t['seconds']:.2f} s")
+    for _, out in result.outputs.iterrows():
+        note = f" ({out['reason']})" if out["reason"] else ""
+        print(f"output {out['output']}: {out['mismatches']} of {out['elements']} elements differ, max abs "
+              f"{out['max_abs']:.6g}, mean abs {out['mean_abs']:.3g}{note}")
+    _write_csv(result.table, args.csv)
+    return 0
 
 
 # --- the microscope: shake, statistics, every device of a cluster ------------------------------------------------
@@ -215,3 +285,64 @@ def _sweep(args) -> int:
     _write_csv(result.frame, args.csv)
     exact = [c for c in shown.columns if c.startswith("exact ")]
     return 0 if exact and shown[exact].fillna(False).astype(bool).all().all() else 1
+
+
+# --- fidelity: ET-VK's execution dispatches replayed and timed beside ET-VK's own times ------------------------
+
+FIDELITY_COLUMNS = ["way", "family", "dispatches", "ratio_median", "ratio_p10", "ratio_p90", "within_10pct",
+                    "etvk_us", "replay_us", "all_exact"]
+
+
+def _register_fidelity(verbs) -> None:
+    fd = verbs.add_parser("fidelity", help="each dispatch of a captured ET-VK execution replayed and timed warm and "
+                                           "cold beside ET-VK's own time: the share within 10 %%, per family")
+    fd.add_argument("dirs", nargs="+", metavar="DIR",
+                    help="a results folder (timed.csv; tools/gpu_capture_fidelity.py) or its tar, or a capture "
+                         "folder of ET-VK's runtime with its ETDump (timed now)")
+    fd.add_argument("--csv", default=None, help="write the rows (a dispatch per way) to this CSV file")
+    fd.add_argument("--summary-csv", default=None, help="write the summary (per way and family) to this CSV file")
+    fd.add_argument("--ways", default="warm,cold", help="ways of timing, comma-separated (default warm,cold)")
+    fd.add_argument("--cold-between", default=None, metavar="shader:MIB",
+                    help="what the cold way streams through another pipeline before each copy (default: "
+                         "`etvk fidelity`'s cold way, shader:128)")
+    fd.add_argument("--back-to-back", type=int, default=20, help="copies per submit (default 20)")
+    fd.add_argument("--warm-seconds", type=float, default=1.0, help="GPU kept busy before each dispatch (default 1)")
+    fd.add_argument("--quick", action="store_true", help="fewer timing samples")
+    fd.add_argument("--samples", type=int, default=None, metavar="N",
+                    help="exactly N samples per way (a CPU device shared with other work)")
+    fd.add_argument("--handport", default=None, metavar="CSV",
+                    help="a hand-port fidelity table (`workbench etvk fidelity`'s etvk_fidelity.csv): its rows "
+                         "beside the same dispatches'")
+    fd.add_argument("--handport-csv", default=None, help="with --handport: write the rows beside their hand-ported "
+                                                         "twins to this CSV file")
+    _etvk_options(fd)
+    fd.set_defaults(fn=_fidelity)
+
+
+def _fidelity(args) -> int:
+    import sys
+    from ..etvk.model import capture_fidelity as cf
+    rows, summary = cf.fidelity_of(args.dirs, ways=[w.strip() for w in args.ways.split(",") if w.strip()],
+                                   cold_between=args.cold_between or cf.COLD_BETWEEN, back_to_back=args.back_to_back,
+                                   warm_seconds=args.warm_seconds, quick=args.quick, samples=args.samples,
+                                   names=_names(args), device=None if args.device is None else _plain_device(args),
+                                   echo=lambda m: print(m, file=sys.stderr, flush=True))
+    print(table(summary.reindex(columns=FIDELITY_COLUMNS)))
+    for way in summary["way"].unique():
+        every = summary[(summary["way"] == way) & (summary["family"] == "(all)")].iloc[0]
+        print(f"{way}: {every['within_10pct']:.0%} of {int(every['dispatches'])} dispatches within 10 % of ET-VK's "
+              f"time (median ratio {every['ratio_median']:.2f})")
+    _write_csv(rows, args.csv)
+    _write_csv(summary, args.summary_csv)
+    if args.handport:
+        import pandas as pd
+        both = cf.compare_handport(rows, pd.read_csv(args.handport))
+        print(f"{len(both)} rows have a hand-ported twin (same model, dispatch and way of timing)")
+        if not both.empty:
+            within = (both[["ratio", "handport_ratio"]] - 1).abs() <= 0.10
+            shares = within.groupby(both["way"]).mean().add_suffix(" within 10 %")
+            print(table(both.groupby("way")[["ratio", "handport_ratio", "replay_vs_handport"]].median()
+                        .join(shares).reset_index()))
+        _write_csv(both, args.handport_csv)
+    return 0
+

@@ -1,7 +1,8 @@
 """`workbench etvk build | profile | lower | execute | run-items | fidelity | harness | explorer` — models on ET-VK's
 own runtime, built from the user's checkout. `profile` = `lower` (here: the revision's Python) + `execute` (any machine
 with the runtime and a Vulkan device; no ExecuTorch Python needed) + reading the ETDumps (`profile --from`);
-`fidelity` times a profile's dispatches through the workbench's own dispatch beside the runtime's times."""
+`fidelity` times a profile's dispatches through the workbench's own dispatch beside the runtime's times; `llm` a small
+Llama lowered by ExecuTorch's LLM export (prefill, decode, their capture)."""
 from __future__ import annotations
 
 import sys
@@ -19,6 +20,27 @@ def cmd_build(args) -> int:
           f"{info.get('build_s', 0):.0f} s on {info.get('cores')} cores ({info.get('jobs')} jobs); executor_runner "
           f"{info.get('runner_bytes', 0) / 2**20:.1f} MiB, build tree {info.get('build_dir_bytes', 0) / 2**20:.0f} MiB")
     return 0
+
+
+def cmd_edit_confirm(args) -> int:
+    from ..etvk.model import edit_confirm
+    if args.rev:
+        raise edit_confirm.EditError(f"expected the checkout's working tree (the edit is copied onto it), got --rev "
+                                     f"{args.rev}")
+    if args.replace:
+        edit = edit_confirm.TemplateEdit.replace(args.executorch, args.template, *args.replace)
+    else:
+        edit = edit_confirm.TemplateEdit.from_file(args.executorch, args.template)
+    print(edit.diff())
+    frame = edit_confirm.confirm(edit, args.capture, args.lowered, jobs=args.jobs, quiet=args.quiet)
+    print(table(frame, ["model", "output", "edited", "run", "whatif_mismatches", "whatif_max_abs",
+                        "rebuilt_vs_whatif_byte_exact", "rebuilt_vs_whatif_max_abs", "original_runtime_byte_exact",
+                        "whatif_s", "build_s", "built"]))
+    if args.csv:
+        Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(args.csv, index=False)
+        print(f"wrote {args.csv}")
+    return 0 if frame["rebuilt_vs_whatif_byte_exact"].all() else 1
 
 
 def _write(frames: dict, out: Path) -> None:
@@ -185,6 +207,74 @@ def cmd_explorer(args) -> int:
     return 0
 
 
+def cmd_llm(args) -> int:
+    """A small Llama through ExecuTorch's LLM export, on ET-VK's runtime: lower, run, read, capture."""
+    from ..etvk.model import build, llm
+    try:
+        cfg = llm.Decoder(name=args.name, n_layers=args.layers, dim=args.dim, n_heads=args.heads,
+                          n_kv_heads=args.kv_heads, hidden_dim=args.hidden, vocab_size=args.vocab,
+                          max_seq_len=args.max_seq_len, group_size=args.group_size, prefill=args.prefill)
+    except ValueError as e:
+        print(f"llm: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else None
+    if args.returned:
+        if not args.lowered:
+            print("llm: --returned needs --lowered (the programs the host ran)", file=sys.stderr)
+            return 2
+        profile, coverage = llm.read_returned(args.returned, args.lowered, Path(args.work or args.returned + ".d"))
+        return _llm_report(profile, coverage, out)
+    if args.lowered:
+        programs = llm.programs_in(args.lowered)
+    else:
+        work = Path(args.work) if args.work else Path.home() / ".cache" / "workbench" / "etvk-llm" / cfg.name
+        positions = [0, *range(cfg.prefill, cfg.prefill + args.decode)]
+        print(f"{cfg.name}: lowering prefill ({cfg.prefill} tokens) and decode with export_llama_lib …",
+              file=sys.stderr)
+        programs = llm.lower(cfg, executorch=args.executorch, out_dir=work, decode_positions=positions)
+        print(f"lowered into {programs.folder}", file=sys.stderr)
+    if args.lower_only:
+        return 0
+    runtime = args.runtime or build.build(args.executorch, quiet=args.quiet)
+    llm.execute(programs, runtime, runs=args.runs, warmup=args.warmup, quiet=args.quiet)
+    coverage = None
+    if args.capture:
+        from ..etvk.model import capture_join
+        runtime = runtime if not isinstance(runtime, str) else build.from_path(runtime)
+        coverage = llm.capture(programs, runtime, programs.folder / "capture",
+                               names=capture_join.variant_names(args.executorch))
+    return _llm_report(llm.read(programs), coverage, out)
+
+
+def _llm_report(profile, coverage, out) -> int:
+    print(f"== {profile.name}: per step ({profile.rates['device'].iat[0]})")
+    print(table(profile.rates, ["step", "tokens", "steps", "dispatches", "gpu_us", "etvk_execute_us",
+                                "tokens_per_s_gpu", "tokens_per_s_execute"]))
+    print("== share of GPU time per kernel family")
+    print(table(profile.families, ["step", "family", "dispatches", "gpu_us_per_step", "share"]))
+    print("== decode's roofline (3 / 2 bits projected at the GEMVs' measured bandwidth)")
+    print(table(profile.roofline, ["bits", "source", "weight_bytes_per_token", "gemv_us_per_token",
+                                   "non_gemv_us_per_token", "tokens_per_s", "gemv_gb_s"]))
+    print("== logits against the quantized model in torch")
+    print(table(profile.outputs, ["step", "position", "compared", "max_abs_diff", "reference_abs_max", "tolerance",
+                                  "within"]))
+    if coverage is not None:
+        print(f"== capture of decode: {int(coverage['exact'].sum())} of {len(coverage)} dispatches replay exact")
+    if out:
+        written = profile.write(out)
+        if coverage is not None:  # the model's rows of the device's coverage table, the other models' kept
+            path = out / "capture_coverage.csv"
+            if path.is_file():
+                import pandas as pd
+                kept = pd.read_csv(path)
+                coverage = pd.concat([kept[~kept["model"].isin(coverage["model"].unique())], coverage],
+                                     ignore_index=True)
+            coverage.to_csv(path, index=False)
+            written.append(path)
+        print(f"wrote {', '.join(p.name for p in written)} in {out}")
+    return 0 if profile.outputs["within"].all() else 1
+
+
 def register(verbs) -> None:
     """Adds the model verbs to `workbench etvk`."""
     def checkout(p, many=False):
@@ -297,6 +387,50 @@ def register(verbs) -> None:
     p.add_argument("--csv", help="the rows, written after each binary")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=cmd_harness)
+
+    p = verbs.add_parser("edit-confirm", help="an edited ET-VK template replayed through a model's capture, then "
+                                              "ET-VK's runtime rebuilt with it (a copy of the checkout) runs the "
+                                              "model: its output against the replay's")
+    checkout(p)
+    p.add_argument("--template", required=True, metavar="FILE|NAME",
+                   help="an edited copy of a template (its name names the one it replaces), or with --replace the "
+                        "template's name (e.g. q8ta_conv2d_pw)")
+    p.add_argument("--replace", nargs=2, metavar=("OLD", "NEW"), help="the edit: OLD replaced by NEW (first one)")
+    p.add_argument("--capture", required=True, metavar="DIR", help="the model's capture (capture_program's folder)")
+    p.add_argument("--lowered", required=True, metavar="DIR", help="the lowered program the capture ran "
+                                                                   "(`etvk lower`'s folder)")
+    p.add_argument("--jobs", "-j", type=int, help="parallel compile jobs of the rebuild (default: CPU count)")
+    p.add_argument("--csv", default=None, help="also write the rows (one per output) to this CSV file")
+    p.add_argument("--quiet", action="store_true", help="no build progress lines")
+    p.set_defaults(fn=cmd_edit_confirm)
+
+    p = verbs.add_parser("llm", help="a small Llama lowered by ExecuTorch's LLM export (4-bit, KV cache) on ET-VK's "
+                                     "runtime: prefill + decode per dispatch, kernel shares, tokens/s, roofline")
+    p.add_argument("--executorch", help="ExecuTorch checkout (default: $WORKBENCH_EXECUTORCH)")
+    p.add_argument("--name", default="llama3_2_mini", help="the model's name in the files")
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--dim", type=int, default=512)
+    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--kv-heads", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=1536)
+    p.add_argument("--vocab", type=int, default=8192)
+    p.add_argument("--max-seq-len", type=int, default=128)
+    p.add_argument("--group-size", type=int, default=32)
+    p.add_argument("--prefill", type=int, default=32, help="prompt tokens of the prefill program (default 32)")
+    p.add_argument("--decode", type=int, default=4, help="timed decode steps: positions prefill … prefill+N-1 (default 4); "
+                                                            "position 0 is run too, to check the output")
+    p.add_argument("--runs", type=int, default=10, help="timed executions per program (default 10)")
+    p.add_argument("--warmup", type=int, default=2, help="executions not counted (default 2)")
+    p.add_argument("--runtime", help="an executor_runner built elsewhere (default: `etvk build`'s)")
+    p.add_argument("--work", help="folder for the lowered programs (default ~/.cache/workbench/etvk-llm/NAME)")
+    p.add_argument("--lowered", help="programs lowered before (the --work folder of an earlier run)")
+    p.add_argument("--lower-only", action="store_true", help="lower, do not run (to carry to another machine)")
+    p.add_argument("--capture", action="store_true", help="also capture the decode program and replay every dispatch")
+    p.add_argument("--returned", metavar="TAR", help="read what tools/gpu_llm.py sent back from a GPU host "
+                                                     "(with --lowered: the programs it ran)")
+    p.add_argument("--out", help="write the CSVs into this folder")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(fn=cmd_llm)
 
     p = verbs.add_parser("explorer", help="per-node Vulkan times as a Model Explorer node-data JSON file")
     checkout(p)

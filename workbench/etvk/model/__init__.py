@@ -10,6 +10,7 @@
     drill        one dispatch of those rows → the same shader at the same shape through the workbench's dispatch
     fidelity     every drillable dispatch timed that way, timed as ET-VK times it, beside the runtime's time
     explorer     per-node times as a Model Explorer node-data file
+    llm          a small Llama lowered by ExecuTorch's LLM export (export_llama_lib), prefill + decode on the runtime
 
 Small int8 graphs written here (not lowered from a model) take a shorter path that only the workbench shows:
 ``int8_graph`` (the graphs) → ``tagging`` (ExecuTorch's own TagMemoryMetaPass on them) → ``graph_exec`` (the

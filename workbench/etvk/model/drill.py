@@ -178,6 +178,12 @@ def _node_for(profile, row) -> dict:
     return node
 
 
+def family_key(operator: str, kernel: str) -> tuple | None:
+    """The FAMILY_OPTIONS key of an ET-VK dispatch (its operator and kernel name), or None where no family ports it."""
+    matches = [(op, k) for op, k in FAMILY_OPTIONS if kernel.startswith(k) and op in ("*", operator)]
+    return max(matches, key=lambda m: (len(m[1]), m[0] != "*")) if matches else None
+
+
 def options(profile, dispatch_id: int, revision: str | None = None) -> tuple[str, dict]:
     """(workbench family, its make options) for one dispatch of a :class:`~.profile.Profile`."""
     rows = profile.dispatches
@@ -189,12 +195,11 @@ def options(profile, dispatch_id: int, revision: str | None = None) -> tuple[str
     row = match.iloc[0]
     if pd.isna(row.get("delegate_node_id")):
         raise NotDrillable(f"dispatch {dispatch_id} ({row['kernel']}) is ET-VK's own staging copy, not an op")
-    matches = [(op, k) for op, k in FAMILY_OPTIONS
-               if row["kernel"].startswith(k) and op in ("*", row["operator"])]
-    if not matches:
+    key = family_key(row["operator"], row["kernel"])
+    if key is None:
         raise NotDrillable(f"{row['kernel']} ({row['operator']}): the workbench has no dispatch for this kernel "
                            f"family (it has {', '.join(sorted({f for f, _ in FAMILY_OPTIONS.values()}))})")
-    family, make_options = FAMILY_OPTIONS[max(matches, key=lambda m: (len(m[1]), m[0] != "*"))]
+    family, make_options = FAMILY_OPTIONS[key]
     args = json.loads(profile.dispatches.loc[match.index[0], "args"])
     return family, make_options(row, _node_for(profile, row), args)
 

@@ -1,0 +1,160 @@
+"""Fidelity from captures (workbench.etvk.model.capture_fidelity, `workbench capture fidelity`): ET-VK's execution
+dispatches of a committed capture replayed and timed warm and cold beside ET-VK's own times; a results tar sent back
+by tools/gpu_capture_fidelity.py read here; bad input as one line."""
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from workbench import capture
+from workbench.cli import main
+from workbench.etvk.model import capture_fidelity as cf
+from workbench.etvk.model.events import EtdumpError
+
+HERE = Path(__file__).resolve().parent
+# capture_join.capture_program on ET-VK's executor_runner (cff6f4dd32), residual model, lavapipe: 41 dispatches,
+# the last 9 one execution (its run.etdp logs them)
+ETVK_DATA = HERE / "capture_data" / "etvk_residual_add"
+# tools/gpu_capture_fidelity.py residual_add on lavapipe (--quick --runs 2 --warmup 1 --back-to-back 4
+# --cold-between shader:16): what a GPU host sends back, without the capture's dumps
+RETURNED = HERE / "capture_data" / "etvk_residual_add_fidelity.tar.gz"
+FAST = dict(quick=True, cold_between="shader:1", back_to_back=2, warm_seconds=0.0)
+
+
+def inspector():
+    pytest.importorskip("executorch.devtools", reason="ExecuTorch's devtools read the ETDump")
+
+
+def check_table(rows: pd.DataFrame, summary: pd.DataFrame, executions: int, ways=("warm", "cold")):
+    assert list(rows.columns) == cf.TABLE_COLUMNS
+    assert sorted(rows["way"].unique()) == sorted(ways)
+    for way in ways:
+        one = rows[rows["way"] == way]
+        assert sorted(one["order"]) == list(range(executions))      # a row per execution dispatch
+        assert one["dispatch"].is_unique
+    assert rows["ratio"].map(math.isfinite).all() and (rows["ratio"] > 0).all()
+    assert (rows["within_10pct"] == ((rows["ratio"] - 1).abs() <= 0.10)).all()
+    assert rows["exact"].all() and (rows["reason"] == "").all()
+    assert summary["within_10pct"].between(0, 1).all()
+    for way, group in summary.groupby("way"):
+        every = group[group["family"] == "(all)"]
+        assert len(every) == 1
+        assert group.loc[group["family"] != "(all)", "dispatches"].sum() == every["dispatches"].iloc[0] == executions
+        assert every["within_10pct"].iloc[0] == pytest.approx(rows.loc[rows["way"] == way, "within_10pct"].mean())
+
+
+def test_the_etdump_names_the_execution_without_executorch():
+    kernels = cf.etdump_kernels(ETVK_DATA / "run.etdp")
+    assert len(kernels) == 9
+    assert kernels[0].startswith("nchw_to_image") and kernels[-1].startswith("image_to_nchw")
+    assert "q8ta_add_buffer" in kernels
+    # no variant names (no checkout): the execution is the capture's last dispatches
+    assert cf.execution_dispatches(capture.open(ETVK_DATA), kernels) == list(range(32, 41))
+
+
+def test_the_etdump_reader_agrees_with_executorchs_inspector():
+    inspector()
+    from workbench.etvk.model import capture_join
+    etdump = ETVK_DATA / "run.etdp"
+    assert cf.etdump_kernels(etdump) == capture_join.event_table(etdump)["kernel"].tolist()
+
+
+@pytest.fixture(scope="module")
+def timed_now(device):
+    inspector()
+    return cf.fidelity_of([ETVK_DATA], device=device, **FAST)
+
+
+def test_a_capture_folder_gives_a_row_per_execution_dispatch_and_way(timed_now):
+    rows, summary = timed_now
+    check_table(rows, summary, 9)
+    assert (rows["etvk_from"] == "the captured execution").all() and (rows["etvk_runs"] == 1).all()
+    assert set(rows["between"]) == {"none", "shader:1"} and (rows["back_to_back"] == 2).all()
+    ported = rows.loc[rows["kernel"].str.startswith("q8ta_conv2d_pw"), "family"]
+    assert len(ported) == 8 and set(ported) == {"q8ta_conv2d_pw"}     # the hand-ported family's name
+
+
+def test_a_results_folder_and_its_tar_read_the_same(timed_now, device, tmp_path):
+    inspector()
+    root = tmp_path / "results"
+    model = root / "residual_add"
+    model.mkdir(parents=True)
+    for name in ("run.etdp", "capture.json"):
+        shutil.copy2(ETVK_DATA / name, model / name)
+    frame = capture.open(ETVK_DATA)
+    frame.to_csv(model / cf.DISPATCHES_NAME, index=False)
+    chosen = cf.execution_dispatches(frame, cf.etdump_kernels(ETVK_DATA / "run.etdp"))
+    timed = cf.time_capture(ETVK_DATA, chosen, ways=cf.ways_of(["warm"], back_to_back=2),
+                            sampling=cf.sampling_options(quick=True), warm_seconds=0.0, device=device)
+    timed.assign(model="residual_add").to_csv(root / cf.TIMED_NAME, index=False)
+    tar = cf.pack(root, tmp_path / "back.tar.gz")
+    from_folder, summary = cf.fidelity_of([root], ways=["warm"])
+    from_tar, _ = cf.fidelity_of([tar], ways=["warm"])
+    pd.testing.assert_frame_equal(from_folder, from_tar)
+    check_table(from_folder, summary, 9, ways=("warm",))
+
+
+def test_a_returned_tar_from_a_real_run_reads_here():
+    inspector()
+    rows, summary = cf.fidelity_of([RETURNED])
+    check_table(rows, summary, 9)
+    assert rows["etvk_from"].str.startswith("median of 2 executions after 1").all()
+    assert (rows["joined_by"] == "kernel names").all()       # the host named the pipelines (names.json)
+
+
+def test_hand_ported_twins_sit_beside_the_captured_rows(timed_now):
+    rows, _ = timed_now
+    warm = rows[rows["way"] == "warm"]
+    hand = warm.assign(dispatch_id=warm["order"], workbench_us=2 * warm["replay_us"], ratio=1.5,
+                       timestamps="etvk", barriers="light")[
+        ["model", "dispatch_id", "family", "workbench_us", "ratio", "device", "timestamps", "between", "barriers"]]
+    both = cf.compare_handport(rows, hand.iloc[2:5])
+    assert both["order"].tolist() == [2, 3, 4] and (both["way"] == "warm").all()
+    assert both["replay_vs_handport"].tolist() == pytest.approx([0.5] * 3)
+    other = cf.compare_handport(rows, hand.assign(device="another GPU"))
+    assert other["replay_vs_handport"].isna().all() and len(other) == 9
+
+
+def test_cli_prints_the_shares_and_writes_the_tables(tmp_path, capsys):
+    inspector()
+    assert main(["capture", "fidelity", str(RETURNED), "--csv", str(tmp_path / "rows.csv"),
+                 "--summary-csv", str(tmp_path / "summary.csv"), "--ways", "cold"]) == 0
+    out = capsys.readouterr().out
+    assert "cold: " in out and "of 9 dispatches within 10 %" in out and "warm: " not in out
+    assert len(pd.read_csv(tmp_path / "rows.csv")) == 9
+    assert set(pd.read_csv(tmp_path / "summary.csv")["way"]) == {"cold"}
+    rows = pd.read_csv(tmp_path / "rows.csv")
+    hand = rows.assign(dispatch_id=rows["order"], workbench_us=rows["replay_us"], ratio=1.0)
+    hand.loc[hand["family"] == "(staging)", "dispatch_id"] = -1           # no hand-ported twin
+    hand.to_csv(tmp_path / "hand.csv", index=False)
+    assert main(["capture", "fidelity", str(RETURNED), "--ways", "cold", "--handport", str(tmp_path / "hand.csv"),
+                 "--handport-csv", str(tmp_path / "both.csv")]) == 0
+    assert "7 rows have a hand-ported twin" in capsys.readouterr().out
+    both = pd.read_csv(tmp_path / "both.csv")
+    assert len(both) == 7 and both["replay_vs_handport"].tolist() == pytest.approx([1.0] * 7)
+
+
+def one_line_error(capsys, argv, *expected):
+    assert main(["capture", "fidelity", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    for text in expected:
+        assert text in err, err
+
+
+def test_bad_input_is_one_line(tmp_path, capsys):
+    inspector()
+    one_line_error(capsys, [str(tmp_path)], "expected a capture folder", str(tmp_path))
+    one_line_error(capsys, [str(tmp_path / "nothing")], "nothing there")
+    no_etdump = tmp_path / "capture"
+    shutil.copytree(ETVK_DATA, no_etdump, ignore=shutil.ignore_patterns("run.etdp"))
+    one_line_error(capsys, [str(no_etdump)], "expected ET-VK's ETDump", "found neither")
+    one_line_error(capsys, [str(RETURNED), "--ways", "hot"], "expected ways among warm, cold", "hot")
+    not_etdump = tmp_path / "bad.etdp"
+    not_etdump.write_bytes(b"\0" * 64)
+    with pytest.raises(EtdumpError, match="expected ET-VK's dispatch events"):
+        cf.etdump_kernels(not_etdump)

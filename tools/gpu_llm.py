@@ -1,0 +1,93 @@
+"""The small Llama of issue 34 on ET-VK's runtime on a GPU host without ExecuTorch's Python: prefill and decode
+programs run with one ETDump row per dispatch, the decode program captured and every dispatch replayed alone.
+
+What to carry (made on the development machine, one tar):
+    WORKBENCH_EXECUTORCH=… python3 tools/gpu_llm.py --pack llm_carry.tar [--lowered DIR]
+        bin/executor_runner, build.json   the runtime `workbench etvk build` made (build.find())
+        llm/                              the programs `workbench etvk llm --lower-only --work DIR` lowered
+                                          (prefill/, decode-<p>/ with model.pte, input-*.bin, reference.pt,
+                                          summary.json; llm.json); default DIR ~/.cache/workbench/etvk-llm/llama3_2_mini
+        names.json                        capture_join.variant_names() as {SPIR-V hash: ET-VK variant}
+The command there (the repository's root; GFXReconstruct's tools in $WORKBENCH_GFXRECON_DIR):
+    mkdir -p /tmp/llm && tar xf llm_carry.tar -C /tmp/llm
+    python3 tools/gpu_llm.py /tmp/llm $OUT [--runs 20] [--warmup 3]
+What it writes under $OUT: llm_gpu.tar (each program folder's run.etdp, run.json, output-*.bin; capture/
+coverage_host.csv: every dispatch of the decode program replayed alone, exact or why not; capture/events.etdp:
+the captured run's ETDump; capture/capture.json), and llm_gpu.log.
+Back here (Inspector reads the ETDumps):
+    workbench etvk llm --returned llm_gpu.tar --lowered DIR --out data/<device>/
+"""
+import argparse
+import json
+import shutil
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+
+def pack(tar_path: Path, lowered: Path) -> None:
+    from workbench.etvk.model import build, capture_join, llm
+    runtime = build.find()
+    if runtime is None:
+        sys.exit("no runtime built for $WORKBENCH_EXECUTORCH: run `workbench etvk build` first")
+    programs = llm.programs_in(lowered)
+    names = capture_join.variant_names()
+    with tarfile.open(tar_path, "w") as tar:
+        tar.add(runtime.runner, arcname="bin/executor_runner")
+        if (runtime.root / "build.json").is_file():
+            tar.add(runtime.root / "build.json", arcname="build.json")
+        for f in sorted(programs.folder.rglob("*")):
+            if f.is_file() and not (f.name in llm.RUN_FILES or f.name.startswith("output-")
+                                    or "capture" in f.relative_to(programs.folder).parts):
+                tar.add(f, arcname=f"llm/{f.relative_to(programs.folder)}")
+        info = tarfile.TarInfo("names.json")
+        data = json.dumps(names).encode()
+        info.size = len(data)
+        import io
+        tar.addfile(info, io.BytesIO(data))
+    print(f"{tar_path}: {tar_path.stat().st_size / 2**20:.1f} MiB")
+
+
+def run(root: Path, out: Path, runs: int, warmup: int) -> None:
+    from workbench import vk
+    from workbench.etvk.model import build, llm
+    out.mkdir(parents=True, exist_ok=True)
+    runtime = build.from_path(root / "bin" / "executor_runner")
+    programs = llm.programs_in(root / "llm")
+    names = json.loads((root / "names.json").read_text())
+    device = vk.get_device()
+    started = time.time()
+    llm.execute(programs, runtime, runs=runs, warmup=warmup, device=device, quiet=False)
+    executed = time.time()
+    capture_dir = Path("/tmp/llm_capture")
+    shutil.rmtree(capture_dir, ignore_errors=True)
+    coverage = llm.capture(programs, runtime, capture_dir, names=names, device=device, events=False)
+    coverage.to_csv(capture_dir / "coverage_host.csv", index=False)
+    llm.pack_returned(programs, capture_dir, out / "llm_gpu.tar")
+    line = (f"{device.info.name}: executed {len(programs.folders)} programs in {executed - started:.0f} s; decode "
+            f"capture {int(coverage['exact'].sum())} of {len(coverage)} dispatches exact "
+            f"({time.time() - executed:.0f} s)")
+    (out / "llm_gpu.log").write_text(line + "\n")
+    print(line)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("root", nargs="?", help="the unpacked carry (bin/, llm/, names.json)")
+    p.add_argument("out", nargs="?", help="where llm_gpu.tar goes ($OUT)")
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--pack", metavar="TAR", help="on the development machine: pack the carry into TAR")
+    p.add_argument("--lowered", default=str(Path.home() / ".cache" / "workbench" / "etvk-llm" / "llama3_2_mini"))
+    args = p.parse_args()
+    if args.pack:
+        pack(Path(args.pack), Path(args.lowered))
+    elif args.root and args.out:
+        run(Path(args.root), Path(args.out), args.runs, args.warmup)
+    else:
+        p.error("give ROOT OUT (on the GPU host) or --pack TAR (here)")
+
+
+if __name__ == "__main__":
+    main()
