@@ -40,7 +40,15 @@ PROBE_SWEEPS = {"coopmat peak sweep": "int8_mma_GOPs",
 ETVK_PATHS = {"q8ta_conv2d_pw": SAT, "q8ta_conv2d": SAT, "q8ta_conv2d_im2col": SAT, "q8ta_conv2d_transposed": SAT,
               "q8ta_linear": SAT, "q8ta_linear_gemv": SAT, "linear_q8ta_q8csw_tiled": SAT,
               "conv2d_q8ta_q8csw_q8to": SAT, "conv2d_q8ta_q8csw_q8to_linear_tiled": SAT, "q8ta_conv2d_dw": INT32,
-              "linear_dq8ca_qw_coopmat": MMA}
+              "linear_dq8ca_qw_coopmat": MMA,
+              # the 4-bit linears dequantize to float and multiply-add in fp32 (fp16 in their half variants);
+              # linear_dq8ca_q4gsw's int8 x int4 products go through dotPacked4x8AccSat
+              "q4gsw_linear_gemv_coop__w_4x8": FP32, "q4gsw_linear_gemm__w_4x8": FP32,
+              "q4gsw_linear_gemm__tin__w_4x8": FP32, "linear_q4gsw": FP32, "linear_q4gsw_tiled": FP32,
+              "linear_q4gsw_coop": FP32, "linear_dq8ca_q4gsw": SAT, "linear_dq8ca_q4gsw_tiled": SAT}
+# the workbench's kernels with float arithmetic and no `method` column: the 4-bit GEMV (fp32 FMAs, or packed fp16
+# in its half2 variant: bounded by the fp32 roof, a stricter bound than fp16's rate)
+FP32_KERNELS = ("q4_gemv",)
 # tables that copy rows checked in their own files (the chart's points, an earlier check's output)
 DERIVED_TABLES = ("roofline_points", "roofline_check")
 NOT_BOUNDED = "torch: other instructions (cuBLAS / cuDNN tensor-core kernels, or the CPU), no probe of its path"
@@ -75,7 +83,7 @@ class FolderRoofs:
 
 def is_etvk(row: dict) -> bool:
     """A row of ET-VK's own shaders: `workbench etvk run-items` (a family) or `etvk bench` (impl ET-VK)."""
-    return isinstance(row.get("family"), str) or row.get("impl") == "ET-VK"
+    return isinstance(row.get("family"), str) or row.get("impl") in ("ET-VK", "etvk")
 
 
 def instruction_path(row: dict) -> str | None:
@@ -93,6 +101,8 @@ def instruction_path(row: dict) -> str | None:
             return ETVK_PATHS[family]
         raise RoofCheckError(f"ET-VK row {describe_row(row)}: no instruction path known for family {family!r} "
                              f"(known: {sorted(ETVK_PATHS)}); add it to roof_check.ETVK_PATHS")
+    if kernel in FP32_KERNELS:
+        return FP32
     if kernel.startswith("coopmat") or "coopmat" in method:
         return MMA
     if row.get("use_dot_ext") in (False, 0, "False"):
