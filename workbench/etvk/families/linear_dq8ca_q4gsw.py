@@ -69,9 +69,9 @@ import torch
 from ..codegen import Codegen
 from ..dispatch import Dispatch, Resource, Step, pick_hw_square_wg_size
 from ._linear import refuse_batch, whcn_ivec4
-from .linear_q4gsw_qw import WEIGHT_STORAGES, packed_weight, prepack_step
-from .linear_q4gsw_shared import (DTYPES, STORAGES, Operands, check_choice, check_group, declared_slots, dequantized,
-                                  io_input, io_output, parse_input, row_params, vector_buffer)
+from .linear_q4gsw_qw import checked_operands, packed_weight, prepack_step
+from .linear_q4gsw_shared import (DTYPES, Operands, declared_slots, dequantized, io_input, io_output, row_params,
+                                  vector_buffer)
 from .linear_q8ta_q8csw import check_template
 
 OP = "linear_dq8ca_q4gsw"
@@ -107,13 +107,8 @@ def _check_m1(op: str, m: int, want_gemv: bool | None) -> None:
 
 def _dispatch(gen: Codegen, op: str, want_gemv, shape, out_features, group_size, dtype, storage, weight_storage,
               bias, prepack, etvk_pitch, etvk_batch, seed) -> Dispatch:
-    check_choice(op, "dtype", dtype, tuple(DTYPES))
-    check_choice(op, "storage", storage, STORAGES)
-    check_choice(op, "weight_storage", weight_storage, WEIGHT_STORAGES)
-    check_choice(op, "prepack", prepack, ("host", "shader"))
-    sizes, m, k, lead, batch = parse_input(op, shape)
-    n, group_size = int(out_features), int(group_size)
-    check_group(op, k, group_size, n)
+    sizes, m, k, lead, batch, n, group_size = checked_operands(op, shape, out_features, group_size, dtype, storage,
+                                                               weight_storage, prepack)
     _check_m1(op, m, want_gemv)
     if storage == "buffer" and n % 4:
         raise ValueError(f"{op}: with a buffer output N must be a multiple of 4: the shader stores vec4 m * N4 + n4 "

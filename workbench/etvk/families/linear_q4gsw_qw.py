@@ -46,6 +46,19 @@ from .linear_q8ta_q8csw import check_template
 WEIGHT_STORAGES = ("texture2d", "buffer")
 
 
+def checked_operands(op: str, shape, out_features, group_size, dtype, storage, weight_storage, prepack) -> tuple:
+    """(sizes, M, K, leading dims, batch, N, group size) of an `add_linear_qw_node`-style call, every option and
+    ET-VK's shape preconditions checked in one line each (shared by the weight-only and the 8da4w linears)."""
+    check_choice(op, "dtype", dtype, tuple(DTYPES))
+    check_choice(op, "storage", storage, STORAGES)
+    check_choice(op, "weight_storage", weight_storage, WEIGHT_STORAGES)
+    check_choice(op, "prepack", prepack, ("host", "shader"))
+    sizes, m, k, lead, batch = parse_input(op, shape)
+    n, group_size = int(out_features), int(group_size)
+    check_group(op, k, group_size, n)
+    return sizes, m, k, lead, batch, n, group_size
+
+
 def packed_weight(w4, weight_storage: str, prepack: str) -> tuple:
     """(the packed int4 weight [N8, K4, 4], its resource ``t_packed_int4_weight``: filled on the host, or empty for
     ET-VK's prepack shader to fill)."""
@@ -72,13 +85,8 @@ def prepack_step(w4, weight_storage: str, resources: list, weight_slot: int) -> 
 
 def _dispatch(gen: Codegen, op: str, shape, out_features, group_size, dtype, storage, weight_storage, bias,
               prepack, etvk_batch, seed) -> Dispatch:
-    check_choice(op, "dtype", dtype, tuple(DTYPES))
-    check_choice(op, "storage", storage, STORAGES)
-    check_choice(op, "weight_storage", weight_storage, WEIGHT_STORAGES)
-    check_choice(op, "prepack", prepack, ("host", "shader"))
-    sizes, m, k, lead, batch = parse_input(op, shape)
-    n, group_size = int(out_features), int(group_size)
-    check_group(op, k, group_size, n)
+    sizes, m, k, lead, batch, n, group_size = checked_operands(op, shape, out_features, group_size, dtype, storage,
+                                                               weight_storage, prepack)
     gemv = op == "linear_q4gsw_coop"
     if gemv != (m == 1):
         raise ValueError(f"{op}: ET-VK picks linear_q4gsw_{'coop' if m == 1 else 'tiled'} at M={m} (is_gemv: "

@@ -180,20 +180,12 @@ def lower(cfg: Decoder, *, executorch=None, out_dir, decode_positions=None, pref
     out = Path(out_dir)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    command = [sys.executable, "-m", "workbench.etvk.model.llm", "--checkout", str(root), "--tree", str(tree),
-               "--commit", commit, "--label", label, "--config", json.dumps(asdict(cfg)),
-               "--positions", ",".join(map(str, positions)), "--seed", str(seed), "--out", str(out),
-               *([] if prefill else ["--no-prefill"])]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).parents[3]),
-                                                                    os.environ.get("PYTHONPATH")])))
-    try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired as e:
-        raise LlmLoweringError(f"lowering {cfg.name} with export_llama_lib took over {timeout:.0f} s") from e
-    if proc.returncode != 0 or not (out / "llm.json").is_file():
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
-        raise LlmLoweringError(f"lowering {cfg.name} with the checkout's export_llama_lib failed "
-                               f"(exit {proc.returncode}):\n{tail}")
+    run_child("workbench.etvk.model.llm",
+              ["--checkout", str(root), "--tree", str(tree), "--commit", commit, "--label", label, "--config",
+               json.dumps(asdict(cfg)), "--positions", ",".join(map(str, positions)), "--seed", str(seed), "--out",
+               str(out), *([] if prefill else ["--no-prefill"])],
+              out / "llm.json", timeout, LlmLoweringError,
+              f"lowering {cfg.name} with the checkout's export_llama_lib", tail_lines=15)
     return programs_in(out)
 
 

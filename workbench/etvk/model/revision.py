@@ -83,6 +83,21 @@ def hashlib_path(path: Path) -> str:
     return hashlib.sha256(str(path).encode()).hexdigest()[:12]
 
 
+
+def run_child(module: str, args: list, marker: Path, timeout: float, error, what: str, tail_lines: int = 12) -> None:
+    """`python -m module args…` with this workbench on its path (a lowering in its own process: module docstring);
+    `error` (an exception class) names `what` when it runs over `timeout`, fails, or leaves no `marker` file."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).parents[3]),
+                                                                    os.environ.get("PYTHONPATH")])))
+    try:
+        proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
+                              timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as e:
+        raise error(f"{what} took over {timeout:.0f} s") from e
+    if proc.returncode != 0 or not marker.is_file():
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-tail_lines:])
+        raise error(f"{what} failed (exit {proc.returncode}):\n{tail}")
+
 def lower(model: str, *, executorch=None, rev: str | None = None, out_dir, model_kwargs: dict | None = None,
           setting: str = "after", seed: int = 0, timeout: float = 1800) -> Program:
     """Lower zoo model `model` (a name in :data:`workbench.etvk.model.zoo.MODELS`) with ET-VK's Python at `rev`
@@ -95,19 +110,11 @@ def lower(model: str, *, executorch=None, rev: str | None = None, out_dir, model
     out.mkdir(parents=True, exist_ok=True)
     for stale in list(out.glob("input-*.bin")) + [out / "model.pte", out / "summary.json"]:
         stale.unlink(missing_ok=True)
-    command = [sys.executable, "-m", "workbench.etvk.model.revision", "--tree", str(tree), "--commit", commit,
-               "--label", label, "--model", model, "--kwargs", json.dumps(model_kwargs or {}), "--setting", setting,
-               "--seed", str(seed), "--out", str(out)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).parents[3]),
-                                                                    os.environ.get("PYTHONPATH")])))
-    try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired as e:
-        raise RevisionLoweringError(f"lowering {model} with ET-VK at {label} took over {timeout:.0f} s") from e
-    if proc.returncode != 0 or not (out / "summary.json").is_file():
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-12:])
-        raise RevisionLoweringError(f"lowering {model} with ET-VK's Python at {label} ({commit[:10]}) failed "
-                                    f"(exit {proc.returncode}):\n{tail}")
+    run_child("workbench.etvk.model.revision",
+              ["--tree", str(tree), "--commit", commit, "--label", label, "--model", model, "--kwargs",
+               json.dumps(model_kwargs or {}), "--setting", setting, "--seed", str(seed), "--out", str(out)],
+              out / "summary.json", timeout, RevisionLoweringError,
+              f"lowering {model} with ET-VK's Python at {label} ({commit[:10]})")
     summary = json.loads((out / "summary.json").read_text())
     inputs = [out / name for name in summary["input_files"]]
     return Program(out / "model.pte", inputs, out / "reference.pt", summary)
