@@ -176,14 +176,18 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
 VENDOR_GPUS = ("a740", "a750", "mali-g610", "mali-g52")
 #: The shape compiled: Llama-3.2-1B's q / o projection, group 32 (spec constants and local sizes come from it).
 VENDOR_SHAPE = Shape("Llama-3.2-1B", "attn q/o", 2048, 2048)
-VENDOR_VARIANTS = ({}, {"reduce": "subgroup"}, {"dequant": "convert"}, {"rows": 2, "local_x": 64})
+VENDOR_VARIANTS = ({}, {"reduce": "subgroup"}, {"dequant": "convert"}, {"rows": 2, "local_x": 64},
+                   # the H200's best (fp16 activations and scales, packed-fp16 dequantize-and-multiply)
+                   {"rows": 2, "threads_k": 64, "reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half",
+                    "dequant": "half2"})
 #: Weight bytes one thread of ET-VK's GEMV loads per iteration of its K loop: one ivec4 (4 K × 8 N int4).
 ETVK_WEIGHT_BYTES_PER_STEP = 16
 
 
-def vendor_rows(gpus=VENDOR_GPUS, *, shape: Shape = VENDOR_SHAPE, group_size: int = 32) -> pd.DataFrame:
+def vendor_rows(gpus=VENDOR_GPUS, *, shape: Shape = VENDOR_SHAPE, group_size: int = 32,
+                variants=VENDOR_VARIANTS) -> pd.DataFrame:
     """One row per (shader, GPU) from the vendors' offline compilers (`workbench.vendors.mesa.stats_rows`): the
-    workbench's GEMV at each of ``VENDOR_VARIANTS`` and, where a checkout is configured, ET-VK's
+    workbench's GEMV at each of `variants` (Q4GemvSpec options; default ``VENDOR_VARIANTS``) and, where a checkout is configured, ET-VK's
     ``q4gsw_linear_gemv_coop__w_4x8`` variant its C++ picks for N (compiled by `workbench.etvk.codegen` with the
     dispatch's spec constants and local size). Columns: impl, variant, gpu, vendor, compiler, registers,
     register_unit, spills, instructions, weight_bytes_per_step (int4 weight bytes one thread loads per iteration of
@@ -192,7 +196,7 @@ def vendor_rows(gpus=VENDOR_GPUS, *, shape: Shape = VENDOR_SHAPE, group_size: in
     from ..toolchain.shaders import compile_shader
     from ..vendors import mesa
     jobs, meta = [], []
-    for options in VENDOR_VARIANTS:
+    for options in variants:
         spec = Q4GemvSpec(shape.n, shape.k, group_size, **options)
         jobs.append({"shader": compile_shader(spec.shader, defines=spec.defines), "name": spec.variant,
                      "local_size": spec.local_size})
