@@ -13,6 +13,8 @@
 // bytes in flight per thread), DEQUANT_MAGIC (exponent-bias unpack instead of int→float conversions),
 // DEQUANT_HALF2 (the same unpack into fp16 pairs, multiplied and summed two at a time in packed fp16 within a
 // word; needs ACT_HALF), REDUCE_SUBGROUP, ACT_HALF (fp16 activations, 8 per uvec4), SCALE_HALF (fp16 scales).
+// DIAG_LOADS (wrong results by design): every load kept, each word's dequantize-and-multiply replaced by one
+// conversion and add: what the kernel costs without its arithmetic.
 #extension GL_EXT_control_flow_attributes : require
 #if DEQUANT_HALF2
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -145,7 +147,12 @@ void accumulate(int v, WVEC w[ROWS], float sc[ROWS], inout float acc[M][ROWS]) {
       d[r] = 0.0;
     }
     [[unroll]] for (int j = 0; j < VEC; ++j) {
-#if DEQUANT_HALF2
+#if DIAG_LOADS
+      const uvec4 xw = x_h[(m * p.K + (v * VEC + j) * 8) >> 3];
+      [[unroll]] for (int r = 0; r < ROWS; ++r) {
+        d[r] += float(word_of(w[r], j) ^ xw.x);
+      }
+#elif DEQUANT_HALF2
       f16vec2 xs[4];
       load_x8h(m, (v * VEC + j) * 8, xs);
       [[unroll]] for (int r = 0; r < ROWS; ++r) {

@@ -51,8 +51,15 @@ def test_every_variant_matches_reference(device, options):
 
 
 def test_half2_needs_fp16_activations():
-    with pytest.raises(ValueError, match="needs act_dtype='half'"):
+    with pytest.raises(ValueError, match="need act_dtype='half'"):
         Q4GemvSpec(8, 64, dequant="half2")
+
+
+def test_loads_only_diagnostic_runs_and_is_wrong_by_design(device):
+    """The diagnostic keeps every load and drops the arithmetic: it runs, and its output is not the GEMV's."""
+    spec = Q4GemvSpec(64, 256, 32, act_dtype="half", diagnostic=True)
+    assert spec.variant.endswith("_diag_loads") and spec.defines["DIAG_LOADS"]
+    assert not Q.check(device, spec)["correct"]
 
 
 @pytest.mark.parametrize("dequant", ["magic", "half2"])

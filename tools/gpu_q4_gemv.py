@@ -1,7 +1,7 @@
 """The 4-bit GEMV at decode shapes on a GPU host (the H200 run of data/NVIDIA_H200/NOTES.md), ET-VK's GEMV in the
 same run.
 
-    python3 tools/gpu_q4_gemv.py OUT [--full | --sweep]
+    python3 tools/gpu_q4_gemv.py OUT [--full | --sweep | --diag]
 
 Carry .carry_gemv/ (cg.tar.xz: the workbench's glslang build + the checkout's backends/vulkan; the torchao wheel) and
 unpack it to /tmp/cg; then WORKBENCH_GLSLANG_DIR=/tmp/cg/glslang WORKBENCH_EXECUTORCH=/tmp/cg/executorch. Writes
@@ -9,6 +9,8 @@ OUT/q4_gemv.csv (rows as `workbench bench q4-gemv`): M = 1, groups 32 / 128, eve
 of SUITE_VARIANTS from the 7th on (the earlier runs' best and the half2 ones; --full: all of them).
 --sweep: OUT/q4_gemv_sweep_large.csv instead, the half2 variant's threads along K × rows × loads ahead × work-group
 size at Llama-3.1-8B's three shapes, group 32 (where the fixed cost is amortised and the slope is what is left).
+--diag: OUT/q4_gemv_diag.csv, the best half2 variants at every shape, group 32, each beside its loads-only build
+(`diagnostic=True`: every load kept, the arithmetic replaced; wrong by design): what the arithmetic costs.
 """
 import sys
 from pathlib import Path
@@ -20,7 +22,13 @@ from workbench.measure.results import ResultsWriter
 out = Path(sys.argv[1])
 out.mkdir(parents=True, exist_ok=True)
 device = vk.get_device()
-if "--sweep" in sys.argv:
+if "--diag" in sys.argv:
+    half = {"reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half", "dequant": "half2"}
+    best = [dict(half, rows=2, threads_k=64), dict(half, rows=4, threads_k=64), dict(half, rows=4, threads_k=32,
+                                                                                      local_x=32)]
+    variants = [dict(v, diagnostic=d) for v in best for d in (False, True)]
+    df = B.bench_suite(device, ResultsWriter(out / "q4_gemv_diag"), group_sizes=(32,), ms=(1,), variants=variants)
+elif "--sweep" in sys.argv:
     half = {"reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half", "dequant": "half2"}
     variants = [dict(half, threads_k=t, rows=r, unroll=u, local_x=lx)
                 for t in (16, 32, 64) for r in (2, 4, 8) for u in (1, 2, 4) for lx in (128, 256)
