@@ -113,6 +113,9 @@
 #ifndef PIXEL_W
 #define PIXEL_W 1
 #endif
+#ifndef DIAG
+#define DIAG 0  // diagnostic builds of the 4-width tile into 4C: 1 loads only, 2 stores only
+#endif
 #ifndef REQUANT_PACKED
 #define REQUANT_PACKED 0
 #endif
@@ -491,6 +494,18 @@ void main() {
       }
     }
   }
+#if DIAG == 2  // stores only (wrong by design): the loaded words replaced by the thread's indices, the loads dead
+  [[unroll]] for (int k = 0; k < 4; ++k) {
+    m[k] = ivec4(4 * co + k, ih, iw4, n);
+  }
+  if (p.fixed_shift == -12345) {  // never: keeps the input binding declared, as the host binds it
+#if VEC_IN
+    m[0].x = in_vec[0].x;
+#else
+    m[0].x = in_words[0];
+#endif
+  }
+#endif
   // Output lanes past C_out hold 0.
   [[unroll]] for (int k = 0; k < 4; ++k) {
     if (4 * co + k >= C_out) {
@@ -558,7 +573,11 @@ void main() {
 #else  // 4C: one word per output pixel; neighbouring threads (co) write neighbouring words
       [[unroll]] for (int q = 0; q < 4; ++q) {
         const int w = 4 * ob + q;
+#if DIAG == 1  // loads only (wrong by design): a store only for a data-dependent value that random data never holds
+        if (w < W_out && (out_block[q] ^ row_out) == 0x13579BDF) {
+#else
         if (w < W_out) {
+#endif
           out_words[(row_out * W_out + w) * C4_out + co] = out_block[q];
         }
       }

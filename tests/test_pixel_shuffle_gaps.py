@@ -289,3 +289,18 @@ def test_pairs_tool_dry_run(device, tmp_path):
     assert np.allclose(ran["copy_fraction"], ran["GB/s"] / ran["copy_GBps"])
     assert {"fixed", "fixed-packed"} <= set(ran["requant_math"]) and (ran["pixel_widths"] == 4).any()
     assert tool["main"]([str(tmp_path), "--shape", "1,64"]) == 2      # a one-line error, no traceback
+
+
+def test_diagnostic_builds_run_and_are_refused_elsewhere(device):
+    """Loads-only and stores-only builds of the 4-width tile into 4C run on the device (wrong by design); other
+    outputs and the pixel tile are refused in one line."""
+    from workbench.benchmarks import pixel_shuffle_gaps as G
+    from workbench.benchmarks.pixel_shuffle import check_exact
+    from workbench.kernels.pixel_shuffle_block import Q8taPixelShuffleBlockSpec
+    shape = (1, 64, 8, 8)
+    for d in (1, 2):
+        spec = Q8taPixelShuffleBlockSpec(shape, 2, "4C1W", "4C", *G.SAME_QP, pixel_tile=False, tile_co=0, diagnostic=d)
+        assert spec.defines["DIAG"] == d and spec.variant.endswith(("_diag_loads", "_diag_stores")[d - 1])
+        assert not check_exact(device, spec)
+    with pytest.raises(ValueError, match="4-width tile into 4C"):
+        Q8taPixelShuffleBlockSpec(shape, 2, "4C", "4C1W", *G.SAME_QP, diagnostic=1)

@@ -13,6 +13,10 @@ then the suite's others (``role`` copy / old-best / new / ceiling, ``pair``, ``p
 ``copy_fraction`` is the one definition: GB/s ÷ the copy at the same traffic measured in this run
 (``benchmarks.copy.CopyAtTraffic``). Prints the best of each pair and path, old against new.
 
+``--diag``: instead, 4C1W → 4C passthrough's best (the 4-width tile, word stores) beside its loads-only and
+stores-only builds (``Q8taPixelShuffleBlockSpec(diagnostic=1|2)``, wrong by design) and the 4C → 4C1W best, into
+``$OUT/pixel_shuffle_pairs_diag.csv``: where the pair's time goes.
+
 Here (lavapipe, a small dry run): ``python tools/gpu_pixel_shuffle_pairs.py /tmp/out --quick``
 (``--shape N,C,H,W`` picks another input shape).
 """
@@ -39,6 +43,7 @@ def main(argv=None) -> int:
     ap.add_argument("out", type=Path, help="folder for pixel_shuffle_pairs.csv ($OUT)")
     ap.add_argument("--quick", action="store_true", help="a small shape and few samples (a dry run)")
     ap.add_argument("--shape", help="input N,C,H,W (default 1,256,512,512; --quick 1,64,64,64)")
+    ap.add_argument("--diag", action="store_true", help="4C1W -> 4C passthrough's loads-only / stores-only builds")
     args = ap.parse_args(argv)
     shape = tuple(int(x) for x in args.shape.split(",")) if args.shape else None
     if shape is not None and len(shape) != 4:
@@ -47,14 +52,27 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     device = vk.get_device()
-    df = G.pairs_suite(device, quick=args.quick, shape=shape)
+    if args.diag:
+        from workbench.kernels.pixel_shuffle_block import Q8taPixelShuffleBlockSpec
+        at = tuple(shape or (G.QUICK_SHAPE if args.quick else G.SHAPE))
+        best, _ = G.PAIRS_VARIANTS[("4C1W", "4C", "same")]
+        items = [(role, Q8taPixelShuffleBlockSpec(at, 2, "4C1W", "4C", *G.SAME_QP, **best, diagnostic=d))
+                 for role, d in (("old-best", 0), ("diagnostic", 1), ("diagnostic", 2))]
+        items.append(("old-best", Q8taPixelShuffleBlockSpec(at, 2, "4C", "4C1W", *G.SAME_QP,
+                                                            **G.PAIRS_VARIANTS[("4C", "4C1W", "same")][0])))
+        df = G.gaps_suite(device, quick=args.quick, shape=at, items=items, rounds=1 if args.quick else 2,
+                          warm_s=0.0 if args.quick else 0.2)
+        df["diagnostic"] = df["variant"].fillna("").str.extract(r"_diag_(\w+)$")[0]
+    else:
+        df = G.pairs_suite(device, quick=args.quick, shape=shape)
     first = list(pd.read_csv(LIMIT_CSV, nrows=0).columns) if LIMIT_CSV.exists() else []
     columns = first + [c for c in df if c not in first]  # the limit table's, empty where this run has none
-    path = args.out / "pixel_shuffle_pairs.csv"
+    path = args.out / ("pixel_shuffle_pairs_diag.csv" if args.diag else "pixel_shuffle_pairs.csv")
     df.reindex(columns=columns).to_csv(path, index=False)
     kernels = df[df["role"] != "copy"]
     refused = kernels[kernels["error"].fillna("") != ""]  # e.g. pair_store wider than lavapipe's 8-lane subgroups
-    wrong = kernels[(kernels["error"].fillna("") == "") & ~kernels["exact"].fillna(False).astype(bool)]
+    wrong = kernels[(kernels["error"].fillna("") == "") & ~kernels["exact"].fillna(False).astype(bool)
+                    & (kernels["role"] != "diagnostic")]  # diagnostic builds are wrong by design
     print(f"{path}: {len(df)} rows ({len(kernels)} kernel rows: {len(wrong)} not exact, {len(refused)} refused or "
           f"failed) on {device.info.name} in {time.perf_counter() - started:.0f} s")
     for what, rows in (("NOT EXACT", wrong), ("refused", refused)):

@@ -126,9 +126,15 @@ class Q8taPixelShuffleBlockSpec(FusedPixelShuffleSpec):
                                      # 4W4C) or 4 channel blocks (4C), 256 bytes a thread; needs the pixel tile
     packed: bool = False             # fixed requant two bytes per 32 x 32 -> 64-bit multiply (a line whose two
                                      # lanes do not overlap; refused where none is exact)
+    diagnostic: int = 0              # 4-width tile into 4C, wrong by design: 1 loads only, 2 stores only
 
     def __post_init__(self):
         super().__post_init__()
+        if self.diagnostic not in (0, 1, 2):
+            raise ValueError(f"diagnostic is 0, 1 (loads only) or 2 (stores only), got {self.diagnostic!r}")
+        if self.diagnostic and (self.out_layout != "4C" or self.pixel_tile):
+            raise ValueError(f"the diagnostic builds exist for the 4-width tile into 4C (the pair short of copy), "
+                             f"got {self.in_layout} → {self.out_layout}, pixel_tile={self.pixel_tile}")
         if not block_applies(self.in_layout, self.out_layout, self.r):
             raise ValueError(f"the block kernel needs r = 2, got r = {self.r} ({self.in_layout} → "
                              f"{self.out_layout})")
@@ -234,7 +240,8 @@ class Q8taPixelShuffleBlockSpec(FusedPixelShuffleSpec):
                 "VEC_IN": vec_in, "VEC_OUT": vec_out, "REQUANT_LUT": int(self.lut), "SWIZZLE": self.swizzle,
                 "PIXEL_TILE": self.pixel_tile, "TILE_CO": self.tile_co, "REQUANT_CONVERT": self.convert,
                 "PAIR_STORE": self.pair_store, "STAGE_IN": self.stage,
-                **({"PIXEL_W": self.pixel_widths} if self.pixel_widths != 1 else {}), **fixed_defines(self)}
+                **({"PIXEL_W": self.pixel_widths} if self.pixel_widths != 1 else {}),
+                **({"DIAG": self.diagnostic} if self.diagnostic else {}), **fixed_defines(self)}
 
     @property
     def variant(self) -> str:
@@ -248,7 +255,7 @@ class Q8taPixelShuffleBlockSpec(FusedPixelShuffleSpec):
                 + ("" if vec_out else "_wordout") + (f"_l{self.local_x}" if self.local_x != 64 else "")
                 + (f"_t{self.tile_co}" if self.tile_co else "") + ("_cvt" if self.convert else "")
                 + ("_pair" if self.pair_store else "") + (f"_stage{self.stage}" if self.stage else "")
-                + fixed_suffix(self))
+                + fixed_suffix(self) + {0: "", 1: "_diag_loads", 2: "_diag_stores"}[self.diagnostic])
 
     def spec_constants(self) -> dict:
         """None: the layouts are compile-time defines."""
