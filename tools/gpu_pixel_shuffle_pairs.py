@@ -15,7 +15,8 @@ then the suite's others (``role`` copy / old-best / new / ceiling, ``pair``, ``p
 
 ``--diag``: instead, 4C1W → 4C passthrough's best (the 4-width tile, word stores) beside its loads-only and
 stores-only builds (``Q8taPixelShuffleBlockSpec(diagnostic=1|2)``, wrong by design) and the 4C → 4C1W best, into
-``$OUT/pixel_shuffle_pairs_diag.csv``: where the pair's time goes.
+``$OUT/pixel_shuffle_pairs_diag.csv``: where the pair's time goes. ``--sweep``: 4C1W → 4C, both paths, every thread
+order × work-group size 64 / 128 / 256 of the 4-width tile and the pixel tile (``pixel_shuffle_pairs_sweep.csv``).
 
 Here (lavapipe, a small dry run): ``python tools/gpu_pixel_shuffle_pairs.py /tmp/out --quick``
 (``--shape N,C,H,W`` picks another input shape).
@@ -44,6 +45,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="a small shape and few samples (a dry run)")
     ap.add_argument("--shape", help="input N,C,H,W (default 1,256,512,512; --quick 1,64,64,64)")
     ap.add_argument("--diag", action="store_true", help="4C1W -> 4C passthrough's loads-only / stores-only builds")
+    ap.add_argument("--sweep", action="store_true", help="4C1W -> 4C: thread order x work-group size x tile, both "
+                    "paths (pixel_shuffle_pairs_sweep.csv)")
     args = ap.parse_args(argv)
     shape = tuple(int(x) for x in args.shape.split(",")) if args.shape else None
     if shape is not None and len(shape) != 4:
@@ -63,11 +66,24 @@ def main(argv=None) -> int:
         df = G.gaps_suite(device, quick=args.quick, shape=at, items=items, rounds=1 if args.quick else 2,
                           warm_s=0.0 if args.quick else 0.2)
         df["diagnostic"] = df["variant"].fillna("").str.extract(r"_diag_(\w+)$")[0]
+    elif args.sweep:
+        from workbench.kernels.pixel_shuffle_block import Q8taPixelShuffleBlockSpec
+        at = tuple(shape or (G.QUICK_SHAPE if args.quick else G.SHAPE))
+        items = []
+        for qp, extra in ((G.SAME_QP, {}), (G.DIFF_QP, {"fixed": True})):
+            for pixel, tiles in ((False, (0, 1, 2, 4, 8, 16)), (True, (0, 1, 2, 4, 8))):
+                for t in tiles:
+                    for lx in (64, 128, 256):
+                        G._add_item(items, "new", lambda t=t, lx=lx, pixel=pixel, qp=qp, extra=extra:
+                                    Q8taPixelShuffleBlockSpec(at, 2, "4C1W", "4C", *qp, pixel_tile=pixel,
+                                                              tile_co=t, local_x=lx, **extra))
+        df = G.gaps_suite(device, quick=args.quick, shape=at, items=items, rounds=1, warm_s=0.0 if args.quick else 0.2)
     else:
         df = G.pairs_suite(device, quick=args.quick, shape=shape)
     first = list(pd.read_csv(LIMIT_CSV, nrows=0).columns) if LIMIT_CSV.exists() else []
     columns = first + [c for c in df if c not in first]  # the limit table's, empty where this run has none
-    path = args.out / ("pixel_shuffle_pairs_diag.csv" if args.diag else "pixel_shuffle_pairs.csv")
+    path = args.out / ("pixel_shuffle_pairs_diag.csv" if args.diag else
+                       "pixel_shuffle_pairs_sweep.csv" if args.sweep else "pixel_shuffle_pairs.csv")
     df.reindex(columns=columns).to_csv(path, index=False)
     kernels = df[df["role"] != "copy"]
     refused = kernels[kernels["error"].fillna("") != ""]  # e.g. pair_store wider than lavapipe's 8-lane subgroups

@@ -120,13 +120,15 @@ PAIRS_VARIANTS = {
                              [{"pixel_widths": 4, "tile_co": 0}, {"pixel_widths": 4, "tile_co": 2},
                               {"pixel_widths": 4, "tile_co": 1}, {"pixel_widths": 4, "tile_co": 0, "local_x": 128},
                               {"pixel_widths": 4, "tile_co": 0, "local_x": 256},
-                              {"pixel_tile": False, "tile_co": 0, "swizzle": True}]),
+                              {"pixel_tile": False, "tile_co": 0, "swizzle": True},
+                              {"pixel_tile": False, "tile_co": 0, "local_x": 128}]),               # 90.6 (sweep)
     ("4C1W", "4C", "diff"): ({"pixel_tile": True, "tile_co": 4, "fixed": True},                          # 83.6
                              [{"pixel_tile": True, "tile_co": 4, "fixed": True, "packed": True},
                               *({"pixel_widths": 4, "tile_co": t, "fixed": True, "packed": pk}
                                 for t in (0, 2) for pk in (False, True)),
                               {"pixel_tile": False, "tile_co": 0, "swizzle": True, "fixed": True},
-                              {"pixel_tile": False, "tile_co": 0, "swizzle": True, "fixed": True, "packed": True}]),
+                              {"pixel_tile": False, "tile_co": 0, "swizzle": True, "fixed": True, "packed": True},
+                              {"pixel_tile": True, "tile_co": 0, "fixed": True, "local_x": 128}]),  # 86.1 (sweep)
     ("4C", "4C1W", "same"): ({"tile_co": 8, "pair_store": True}, []),                                    # 97.7
     ("4C", "4C1W", "diff"): ({"tile_co": 2, "pair_store": True, "fixed": True},                          # 82.4
                              [{"tile_co": t, "pair_store": True, "fixed": True, "packed": pk, "swizzle": sw}
