@@ -313,8 +313,9 @@ def test_a_dispatch_command_the_reader_does_not_know_is_listed_not_replayed(devi
 
 
 def test_shader_capabilities_name_the_features_a_replay_needs(device, monkeypatch):
-    from workbench.capture.replay import capabilities, missing_features
+    from workbench.capture.replay import missing_features
     from workbench.toolchain.shaders import compile_glsl
+    from workbench.vk.spirv import capabilities
     code = compile_glsl("""#version 450
 #extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
 #extension GL_EXT_shader_8bit_storage : require
@@ -328,9 +329,9 @@ void main() { v[0] = v[1] + int8_t(1); }
 
 
 def test_a_capture_needing_features_this_device_lacks_is_a_one_line_error(device, monkeypatch, capsys):
-    from workbench.capture.replay import CAPABILITY_FEATURES
+    from workbench.vk.spirv import CAPABILITY_FEATURES, CapabilityFeature
     # every shader declares capability Shader (1): pretend it needs shaderInt8, and that this device lacks it
-    monkeypatch.setitem(CAPABILITY_FEATURES, 1, ("shader_int8", "shaderInt8"))
+    monkeypatch.setitem(CAPABILITY_FEATURES, 1, CapabilityFeature("shader_int8", "shaderInt8", "int8 arithmetic"))
     monkeypatch.setitem(device.info.features, "shader_int8", False)
     with pytest.raises(CaptureError, match=r"expected a device with the features the captured shaders declare: "
                                            r"shaderInt8 \(dispatches 0, 1, 2\); found .* without them"):

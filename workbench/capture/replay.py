@@ -15,19 +15,8 @@ from ..vk import spirv as sp
 from .format import DISPATCH_CALLS, CapturedDispatch, spec_values
 
 OP_DECORATE, OP_SPEC_CONSTANT, OP_SPEC_CONSTANT_TRUE, DEC_SPEC_ID = 71, 50, 48, 1
-OP_CAPABILITY = 17
 # SPIR-V capabilities a compute shader declares → (the runtime's feature name, Vulkan's): replaying it needs them.
 # None: a feature the runtime does not enable.
-CAPABILITY_FEATURES = {
-    9: ("shader_float16", "shaderFloat16"), 10: (None, "shaderFloat64"), 11: ("shader_int64", "shaderInt64"),
-    22: ("shader_int16", "shaderInt16"), 39: ("shader_int8", "shaderInt8"),
-    4433: ("storage_buffer_16bit", "storageBuffer16BitAccess"), 4434: (None, "uniformAndStorageBuffer16BitAccess"),
-    4448: ("storage_buffer_8bit", "storageBuffer8BitAccess"),
-    4449: ("uniform_and_storage_buffer_8bit", "uniformAndStorageBuffer8BitAccess"),
-    6016: ("integer_dot_product", "shaderIntegerDotProduct"), 6017: ("integer_dot_product", "shaderIntegerDotProduct"),
-    6018: ("integer_dot_product", "shaderIntegerDotProduct"), 6019: ("integer_dot_product", "shaderIntegerDotProduct"),
-    6022: ("cooperative_matrix_khr", "cooperativeMatrix"), 5345: ("vulkan_memory_model", "vulkanMemoryModel"),
-}
 IMAGE_KINDS = (sp.STORAGE_IMAGE, sp.SAMPLED_IMAGE, sp.COMBINED_IMAGE_SAMPLER)
 WRITABLE = (sp.STORAGE_BUFFER, sp.STORAGE_IMAGE)  # the kinds a dispatch may write: compared after it
 # VK_FORMAT_* of a capture -> the runtime's image format names
@@ -57,26 +46,10 @@ def spec_defaults(code: bytes) -> dict[int, int]:
     return {spec_ids[r]: v for r, v in defaults.items() if r in spec_ids}
 
 
-def capabilities(code: bytes) -> list[int]:
-    """The OpCapability operands of a SPIR-V module, in order."""
-    words = struct.unpack(f"<{len(code) // 4}I", code[:len(code) // 4 * 4])
-    found, i = [], 5
-    while i < len(words) and words[i] >> 16:
-        if words[i] & 0xFFFF == OP_CAPABILITY:
-            found.append(words[i + 1])
-        i += words[i] >> 16
-    return found
-
-
 def missing_features(dev, code: bytes) -> list[str]:
     """Vulkan's names of the features `code` declares (through its capabilities) that `dev` does not enable."""
     features = dev.info.features
-    missing = []
-    for capability in capabilities(code):
-        name, vulkan = CAPABILITY_FEATURES.get(capability, ("", ""))
-        if vulkan and not (name and features.get(name)) and vulkan not in missing:
-            missing.append(vulkan)
-    return missing
+    return [f.vulkan for f in sp.needed_features(code) if not (f.key and features.get(f.key))]
 
 
 def launch_parameters(d: CapturedDispatch) -> tuple[sp.Reflection, tuple[int, int, int]]:

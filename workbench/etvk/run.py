@@ -17,6 +17,7 @@ import torch
 from .. import layouts as L
 from ..measure import Way, environment, measurement_row, sample_recording
 from ..vk import Launch, Launches
+from ..vk import spirv as sp
 from .dispatch import Dispatch
 from .families import KERNELS
 from .codegen import Codegen, UnknownKernelError, source
@@ -38,28 +39,11 @@ def make(gen: Codegen, kernel: str, **options) -> Dispatch:
     return KERNELS[kernel](gen, **options)
 
 
-# SPIR-V capabilities → the device feature each needs (the shader itself says what it uses)
-CAPABILITY_FEATURES = {6019: "integer_dot_product", 4433: "storage_buffer_16bit", 4448: "storage_buffer_8bit",
-                       9: "shader_float16", 39: "shader_int8", 22: "shader_int16", 11: "shader_int64",
-                       6022: "cooperative_matrix_khr", 5345: "vulkan_memory_model"}
-
-
-def _capabilities(spirv) -> set[int]:
-    words, caps, i = spirv.words, set(), 5
-    while i < len(words):
-        count, opcode = int(words[i]) >> 16, int(words[i]) & 0xFFFF
-        if opcode == 17:  # OpCapability
-            caps.add(int(words[i + 1]))
-        elif opcode in (14, 15):  # OpMemoryModel / OpEntryPoint: the capabilities are behind us
-            break
-        i += max(count, 1)
-    return caps
-
-
 def _require_features(device, spirv) -> None:
-    for capability in sorted(_capabilities(spirv)):
-        if capability in CAPABILITY_FEATURES:
-            device.require(CAPABILITY_FEATURES[capability])
+    """Every device feature the shader's capabilities need (the shader itself says what it uses)."""
+    for feature in sp.needed_features(spirv.words):
+        if feature.key:
+            device.require(feature.key)
 
 
 def allocate(device, d: Dispatch) -> list:

@@ -74,39 +74,11 @@ def _captured(enabled: bool):
             text.append(sink.read().decode(errors="replace")[-OUTPUT_LIMIT:])
 
 
-# SPIR-V capabilities (OpCapability operands) → (the device feature `vk.discovery` names, what it is): a shader that
-# declares one the fake GPU lacks is not compiled (drivers crash or return an empty program on it, which would read
-# as statistics) and its record names the feature instead.
-CAPABILITY_FEATURES = {6019: ("integer_dot_product", "int8 dot product (VK_KHR_shader_integer_dot_product)"),
-                       6022: ("cooperative_matrix_khr", "cooperative matrices (VK_KHR_cooperative_matrix)"),
-                       4433: ("storage_buffer_16bit", "16-bit storage buffers"),
-                       4448: ("storage_buffer_8bit", "8-bit storage buffers"),
-                       9: ("shader_float16", "fp16 arithmetic (shaderFloat16)"),
-                       39: ("shader_int8", "int8 arithmetic (shaderInt8)"),
-                       22: ("shader_int16", "int16 arithmetic (shaderInt16)"),
-                       11: ("shader_int64", "int64 arithmetic (shaderInt64)"),
-                       5345: ("vulkan_memory_model", "the Vulkan memory model")}
-
-
-def capabilities(code: bytes) -> set[int]:
-    """The OpCapability operands of a SPIR-V module (they come first, before OpMemoryModel)."""
-    import numpy as np
-    words = np.frombuffer(code[: len(code) // 4 * 4], dtype="<u4")
-    caps, i = set(), 5
-    while i < len(words):
-        count, opcode = int(words[i]) >> 16, int(words[i]) & 0xFFFF
-        if opcode == 17:
-            caps.add(int(words[i + 1]))
-        elif opcode in (14, 15):
-            break
-        i += max(count, 1)
-    return caps
-
-
 def missing_features(features: dict, code: bytes) -> list[str]:
-    """What of `code`'s capabilities a device with `features` (``DeviceInfo.features``) lacks, in words."""
-    return [what for cap, (key, what) in sorted(CAPABILITY_FEATURES.items())
-            if cap in capabilities(code) and key in features and not features[key]]
+    """What of `code`'s capabilities (`vk.spirv.needed_features`) a device with `features` (``DeviceInfo.features``)
+    lacks, in words: a shader that declares one the fake GPU lacks is named, not read as statistics."""
+    from ..vk.spirv import needed_features
+    return [f.words for f in needed_features(code) if f.key in features and not features[f.key]]
 
 
 def _driver_lines(text: str, n: int = 6) -> str:

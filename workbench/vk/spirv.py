@@ -247,3 +247,66 @@ def binding_at(code: bytes, index: int) -> int | None:
         at += count
         k += 1
     return None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Capabilities: what a module declares it uses, and the device feature each needs
+# ---------------------------------------------------------------------------------------------------------------------
+
+OP_CAPABILITY, OP_MEMORY_MODEL = 17, 14
+
+
+@dataclass(frozen=True)
+class CapabilityFeature:
+    """The device feature a SPIR-V capability needs: `key` as `vk.discovery` names it in ``DeviceInfo.features``
+    (None: not queried), `vulkan` its name in Vulkan's feature structs, `words` what it is for a reader."""
+    key: str | None
+    vulkan: str
+    words: str
+
+
+_DOT = CapabilityFeature("integer_dot_product", "shaderIntegerDotProduct",
+                         "int8 dot product (VK_KHR_shader_integer_dot_product)")
+#: OpCapability operand → the feature it needs (the capabilities the workbench, ET-VK and captured programs declare).
+CAPABILITY_FEATURES = {
+    9: CapabilityFeature("shader_float16", "shaderFloat16", "fp16 arithmetic (shaderFloat16)"),
+    10: CapabilityFeature(None, "shaderFloat64", "fp64 arithmetic (shaderFloat64)"),
+    11: CapabilityFeature("shader_int64", "shaderInt64", "int64 arithmetic (shaderInt64)"),
+    22: CapabilityFeature("shader_int16", "shaderInt16", "int16 arithmetic (shaderInt16)"),
+    39: CapabilityFeature("shader_int8", "shaderInt8", "int8 arithmetic (shaderInt8)"),
+    4433: CapabilityFeature("storage_buffer_16bit", "storageBuffer16BitAccess", "16-bit storage buffers"),
+    4434: CapabilityFeature(None, "uniformAndStorageBuffer16BitAccess", "16-bit uniform buffers"),
+    4448: CapabilityFeature("storage_buffer_8bit", "storageBuffer8BitAccess", "8-bit storage buffers"),
+    4449: CapabilityFeature("uniform_and_storage_buffer_8bit", "uniformAndStorageBuffer8BitAccess",
+                            "8-bit uniform buffers"),
+    6016: _DOT, 6017: _DOT, 6018: _DOT, 6019: _DOT,
+    6022: CapabilityFeature("cooperative_matrix_khr", "cooperativeMatrix",
+                            "cooperative matrices (VK_KHR_cooperative_matrix)"),
+    5345: CapabilityFeature("vulkan_memory_model", "vulkanMemoryModel", "the Vulkan memory model"),
+}
+
+
+def capabilities(code) -> list[int]:
+    """The OpCapability operands of a SPIR-V module (bytes or its words), in order: they come first, before
+    OpMemoryModel."""
+    words = (struct.unpack(f"<{len(code) // 4}I", bytes(code[:len(code) // 4 * 4]))
+             if isinstance(code, (bytes, bytearray, memoryview)) else [int(w) for w in code])
+    found, i = [], 5
+    while i < len(words):
+        count, opcode = words[i] >> 16, words[i] & 0xFFFF
+        if opcode == OP_CAPABILITY:
+            found.append(words[i + 1])
+        elif opcode in (OP_MEMORY_MODEL, OP_ENTRY_POINT) or count == 0:
+            break
+        i += count
+    return found
+
+
+def needed_features(code) -> list[CapabilityFeature]:
+    """The features `code`'s capabilities need, each once, in capability order (unknown capabilities: none)."""
+    out = []
+    for capability in capabilities(code):
+        feature = CAPABILITY_FEATURES.get(capability)
+        if feature is not None and feature not in out:
+            out.append(feature)
+    return out
