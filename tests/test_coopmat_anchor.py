@@ -209,3 +209,15 @@ def test_anchor_on_this_device(device):
         assert list(df["status"]) == ["skipped"] and "cooperative_matrix" in df["reason"][0]
         pytest.skip(df["reason"][0])
     assert (df["status"] == "ok").all(), df[["impl", "tiling", "status"]]
+
+
+def test_the_workgroup_scope_kernel_joins_the_anchor_only_where_the_device_runs_it(device):
+    """On a device without VK_NV_cooperative_matrix2 (lavapipe) the anchor's workbench rows are the staged kernel's;
+    the workgroup-scope pair is added only where `workgroup_reason` finds nothing missing."""
+    from workbench.benchmarks import coopmat_anchor as A
+    from workbench.kernels import coopmat_conv as CC
+    shape = A.CONV_SHAPES["9x256"]
+    assert [impl for impl, _ in A._workbench_specs(shape)] == ["workbench gemm", "workbench conv"]
+    with_device = A._workbench_specs(shape, device)
+    wg = [s for _, s in with_device if isinstance(s, CC.WorkgroupGemmSpec)]
+    assert bool(wg) == (CC.workgroup_reason(device, CC.WorkgroupGemmSpec(shape, **A.WG_BEST)) is None)

@@ -340,10 +340,21 @@ def run_variant(device, variant: Variant, m: int, n: int, k: int, *, min_time_s:
             "bytes": bytes_moved, "clocks": clocks.columns()}
 
 
-def _workbench_specs(shape):
-    """The workbench's GEMM (int32 out) and conv (int8 out) at the best tile of coopmat_steps.csv."""
-    return [("workbench gemm", CC.CoopmatConvSpec(shape, COOP, epilogue="int32", **BEST_TILE)),
-            ("workbench conv", CC.CoopmatConvSpec(shape, COOP, epilogue="sectors", **BEST_TILE))]
+#: The workgroup-scope kernel's best block on the H200 (coopmat_beyond.csv, step 6): 128 x 128 x 64, 128 threads.
+WG_BEST = {"block": (128, 128, 64), "threads": 128}
+
+
+def _workbench_specs(shape, device=None):
+    """The workbench's GEMM (int32 out) and conv (int8 out): the staged kernel at the best tile of
+    coopmat_steps.csv and, where `device` runs VK_NV_cooperative_matrix2's int8 workgroup-scope matrices, the
+    workgroup-scope kernel at its best block (so the anchor and both kernels share one run)."""
+    specs = [("workbench gemm", CC.CoopmatConvSpec(shape, COOP, epilogue="int32", **BEST_TILE)),
+             ("workbench conv", CC.CoopmatConvSpec(shape, COOP, epilogue="sectors", **BEST_TILE))]
+    if device is not None:
+        wg = [("workbench gemm (workgroup scope)", CC.WorkgroupGemmSpec(tuple(shape), epilogue="int32", **WG_BEST)),
+              ("workbench conv (workgroup scope)", CC.WorkgroupGemmSpec(tuple(shape), epilogue="int8", **WG_BEST))]
+        specs += [(impl, spec) for impl, spec in wg if CC.workgroup_reason(device, spec) is None]
+    return specs
 
 
 def _problem(shape):
@@ -455,13 +466,14 @@ def anchor_suite(device, writer=None, *, quick: bool = False, show_progress: boo
             say(f"{label} {v.impl} {v.tiling}: {row.get('TOP/s', math.nan):,.1f} TOP/s {row['status']}")
         problem.close()
         wb_problem = _problem(shape)
-        for impl, spec in _workbench_specs(shape):
+        for impl, spec in _workbench_specs(shape, device):
             if _past(deadline, rows, "coopmat anchor", env):
                 return pd.DataFrame(rows)
             try:
                 r = run_workbench(device, spec, wb_problem, min_time_s=min_time_s, warm_s=warm_s)
                 row = _row("coopmat anchor", env, r, macs=spec.macs(), impl=impl, shape=label, tiling=spec.label,
-                           types="s8_s32" if impl.endswith("gemm") else "s8_s8 (conv)", scope="subgroup",
+                           types="s8_s32" if "gemm" in impl else "s8_s8 (conv)",
+                           scope="workgroup" if isinstance(spec, CC.WorkgroupGemmSpec) else "subgroup",
                            invocations=spec.threads_per_group(), status="ok" if r["correct"] else "WRONG")
             except Exception as exc:  # noqa: BLE001
                 row = {"kernel": "coopmat anchor", "impl": impl, "shape": label, "tiling": spec.label,
