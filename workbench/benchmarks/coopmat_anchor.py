@@ -17,7 +17,8 @@ specialization constants (0..21: fragment size, tile, K, strides, alpha = 2, bet
 invocations, M, N, subgroup size) are the host program's. Timed per dispatch with Vulkan timestamps (`measure`:
 warm clock, repeats per submit, a stable sample set), the SM clock read per row; each row is checked against a host
 product on a band of rows (D = 2·A·B + 3·C; int exact, fp16 within its rounding). The workbench's GEMM (int32 out)
-and conv (int8 out) of `kernels.coopmat_conv` run at the same M, N, K in the same run.
+and conv (int8 out) of `kernels.coopmat_conv` run at the same M, N, K in the same run: the staged kernel, and the
+workgroup-scope kernel where the device runs VK_NV_cooperative_matrix2 (impl "… (workgroup scope)").
 
 What differs from the sample, on purpose: its buffer-device-address parameter block (a uniform buffer of four
 addresses) becomes four storage-buffer descriptors (`descriptor_source`; the workbench's runtime binds descriptors,
