@@ -13,8 +13,9 @@
 // bytes in flight per thread), DEQUANT_MAGIC (exponent-bias unpack instead of int→float conversions),
 // DEQUANT_HALF2 (the same unpack into fp16 pairs, multiplied and summed two at a time in packed fp16 within a
 // word; needs ACT_HALF), REDUCE_SUBGROUP, ACT_HALF (fp16 activations, 8 per uvec4), SCALE_HALF (fp16 scales).
-// DIAG_LOADS (wrong results by design): every load kept, each word's dequantize-and-multiply replaced by one
-// conversion and add: what the kernel costs without its arithmetic.
+// DIAG_LOADS (wrong results by design): 1 = every load kept, each word's dequantize-and-multiply replaced by one
+// conversion and add: what the kernel costs without its arithmetic; 2 = the weight loads alone (no activation or
+// scale loads either): what the weight stream costs.
 #extension GL_EXT_control_flow_attributes : require
 #if DEQUANT_HALF2
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -147,7 +148,11 @@ void accumulate(int v, WVEC w[ROWS], float sc[ROWS], inout float acc[M][ROWS]) {
       d[r] = 0.0;
     }
     [[unroll]] for (int j = 0; j < VEC; ++j) {
-#if DIAG_LOADS
+#if DIAG_LOADS == 2
+      [[unroll]] for (int r = 0; r < ROWS; ++r) {
+        d[r] += float(word_of(w[r], j));
+      }
+#elif DIAG_LOADS
       const uvec4 xw = x_h[(m * p.K + (v * VEC + j) * 8) >> 3];
       [[unroll]] for (int r = 0; r < ROWS; ++r) {
         d[r] += float(word_of(w[r], j) ^ xw.x);
@@ -208,7 +213,11 @@ void main() {
     [[unroll]] for (int u = 0; u < UNROLL; ++u) {
       const int g = (v + u * TK) / per_group;
       [[unroll]] for (int r = 0; r < ROWS; ++r) {
+#if DIAG_LOADS == 2
+        sc[u][r] = 1.0;
+#else
         sc[u][r] = scale_at(rows[r] * p.groups + g);
+#endif
       }
     }
     [[unroll]] for (int u = 0; u < UNROLL; ++u) {
@@ -222,10 +231,20 @@ void main() {
     float sc[ROWS];
     [[unroll]] for (int r = 0; r < ROWS; ++r) {
       w[r] = w_v[rows[r] * KV + v];
+#if DIAG_LOADS == 2
+      sc[r] = 1.0;
+#else
       sc[r] = scale_at(rows[r] * p.groups + g);
+#endif
     }
     accumulate(v, w, sc, acc);
   }
+
+#if DIAG_LOADS == 2
+  if (p.K == -12345) {  // never: keeps the activation and scale bindings declared, as the host binds them
+    acc[0][0] += float(x_h[0].x) + scale_at(0);
+  }
+#endif
 
 #if REDUCE_SUBGROUP
   // Butterfly within a subgroup (row sets of TK lanes lie inside one subgroup when TK <= its size), then across

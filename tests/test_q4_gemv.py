@@ -57,9 +57,12 @@ def test_half2_needs_fp16_activations():
 
 def test_loads_only_diagnostic_runs_and_is_wrong_by_design(device):
     """The diagnostic keeps every load and drops the arithmetic: it runs, and its output is not the GEMV's."""
-    spec = Q4GemvSpec(64, 256, 32, act_dtype="half", diagnostic=True)
-    assert spec.variant.endswith("_diag_loads") and spec.defines["DIAG_LOADS"]
-    assert not Q.check(device, spec)["correct"]
+    for level, suffix in ((1, "_diag_loads"), (2, "_diag_weights")):
+        spec = Q4GemvSpec(64, 256, 32, act_dtype="half", diagnostic=level)
+        assert spec.variant.endswith(suffix) and spec.defines["DIAG_LOADS"] == level
+        assert not Q.check(device, spec)["correct"]
+    with pytest.raises(ValueError, match="diagnostic is 0, 1"):
+        Q4GemvSpec(64, 256, 32, act_dtype="half", diagnostic=3)
 
 
 @pytest.mark.parametrize("dequant", ["magic", "half2"])

@@ -10,7 +10,8 @@ of SUITE_VARIANTS from the 7th on (the earlier runs' best and the half2 ones; --
 --sweep: OUT/q4_gemv_sweep_large.csv instead, the half2 variant's threads along K × rows × loads ahead × work-group
 size at Llama-3.1-8B's three shapes, group 32 (where the fixed cost is amortised and the slope is what is left).
 --diag: OUT/q4_gemv_diag.csv, the best half2 variants at every shape, group 32, each beside its loads-only build
-(`diagnostic=True`: every load kept, the arithmetic replaced; wrong by design): what the arithmetic costs.
+(`diagnostic=1`: every load kept, the arithmetic replaced; `2`: the weight loads alone; wrong by design): what the
+arithmetic, and what the activation and scale loads, cost.
 """
 import sys
 from pathlib import Path
@@ -26,7 +27,7 @@ if "--diag" in sys.argv:
     half = {"reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half", "dequant": "half2"}
     best = [dict(half, rows=2, threads_k=64), dict(half, rows=4, threads_k=64), dict(half, rows=4, threads_k=32,
                                                                                       local_x=32)]
-    variants = [dict(v, diagnostic=d) for v in best for d in (False, True)]
+    variants = [dict(v, diagnostic=d) for v in best for d in (0, 1, 2)]
     df = B.bench_suite(device, ResultsWriter(out / "q4_gemv_diag"), group_sizes=(32,), ms=(1,), variants=variants)
 elif "--sweep" in sys.argv:
     half = {"reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half", "dequant": "half2"}

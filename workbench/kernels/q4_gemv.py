@@ -76,7 +76,7 @@ class Q4GemvSpec:
     reduce: str = "shared"
     act_dtype: str = "float"
     scale_dtype: str = "float"
-    diagnostic: bool = False  # loads only, arithmetic replaced (wrong results by design; needs act_dtype "half")
+    diagnostic: int = 0  # wrong results by design (needs act_dtype "half"): 1 loads only, 2 weight loads only
 
     shader = SHADER
 
@@ -93,6 +93,9 @@ class Q4GemvSpec:
             _choice(name, getattr(self, name), VARIANT_CHOICES[name])
         _choice("act_dtype", self.act_dtype, DTYPES)
         _choice("scale_dtype", self.scale_dtype, DTYPES)
+        if self.diagnostic not in (0, 1, 2):
+            raise ValueError(f"q4_gemv: diagnostic is 0, 1 (loads only) or 2 (weight loads only), got "
+                             f"{self.diagnostic!r}")
         if (self.dequant == "half2" or self.diagnostic) and self.act_dtype != "half":
             raise ValueError(f"q4_gemv: dequant='half2' and the diagnostic read fp16 activations and need "
                              f"act_dtype='half', got act_dtype={self.act_dtype!r}")
@@ -114,7 +117,7 @@ class Q4GemvSpec:
     def defines(self) -> dict:
         return {"M": self.m, "ROWS": self.rows, "TK": self.threads_k, "LOCAL": self.local_x, "VEC": self.vec,
                 "UNROLL": self.unroll, "DEQUANT_MAGIC": self.dequant == "magic",
-                "DEQUANT_HALF2": self.dequant == "half2", "DIAG_LOADS": self.diagnostic, "REDUCE_SUBGROUP": self.reduce == "subgroup",
+                "DEQUANT_HALF2": self.dequant == "half2", "DIAG_LOADS": int(self.diagnostic), "REDUCE_SUBGROUP": self.reduce == "subgroup",
                 "ACT_HALF": self.act_dtype == "half", "SCALE_HALF": self.scale_dtype == "half"}
 
     @property
@@ -122,13 +125,13 @@ class Q4GemvSpec:
         return (f"{SHADER}_m{self.m}_r{self.rows}_t{self.threads_k}_l{self.local_x}_v{self.vec}"
                 + (f"_u{self.unroll}" if self.unroll > 1 else "") + f"_{self.dequant}"
                 f"_{self.reduce}" + ("_xh" if self.act_dtype == "half" else "")
-                + ("_sh" if self.scale_dtype == "half" else "") + ("_diag_loads" if self.diagnostic else ""))
+                + ("_sh" if self.scale_dtype == "half" else "") + {0: "", 1: "_diag_loads", 2: "_diag_weights"}[int(self.diagnostic)])
 
     def params(self) -> dict:
         """The variant's fields as row columns."""
         return {"threads_k": self.threads_k, "rows": self.rows, "local_x": self.local_x, "vec": self.vec,
                 "unroll": self.unroll, "dequant": self.dequant, "reduce": self.reduce, "act_dtype": self.act_dtype,
-                "scale_dtype": self.scale_dtype, "rows_per_group": self.rows_per_group, "diagnostic": self.diagnostic}
+                "scale_dtype": self.scale_dtype, "rows_per_group": self.rows_per_group, "diagnostic": int(self.diagnostic)}
 
     def with_shape(self, n: int, k: int, group_size: int | None = None, m: int | None = None) -> "Q4GemvSpec":
         return replace(self, n=n, k=k, group_size=group_size or self.group_size, m=m or self.m)
