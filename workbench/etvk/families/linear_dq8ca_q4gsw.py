@@ -67,11 +67,10 @@ import numpy as np
 import torch
 
 from ..codegen import Codegen
-from ..dispatch import Dispatch, Resource, Step, pick_hw_square_wg_size
-from ._linear import refuse_batch, whcn_ivec4
-from .linear_q4gsw_qw import checked_operands, packed_weight, prepack_step
-from .linear_q4gsw_shared import (DTYPES, Operands, declared_slots, dequantized, io_input, io_output, row_params,
-                                  vector_buffer)
+from ..dispatch import Dispatch, Resource, Step
+from ._linear import refuse_batch
+from .linear_q4gsw_qw import checked_operands, packed_weight, prepack_step, qw_geometry, scales_bias_sizes
+from .linear_q4gsw_shared import DTYPES, Operands, declared_slots, dequantized, io_input, io_output, row_params
 from .linear_q8ta_q8csw import check_template
 
 OP = "linear_dq8ca_q4gsw"
@@ -149,8 +148,6 @@ def _dispatch(gen: Codegen, op: str, want_gemv, shape, out_features, group_size,
         expected = ref.to(torch_dtype)
 
     packed, weight = packed_weight(ops.w4, weight_storage, prepack)
-    scales = np.zeros((groups, 4 * n4), dtype=np_dtype)  # align_width_and_update_state_dict pads the width to 4
-    scales[:, :n] = ops.scales.numpy()
     sums = weight_sums(ops.w4, group_size, 4 * n4 if etvk_pitch else 8 * n8)
     out_sizes = sizes[:-1] + (n,)
     out, decode = io_output("t_output", out_sizes, storage, dtype)
@@ -162,10 +159,7 @@ def _dispatch(gen: Codegen, op: str, want_gemv, shape, out_features, group_size,
                  Resource("image", extent=(m4, 1, 1), fmt="rgba8i", name="t_int8_input_zps"),
                  weight,
                  Resource("buffer", sums.reshape(-1), name="t_weight_sums"),
-                 vector_buffer("t_weight_scales", scales, np_dtype, groups * 4 * n4 + 4),
-                 vector_buffer("t_bias", ops.bias, np_dtype, 4 * n4 + 4),
-                 Resource("ubo", whcn_ivec4(out_sizes), name="output_sizes"),
-                 Resource("ubo", whcn_ivec4(sizes), name="input_sizes")]
+                 *scales_bias_sizes(ops, np_dtype, out_sizes, sizes)]
     before = []
     if prepack == "shader":
         before.append(prepack_step(ops.w4, weight_storage, resources, 6))
@@ -173,11 +167,7 @@ def _dispatch(gen: Codegen, op: str, want_gemv, shape, out_features, group_size,
     if not gemv:  # pick_quantize_and_pack_4h4w_with_group_sums_global_wg_size: {0, 0, 0} at M == 1
         local = (2, 1, 32) if o2w32 else (4, 1, 16)
         before.append(Step(quant, (2, 3, 1, 4, 5, 11), b"", {3: math.ceil(group_size / 4)}, (groups, m4, 1), local))
-    if gemv:
-        global_size, local_size = (n8, m, 1), (1, 1, 64)
-    else:
-        global_size = (n8, m4, 1)
-        local_size = pick_hw_square_wg_size(global_size)
+    global_size, local_size = qw_geometry(gemv, n, m)
     spec = {3: int(ops.bias is not None), 4: math.ceil(group_size / 4), 5: groups, 6: n}
     item = np.dtype(np_dtype).itemsize
     params = row_params(sizes, n, ops, dtype, storage, weight_storage=weight_storage, prepack=prepack,

@@ -46,6 +46,30 @@ from .linear_q8ta_q8csw import check_template
 WEIGHT_STORAGES = ("texture2d", "buffer")
 
 
+def scales_bias_sizes(ops: Operands, np_dtype, out_sizes, sizes) -> list:
+    """The trailing bindings of every `add_linear_qw_node`-style linear (weight-only and 8da4w): the group scales with
+    their width padded to 4 as the export pads it (align_width_and_update_state_dict), the bias, the output's and the
+    input's sizes."""
+    n = out_sizes[-1]
+    n4 = math.ceil(n / 4)
+    scales = np.zeros((ops.groups, 4 * n4), dtype=np_dtype)
+    scales[:, :n] = ops.scales.numpy()
+    return [vector_buffer("t_weight_scales", scales, np_dtype, ops.groups * 4 * n4 + 4),
+            vector_buffer("t_bias", ops.bias, np_dtype, 4 * n4 + 4),
+            Resource("ubo", whcn_ivec4(out_sizes), name="output_sizes"),
+            Resource("ubo", whcn_ivec4(sizes), name="input_sizes")]
+
+
+def qw_geometry(gemv: bool, n: int, m: int) -> tuple[tuple, tuple]:
+    """(global, local) size of the qw linears as ET-VK picks them: the cooperative GEMV one 64-thread group per 8
+    output channels and row, the tiled shader one thread per 4 × 8 tile in a square-ish group."""
+    n8, m4 = math.ceil(n / 8), math.ceil(m / 4)
+    if gemv:
+        return (n8, m, 1), (1, 1, 64)
+    global_size = (n8, m4, 1)
+    return global_size, pick_hw_square_wg_size(global_size)
+
+
 def checked_operands(op: str, shape, out_features, group_size, dtype, storage, weight_storage, prepack) -> tuple:
     """(sizes, M, K, leading dims, batch, N, group size) of an `add_linear_qw_node`-style call, every option and
     ET-VK's shape preconditions checked in one line each (shared by the weight-only and the 8da4w linears)."""
@@ -101,25 +125,16 @@ def _dispatch(gen: Codegen, op: str, shape, out_features, group_size, dtype, sto
     half_acc = dtype == "half" and storage == "buffer"  # f16vec4 tiles; texture loads are vec4
     ops = Operands(op, sizes, n, group_size, dtype, bias, seed, half_accumulate=half_acc)
     np_dtype = DTYPES[dtype][1]
-    k4, n4, n8, m4 = k // 4, math.ceil(n / 4), math.ceil(n / 8), math.ceil(m / 4)
+    m4 = math.ceil(m / 4)
     packed, weight = packed_weight(ops.w4, weight_storage, prepack)
-    scales = np.zeros((ops.groups, 4 * n4), dtype=np_dtype)  # the export pads the width to 4
-    scales[:, :n] = ops.scales.numpy()
     out_sizes = sizes[:-1] + (n,)
     out, decode = io_output("t_output", out_sizes, storage, dtype)
     resources = [out, io_input("t_input", ops.x, storage, dtype, rows=batch * 4 * m4), weight,
-                 vector_buffer("t_weight_scales", scales, np_dtype, ops.groups * 4 * n4 + 4),
-                 vector_buffer("t_bias", ops.bias, np_dtype, 4 * n4 + 4),
-                 Resource("ubo", whcn_ivec4(out_sizes), name="output_sizes"),
-                 Resource("ubo", whcn_ivec4(sizes), name="input_sizes")]
+                 *scales_bias_sizes(ops, np_dtype, out_sizes, sizes)]
     before = []
     if prepack == "shader":
         before.append(prepack_step(ops.w4, weight_storage, resources, 2))
-    if gemv:
-        global_size, local_size = (n8, m, 1), (1, 1, 64)
-    else:
-        global_size = (n8, m4, 1)
-        local_size = pick_hw_square_wg_size(global_size)
+    global_size, local_size = qw_geometry(gemv, n, m)
     spec = {3: int(ops.bias is not None), 4: math.ceil(group_size / 4), 5: k // group_size, 6: n}
     item = np.dtype(np_dtype).itemsize
     return Dispatch(op, variant, resources, b"", spec, global_size, local_size, 0, decode, ops.expected,
