@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 
 from .. import layouts as L
+from ..kernels.copy import copy_recorder
 from ..measure import Way, environment, measurement_row, sample_recording
 from ..vk import Launch, Launches
 from ..vk import spirv as sp
@@ -161,7 +162,7 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
             if capture:
                 row.update(_driver_columns(pipes.pipeline_of(last).statistics()))
             if measure and way.back_to_back > 1:
-                gpu, host = way.sample(device, pipes.record, label=d.variant, shader_copy=_shader_copy(device),
+                gpu, host = way.sample(device, pipes.record, label=d.variant, shader_copy=copy_recorder(device),
                                        min_time_s=min_time_s, max_time_s=max_time_s)
                 row.update(way.columns())
             elif measure:
@@ -177,12 +178,6 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
         for r in made:
             r.close()
     return row
-
-
-def _shader_copy(device):
-    """The workbench's compute-shader copy: what a "shader:MIB" way runs between copies."""
-    from ..kernels.copy import CopySpec, record_copy
-    return lambda rec, dst, src, nbytes, label: record_copy(rec, device, CopySpec(nbytes), dst, src, label=label)
 
 
 def run(device, gen: Codegen, kernel: str, *, measure: bool = True, statistics: bool = False, local_size=None,

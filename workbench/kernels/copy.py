@@ -42,3 +42,9 @@ def record_copy(rec, device, spec: CopySpec, dst, src, label: str = "copy"):
     pipeline = pipeline_for(device, SHADER, local_size=LOCAL_SIZE)
     rec.dispatch(pipeline, [dst, src], linear_global_size(device, spec.num_vec4, LOCAL_SIZE[0]),
                  spec.push_constants(), label=label)
+
+
+def copy_recorder(device):
+    """`record_copy` as a ``(rec, dst, src, nbytes, label)`` callable: what a ``"shader:MIB"`` way of timing
+    (`measure.Way`) runs between copies of a dispatch (measure sits below the kernels, so it is handed in)."""
+    return lambda rec, dst, src, nbytes, label: record_copy(rec, device, CopySpec(nbytes), dst, src, label=label)

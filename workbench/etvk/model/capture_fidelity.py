@@ -119,7 +119,7 @@ def time_dispatch(device, d, ways: dict, *, warm_seconds: float = 1.0, sampling:
     from ... import vk
     from ...capture.replay import NotReplayable, launch_of, replay_one
     from ...measure import environment, measurement_row
-    from ..run import _shader_copy
+    from ...kernels.copy import copy_recorder
     from .profile import warm_gpu
     head = {"dispatch": d.dispatch, "pipeline": d.spirv_hash}
     checked = replay_one(device, d, time_it=False)
@@ -137,7 +137,7 @@ def time_dispatch(device, d, ways: dict, *, warm_seconds: float = 1.0, sampling:
             env = environment(device)
             for name, way in ways.items():
                 gpu, host = way.sample(device, launches.record, label=launch.title,
-                                       shader_copy=_shader_copy(device), **options)
+                                       shader_copy=copy_recorder(device), **options)
                 row = measurement_row(launch.title, env, gpu, host_ns=host,
                                       bytes_moved=sum(b.size or 0 for b in d.bindings))
                 rows.append({**head, "way": name, "exact": checked["exact"], "reason": "",
