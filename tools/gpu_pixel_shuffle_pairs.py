@@ -74,7 +74,7 @@ def main(argv=None) -> int:
             for pixel, tiles in ((False, (0, 1, 2, 4, 8, 16)), (True, (0, 1, 2, 4, 8))):
                 for t in tiles:
                     for lx in (64, 128, 256):
-                        G._add_item(items, "new", lambda t=t, lx=lx, pixel=pixel, qp=qp, extra=extra:
+                        G.add_item(items, "new", lambda t=t, lx=lx, pixel=pixel, qp=qp, extra=extra:
                                     Q8taPixelShuffleBlockSpec(at, 2, "4C1W", "4C", *qp, pixel_tile=pixel,
                                                               tile_co=t, local_x=lx, **extra))
         df = G.gaps_suite(device, quick=args.quick, shape=at, items=items, rounds=1, warm_s=0.0 if args.quick else 0.2)

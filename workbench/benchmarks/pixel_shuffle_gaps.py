@@ -62,7 +62,7 @@ STAGES = (4, 8, 16)
 REPEATS = 4  # kernel runs per recording (back to back, barriers between): the GPU stays busy between submits
 
 
-def _add_item(items: list, role: str, make) -> None:
+def add_item(items: list, role: str, make) -> None:
     """(role, make()) onto `items`, or (role, the error message) where the spec's options refuse it."""
     try:
         items.append((role, make()))
@@ -82,7 +82,7 @@ def gap_items(shape, cpu_device: bool = False, pairs=None, ceiling: bool = True)
     items = []
 
     def add(role, make):
-        _add_item(items, role, make)
+        add_item(items, role, make)
 
     for (in_l, out_l), (pass_opts, req_opts) in OLD_BEST.items():
         if pairs is not None and (in_l, out_l) not in pairs:
@@ -144,7 +144,7 @@ def pairs_items(shape) -> list[tuple[str, object]]:
     items = []
 
     def add(role, make):
-        _add_item(items, role, make)
+        add_item(items, role, make)
 
     for (in_l, out_l, qp_name), (best, variants) in PAIRS_VARIANTS.items():
         qp = SAME_QP if qp_name == "same" else DIFF_QP
