@@ -41,7 +41,7 @@ from .. import vk
 from ..checks.shake import (SIZES_1D, SIZES_3D, as3, check_local_sizes, repeated_runs, shake_row,
                             sweep_local_sizes)
 from .format import CapturedDispatch, CaptureError, read_folder
-from .replay import IMAGE_KINDS, NotReplayable, resource_bytes, launch_of, launch_parameters
+from .replay import IMAGE_KINDS, NotReplayable, launch_of, launch_parameters, resource_bytes, running
 
 __all__ = ["shake", "select", "at_local_size", "default_local_sizes", "validating_device"]
 
@@ -138,13 +138,9 @@ def _runs(dev, d: CapturedDispatch, local, *, runs: int, stress: bool) -> dict:
     dl = at_local_size(d, local)
     launch, outputs = launch_of(dev, dl)
     start = time.perf_counter()
-    try:
-        with vk.Launches(dev, [launch]) as launches:
-            raw = repeated_runs(dev, outputs, launches.record, lambda: _read(outputs), runs=runs, stress=stress,
-                                label=f"capture dispatch {d.dispatch}", fill=_restore)
-    finally:
-        for r in launch.resources.values():
-            r.close()
+    with running(dev, launch) as launches:
+        raw = repeated_runs(dev, outputs, launches.record, lambda: _read(outputs), runs=runs, stress=stress,
+                            label=f"capture dispatch {d.dispatch}", fill=_restore)
     want = torch.from_numpy(np.frombuffer(b"".join(c.after for c, _ in outputs), np.uint8).copy())
     row = shake_row("capture", d.spirv_hash, local, [torch.from_numpy(r) for r in raw], want, stress=stress,
                     seconds=time.perf_counter() - start, raw=raw)

@@ -5,6 +5,7 @@ its outputs compared byte for byte with the captured 'after' bytes, and the disp
 from __future__ import annotations
 
 import struct
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -152,6 +153,18 @@ def launch_of(dev, d: CapturedDispatch) -> tuple[vk.Launch, list]:
     return launch, outputs
 
 
+@contextmanager
+def running(dev, launch: vk.Launch):
+    """A captured dispatch's `launch` (from `launch_of`, which made its resources) as a pipeline: yields the
+    `vk.Launches`; the launch's resources are closed after, whatever happens."""
+    try:
+        with vk.Launches(dev, [launch]) as launches:
+            yield launches
+    finally:
+        for resource in launch.resources.values():
+            resource.close()
+
+
 def replay_one(dev, d: CapturedDispatch, *, time_it: bool = True, quick: bool = False) -> dict:
     """Run `d` alone on `dev` through the one launch path (`vk.Launch`) from its captured inputs:
     {"local_size", "exact", "mismatch", "reason", timing columns}."""
@@ -164,7 +177,7 @@ def replay_one(dev, d: CapturedDispatch, *, time_it: bool = True, quick: bool = 
     except vk.VulkanError as exc:
         return {**row, "reason": f"runtime: {exc}"}
     try:
-        with vk.Launches(dev, [launch]) as launches, dev.record(label=f"capture dispatch {d.dispatch}") as rec:
+        with running(dev, launch) as launches, dev.record(label=f"capture dispatch {d.dispatch}") as rec:
             launches.record(rec)
             rec.submit()
             wrong = []
@@ -181,7 +194,4 @@ def replay_one(dev, d: CapturedDispatch, *, time_it: bool = True, quick: bool = 
                            host_us_median=float(np.median(host)) / 1e3 if len(host) else np.nan)
     except (vk.VulkanError, ValueError, TypeError) as exc:
         row["reason"] = f"runtime: {exc}"
-    finally:
-        for r in launch.resources.values():
-            r.close()
     return row

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .format import read_folder
-from .replay import NotReplayable, launch_of, replay_one
+from .replay import NotReplayable, launch_of, replay_one, running
 
 __all__ = ["CaptureReplaySweep", "device_table"]
 
@@ -86,13 +86,9 @@ def _warm(device, d, seconds: float) -> None:
         launch, _ = launch_of(device, d)
     except (NotReplayable, ValueError, vk.VulkanError):
         return
-    try:
-        with vk.Launches(device, [launch]) as launches, device.record(label=f"warm dispatch {d.dispatch}") as rec:
-            launches.record(rec)
-            keep_busy(rec, device, seconds)
-    finally:
-        for r in launch.resources.values():
-            r.close()
+    with running(device, launch) as launches, device.record(label=f"warm dispatch {d.dispatch}") as rec:
+        launches.record(rec)
+        keep_busy(rec, device, seconds)
 
 
 def device_table(frame):

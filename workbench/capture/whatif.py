@@ -31,7 +31,7 @@ import pandas as pd
 from .edit import load_shader
 from .format import CapturedBinding, CapturedDispatch, CaptureError
 from .microscope import select
-from .replay import WRITABLE, NotReplayable, resource_bytes, binding_mismatch, launch_of
+from .replay import WRITABLE, NotReplayable, binding_mismatch, launch_of, resource_bytes, running
 
 __all__ = ["WhatIf", "chain", "whatif", "InOrder", "in_order", "ModelEdit", "model_edit", "program_outputs",
            "output_binding", "output_difference"]
@@ -89,21 +89,16 @@ def _run(dev, d: CapturedDispatch, *, time_it: bool = False) -> tuple[list[tuple
     """Run `d` once from the bytes its bindings hold: each written binding's bytes after it, and, with `time_it`,
     the dispatch's median GPU µs by the measuring method (`measure.sample_recording`, quick: a few samples after
     a warm-up; one run's time on a shared CPU device is mostly noise), else None."""
-    from .. import vk
     from ..measure import sample_recording, sampling
     launch, outputs = launch_of(dev, d)
-    try:
-        with vk.Launches(dev, [launch]) as launches, dev.record(label=f"what-if dispatch {d.dispatch}") as rec:
-            launches.record(rec)
-            rec.submit()
-            written = [(c, resource_bytes(resource)[:len(c.after)]) for c, resource in outputs]
-            gpu_us = None
-            if time_it and rec.timestamps:
-                gpu_us = float(np.median(sample_recording(rec, **sampling(True))[0])) / 1e3
-            return written, gpu_us
-    finally:
-        for resource in launch.resources.values():
-            resource.close()
+    with running(dev, launch) as launches, dev.record(label=f"what-if dispatch {d.dispatch}") as rec:
+        launches.record(rec)
+        rec.submit()
+        written = [(c, resource_bytes(resource)[:len(c.after)]) for c, resource in outputs]
+        gpu_us = None
+        if time_it and rec.timestamps:
+            gpu_us = float(np.median(sample_recording(rec, **sampling(True))[0])) / 1e3
+        return written, gpu_us
 
 
 def _swap_for(d: CapturedDispatch, swaps: dict) -> bytes | None:

@@ -117,7 +117,7 @@ def time_dispatch(device, d, ways: dict, *, warm_seconds: float = 1.0, sampling:
     GPU kept busy for `warm_seconds`, timed each way (`ways_of`; `sampling`: :func:`sampling_options`): a row per
     way (median, p10, p90 µs per copy)."""
     from ... import vk
-    from ...capture.replay import NotReplayable, launch_of, replay_one
+    from ...capture.replay import NotReplayable, launch_of, replay_one, running
     from ...measure import environment, measurement_row
     from ...kernels.copy import copy_recorder
     from .profile import warm_gpu
@@ -131,22 +131,18 @@ def time_dispatch(device, d, ways: dict, *, warm_seconds: float = 1.0, sampling:
         launch, _ = launch_of(device, d)
     except (NotReplayable, ValueError, vk.VulkanError) as exc:
         return [{**head, "way": name, "exact": False, "reason": str(exc)} for name in ways]
-    try:
-        with vk.Launches(device, [launch]) as launches:
-            warm_gpu(device, warm_seconds)          # the pipeline is made: nothing idles between warm-up and timing
-            env = environment(device)
-            for name, way in ways.items():
-                gpu, host = way.sample(device, launches.record, label=launch.title,
-                                       shader_copy=copy_recorder(device), **options)
-                row = measurement_row(launch.title, env, gpu, host_ns=host,
-                                      bytes_moved=sum(b.size or 0 for b in d.bindings))
-                rows.append({**head, "way": name, "exact": checked["exact"], "reason": "",
-                             "timestamps": "etvk" if way.barrier_timed else "workbench",
-                             "barriers": "full" if way.full_barriers else "light", **way.columns(),
-                             **{k: v for k, v in row.items() if k != "kernel"}})
-    finally:
-        for resource in launch.resources.values():
-            resource.close()
+    with running(device, launch) as launches:
+        warm_gpu(device, warm_seconds)          # the pipeline is made: nothing idles between warm-up and timing
+        env = environment(device)
+        for name, way in ways.items():
+            gpu, host = way.sample(device, launches.record, label=launch.title,
+                                   shader_copy=copy_recorder(device), **options)
+            row = measurement_row(launch.title, env, gpu, host_ns=host,
+                                  bytes_moved=sum(b.size or 0 for b in d.bindings))
+            rows.append({**head, "way": name, "exact": checked["exact"], "reason": "",
+                         "timestamps": "etvk" if way.barrier_timed else "workbench",
+                         "barriers": "full" if way.full_barriers else "light", **way.columns(),
+                         **{k: v for k, v in row.items() if k != "kernel"}})
     return rows
 
 
