@@ -41,7 +41,6 @@ import copy
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -168,7 +167,7 @@ def lower(cfg: Decoder, *, executorch=None, out_dir, decode_positions=None, pref
     """Lower `cfg` with the checkout's export_llama_lib (a child process) into `out_dir`: ``prefill/`` (unless
     `prefill` is False) and one ``decode-<p>/`` per position (default: 0, where the runtime's output can be
     checked, and the 4 positions after the prefill, which are timed)."""
-    from .revision import python_tree
+    from .revision import python_tree, run_child
     from ..codegen import checkout_path
     root = checkout_path(executorch)
     tree, commit, label = python_tree(root, None)
