@@ -1,7 +1,7 @@
 """The 4-bit GEMV at decode shapes on a GPU host (the H200 run of data/NVIDIA_H200/NOTES.md), ET-VK's GEMV in the
 same run.
 
-    python3 tools/gpu_q4_gemv.py OUT [--full | --sweep | --diag]
+    python3 tools/gpu_q4_gemv.py OUT [--full | --sweep | --diag | --tiled]
 
 Carry .carry_gemv/ (cg.tar.xz: the workbench's glslang build + the checkout's backends/vulkan; the torchao wheel) and
 unpack it to /tmp/cg; then WORKBENCH_GLSLANG_DIR=/tmp/cg/glslang WORKBENCH_EXECUTORCH=/tmp/cg/executorch. Writes
@@ -12,6 +12,8 @@ size at Llama-3.1-8B's three shapes, group 32 (where the fixed cost is amortised
 --diag: OUT/q4_gemv_diag.csv, the best half2 variants at every shape, group 32, each beside its loads-only build
 (`diagnostic=1`: every load kept, the arithmetic replaced; `2`: the weight loads alone; wrong by design): what the
 arithmetic, and what the activation and scale loads, cost.
+--tiled: OUT/q4_gemv_tiled.csv, the tiled layout (4-row tiles, `layout="tiled"`) at every shape, group 32, beside
+the rows layout's best: loads ahead, rows, threads along K, staged activations, capped work groups, its diagnostics.
 """
 import sys
 from pathlib import Path
@@ -23,14 +25,23 @@ from workbench.measure.results import ResultsWriter
 out = Path(sys.argv[1])
 out.mkdir(parents=True, exist_ok=True)
 device = vk.get_device()
-if "--diag" in sys.argv:
-    half = {"reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half", "dequant": "half2"}
+half = {"reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half", "dequant": "half2"}
+tiled = dict(half, layout="tiled")
+if "--tiled" in sys.argv:
+    variants = [dict(half, threads_k=64), dict(half, threads_k=32, local_x=32)]  # the rows layout's best
+    variants += [dict(tiled, **o) for o in (
+        {}, {"unroll": 2}, {"unroll": 4}, {"rows": 8, "unroll": 2}, {"rows": 8, "unroll": 4},
+        {"threads_k": 64, "unroll": 2}, {"threads_k": 16, "unroll": 2}, {"unroll": 2, "act_shared": True},
+        {"unroll": 4, "max_groups": 1056}, {"rows": 8, "unroll": 4, "max_groups": 528, "act_shared": True},
+        {"unroll": 2, "local_x": 32}, {"unroll": 2, "local_x": 256},
+        {"unroll": 2, "diagnostic": 2}, {"rows": 8, "unroll": 4, "diagnostic": 2}, {"unroll": 2, "diagnostic": 1})]
+    df = B.bench_suite(device, ResultsWriter(out / "q4_gemv_tiled"), group_sizes=(32,), ms=(1,), variants=variants)
+elif "--diag" in sys.argv:
     best = [dict(half, rows=2, threads_k=64), dict(half, rows=4, threads_k=64), dict(half, rows=4, threads_k=32,
                                                                                       local_x=32)]
     variants = [dict(v, diagnostic=d) for v in best for d in (0, 1, 2)]
     df = B.bench_suite(device, ResultsWriter(out / "q4_gemv_diag"), group_sizes=(32,), ms=(1,), variants=variants)
 elif "--sweep" in sys.argv:
-    half = {"reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half", "dequant": "half2"}
     variants = [dict(half, threads_k=t, rows=r, unroll=u, local_x=lx)
                 for t in (16, 32, 64) for r in (2, 4, 8) for u in (1, 2, 4) for lx in (128, 256)
                 if r * u <= 16 and lx % t == 0]
@@ -41,3 +52,6 @@ else:
     df = B.bench_suite(device, ResultsWriter(out / "q4_gemv"), group_sizes=(32, 128), ms=(1,), variants=variants)
 best = df[df.impl.isin(["workbench", "etvk"])].groupby(["shape", "group_size", "impl"]).copy_fraction.max()
 print(best.unstack().round(3).to_string())
+if "--tiled" in sys.argv:
+    ours = df[df.impl == "workbench"]
+    print(ours.pivot_table(index="variant", columns="shape", values="copy_fraction").round(3).to_string())

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..kernels.q4_gemv import Q4GemvRun, Q4GemvSpec, check
+from ..kernels.q4_gemv import Q4GemvRun, Q4GemvSpec, compare, random_problem, reference
 from ..measure import Rows, environment, measurement_row, progress, sample_recording, sampling
 from .copy import CopyAtTraffic
 
@@ -151,13 +151,22 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
         row.update(impl="etvk", **labels, status="ok", reason="", exact=bool(row.get("correct")))
         rows.append(copies.annotate(row, d.bytes_moved))
 
+    problems = {}  # one random problem and its reference per shape and dtypes: every variant checked on the same
     for shape, spec in progress(todo, "q4_gemv", enabled=show_progress):
+        key = (spec.n, spec.k, spec.group_size, spec.m, spec.act_dtype, spec.scale_dtype, spec.dequant)
+        if key not in problems:
+            if any(k[:4] != key[:4] for k in problems):
+                problems.clear()  # the suite is ordered by shape: keep only this shape's
+            x, q, scales = random_problem(spec)
+            problems[key] = (x, q, scales), reference(x, q, scales, spec.group_size, spec.dequant)
+        data, expected = problems[key]
         reps = _repeats_for(spec.bytes_moved(), quick)
-        with Q4GemvRun(device, spec) as run, device.record(spec.variant) as rec:
-            for _ in range(reps):
-                run.record(rec)
-            gpu, host = sample_recording(rec, repeats=reps, **kw)
-        checked = check(device, spec)
+        with Q4GemvRun(device, spec, *data) as run:
+            with device.record(spec.variant) as rec:
+                for _ in range(reps):
+                    run.record(rec)
+                gpu, host = sample_recording(rec, repeats=reps, **kw)
+            checked = compare(run.output(), *expected)  # the dispatches timed, checked
         row = measurement_row("q4_gemv", env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(), macs=spec.macs(),
                               impl="workbench", **_labels(shape, spec.group_size, spec.m), variant=spec.variant,
                               **spec.params(), local_size=str(spec.local_size),

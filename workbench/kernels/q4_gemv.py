@@ -40,6 +40,9 @@ import numpy as np
 from . import KernelRun, linear_global_size
 
 SHADER = "q4_gemv"
+#: Weight layouts: "rows" (each row's K contiguous: ``shaders/q4_gemv.glsl``) and "tiled" (4-row tiles, a 16-byte
+#: vector = 4 rows × 8 K values, scales in the same tiles: ``shaders/q4_gemv_tiled.glsl``).
+LAYOUTS = ("rows", "tiled")
 DEQUANTS = ("magic", "convert", "half2")
 #: Relative rounding of half2's packed-fp16 sum of a word's 8 products (4 multiply-adds, fused or not: γ₈ of fp16).
 HALF2_ROUNDING = 8 * 2.0 ** -11
@@ -77,8 +80,9 @@ class Q4GemvSpec:
     act_dtype: str = "float"
     scale_dtype: str = "float"
     diagnostic: int = 0  # wrong results by design (needs act_dtype "half"): 1 loads only, 2 weight loads only
-
-    shader = SHADER
+    layout: str = "rows"
+    act_shared: bool = False  # tiled: activations staged in shared memory once per work group
+    max_groups: int = 0       # tiled: work groups at most (0: one tile set each; else each loops over tile sets)
 
     def __post_init__(self):
         for name in ("n", "k", "group_size", "m"):
@@ -102,19 +106,59 @@ class Q4GemvSpec:
         if self.local_x % self.threads_k:
             raise ValueError(f"q4_gemv: local_x must be a multiple of threads_k (whole row sets per work group), "
                              f"got local_x={self.local_x}, threads_k={self.threads_k}")
-        if self.unroll * self.rows > MAX_VECTORS_IN_FLIGHT:
+        per_step = self.rows // 4 if self.layout == "tiled" else self.rows  # 16-byte tiles hold 4 rows
+        if self.unroll * per_step > MAX_VECTORS_IN_FLIGHT:
             raise ValueError(f"q4_gemv: unroll·rows (weight vectors held per thread) must be at most "
                              f"{MAX_VECTORS_IN_FLIGHT}, got unroll={self.unroll}, rows={self.rows}")
-        if self.group_size % (8 * self.vec):
+        if self.layout != "tiled" and self.group_size % (8 * self.vec):
             raise ValueError(f"q4_gemv: group_size must be a multiple of 8·vec = {8 * self.vec} (one weight load "
                              f"stays inside one scale group), got group_size={self.group_size} with vec={self.vec}")
+        _choice("layout", self.layout, LAYOUTS)
+        if self.layout == "tiled":
+            self._check_tiled()
+        elif self.act_shared or self.max_groups:
+            raise ValueError(f"q4_gemv: act_shared and max_groups belong to layout='tiled', got layout="
+                             f"{self.layout!r} with act_shared={self.act_shared!r}, max_groups={self.max_groups!r}")
         if self.k % self.group_size:
             raise ValueError(f"q4_gemv: K must be a multiple of group_size (whole scale groups, as torchao's "
                              f"PerGroup and ET-VK's export need), got K={self.k}, group_size={self.group_size}")
 
+    def _check_tiled(self):
+        fixed = {"dequant": "half2", "act_dtype": "half", "scale_dtype": "half", "reduce": "subgroup", "vec": 4}
+        wrong = {name: getattr(self, name) for name, value in fixed.items() if getattr(self, name) != value}
+        if wrong:
+            raise ValueError(f"q4_gemv: layout='tiled' is one build of {fixed} (16-byte tiles, fp16 pairs), got "
+                             f"{wrong}")
+        if self.rows not in (4, 8):
+            raise ValueError(f"q4_gemv: layout='tiled' takes rows 4 or 8 (one or two 4-row tiles a thread), got "
+                             f"rows={self.rows}")
+        if self.group_size % 8:
+            raise ValueError(f"q4_gemv: layout='tiled' needs group_size a multiple of 8 (a chunk of 8 K values in "
+                             f"one scale group), got {self.group_size}")
+        if isinstance(self.max_groups, bool) or not isinstance(self.max_groups, (int, np.integer)) \
+                or self.max_groups < 0:
+            raise ValueError(f"q4_gemv: max_groups must be 0 (no cap) or a positive integer, got "
+                             f"{self.max_groups!r}")
+        if not isinstance(self.act_shared, (bool, np.bool_)):
+            raise ValueError(f"q4_gemv: act_shared must be True or False, got {self.act_shared!r}")
+
     # ------------------------------------------------------------------ the variant
     @property
+    def shader(self) -> str:
+        return SHADER if self.layout == "rows" else f"{SHADER}_tiled"
+
+    def shared_bytes(self) -> int:
+        """Shared memory the variant declares (checked against the device's limit)."""
+        if self.layout == "rows":
+            return 4 * self.m * self.rows * self.local_x
+        return 4 * self.m * self.rows * (self.local_x // 4) + (2 * self.m * self.k if self.act_shared else 16)
+
+    @property
     def defines(self) -> dict:
+        if self.layout == "tiled":
+            return {"M": self.m, "ROWS": self.rows, "TK": self.threads_k, "LOCAL": self.local_x,
+                    "UNROLL": self.unroll, "ACT_SHARED": bool(self.act_shared),
+                    "KC8": self.m * self.k // 8 if self.act_shared else 1, "DIAG_LOADS": int(self.diagnostic)}
         return {"M": self.m, "ROWS": self.rows, "TK": self.threads_k, "LOCAL": self.local_x, "VEC": self.vec,
                 "UNROLL": self.unroll, "DEQUANT_MAGIC": self.dequant == "magic",
                 "DEQUANT_HALF2": self.dequant == "half2", "DIAG_LOADS": int(self.diagnostic), "REDUCE_SUBGROUP": self.reduce == "subgroup",
@@ -125,13 +169,17 @@ class Q4GemvSpec:
         return (f"{SHADER}_m{self.m}_r{self.rows}_t{self.threads_k}_l{self.local_x}_v{self.vec}"
                 + (f"_u{self.unroll}" if self.unroll > 1 else "") + f"_{self.dequant}"
                 f"_{self.reduce}" + ("_xh" if self.act_dtype == "half" else "")
-                + ("_sh" if self.scale_dtype == "half" else "") + {0: "", 1: "_diag_loads", 2: "_diag_weights"}[int(self.diagnostic)])
+                + ("_sh" if self.scale_dtype == "half" else "")
+                + (f"_tiled{'_xs' if self.act_shared else ''}{f'_g{self.max_groups}' if self.max_groups else ''}"
+                   if self.layout == "tiled" else "")
+                + {0: "", 1: "_diag_loads", 2: "_diag_weights"}[int(self.diagnostic)])
 
     def params(self) -> dict:
         """The variant's fields as row columns."""
         return {"threads_k": self.threads_k, "rows": self.rows, "local_x": self.local_x, "vec": self.vec,
                 "unroll": self.unroll, "dequant": self.dequant, "reduce": self.reduce, "act_dtype": self.act_dtype,
-                "scale_dtype": self.scale_dtype, "rows_per_group": self.rows_per_group, "diagnostic": int(self.diagnostic)}
+                "scale_dtype": self.scale_dtype, "rows_per_group": self.rows_per_group, "diagnostic": int(self.diagnostic),
+                "layout": self.layout, "act_shared": bool(self.act_shared), "max_groups": self.max_groups}
 
     def with_shape(self, n: int, k: int, group_size: int | None = None, m: int | None = None) -> "Q4GemvSpec":
         return replace(self, n=n, k=k, group_size=group_size or self.group_size, m=m or self.m)
@@ -145,6 +193,11 @@ class Q4GemvSpec:
         if self.dequant == "half2" and not device.info.features.get("shader_float16"):
             raise ValueError(f"q4_gemv: dequant='half2' needs fp16 arithmetic (shaderFloat16); {device.info.name} "
                              f"does not offer it")
+        limit = device.info.shared_memory_bytes
+        if self.shared_bytes() > limit:
+            raise ValueError(f"q4_gemv: this variant needs {self.shared_bytes()} bytes of shared memory "
+                             f"({'activations staged: 2·M·K, ' if self.act_shared else ''}the reduction); "
+                             f"{device.info.name} offers {limit}")
         size = device.info.subgroup_size
         if self.reduce == "subgroup" and self.local_x % size:
             raise ValueError(f"q4_gemv: reduce='subgroup' needs local_x a multiple of the subgroup size; "
@@ -161,7 +214,8 @@ class Q4GemvSpec:
 
     @property
     def work_groups(self) -> int:
-        return math.ceil(self.n / self.rows_per_group)
+        needed = math.ceil(self.n / self.rows_per_group)
+        return min(needed, self.max_groups) if self.max_groups else needed
 
     @property
     def threads(self) -> int:
@@ -201,6 +255,14 @@ class Q4GemvSpec:
     def weight_bytes_per_step(self) -> int:
         """Weight bytes one thread loads per iteration of its K loop."""
         return 4 * self.vec * self.rows * self.unroll
+
+    def pack(self, q, scales) -> tuple[np.ndarray, np.ndarray]:
+        """(weight words, scale words) as this layout's shader reads them (uint32, flat)."""
+        if self.layout == "tiled":
+            return pack_weights_tiled(q).reshape(-1), pack_scales_tiled(scales).reshape(-1)
+        scales = np.asarray(scales, np.float32)
+        return (pack_weights(q).reshape(-1),
+                _half_words(scales) if self.scale_dtype == "half" else scales.reshape(-1))
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -257,6 +319,33 @@ def pack_weights(q) -> np.ndarray:
     return (nibbles << (4 * np.arange(8))).sum(axis=-1).astype(np.uint32)
 
 
+def _tiles(a, fill) -> np.ndarray:
+    """[N, X] → [ceil(N / 4), X, 4]: rows padded to whole 4-row tiles with `fill`, a tile's 4 rows innermost."""
+    a = np.asarray(a)
+    pad = -a.shape[0] % 4
+    if pad:
+        a = np.concatenate([a, np.full((pad,) + a.shape[1:], fill, a.dtype)])
+    return np.ascontiguousarray(a.reshape(-1, 4, *a.shape[1:]).swapaxes(1, 2))
+
+
+def pack_weights_tiled(q) -> np.ndarray:
+    """int4 q [N, K] → uint32 [ceil(N / 4), K / 8, 4]: word (t, c, r) = pack_weights' word c of row 4t + r (rows
+    past N: zero weights)."""
+    return _tiles(pack_weights(q), np.uint32(0x88888888))
+
+
+def unpack_weights_tiled(words, n: int, k: int) -> np.ndarray:
+    """pack_weights_tiled's inverse: uint32 [T, K / 8, 4] → int8 [N, K]."""
+    rows = np.asarray(words, np.uint32).reshape(-1, k // 8, 4).swapaxes(1, 2).reshape(-1, k // 8)
+    return unpack_weights(rows[:n], k)
+
+
+def pack_scales_tiled(scales) -> np.ndarray:
+    """fp32 scales [N, groups] → uint32 [ceil(N / 4), groups, 2]: the 4 rows' fp16 scales of a group (rows past N:
+    0)."""
+    return _tiles(np.asarray(scales, np.float32).astype(np.float16), np.float16(0)).view(np.uint32)
+
+
 def unpack_weights(words, k: int) -> np.ndarray:
     """pack_weights' inverse: uint32 [N, K / 8] → int8 [N, K]."""
     words = np.asarray(words, dtype=np.uint32)
@@ -301,9 +390,9 @@ class Q4GemvRun(KernelRun):
         try:
             self.x = self._own(device.buffer(_half_words(x) if spec.act_dtype == "half" else x.reshape(-1),
                                              name="q4gemv-x"))
-            self.w = self._own(device.buffer(pack_weights(q).reshape(-1), name="q4gemv-w"))
-            self.s = self._own(device.buffer(_half_words(scales) if spec.scale_dtype == "half"
-                                             else scales.reshape(-1), name="q4gemv-scales"))
+            words, scale_words = spec.pack(q, scales)
+            self.w = self._own(device.buffer(words, name="q4gemv-w"))
+            self.s = self._own(device.buffer(scale_words, name="q4gemv-scales"))
             self.out = self._own(device.buffer(nbytes=4 * spec.m * spec.n, name="q4gemv-out"))
         except Exception:
             self.close()
@@ -319,12 +408,16 @@ class Q4GemvRun(KernelRun):
         return self.out.download(np.float32).reshape(self.spec.m, self.spec.n)
 
 
+def compare(got, expected, tolerance: float) -> dict:
+    """max_abs_diff, tolerance, correct of an output against `reference`'s (expected, tolerance)."""
+    diff = float(np.abs(np.asarray(got, np.float64) - expected).max())
+    return {"max_abs_diff": diff, "tolerance": tolerance, "correct": bool(np.isfinite(diff) and diff <= tolerance)}
+
+
 def check(device, spec: Q4GemvSpec, seed: int = 0) -> dict:
     """Run `spec` once on random data and compare with the float64 reference: max_abs_diff, tolerance, correct."""
     x, q, scales = random_problem(spec, seed)
     with Q4GemvRun(device, spec, x, q, scales) as run:
         run.run()
         got = run.output()
-    expected, tolerance = reference(x, q, scales, spec.group_size, spec.dequant)
-    diff = float(np.abs(got.astype(np.float64) - expected).max())
-    return {"max_abs_diff": diff, "tolerance": tolerance, "correct": bool(np.isfinite(diff) and diff <= tolerance)}
+    return compare(got, *reference(x, q, scales, spec.group_size, spec.dequant))
