@@ -15,7 +15,8 @@
 // rounding of those steps.
 //
 // Defines: M, ROWS (4 or 8 rows per thread), TK (threads along K per tile set), LOCAL (work group size, a multiple
-// of TK), UNROLL (steps loaded ahead of use), ACT_SHARED (activations staged in shared memory once per work group;
+// of TK), UNROLL (steps loaded ahead of use), PREFETCH (UNROLL steps kept in flight in a ring, each refilled before
+// its step is computed, instead of UNROLL steps loaded then computed), ACT_SHARED (activations staged in shared memory once per work group;
 // KC8 = M · K / 8 its size in uvec4), DIAG_LOADS (wrong results by design): 1 = every load kept, the arithmetic
 // replaced by one conversion and add per load; 2 = the weight loads alone.
 #extension GL_EXT_control_flow_attributes : require
@@ -73,21 +74,40 @@ float dot8(uint w, f16vec2 xs[4]) {
   return float(d.x + d.y);
 }
 
-// acc[m][r] += scale · (x[m, chunk c] · row r's 8 weights of chunk c), for the thread's tiles' vectors w, scales s.
-void accumulate(int c, int KC, uvec4 w[TILES], uvec2 s[TILES], inout float acc[M][ROWS]) {
+// Step c's loads: the thread's tiles' weight vectors and scales, the activations of chunk c for every m.
+void load_step(int c, int KC, int per_group, int tile[TILES], out uvec4 w[TILES], out uvec2 s[TILES], out uvec4 h[M]) {
+  [[unroll]] for (int i = 0; i < TILES; ++i) {
+    w[i] = w_t[tile[i] * KC + c];
+#if DIAG_LOADS == 2
+    s[i] = uvec2(0u);
+#else
+    s[i] = s_t[tile[i] * p.groups + c / per_group];
+#endif
+  }
+  [[unroll]] for (int m = 0; m < M; ++m) {
+#if DIAG_LOADS == 2
+    h[m] = uvec4(0u);
+#else
+    h[m] = act(m, c, KC);
+#endif
+  }
+}
+
+// acc[m][r] += scale · (x[m, chunk] · row r's 8 weights of the chunk), for the thread's tiles' vectors w, scales s.
+void accumulate(uvec4 h[M], uvec4 w[TILES], uvec2 s[TILES], inout float acc[M][ROWS]) {
   [[unroll]] for (int m = 0; m < M; ++m) {
 #if DIAG_LOADS == 2
     [[unroll]] for (int i = 0; i < TILES; ++i) {
       acc[m][4 * i] += float(w[i].x + w[i].y + w[i].z + w[i].w);
     }
 #elif DIAG_LOADS
-    const uvec4 h = act(m, c, KC);
     [[unroll]] for (int i = 0; i < TILES; ++i) {
-      acc[m][4 * i] += float((w[i].x ^ h.x) + (w[i].y ^ h.y) + (w[i].z ^ h.z) + (w[i].w ^ h.w) + s[i].x + s[i].y);
+      acc[m][4 * i] += float((w[i].x ^ h[m].x) + (w[i].y ^ h[m].y) + (w[i].z ^ h[m].z) + (w[i].w ^ h[m].w)
+                             + s[i].x + s[i].y);
     }
 #else
     f16vec2 xs[4];
-    pairs(act(m, c, KC), xs);
+    pairs(h[m], xs);
     [[unroll]] for (int i = 0; i < TILES; ++i) {
       const vec2 s01 = unpackHalf2x16(s[i].x), s23 = unpackHalf2x16(s[i].y);
       acc[m][4 * i] += dot8(w[i].x, xs) * s01.x;
@@ -133,42 +153,51 @@ void main() {
     }
 
     int c = t;
+#if PREFETCH
+    // A ring of UNROLL steps: the loads of step c + UNROLL·TK are issued before step c is computed, so every
+    // thread keeps UNROLL steps of weights, scales and activations in flight while it computes.
+    uvec4 wq[UNROLL][TILES];
+    uvec2 sq[UNROLL][TILES];
+    uvec4 xq[UNROLL][M];
+    [[unroll]] for (int u = 0; u < UNROLL; ++u) {
+      load_step(min(c + u * TK, KC - 1), KC, per_group, tile, wq[u], sq[u], xq[u]);
+    }
+    for (; c < KC; c += UNROLL * TK) {
+      [[unroll]] for (int u = 0; u < UNROLL; ++u) {
+        const int cc = c + u * TK;
+        const uvec4 w[TILES] = wq[u];
+        const uvec2 sc[TILES] = sq[u];
+        const uvec4 h[M] = xq[u];
+        if (cc + UNROLL * TK < KC) {
+          load_step(cc + UNROLL * TK, KC, per_group, tile, wq[u], sq[u], xq[u]);
+        }
+        if (cc < KC) {
+          accumulate(h, w, sc, acc);
+        }
+      }
+    }
+#else
 #if UNROLL > 1
     for (; c + (UNROLL - 1) * TK < KC; c += UNROLL * TK) {
       uvec4 w[UNROLL][TILES];
-      uvec2 s[UNROLL][TILES];
+      uvec2 sc[UNROLL][TILES];
+      uvec4 h[UNROLL][M];
       [[unroll]] for (int u = 0; u < UNROLL; ++u) {
-        [[unroll]] for (int i = 0; i < TILES; ++i) {
-          w[u][i] = w_t[tile[i] * KC + c + u * TK];
-        }
+        load_step(c + u * TK, KC, per_group, tile, w[u], sc[u], h[u]);
       }
       [[unroll]] for (int u = 0; u < UNROLL; ++u) {
-        [[unroll]] for (int i = 0; i < TILES; ++i) {
-#if DIAG_LOADS == 2
-          s[u][i] = uvec2(0u);
-#else
-          s[u][i] = s_t[tile[i] * p.groups + (c + u * TK) / per_group];
-#endif
-        }
-      }
-      [[unroll]] for (int u = 0; u < UNROLL; ++u) {
-        accumulate(c + u * TK, KC, w[u], s[u], acc);
+        accumulate(h[u], w[u], sc[u], acc);
       }
     }
 #endif
     for (; c < KC; c += TK) {
-      uvec4 w1[TILES];
-      uvec2 s1[TILES];
-      [[unroll]] for (int i = 0; i < TILES; ++i) {
-        w1[i] = w_t[tile[i] * KC + c];
-#if DIAG_LOADS == 2
-        s1[i] = uvec2(0u);
-#else
-        s1[i] = s_t[tile[i] * p.groups + c / per_group];
-#endif
-      }
-      accumulate(c, KC, w1, s1, acc);
+      uvec4 w[TILES];
+      uvec2 sc[TILES];
+      uvec4 h[M];
+      load_step(c, KC, per_group, tile, w, sc, h);
+      accumulate(h, w, sc, acc);
     }
+#endif
 
     // Butterfly within a subgroup, then across the subgroups of a tile set through shared memory.
     const int width = min(TK, int(gl_SubgroupSize));

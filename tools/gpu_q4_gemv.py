@@ -28,14 +28,17 @@ device = vk.get_device()
 half = {"reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half", "dequant": "half2"}
 tiled = dict(half, layout="tiled")
 if "--tiled" in sys.argv:
-    variants = [dict(half, threads_k=64), dict(half, threads_k=32, local_x=32)]  # the rows layout's best
-    variants += [dict(tiled, **o) for o in (
-        {}, {"unroll": 2}, {"unroll": 4}, {"rows": 8, "unroll": 2}, {"rows": 8, "unroll": 4},
-        {"threads_k": 64, "unroll": 2}, {"threads_k": 16, "unroll": 2}, {"unroll": 2, "act_shared": True},
-        {"unroll": 4, "max_groups": 1056}, {"rows": 8, "unroll": 4, "max_groups": 528, "act_shared": True},
-        {"unroll": 2, "local_x": 32}, {"unroll": 2, "local_x": 256},
-        {"unroll": 2, "diagnostic": 2}, {"rows": 8, "unroll": 4, "diagnostic": 2}, {"unroll": 2, "diagnostic": 1})]
-    df = B.bench_suite(device, ResultsWriter(out / "q4_gemv_tiled"), group_sizes=(32,), ms=(1,), variants=variants)
+    pf = dict(tiled, prefetch=True)
+    variants = [dict(half, threads_k=64), dict(tiled, threads_k=64, unroll=2)]  # the best of each layout so far
+    variants += [dict(pf, **o) for o in (
+        {"unroll": 1}, {"unroll": 2}, {"unroll": 4}, {"threads_k": 64, "unroll": 2}, {"threads_k": 64, "unroll": 4},
+        {"threads_k": 128, "local_x": 256, "unroll": 2}, {"threads_k": 128, "local_x": 256, "unroll": 4},
+        {"threads_k": 256, "local_x": 256, "unroll": 2}, {"rows": 8, "unroll": 2},
+        {"rows": 8, "threads_k": 64, "unroll": 2}, {"unroll": 2, "local_x": 32},
+        {"threads_k": 64, "unroll": 2, "act_shared": True}, {"unroll": 4, "max_groups": 1056},
+        {"threads_k": 128, "local_x": 256, "unroll": 4, "diagnostic": 2}, {"threads_k": 64, "unroll": 2, "diagnostic": 2},
+        {"threads_k": 64, "unroll": 2, "diagnostic": 1})]
+    df = B.bench_suite(device, ResultsWriter(out / "q4_gemv_tiled_pf"), group_sizes=(32,), ms=(1,), variants=variants)
 elif "--diag" in sys.argv:
     best = [dict(half, rows=2, threads_k=64), dict(half, rows=4, threads_k=64), dict(half, rows=4, threads_k=32,
                                                                                       local_x=32)]

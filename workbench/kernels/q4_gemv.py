@@ -83,6 +83,7 @@ class Q4GemvSpec:
     layout: str = "rows"
     act_shared: bool = False  # tiled: activations staged in shared memory once per work group
     max_groups: int = 0       # tiled: work groups at most (0: one tile set each; else each loops over tile sets)
+    prefetch: bool = False    # tiled: `unroll` steps kept in flight in a ring (refilled before each step computes)
 
     def __post_init__(self):
         for name in ("n", "k", "group_size", "m"):
@@ -116,9 +117,10 @@ class Q4GemvSpec:
         _choice("layout", self.layout, LAYOUTS)
         if self.layout == "tiled":
             self._check_tiled()
-        elif self.act_shared or self.max_groups:
-            raise ValueError(f"q4_gemv: act_shared and max_groups belong to layout='tiled', got layout="
-                             f"{self.layout!r} with act_shared={self.act_shared!r}, max_groups={self.max_groups!r}")
+        elif self.act_shared or self.max_groups or self.prefetch:
+            raise ValueError(f"q4_gemv: act_shared, max_groups and prefetch belong to layout='tiled', got layout="
+                             f"{self.layout!r} with act_shared={self.act_shared!r}, max_groups={self.max_groups!r}, "
+                             f"prefetch={self.prefetch!r}")
         if self.k % self.group_size:
             raise ValueError(f"q4_gemv: K must be a multiple of group_size (whole scale groups, as torchao's "
                              f"PerGroup and ET-VK's export need), got K={self.k}, group_size={self.group_size}")
@@ -139,8 +141,9 @@ class Q4GemvSpec:
                 or self.max_groups < 0:
             raise ValueError(f"q4_gemv: max_groups must be 0 (no cap) or a positive integer, got "
                              f"{self.max_groups!r}")
-        if not isinstance(self.act_shared, (bool, np.bool_)):
-            raise ValueError(f"q4_gemv: act_shared must be True or False, got {self.act_shared!r}")
+        for name in ("act_shared", "prefetch"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"q4_gemv: {name} must be True or False, got {getattr(self, name)!r}")
 
     # ------------------------------------------------------------------ the variant
     @property
@@ -157,7 +160,7 @@ class Q4GemvSpec:
     def defines(self) -> dict:
         if self.layout == "tiled":
             return {"M": self.m, "ROWS": self.rows, "TK": self.threads_k, "LOCAL": self.local_x,
-                    "UNROLL": self.unroll, "ACT_SHARED": bool(self.act_shared),
+                    "UNROLL": self.unroll, "ACT_SHARED": bool(self.act_shared), "PREFETCH": bool(self.prefetch),
                     "KC8": self.m * self.k // 8 if self.act_shared else 1, "DIAG_LOADS": int(self.diagnostic)}
         return {"M": self.m, "ROWS": self.rows, "TK": self.threads_k, "LOCAL": self.local_x, "VEC": self.vec,
                 "UNROLL": self.unroll, "DEQUANT_MAGIC": self.dequant == "magic",
@@ -170,7 +173,8 @@ class Q4GemvSpec:
                 + (f"_u{self.unroll}" if self.unroll > 1 else "") + f"_{self.dequant}"
                 f"_{self.reduce}" + ("_xh" if self.act_dtype == "half" else "")
                 + ("_sh" if self.scale_dtype == "half" else "")
-                + (f"_tiled{'_xs' if self.act_shared else ''}{f'_g{self.max_groups}' if self.max_groups else ''}"
+                + (f"_tiled{'_pf' if self.prefetch else ''}{'_xs' if self.act_shared else ''}"
+                   f"{f'_g{self.max_groups}' if self.max_groups else ''}"
                    if self.layout == "tiled" else "")
                 + {0: "", 1: "_diag_loads", 2: "_diag_weights"}[int(self.diagnostic)])
 
@@ -179,7 +183,8 @@ class Q4GemvSpec:
         return {"threads_k": self.threads_k, "rows": self.rows, "local_x": self.local_x, "vec": self.vec,
                 "unroll": self.unroll, "dequant": self.dequant, "reduce": self.reduce, "act_dtype": self.act_dtype,
                 "scale_dtype": self.scale_dtype, "rows_per_group": self.rows_per_group, "diagnostic": int(self.diagnostic),
-                "layout": self.layout, "act_shared": bool(self.act_shared), "max_groups": self.max_groups}
+                "layout": self.layout, "act_shared": bool(self.act_shared), "max_groups": self.max_groups,
+                "prefetch": bool(self.prefetch)}
 
     def with_shape(self, n: int, k: int, group_size: int | None = None, m: int | None = None) -> "Q4GemvSpec":
         return replace(self, n=n, k=k, group_size=group_size or self.group_size, m=m or self.m)
