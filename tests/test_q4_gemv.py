@@ -75,7 +75,7 @@ def test_a_wrong_weight_is_caught(device, dequant):
     with Q.Q4GemvRun(device, spec, x, bad, scales) as run:
         run.run()
         got = run.output()
-    expected, tolerance = Q.reference(x, q, scales, spec.group_size, spec.dequant)
+    expected, tolerance = Q.reference(x, q, scales, spec.group_size, spec.fp16_rounding)
     err = np.abs(got - expected)
     assert err[0, 7] > tolerance and np.delete(err, 7, axis=1).max() <= tolerance
 

@@ -1,7 +1,7 @@
 """The 4-bit GEMV at decode shapes on a GPU host (the H200 run of data/NVIDIA_H200/NOTES.md), ET-VK's GEMV in the
 same run.
 
-    python3 tools/gpu_q4_gemv.py OUT [--full | --sweep | --diag | --tiled]
+    python3 tools/gpu_q4_gemv.py OUT [--full | --sweep | --diag | --tiled | --xregs]
 
 Carry .carry_gemv/ (cg.tar.xz: the workbench's glslang build + the checkout's backends/vulkan; the torchao wheel) and
 unpack it to /tmp/cg; then WORKBENCH_GLSLANG_DIR=/tmp/cg/glslang WORKBENCH_EXECUTORCH=/tmp/cg/executorch. Writes
@@ -14,6 +14,8 @@ size at Llama-3.1-8B's three shapes, group 32 (where the fixed cost is amortised
 arithmetic, and what the activation and scale loads, cost.
 --tiled: OUT/q4_gemv_tiled.csv, the tiled layout (4-row tiles, `layout="tiled"`) at every shape, group 32, beside
 the rows layout's best: loads ahead, rows, threads along K, staged activations, capped work groups, its diagnostics.
+--xregs: OUT/q4_gemv_xregs.csv, the tiled layout with activations in registers (`x_regs`), fp32 or fp16 (`acc16`)
+sums, one tile set per work group or 1,056 work groups looping, at every shape (the variants valid there), group 32.
 """
 import sys
 from pathlib import Path
@@ -39,6 +41,26 @@ if "--tiled" in sys.argv:
         {"threads_k": 128, "local_x": 256, "unroll": 4, "diagnostic": 2}, {"threads_k": 64, "unroll": 2, "diagnostic": 2},
         {"threads_k": 64, "unroll": 2, "diagnostic": 1})]
     df = B.bench_suite(device, ResultsWriter(out / "q4_gemv_tiled_pf"), group_sizes=(32,), ms=(1,), variants=variants)
+elif "--xregs" in sys.argv:
+    xr = dict(tiled, x_regs=True)
+    options = [dict(xr, threads_k=t, local_x=max(128, t), acc16=a, max_groups=g)
+               for t in (32, 64, 128, 256) for a in (False, True) for g in (0, 1056)]
+    options += [dict(xr, rows=8, threads_k=t, local_x=max(128, t), acc16=True, max_groups=1056) for t in (64, 128)]
+    options += [dict(xr, threads_k=128, max_groups=1056, diagnostic=2)]
+    writer = ResultsWriter(out / "q4_gemv_xregs")
+    frames = []
+    for shape in B.SHAPES:
+        valid = []
+        for o in options:
+            try:
+                B.Q4GemvSpec(shape.n, shape.k, 32, **o)
+            except ValueError:
+                continue
+            valid.append(o)
+        variants = [dict(half, threads_k=64), dict(tiled, threads_k=64, unroll=2)] + valid
+        frames.append(B.bench_suite(device, writer, shapes=(shape,), group_sizes=(32,), ms=(1,), variants=variants))
+    import pandas as pd
+    df = pd.concat(frames, ignore_index=True)
 elif "--diag" in sys.argv:
     best = [dict(half, rows=2, threads_k=64), dict(half, rows=4, threads_k=64), dict(half, rows=4, threads_k=32,
                                                                                       local_x=32)]
@@ -55,6 +77,6 @@ else:
     df = B.bench_suite(device, ResultsWriter(out / "q4_gemv"), group_sizes=(32, 128), ms=(1,), variants=variants)
 best = df[df.impl.isin(["workbench", "etvk"])].groupby(["shape", "group_size", "impl"]).copy_fraction.max()
 print(best.unstack().round(3).to_string())
-if "--tiled" in sys.argv:
+if "--tiled" in sys.argv or "--xregs" in sys.argv:
     ours = df[df.impl == "workbench"]
     print(ours.pivot_table(index="variant", columns="shape", values="copy_fraction").round(3).to_string())

@@ -43,6 +43,9 @@ SHADER = "q4_gemv"
 #: Weight layouts: "rows" (each row's K contiguous: ``shaders/q4_gemv.glsl``) and "tiled" (4-row tiles, a 16-byte
 #: vector = 4 rows × 8 K values, scales in the same tiles: ``shaders/q4_gemv_tiled.glsl``).
 LAYOUTS = ("rows", "tiled")
+TILED_ONLY = ("act_shared", "max_groups", "prefetch", "x_regs", "acc16")
+#: Activation registers a thread of the x_regs build holds at most: M · ceil(K / 8 / threads_k) vectors of 8.
+MAX_X_VECTORS = 16
 DEQUANTS = ("magic", "convert", "half2")
 #: Relative rounding of half2's packed-fp16 sum of a word's 8 products (4 multiply-adds, fused or not: γ₈ of fp16).
 HALF2_ROUNDING = 8 * 2.0 ** -11
@@ -84,6 +87,8 @@ class Q4GemvSpec:
     act_shared: bool = False  # tiled: activations staged in shared memory once per work group
     max_groups: int = 0       # tiled: work groups at most (0: one tile set each; else each loops over tile sets)
     prefetch: bool = False    # tiled: `unroll` steps kept in flight in a ring (refilled before each step computes)
+    x_regs: bool = False      # tiled: each thread's activations in registers, work groups loop over tiles
+    acc16: bool = False       # tiled + x_regs: a thread's sums of a row pair in packed fp16, converted once a tile
 
     def __post_init__(self):
         for name in ("n", "k", "group_size", "m"):
@@ -117,10 +122,11 @@ class Q4GemvSpec:
         _choice("layout", self.layout, LAYOUTS)
         if self.layout == "tiled":
             self._check_tiled()
-        elif self.act_shared or self.max_groups or self.prefetch:
-            raise ValueError(f"q4_gemv: act_shared, max_groups and prefetch belong to layout='tiled', got layout="
-                             f"{self.layout!r} with act_shared={self.act_shared!r}, max_groups={self.max_groups!r}, "
-                             f"prefetch={self.prefetch!r}")
+        else:
+            extra = {name: getattr(self, name) for name in TILED_ONLY if getattr(self, name)}
+            if extra:
+                raise ValueError(f"q4_gemv: {', '.join(TILED_ONLY)} belong to layout='tiled', got layout="
+                                 f"{self.layout!r} with {extra}")
         if self.k % self.group_size:
             raise ValueError(f"q4_gemv: K must be a multiple of group_size (whole scale groups, as torchao's "
                              f"PerGroup and ET-VK's export need), got K={self.k}, group_size={self.group_size}")
@@ -141,7 +147,17 @@ class Q4GemvSpec:
                 or self.max_groups < 0:
             raise ValueError(f"q4_gemv: max_groups must be 0 (no cap) or a positive integer, got "
                              f"{self.max_groups!r}")
-        for name in ("act_shared", "prefetch"):
+        if self.x_regs and self.m * self.steps > MAX_X_VECTORS:
+            raise ValueError(f"q4_gemv: x_regs holds M·ceil(K / 8 / threads_k) activation vectors a thread, at most "
+                             f"{MAX_X_VECTORS}; got M={self.m}, K={self.k}, threads_k={self.threads_k}: "
+                             f"{self.m * self.steps} (raise threads_k)")
+        if self.x_regs and (self.prefetch or self.act_shared or self.unroll != 1):
+            raise ValueError(f"q4_gemv: x_regs loads a whole tile ahead (no unroll, prefetch or act_shared), got "
+                             f"unroll={self.unroll}, prefetch={self.prefetch}, act_shared={self.act_shared}")
+        if self.acc16 and not self.x_regs:
+            raise ValueError("q4_gemv: acc16 is a build of x_regs (fp16 sums over a thread's chunks of a tile), got "
+                             "x_regs=False")
+        for name in ("act_shared", "prefetch", "x_regs", "acc16"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"q4_gemv: {name} must be True or False, got {getattr(self, name)!r}")
 
@@ -149,6 +165,20 @@ class Q4GemvSpec:
     @property
     def shader(self) -> str:
         return SHADER if self.layout == "rows" else f"{SHADER}_tiled"
+
+    @property
+    def steps(self) -> int:
+        """Chunks of 8 K values a thread of the tiled layout computes per tile: ceil(K / 8 / threads_k)."""
+        return math.ceil(self.k / 8 / self.threads_k)
+
+    @property
+    def fp16_rounding(self) -> float:
+        """The relative error bound of the variant's fp16 arithmetic (0 for the fp32 builds): a word's 8 products
+        summed in 4 packed multiply-adds and its two halves (HALF2_ROUNDING); acc16 adds a scaling multiply-add per
+        chunk over the thread's `steps` chunks."""
+        if self.dequant != "half2":
+            return 0.0
+        return HALF2_ROUNDING + (self.steps + 1) * 2.0 ** -11 * bool(self.acc16)
 
     def shared_bytes(self) -> int:
         """Shared memory the variant declares (checked against the device's limit)."""
@@ -161,7 +191,8 @@ class Q4GemvSpec:
         if self.layout == "tiled":
             return {"M": self.m, "ROWS": self.rows, "TK": self.threads_k, "LOCAL": self.local_x,
                     "UNROLL": self.unroll, "ACT_SHARED": bool(self.act_shared), "PREFETCH": bool(self.prefetch),
-                    "KC8": self.m * self.k // 8 if self.act_shared else 1, "DIAG_LOADS": int(self.diagnostic)}
+                    "KC8": self.m * self.k // 8 if self.act_shared else 1, "DIAG_LOADS": int(self.diagnostic),
+                    "X_REGS": bool(self.x_regs), "STEPS": self.steps if self.x_regs else 1, "ACC16": bool(self.acc16)}
         return {"M": self.m, "ROWS": self.rows, "TK": self.threads_k, "LOCAL": self.local_x, "VEC": self.vec,
                 "UNROLL": self.unroll, "DEQUANT_MAGIC": self.dequant == "magic",
                 "DEQUANT_HALF2": self.dequant == "half2", "DIAG_LOADS": int(self.diagnostic), "REDUCE_SUBGROUP": self.reduce == "subgroup",
@@ -174,7 +205,8 @@ class Q4GemvSpec:
                 f"_{self.reduce}" + ("_xh" if self.act_dtype == "half" else "")
                 + ("_sh" if self.scale_dtype == "half" else "")
                 + (f"_tiled{'_pf' if self.prefetch else ''}{'_xs' if self.act_shared else ''}"
-                   f"{f'_g{self.max_groups}' if self.max_groups else ''}"
+                   f"{f'_g{self.max_groups}' if self.max_groups else ''}{'_xr' if self.x_regs else ''}"
+                   f"{'_a16' if self.acc16 else ''}"
                    if self.layout == "tiled" else "")
                 + {0: "", 1: "_diag_loads", 2: "_diag_weights"}[int(self.diagnostic)])
 
@@ -184,7 +216,7 @@ class Q4GemvSpec:
                 "unroll": self.unroll, "dequant": self.dequant, "reduce": self.reduce, "act_dtype": self.act_dtype,
                 "scale_dtype": self.scale_dtype, "rows_per_group": self.rows_per_group, "diagnostic": int(self.diagnostic),
                 "layout": self.layout, "act_shared": bool(self.act_shared), "max_groups": self.max_groups,
-                "prefetch": bool(self.prefetch)}
+                "prefetch": bool(self.prefetch), "x_regs": bool(self.x_regs), "acc16": bool(self.acc16)}
 
     def with_shape(self, n: int, k: int, group_size: int | None = None, m: int | None = None) -> "Q4GemvSpec":
         return replace(self, n=n, k=k, group_size=group_size or self.group_size, m=m or self.m)
@@ -358,16 +390,19 @@ def unpack_weights(words, k: int) -> np.ndarray:
     return (nibbles.reshape(words.shape[0], -1)[:, :k].astype(np.int16) - 8).astype(np.int8)
 
 
-def reference(x, q, scales, group_size: int, dequant: str = "magic"):
-    """(float64 x @ dequantize_int4(q, scales)ᵀ [M, N], the tolerance of any fp32 summation order and, for
-    `dequant` "half2", of its fp16 sums within a word)."""
+def reference(x, q, scales, group_size: int, fp16_rounding: float = 0.0):
+    """(float64 x @ dequantize_int4(q, scales)ᵀ [M, N], the tolerance of any fp32 summation order plus
+    `fp16_rounding` (a spec's relative bound of its fp16 arithmetic, `Q4GemvSpec.fp16_rounding`), both relative to
+    max(|x| @ |w|ᵀ))."""
     import torch
     w = dequantize_int4(q, scales, group_size)
     x64 = torch.as_tensor(np.asarray(x), dtype=torch.float64)
     out = x64 @ w.T
     magnitude = float((x64.abs() @ w.abs().T).max()) if out.numel() else 0.0
-    relative = (x64.shape[-1] + 2) * 2.0 ** -24 + (HALF2_ROUNDING if dequant == "half2" else 0.0)
-    return out.numpy(), relative * magnitude
+    relative = (x64.shape[-1] + 2) * 2.0 ** -24 + fp16_rounding
+    # fp16 results below the normal range round to 2^-25 absolutely: one per fp16 step of every chunk, at most
+    absolute = (fp16_rounding > 0) * 16 * x64.shape[-1] * 2.0 ** -25
+    return out.numpy(), relative * magnitude + absolute
 
 
 def _half_words(a) -> np.ndarray:
@@ -425,4 +460,4 @@ def check(device, spec: Q4GemvSpec, seed: int = 0) -> dict:
     with Q4GemvRun(device, spec, x, q, scales) as run:
         run.run()
         got = run.output()
-    return compare(got, *reference(x, q, scales, spec.group_size, spec.dequant))
+    return compare(got, *reference(x, q, scales, spec.group_size, spec.fp16_rounding))
