@@ -18,7 +18,8 @@
 // of TK), UNROLL (steps loaded ahead of use), PREFETCH (UNROLL steps kept in flight in a ring, each refilled before
 // its step is computed, instead of UNROLL steps loaded then computed), ACT_SHARED (activations staged in shared memory once per work group;
 // KC8 = M · K / 8 its size in uvec4), DIAG_LOADS (wrong results by design): 1 = every load kept, the arithmetic
-// replaced by one conversion and add per load; 2 = the weight loads alone.
+// replaced by one conversion and add per load; 2 = the weight loads alone; with X_REGS also 3 = weights and scales
+// loaded, no arithmetic; 4 = the arithmetic without scale loads (scales 1.0).
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -185,6 +186,8 @@ void load_tile(int tile_set, int t, int KC, int per_group, int tiles, out uvec4 
       w[s][i] = w_t[tile * KC + c];
 #if DIAG_LOADS == 2
       sc[s][i] = uvec2(0u);
+#elif DIAG_LOADS == 4
+      sc[s][i] = uvec2(0x3C003C00u);  // fp16 1.0 pairs: the arithmetic without the scale loads
 #else
       sc[s][i] = s_t[tile * p.groups + c / per_group];
 #endif
@@ -224,13 +227,13 @@ void main() {
     }
     float acc[M][ROWS];
     [[unroll]] for (int m = 0; m < M; ++m) {
-#if DIAG_LOADS == 2
+#if DIAG_LOADS == 2 || DIAG_LOADS == 3
       [[unroll]] for (int r = 0; r < ROWS; ++r) {
         acc[m][r] = 0.0;
       }
       [[unroll]] for (int s = 0; s < STEPS; ++s) {
         [[unroll]] for (int i = 0; i < TILES; ++i) {
-          acc[m][4 * i] += float(wc[s][i].x + wc[s][i].y + wc[s][i].z + wc[s][i].w);
+          acc[m][4 * i] += float(wc[s][i].x + wc[s][i].y + wc[s][i].z + wc[s][i].w + scc[s][i].x + scc[s][i].y);
         }
       }
 #elif ACC16

@@ -43,11 +43,17 @@ if "--tiled" in sys.argv:
     df = B.bench_suite(device, ResultsWriter(out / "q4_gemv_tiled_pf"), group_sizes=(32,), ms=(1,), variants=variants)
 elif "--xregs" in sys.argv:
     xr = dict(tiled, x_regs=True)
-    options = [dict(xr, threads_k=t, local_x=max(128, t), acc16=a, max_groups=g)
-               for t in (32, 64, 128, 256) for a in (False, True) for g in (0, 1056)]
-    options += [dict(xr, rows=8, threads_k=t, local_x=max(128, t), acc16=True, max_groups=1056) for t in (64, 128)]
-    options += [dict(xr, threads_k=128, max_groups=1056, diagnostic=2)]
-    writer = ResultsWriter(out / "q4_gemv_xregs")
+    if "--split" in sys.argv:  # where the time goes: weights, + scales, arithmetic without scales (with statistics)
+        options = [dict(xr, threads_k=t, max_groups=1056, acc16=a, diagnostic=d)
+                   for t in (64, 128) for a in (False, True) for d in (0, 2, 3, 4) if not (a and d in (2, 3))]
+        stem = "q4_gemv_xregs_split"
+    else:
+        options = [dict(xr, threads_k=t, local_x=max(128, t), acc16=a, max_groups=g)
+                   for t in (32, 64, 128, 256) for a in (False, True) for g in (0, 1056)]
+        options += [dict(xr, rows=8, threads_k=t, local_x=max(128, t), acc16=True, max_groups=1056) for t in (64, 128)]
+        options += [dict(xr, threads_k=128, max_groups=1056, diagnostic=2)]
+        stem = "q4_gemv_xregs"
+    writer = ResultsWriter(out / stem)
     frames = []
     for shape in B.SHAPES:
         valid = []
@@ -80,3 +86,5 @@ print(best.unstack().round(3).to_string())
 if "--tiled" in sys.argv or "--xregs" in sys.argv:
     ours = df[df.impl == "workbench"]
     print(ours.pivot_table(index="variant", columns="shape", values="copy_fraction").round(3).to_string())
+    if "registers" in ours:
+        print(ours.groupby("variant")[["registers", "spills", "occupancy"]].first().to_string())

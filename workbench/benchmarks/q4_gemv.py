@@ -117,6 +117,19 @@ def _etvk_dispatch(gen, shape: Shape, group: int, m: int):
                 group_size=group, bias=False)
 
 
+def _pipeline_figures(device, spec: Q4GemvSpec) -> dict:
+    """The driver's registers, spills and the occupancy they allow (`etvk.run.unified_statistics`), where the
+    device reports pipeline statistics."""
+    if not device.info.features.get("pipeline_executable_properties"):
+        return {}
+    from ..etvk.run import unified_statistics
+    from ..kernels import pipeline_for
+    pipeline = pipeline_for(device, spec.shader, defines=spec.defines, local_size=spec.local_size,
+                            capture_statistics=True)
+    figures = unified_statistics(pipeline.statistics(), device.info, spec.local_size)
+    return {k: figures.get(k) for k in ("registers", "spills", "occupancy", "occupancy_limiter")}
+
+
 def _labels(shape: Shape, group: int, m: int) -> dict:
     return {"model": shape.model, "layer": shape.layer, "m": m, "k": shape.k, "n": shape.n, "group_size": group,
             "shape": f"{m}x{shape.k}->{shape.n}"}
@@ -171,7 +184,8 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
                               impl="workbench", **_labels(shape, spec.group_size, spec.m), variant=spec.variant,
                               **spec.params(), local_size=str(spec.local_size),
                               global_size=str(spec.global_size(device)), repeats=reps, status="ok", reason="",
-                              **checked, exact=checked["correct"], timer="vulkan timestamps")
+                              **checked, exact=checked["correct"], timer="vulkan timestamps",
+                              **_pipeline_figures(device, spec))
         rows.append(copies.annotate(row, spec.bytes_moved()))
     return pd.DataFrame(rows)
 

@@ -103,8 +103,9 @@ class Q4GemvSpec:
             _choice(name, getattr(self, name), VARIANT_CHOICES[name])
         _choice("act_dtype", self.act_dtype, DTYPES)
         _choice("scale_dtype", self.scale_dtype, DTYPES)
-        if self.diagnostic not in (0, 1, 2):
-            raise ValueError(f"q4_gemv: diagnostic is 0, 1 (loads only) or 2 (weight loads only), got "
+        if self.diagnostic not in (0, 1, 2, 3, 4) or (self.diagnostic > 2 and not self.x_regs):
+            raise ValueError(f"q4_gemv: diagnostic is 0, 1 (loads only), 2 (weight loads only) or, with x_regs, 3 "
+                             f"(weight and scale loads only), 4 (arithmetic without scale loads), got "
                              f"{self.diagnostic!r}")
         if (self.dequant == "half2" or self.diagnostic) and self.act_dtype != "half":
             raise ValueError(f"q4_gemv: dequant='half2' and the diagnostic read fp16 activations and need "
@@ -208,7 +209,8 @@ class Q4GemvSpec:
                    f"{f'_g{self.max_groups}' if self.max_groups else ''}{'_xr' if self.x_regs else ''}"
                    f"{'_a16' if self.acc16 else ''}"
                    if self.layout == "tiled" else "")
-                + {0: "", 1: "_diag_loads", 2: "_diag_weights"}[int(self.diagnostic)])
+                + {0: "", 1: "_diag_loads", 2: "_diag_weights", 3: "_diag_weights_scales",
+                   4: "_diag_no_scales"}[int(self.diagnostic)])
 
     def params(self) -> dict:
         """The variant's fields as row columns."""
