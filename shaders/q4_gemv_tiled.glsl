@@ -177,19 +177,40 @@ void finish(int t, int tile_set, int sets_needed, inout float acc[M][ROWS]) {
 // so their fp16 pairs are read once per thread and every weight byte after that costs one 16-byte load and its
 // arithmetic. Work groups loop over tile sets (grid-stride); the next set's weights and scales are loaded before
 // the current set is computed. Chunks past K read the tile's last chunk against zero activations.
+// Thread t's chunk s: with LANE_CHUNKS the thread's STEPS chunks are consecutive in K (c = t·STEPS + s) and the
+// host stores chunk (t, s) of a tile at s·TK + t (tiles STEPS·TK vectors long, padding chunks zero weights), so a
+// load instruction still reads TK neighbouring vectors while a thread's chunks share scale groups: its scales are
+// loaded once per run of RUN chunks (RUN = chunks per group, or STEPS, when one divides the other; else 1).
+int chunk_of(int t, int s) {
+#if LANE_CHUNKS
+  return t * STEPS + s;
+#else
+  return t + s * TK;
+#endif
+}
+
 void load_tile(int tile_set, int t, int KC, int per_group, int tiles, out uvec4 w[STEPS][TILES],
                out uvec2 sc[STEPS][TILES]) {
   [[unroll]] for (int i = 0; i < TILES; ++i) {
     const int tile = min(tile_set * TILES + i, tiles - 1);
     [[unroll]] for (int s = 0; s < STEPS; ++s) {
-      const int c = min(t + s * TK, KC - 1);
+#if LANE_CHUNKS
+      w[s][i] = w_t[tile * (STEPS * TK) + s * TK + t];
+      const int c = min(chunk_of(t, s), KC - 1);
+#else
+      const int c = min(chunk_of(t, s), KC - 1);
       w[s][i] = w_t[tile * KC + c];
+#endif
 #if DIAG_LOADS == 2
       sc[s][i] = uvec2(0u);
 #elif DIAG_LOADS == 4
       sc[s][i] = uvec2(0x3C003C00u);  // fp16 1.0 pairs: the arithmetic without the scale loads
 #else
-      sc[s][i] = s_t[tile * p.groups + c / per_group];
+      if (s % RUN == 0) {
+        sc[s][i] = s_t[tile * p.groups + c / per_group];
+      } else {
+        sc[s][i] = sc[s - 1][i];
+      }
 #endif
     }
   }
@@ -208,7 +229,7 @@ void main() {
 
   f16vec2 xs[STEPS][M][4];
   [[unroll]] for (int s = 0; s < STEPS; ++s) {
-    const int c = t + s * TK;
+    const int c = chunk_of(t, s);
     [[unroll]] for (int m = 0; m < M; ++m) {
       pairs(c < KC ? x_h[m * KC + c] : uvec4(0u), xs[s][m]);
     }

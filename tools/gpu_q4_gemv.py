@@ -43,7 +43,15 @@ if "--tiled" in sys.argv:
     df = B.bench_suite(device, ResultsWriter(out / "q4_gemv_tiled_pf"), group_sizes=(32,), ms=(1,), variants=variants)
 elif "--xregs" in sys.argv:
     xr = dict(tiled, x_regs=True)
-    if "--split" in sys.argv:  # where the time goes: weights, + scales, arithmetic without scales (with statistics)
+    if "--lanes" in sys.argv:  # a thread's chunks consecutive in K: one scale load per group
+        options = [dict(xr, threads_k=128, max_groups=1056)]
+        options += [dict(xr, lane_chunks=True, **o) for o in (
+            {"threads_k": 128, "max_groups": 1056}, {"threads_k": 128, "max_groups": 1056, "acc16": True},
+            {"threads_k": 64, "max_groups": 1056}, {"threads_k": 256, "local_x": 256, "max_groups": 1056},
+            {"threads_k": 128}, {"threads_k": 128, "max_groups": 528}, {"threads_k": 128, "max_groups": 2112},
+            {"threads_k": 128, "max_groups": 1056, "diagnostic": 3}, {"threads_k": 128, "max_groups": 1056, "diagnostic": 4})]
+        stem = "q4_gemv_xregs_lanes"
+    elif "--split" in sys.argv:  # where the time goes: weights, + scales, arithmetic without scales (with statistics)
         options = [dict(xr, threads_k=t, max_groups=1056, acc16=a, diagnostic=d)
                    for t in (64, 128) for a in (False, True) for d in (0, 2, 3, 4) if not (a and d in (2, 3))]
         stem = "q4_gemv_xregs_split"

@@ -43,7 +43,7 @@ SHADER = "q4_gemv"
 #: Weight layouts: "rows" (each row's K contiguous: ``shaders/q4_gemv.glsl``) and "tiled" (4-row tiles, a 16-byte
 #: vector = 4 rows × 8 K values, scales in the same tiles: ``shaders/q4_gemv_tiled.glsl``).
 LAYOUTS = ("rows", "tiled")
-TILED_ONLY = ("act_shared", "max_groups", "prefetch", "x_regs", "acc16")
+TILED_ONLY = ("act_shared", "max_groups", "prefetch", "x_regs", "acc16", "lane_chunks")
 #: Activation registers a thread of the x_regs build holds at most: M · ceil(K / 8 / threads_k) vectors of 8.
 MAX_X_VECTORS = 16
 DEQUANTS = ("magic", "convert", "half2")
@@ -89,6 +89,7 @@ class Q4GemvSpec:
     prefetch: bool = False    # tiled: `unroll` steps kept in flight in a ring (refilled before each step computes)
     x_regs: bool = False      # tiled: each thread's activations in registers, work groups loop over tiles
     acc16: bool = False       # tiled + x_regs: a thread's sums of a row pair in packed fp16, converted once a tile
+    lane_chunks: bool = False  # tiled + x_regs: a thread's chunks consecutive in K (the tile's vectors permuted)
 
     def __post_init__(self):
         for name in ("n", "k", "group_size", "m"):
@@ -155,10 +156,13 @@ class Q4GemvSpec:
         if self.x_regs and (self.prefetch or self.act_shared or self.unroll != 1):
             raise ValueError(f"q4_gemv: x_regs loads a whole tile ahead (no unroll, prefetch or act_shared), got "
                              f"unroll={self.unroll}, prefetch={self.prefetch}, act_shared={self.act_shared}")
+        if self.lane_chunks and not self.x_regs:
+            raise ValueError("q4_gemv: lane_chunks is a build of x_regs (a thread's chunks fixed per tile), got "
+                             "x_regs=False")
         if self.acc16 and not self.x_regs:
             raise ValueError("q4_gemv: acc16 is a build of x_regs (fp16 sums over a thread's chunks of a tile), got "
                              "x_regs=False")
-        for name in ("act_shared", "prefetch", "x_regs", "acc16"):
+        for name in ("act_shared", "prefetch", "x_regs", "acc16", "lane_chunks"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"q4_gemv: {name} must be True or False, got {getattr(self, name)!r}")
 
@@ -171,6 +175,15 @@ class Q4GemvSpec:
     def steps(self) -> int:
         """Chunks of 8 K values a thread of the tiled layout computes per tile: ceil(K / 8 / threads_k)."""
         return math.ceil(self.k / 8 / self.threads_k)
+
+    @property
+    def scale_run(self) -> int:
+        """Chunks of a thread that share one scale load: with lane_chunks the chunks per group or the steps, when
+        one divides the other; else 1."""
+        per_group, steps = self.group_size // 8, self.steps
+        if self.lane_chunks and (per_group % steps == 0 or steps % per_group == 0):
+            return min(per_group, steps)
+        return 1
 
     @property
     def fp16_rounding(self) -> float:
@@ -193,7 +206,8 @@ class Q4GemvSpec:
             return {"M": self.m, "ROWS": self.rows, "TK": self.threads_k, "LOCAL": self.local_x,
                     "UNROLL": self.unroll, "ACT_SHARED": bool(self.act_shared), "PREFETCH": bool(self.prefetch),
                     "KC8": self.m * self.k // 8 if self.act_shared else 1, "DIAG_LOADS": int(self.diagnostic),
-                    "X_REGS": bool(self.x_regs), "STEPS": self.steps if self.x_regs else 1, "ACC16": bool(self.acc16)}
+                    "X_REGS": bool(self.x_regs), "STEPS": self.steps if self.x_regs else 1, "ACC16": bool(self.acc16),
+                    "LANE_CHUNKS": bool(self.lane_chunks), "RUN": self.scale_run}
         return {"M": self.m, "ROWS": self.rows, "TK": self.threads_k, "LOCAL": self.local_x, "VEC": self.vec,
                 "UNROLL": self.unroll, "DEQUANT_MAGIC": self.dequant == "magic",
                 "DEQUANT_HALF2": self.dequant == "half2", "DIAG_LOADS": int(self.diagnostic), "REDUCE_SUBGROUP": self.reduce == "subgroup",
@@ -207,7 +221,7 @@ class Q4GemvSpec:
                 + ("_sh" if self.scale_dtype == "half" else "")
                 + (f"_tiled{'_pf' if self.prefetch else ''}{'_xs' if self.act_shared else ''}"
                    f"{f'_g{self.max_groups}' if self.max_groups else ''}{'_xr' if self.x_regs else ''}"
-                   f"{'_a16' if self.acc16 else ''}"
+                   f"{'_a16' if self.acc16 else ''}{'_lc' if self.lane_chunks else ''}"
                    if self.layout == "tiled" else "")
                 + {0: "", 1: "_diag_loads", 2: "_diag_weights", 3: "_diag_weights_scales",
                    4: "_diag_no_scales"}[int(self.diagnostic)])
@@ -218,7 +232,8 @@ class Q4GemvSpec:
                 "unroll": self.unroll, "dequant": self.dequant, "reduce": self.reduce, "act_dtype": self.act_dtype,
                 "scale_dtype": self.scale_dtype, "rows_per_group": self.rows_per_group, "diagnostic": int(self.diagnostic),
                 "layout": self.layout, "act_shared": bool(self.act_shared), "max_groups": self.max_groups,
-                "prefetch": bool(self.prefetch), "x_regs": bool(self.x_regs), "acc16": bool(self.acc16)}
+                "prefetch": bool(self.prefetch), "x_regs": bool(self.x_regs), "acc16": bool(self.acc16),
+                "lane_chunks": bool(self.lane_chunks)}
 
     def with_shape(self, n: int, k: int, group_size: int | None = None, m: int | None = None) -> "Q4GemvSpec":
         return replace(self, n=n, k=k, group_size=group_size or self.group_size, m=m or self.m)
@@ -298,7 +313,13 @@ class Q4GemvSpec:
     def pack(self, q, scales) -> tuple[np.ndarray, np.ndarray]:
         """(weight words, scale words) as this layout's shader reads them (uint32, flat)."""
         if self.layout == "tiled":
-            return pack_weights_tiled(q).reshape(-1), pack_scales_tiled(scales).reshape(-1)
+            words = pack_weights_tiled(q)  # [T, K / 8, 4]
+            if self.lane_chunks:  # chunk t·steps + s of a tile at s·threads_k + t, zero weights past K
+                t, kc = words.shape[:2]
+                padded = np.full((t, self.steps * self.threads_k, 4), 0x88888888, np.uint32)
+                padded[:, :kc] = words
+                words = padded.reshape(t, self.threads_k, self.steps, 4).swapaxes(1, 2)
+            return np.ascontiguousarray(words).reshape(-1), pack_scales_tiled(scales).reshape(-1)
         scales = np.asarray(scales, np.float32)
         return (pack_weights(q).reshape(-1),
                 _half_words(scales) if self.scale_dtype == "half" else scales.reshape(-1))
