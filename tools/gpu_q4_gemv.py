@@ -14,6 +14,7 @@ size at Llama-3.1-8B's three shapes, group 32 (where the fixed cost is amortised
 arithmetic, and what the activation and scale loads, cost.
 --tiled: OUT/q4_gemv_tiled.csv, the tiled layout (4-row tiles, `layout="tiled"`) at every shape, group 32, beside
 the rows layout's best: loads ahead, rows, threads along K, staged activations, capped work groups, its diagnostics.
+--mscale: OUT/q4_gemv_mscale.csv, the best variant of each build at Llama-3.1-8B's shapes at M = 1, 2, 4.
 --xregs: OUT/q4_gemv_xregs.csv, the tiled layout with activations in registers (`x_regs`), fp32 or fp16 (`acc16`)
 sums, one tile set per work group or 1,056 work groups looping, at every shape (the variants valid there), group 32.
 """
@@ -41,6 +42,13 @@ if "--tiled" in sys.argv:
         {"threads_k": 128, "local_x": 256, "unroll": 4, "diagnostic": 2}, {"threads_k": 64, "unroll": 2, "diagnostic": 2},
         {"threads_k": 64, "unroll": 2, "diagnostic": 1})]
     df = B.bench_suite(device, ResultsWriter(out / "q4_gemv_tiled_pf"), group_sizes=(32,), ms=(1,), variants=variants)
+elif "--mscale" in sys.argv:  # time against M (the arithmetic per weight byte grows with M, the traffic barely)
+    variants = [dict(half, threads_k=64), dict(tiled, threads_k=64, unroll=2),
+                dict(tiled, x_regs=True, threads_k=128, max_groups=1056)]
+    df = B.bench_suite(device, ResultsWriter(out / "q4_gemv_mscale"), shapes=B.SHAPES[-3:], group_sizes=(32,),
+                       ms=(1, 2, 4), variants=variants)
+    w = df[df.impl == "workbench"]
+    print(w.pivot_table(index=["variant"], columns=["shape", "m"], values="median_us").round(2).to_string())
 elif "--xregs" in sys.argv:
     xr = dict(tiled, x_regs=True)
     if "--lanes" in sys.argv:  # a thread's chunks consecutive in K: one scale load per group
