@@ -43,8 +43,7 @@ if "--tiled" in sys.argv:
         {"threads_k": 64, "unroll": 2, "diagnostic": 1})]
     df = B.bench_suite(device, ResultsWriter(out / "q4_gemv_tiled_pf"), group_sizes=(32,), ms=(1,), variants=variants)
 elif "--mscale" in sys.argv:  # time against M (the arithmetic per weight byte grows with M, the traffic barely)
-    variants = [dict(half, threads_k=64), dict(tiled, threads_k=64, unroll=2),
-                dict(tiled, x_regs=True, threads_k=128, max_groups=1056)]
+    variants = [dict(half, threads_k=64), dict(tiled, threads_k=64, unroll=2)]
     df = B.bench_suite(device, ResultsWriter(out / "q4_gemv_mscale"), shapes=B.SHAPES[-3:], group_sizes=(32,),
                        ms=(1, 2, 4), variants=variants)
     w = df[df.impl == "workbench"]
