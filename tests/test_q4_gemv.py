@@ -174,3 +174,93 @@ def test_vendor_rows():
     assert len(ours) == len(B.VENDOR_VARIANTS) and ours["error"].isna().all()
     assert (ours["instructions"] > 0).all() and (ours["registers"] > 0).all()
     assert np.allclose(ours["instructions_per_weight_byte"], ours["instructions"] / ours["weight_bytes_per_step"])
+
+
+# The tiled layout (shaders/q4_gemv_tiled.glsl): every build — loads batched, the prefetch ring, activations staged
+# in shared memory, capped work groups looping over tile sets, activations in registers (fp32 or fp16 sums, chunks
+# strided or consecutive per thread), two tiles a thread, M > 1, tile sets spanning subgroups (threads_k > the
+# subgroup size) or several per subgroup.
+_TILED = {"layout": "tiled", "dequant": "half2", "act_dtype": "half", "scale_dtype": "half", "reduce": "subgroup"}
+TILED_VARIANTS = [{}, {"unroll": 2, "rows": 8}, {"prefetch": True, "unroll": 4}, {"act_shared": True, "m": 2},
+                  {"max_groups": 3, "unroll": 2, "prefetch": True}, {"threads_k": 8, "local_x": 32},
+                  {"threads_k": 128, "local_x": 256, "m": 3},
+                  {"x_regs": True, "threads_k": 64, "max_groups": 2}, {"x_regs": True, "threads_k": 128, "acc16": True},
+                  {"x_regs": True, "threads_k": 64, "lane_chunks": True, "rows": 8, "max_groups": 5},
+                  {"x_regs": True, "threads_k": 128, "lane_chunks": True, "acc16": True, "m": 2}]
+
+
+@pytest.mark.parametrize("options", TILED_VARIANTS, ids=_ids(TILED_VARIANTS))
+def test_tiled_layout_matches_reference(device, options):
+    # N not a multiple of 4 (a padded tile) nor of a work group's rows; K = 2080 (65 groups); group 16 and 128
+    for n, k, g in ((100, 96, 32), (37, 2080, 32), (5, 256, 128), (30, 1024, 16)):
+        try:
+            spec = Q4GemvSpec(n, k, g, **_TILED, **options)
+        except ValueError as error:  # activations in registers: only where a thread holds at most 16 vectors
+            assert "x_regs holds" in str(error) and spec_steps(k, options) * options.get("m", 1) > 16
+            continue
+        result = Q.check(device, spec, seed=n)
+        assert result["correct"], (spec.variant, (n, k, g), result)
+
+
+def spec_steps(k, options):
+    return -(-k // (8 * options.get("threads_k", 32)))
+
+
+def test_tiled_packing_round_trips():
+    rng = np.random.default_rng(0)
+    q = rng.integers(-8, 8, size=(10, 64)).astype(np.int8)
+    words = Q.pack_weights_tiled(q)
+    assert words.shape == (3, 8, 4) and (words[2, :, 2:] == 0x88888888).all()  # rows 10, 11: zero weights
+    assert (Q.unpack_weights_tiled(words, 10, 64) == q).all()
+    assert (words[1, 5, 2] == Q.pack_weights(q)[6, 5])  # tile 1, chunk 5, row 4·1 + 2
+    scales = rng.random((10, 2)).astype(np.float32)
+    packed = Q.pack_scales_tiled(scales).view(np.float16).reshape(3, 2, 4)
+    assert np.array_equal(packed[2, 1, :2], scales[8:, 1].astype(np.float16)) and (packed[2, :, 2:] == 0).all()
+    # lane_chunks: thread t's chunk s of a tile stored at s·threads_k + t (K = 64: 8 chunks, 4 threads, 2 steps)
+    spec = Q4GemvSpec(10, 64, 32, **_TILED, x_regs=True, threads_k=4, lane_chunks=True)
+    lc = spec.pack(q, scales)[0].reshape(3, 8, 4)
+    assert spec.steps == 2 and (lc[0, 1 * 4 + 3] == words[0, 3 * 2 + 1]).all()
+
+
+@pytest.mark.parametrize("options", [{}, {"x_regs": True, "threads_k": 64, "acc16": True}])
+def test_tiled_a_wrong_weight_is_caught(device, options):
+    spec = Q4GemvSpec(40, 256, 32, **_TILED, **options)
+    x, q, scales = Q.random_problem(spec)
+    bad = q.copy()
+    bad[7, 100] = 7 if q[7, 100] < 0 else -8
+    with Q.Q4GemvRun(device, spec, x, bad, scales) as run:
+        run.run()
+        got = run.output()
+    expected, tolerance = Q.reference(x, q, scales, spec.group_size, spec.fp16_rounding)
+    err = np.abs(got - expected)
+    assert err[0, 7] > tolerance and np.delete(err, 7, axis=1).max() <= tolerance
+
+
+def test_tiled_diagnostics_run_and_are_wrong_by_design(device):
+    for level, suffix in ((1, "_diag_loads"), (2, "_diag_weights"), (3, "_diag_weights_scales"),
+                          (4, "_diag_no_scales")):
+        spec = Q4GemvSpec(64, 256, 32, **_TILED, x_regs=level > 2, threads_k=64, diagnostic=level)
+        assert spec.variant.endswith(suffix)
+        assert not Q.check(device, spec)["correct"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"dequant": "magic"}, "layout='tiled' is one build of"),
+    ({"rows": 2}, "takes rows 4 or 8"),
+    ({"max_groups": -1}, "max_groups must be 0"),
+    ({"x_regs": True, "k": 14336, "threads_k": 32}, "x_regs holds M·ceil"),
+    ({"x_regs": True, "unroll": 2}, "x_regs loads a whole tile ahead"),
+    ({"acc16": True}, "acc16 is a build of x_regs"),
+    ({"lane_chunks": True}, "lane_chunks is a build of x_regs"),
+    ({"prefetch": "yes"}, "prefetch must be True or False"),
+    ({"group_size": 12, "k": 96}, "group_size a multiple of 8"),
+])
+def test_tiled_refusals(kwargs, message):
+    args = {"n": 8, "k": 256, "group_size": 32, **_TILED, **kwargs}
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("·", ".")):
+        Q4GemvSpec(**args)
+
+
+def test_tiled_only_options_are_refused_on_rows():
+    with pytest.raises(ValueError, match="belong to layout='tiled'"):
+        Q4GemvSpec(8, 64, x_regs=True)

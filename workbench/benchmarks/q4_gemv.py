@@ -65,7 +65,8 @@ QUICK_MS = (1, 2)
 #: The first six are the first H200 run's; the rest its sweep's best (data/NVIDIA_H200/NOTES.md): 64 threads along
 #: K per row set with subgroup reduction (2–4× the work groups of the defaults at N = 2048: every SM busy), fp32
 #: (convert / magic, unroll 2) and fp16 activations + scales (half the activation loads per weight byte); the last
-#: four the packed-fp16 dequantize-and-multiply (half2), the last of them one warp per work group.
+#: four the packed-fp16 dequantize-and-multiply (half2), the last of them one warp per work group; then the tiled
+#: layout's best build (data/NVIDIA_H200/q4_gemv_tiled*.csv).
 SUITE_VARIANTS = ({}, {"reduce": "subgroup"}, {"dequant": "convert"}, {"rows": 2, "local_x": 64},
                   {"rows": 8, "threads_k": 16, "local_x": 64}, {"scale_dtype": "half", "act_dtype": "half"},
                   {"threads_k": 64, "reduce": "subgroup", "dequant": "convert", "unroll": 2},
@@ -80,8 +81,13 @@ SUITE_VARIANTS = ({}, {"reduce": "subgroup"}, {"dequant": "convert"}, {"rows": 2
                   {"rows": 8, "threads_k": 64, "reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half",
                    "dequant": "half2"},
                   {"threads_k": 32, "local_x": 32, "reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half",
-                   "dequant": "half2"})
-QUICK_VARIANTS = ({}, {"reduce": "subgroup", "dequant": "convert"})
+                   "dequant": "half2"},
+                  # the tiled layout (4-row tiles, one 16-byte load = 4 rows × 8 K): its best build at every M
+                  {"layout": "tiled", "threads_k": 64, "unroll": 2, "reduce": "subgroup", "scale_dtype": "half",
+                   "act_dtype": "half", "dequant": "half2"})
+_TILED = {"layout": "tiled", "reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half", "dequant": "half2"}
+QUICK_VARIANTS = ({}, {"reduce": "subgroup", "dequant": "convert"}, dict(_TILED, threads_k=64, unroll=2),
+                  dict(_TILED, threads_k=128, x_regs=True, max_groups=8))
 
 
 def _repeats_for(bytes_moved: int, quick: bool) -> int:

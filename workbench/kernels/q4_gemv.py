@@ -16,6 +16,15 @@ subgroup's load reads one contiguous run per row — where ET-VK's ``q4gsw_linea
 layout, ``k4 · N8 + n8``) has its K-neighbouring lanes read 16 bytes each from lines ``N8 · 16`` bytes apart. The
 layout does not depend on the variant: one packed weight serves every point of the tuning space.
 
+``layout="tiled"`` (``shaders/q4_gemv_tiled.glsl``, ``pack_weights_tiled`` / ``pack_scales_tiled``): 4-row tiles,
+uvec4 (t, c) = rows 4t .. 4t + 3 × K values 8c .. 8c + 7, so one 16-byte load serves 4 rows with one activation
+vector; the scales in the same tiles (4 fp16 per group). Its builds (one dequantize: the lop3 form, fp16 activations
+and scales): ``unroll`` steps batched or in a ``prefetch`` ring, ``act_shared``, ``max_groups`` (persistent work
+groups), ``x_regs`` (a thread's activations read once into registers; ``acc16`` fp16 sums per tile; ``lane_chunks``
+a thread's chunks consecutive in K, the tile's vectors permuted so — the one layout that depends on the build).
+On the H200 the weight stream of these builds reaches 90–98 % of copy and the full kernels 48–80 %: the
+dequantize-and-multiply, not the loads, is what is left (docs/llm-decode.md).
+
 Variants (the tuning space, ``VARIANT_CHOICES``): ``threads_k`` (threads along K per row set), ``rows`` (rows per
 thread: activations read once per step for all of them), ``local_x`` (work group size; rows per work group =
 rows · local_x / threads_k), ``vec`` (uint / uvec2 / uvec4 weight loads), ``unroll`` (vectors of each row loaded
