@@ -102,4 +102,4 @@ if "--tiled" in sys.argv or "--xregs" in sys.argv:
     ours = df[df.impl == "workbench"]
     print(ours.pivot_table(index="variant", columns="shape", values="copy_fraction").round(3).to_string())
     if "registers" in ours:
-        print(ours.groupby("variant")[["registers", "spills", "occupancy"]].first().to_string())
+        print(ours.groupby(["variant", "shape"])[["registers", "occupancy", "binary_bytes"]].first().to_string())

@@ -124,16 +124,19 @@ def _etvk_dispatch(gen, shape: Shape, group: int, m: int):
 
 
 def _pipeline_figures(device, spec: Q4GemvSpec) -> dict:
-    """The driver's registers, spills and the occupancy they allow (`etvk.run.unified_statistics`), where the
-    device reports pipeline statistics."""
+    """The driver's registers, spills and the occupancy they allow (`etvk.run.unified_statistics`) and its binary
+    size (NVIDIA's "Binary Size": 16 bytes per instruction), where the device reports pipeline statistics."""
     if not device.info.features.get("pipeline_executable_properties"):
         return {}
     from ..etvk.run import unified_statistics
     from ..kernels import pipeline_for
     pipeline = pipeline_for(device, spec.shader, defines=spec.defines, local_size=spec.local_size,
                             capture_statistics=True)
-    figures = unified_statistics(pipeline.statistics(), device.info, spec.local_size)
-    return {k: figures.get(k) for k in ("registers", "spills", "occupancy", "occupancy_limiter")}
+    stats = pipeline.statistics()
+    figures = unified_statistics(stats, device.info, spec.local_size)
+    binary = next((v for k, v in stats.items() if k.endswith("Binary Size")), None)  # NVIDIA: SASS bytes
+    return {**{k: figures.get(k) for k in ("registers", "spills", "occupancy", "occupancy_limiter")},
+            "binary_bytes": binary}
 
 
 def _labels(shape: Shape, group: int, m: int) -> dict:
