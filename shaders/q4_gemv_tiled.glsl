@@ -19,7 +19,8 @@
 // its step is computed, instead of UNROLL steps loaded then computed), ACT_SHARED (activations staged in shared memory once per work group;
 // KC8 = M · K / 8 its size in uvec4), DIAG_LOADS (wrong results by design): 1 = every load kept, the arithmetic
 // replaced by one conversion and add per load; 2 = the weight loads alone; with X_REGS also 3 = weights and scales
-// loaded, no arithmetic; 4 = the arithmetic without scale loads (scales 1.0).
+// loaded, no arithmetic; 4 = the arithmetic without scale loads (scales 1.0); 5 = everything, but the weights and
+// scales of the first 8 tiles only (cache-resident): the arithmetic at full speed, without the stream.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -28,6 +29,11 @@
 layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 
 #define SETS (LOCAL / TK)  // tile sets per work group
+#if DIAG_LOADS == 5
+#define CACHED(tile) ((tile) & 7)  // every thread reads the first 8 tiles (cache-resident): the arithmetic's own time
+#else
+#define CACHED(tile) (tile)
+#endif
 #define TILES (ROWS / 4)   // 4-row tiles per thread
 
 layout(std430, set = 0, binding = 0) writeonly buffer Out { float out_f[]; };  // [M, N]
@@ -82,11 +88,12 @@ float dot8(uint w, f16vec2 xs[4]) {
 // Step c's loads: the thread's tiles' weight vectors and scales, the activations of chunk c for every m.
 void load_step(int c, int KC, int per_group, int tile[TILES], out uvec4 w[TILES], out uvec2 s[TILES], out uvec4 h[M]) {
   [[unroll]] for (int i = 0; i < TILES; ++i) {
-    w[i] = w_t[tile[i] * KC + c];
+    const int at = CACHED(tile[i]);
+    w[i] = w_t[at * KC + c];
 #if DIAG_LOADS == 2
     s[i] = uvec2(0u);
 #else
-    s[i] = s_t[tile[i] * p.groups + c / per_group];
+    s[i] = s_t[at * p.groups + c / per_group];
 #endif
   }
   [[unroll]] for (int m = 0; m < M; ++m) {
@@ -105,7 +112,7 @@ void accumulate(uvec4 h[M], uvec4 w[TILES], uvec2 s[TILES], inout float acc[M][R
     [[unroll]] for (int i = 0; i < TILES; ++i) {
       acc[m][4 * i] += float(w[i].x + w[i].y + w[i].z + w[i].w);
     }
-#elif DIAG_LOADS
+#elif DIAG_LOADS == 1
     [[unroll]] for (int i = 0; i < TILES; ++i) {
       acc[m][4 * i] += float((w[i].x ^ h[m].x) + (w[i].y ^ h[m].y) + (w[i].z ^ h[m].z) + (w[i].w ^ h[m].w)
                              + s[i].x + s[i].y);
@@ -192,7 +199,7 @@ int chunk_of(int t, int s) {
 void load_tile(int tile_set, int t, int KC, int per_group, int tiles, out uvec4 w[STEPS][TILES],
                out uvec2 sc[STEPS][TILES]) {
   [[unroll]] for (int i = 0; i < TILES; ++i) {
-    const int tile = min(tile_set * TILES + i, tiles - 1);
+    const int tile = CACHED(min(tile_set * TILES + i, tiles - 1));
     [[unroll]] for (int s = 0; s < STEPS; ++s) {
 #if LANE_CHUNKS
       w[s][i] = w_t[tile * (STEPS * TK) + s * TK + t];

@@ -228,8 +228,8 @@ def test_tiled_packing_round_trips():
 
 def test_tiled_diagnostics_run_and_are_wrong_by_design(device):
     for level, suffix in ((1, "_diag_loads"), (2, "_diag_weights"), (3, "_diag_weights_scales"),
-                          (4, "_diag_no_scales")):
-        spec = Q4GemvSpec(64, 256, 32, **_TILED, x_regs=level > 2, threads_k=64, diagnostic=level)
+                          (4, "_diag_no_scales"), (5, "_diag_cached")):
+        spec = Q4GemvSpec(64, 256, 32, **_TILED, x_regs=level in (3, 4), threads_k=64, diagnostic=level)
         assert spec.variant.endswith(suffix)
         assert not Q.check(device, spec)["correct"]
 

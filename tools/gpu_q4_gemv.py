@@ -15,6 +15,8 @@ arithmetic, and what the activation and scale loads, cost.
 --tiled: OUT/q4_gemv_tiled.csv, the tiled layout (4-row tiles, `layout="tiled"`) at every shape, group 32, beside
 the rows layout's best: loads ahead, rows, threads along K, staged activations, capped work groups, its diagnostics.
 --mscale: OUT/q4_gemv_mscale.csv, the best variant of each build at Llama-3.1-8B's shapes at M = 1, 2, 4.
+--xregs --cached: OUT/q4_gemv_cached.csv, the builds beside their cache-resident build (`diagnostic=5`: the same
+arithmetic on the first 8 tiles' data): the arithmetic's own time against the stream's.
 --xregs: OUT/q4_gemv_xregs.csv, the tiled layout with activations in registers (`x_regs`), fp32 or fp16 (`acc16`)
 sums, one tile set per work group or 1,056 work groups looping, at every shape (the variants valid there), group 32.
 """
@@ -50,7 +52,11 @@ elif "--mscale" in sys.argv:  # time against M (the arithmetic per weight byte g
     print(w.pivot_table(index=["variant"], columns=["shape", "m"], values="median_us").round(2).to_string())
 elif "--xregs" in sys.argv:
     xr = dict(tiled, x_regs=True)
-    if "--lanes" in sys.argv:  # a thread's chunks consecutive in K: one scale load per group
+    if "--cached" in sys.argv:  # the arithmetic's own time: the same builds reading 8 tiles' data (cache-resident)
+        options = [dict(tiled, threads_k=64, unroll=2, diagnostic=d) for d in (2, 5)]
+        options += [dict(xr, threads_k=128, max_groups=1056, acc16=a, diagnostic=d) for a in (False, True) for d in (0, 5)]
+        stem = "q4_gemv_cached"
+    elif "--lanes" in sys.argv:  # a thread's chunks consecutive in K: one scale load per group
         options = [dict(xr, threads_k=128, max_groups=1056)]
         options += [dict(xr, lane_chunks=True, **o) for o in (
             {"threads_k": 128, "max_groups": 1056}, {"threads_k": 128, "max_groups": 1056, "acc16": True},

@@ -113,9 +113,11 @@ class Q4GemvSpec:
             _choice(name, getattr(self, name), VARIANT_CHOICES[name])
         _choice("act_dtype", self.act_dtype, DTYPES)
         _choice("scale_dtype", self.scale_dtype, DTYPES)
-        if self.diagnostic not in (0, 1, 2, 3, 4) or (self.diagnostic > 2 and not self.x_regs):
-            raise ValueError(f"q4_gemv: diagnostic is 0, 1 (loads only), 2 (weight loads only) or, with x_regs, 3 "
-                             f"(weight and scale loads only), 4 (arithmetic without scale loads), got "
+        if self.diagnostic not in (0, 1, 2, 3, 4, 5) or (self.diagnostic in (3, 4) and not self.x_regs) \
+                or (self.diagnostic == 5 and self.layout != "tiled"):
+            raise ValueError(f"q4_gemv: diagnostic is 0, 1 (loads only), 2 (weight loads only), with x_regs 3 "
+                             f"(weight and scale loads only) or 4 (arithmetic without scale loads), with "
+                             f"layout='tiled' 5 (the first 8 tiles' data only: the arithmetic's own time), got "
                              f"{self.diagnostic!r}")
         if (self.dequant == "half2" or self.diagnostic) and self.act_dtype != "half":
             raise ValueError(f"q4_gemv: dequant='half2' and the diagnostic read fp16 activations and need "
@@ -233,7 +235,7 @@ class Q4GemvSpec:
                    f"{'_a16' if self.acc16 else ''}{'_lc' if self.lane_chunks else ''}"
                    if self.layout == "tiled" else "")
                 + {0: "", 1: "_diag_loads", 2: "_diag_weights", 3: "_diag_weights_scales",
-                   4: "_diag_no_scales"}[int(self.diagnostic)])
+                   4: "_diag_no_scales", 5: "_diag_cached"}[int(self.diagnostic)])
 
     def params(self) -> dict:
         """The variant's fields as row columns."""
