@@ -20,7 +20,8 @@
 // KC8 = M · K / 8 its size in uvec4), DIAG_LOADS (wrong results by design): 1 = every load kept, the arithmetic
 // replaced by one conversion and add per load; 2 = the weight loads alone; with X_REGS also 3 = weights and scales
 // loaded, no arithmetic; 4 = the arithmetic without scale loads (scales 1.0); 5 = everything, but the weights and
-// scales of the first 8 tiles only (cache-resident): the arithmetic at full speed, without the stream.
+// scales of the first 8 tiles only (cache-resident): the arithmetic at full speed, without the stream; on that, 6 =
+// without the dequantize's bias operations, 7 = without the per-word conversion and scaling, 8 = without both.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -29,7 +30,7 @@
 layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 
 #define SETS (LOCAL / TK)  // tile sets per work group
-#if DIAG_LOADS == 5
+#if DIAG_LOADS >= 5
 #define CACHED(tile) ((tile) & 7)  // every thread reads the first 8 tiles (cache-resident): the arithmetic's own time
 #else
 #define CACHED(tile) (tile)
@@ -70,6 +71,17 @@ void pairs(uvec4 h, out f16vec2 xs[4]) {
   xs[3] = unpackFloat2x16((h.y >> 16) | (h.w & 0xFFFF0000u));
 }
 
+#if DIAG_LOADS == 6 || DIAG_LOADS == 8
+// Diagnostic: the lop3 extractions and the products, without the bias operations (wrong by design).
+f16vec2 dot8h(uint w, f16vec2 xs[4]) {
+  const uint MAGIC = 0x64006400u;
+  const uint w8 = w >> 8;
+  f16vec2 d = unpackFloat2x16((w & 0x000F000Fu) | MAGIC) * xs[0];
+  d = fma(unpackFloat2x16((w & 0x00F000F0u) | MAGIC), xs[1], d);
+  d = fma(unpackFloat2x16((w8 & 0x000F000Fu) | MAGIC), xs[2], d);
+  return fma(unpackFloat2x16((w8 & 0x00F000F0u) | MAGIC), xs[3], d);
+}
+#else
 f16vec2 dot8h(uint w, f16vec2 xs[4]) {
   const uint MAGIC = 0x64006400u;
   const f16vec2 bias_lo = f16vec2(1032.0hf), sixteenth = f16vec2(0.0625hf), bias_hi = f16vec2(-72.0hf);
@@ -79,6 +91,7 @@ f16vec2 dot8h(uint w, f16vec2 xs[4]) {
   d = fma(unpackFloat2x16((w8 & 0x000F000Fu) | MAGIC) - bias_lo, xs[2], d);
   return fma(fma(unpackFloat2x16((w8 & 0x00F000F0u) | MAGIC), sixteenth, bias_hi), xs[3], d);
 }
+#endif
 
 float dot8(uint w, f16vec2 xs[4]) {
   const f16vec2 d = dot8h(w, xs);
@@ -116,6 +129,14 @@ void accumulate(uvec4 h[M], uvec4 w[TILES], uvec2 s[TILES], inout float acc[M][R
     [[unroll]] for (int i = 0; i < TILES; ++i) {
       acc[m][4 * i] += float((w[i].x ^ h[m].x) + (w[i].y ^ h[m].y) + (w[i].z ^ h[m].z) + (w[i].w ^ h[m].w)
                              + s[i].x + s[i].y);
+    }
+#elif DIAG_LOADS >= 7
+    // Diagnostic: each row's fp16 word sums kept packed (no per-word conversion or scale), wrong by design.
+    f16vec2 xs[4];
+    pairs(h[m], xs);
+    [[unroll]] for (int i = 0; i < TILES; ++i) {
+      const f16vec2 d = dot8h(w[i].x, xs) + dot8h(w[i].y, xs) + dot8h(w[i].z, xs) + dot8h(w[i].w, xs);
+      acc[m][4 * i] += uintBitsToFloat(packFloat2x16(d) & 0x3FFFFFFFu);
     }
 #else
     f16vec2 xs[4];
@@ -385,7 +406,7 @@ void main() {
 
     finish(t, tile_set, sets_needed, acc);
   }
-#if DIAG_LOADS == 2
+#if DIAG_LOADS
   if (p.K == -12345) {  // never: keeps the activation and scale bindings declared, as the host binds them
     out_f[0] = float(x_h[0].x) + float(s_t[0].x);
   }

@@ -53,8 +53,10 @@ elif "--mscale" in sys.argv:  # time against M (the arithmetic per weight byte g
 elif "--xregs" in sys.argv:
     xr = dict(tiled, x_regs=True)
     if "--cached" in sys.argv:  # the arithmetic's own time: the same builds reading 8 tiles' data (cache-resident)
-        options = [dict(tiled, threads_k=64, unroll=2, diagnostic=d) for d in (2, 5)]
-        options += [dict(xr, threads_k=128, max_groups=1056, acc16=a, diagnostic=d) for a in (False, True) for d in (0, 5)]
+        options = [dict(tiled, threads_k=64, unroll=u, diagnostic=d) for u in (1, 2) for d in (0, 2, 5, 6, 7, 8)]
+        if "--split" not in sys.argv:
+            options += [dict(xr, threads_k=128, max_groups=1056, acc16=a, diagnostic=d) for a in (False, True)
+                        for d in (0, 5)]
         stem = "q4_gemv_cached"
     elif "--lanes" in sys.argv:  # a thread's chunks consecutive in K: one scale load per group
         options = [dict(xr, threads_k=128, max_groups=1056)]

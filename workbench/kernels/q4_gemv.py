@@ -113,11 +113,12 @@ class Q4GemvSpec:
             _choice(name, getattr(self, name), VARIANT_CHOICES[name])
         _choice("act_dtype", self.act_dtype, DTYPES)
         _choice("scale_dtype", self.scale_dtype, DTYPES)
-        if self.diagnostic not in (0, 1, 2, 3, 4, 5) or (self.diagnostic in (3, 4) and not self.x_regs) \
-                or (self.diagnostic == 5 and self.layout != "tiled"):
+        if self.diagnostic not in range(9) or (self.diagnostic in (3, 4) and not self.x_regs) \
+                or (self.diagnostic >= 5 and self.layout != "tiled") or (self.diagnostic >= 6 and self.x_regs):
             raise ValueError(f"q4_gemv: diagnostic is 0, 1 (loads only), 2 (weight loads only), with x_regs 3 "
                              f"(weight and scale loads only) or 4 (arithmetic without scale loads), with "
-                             f"layout='tiled' 5 (the first 8 tiles' data only: the arithmetic's own time), got "
+                             f"layout='tiled' 5 (the first 8 tiles' data only: the arithmetic's own time) and, without x_regs, "
+                             f"6 / 7 / 8 (5 without the bias operations / the per-word conversion / both), got "
                              f"{self.diagnostic!r}")
         if (self.dequant == "half2" or self.diagnostic) and self.act_dtype != "half":
             raise ValueError(f"q4_gemv: dequant='half2' and the diagnostic read fp16 activations and need "
@@ -235,7 +236,8 @@ class Q4GemvSpec:
                    f"{'_a16' if self.acc16 else ''}{'_lc' if self.lane_chunks else ''}"
                    if self.layout == "tiled" else "")
                 + {0: "", 1: "_diag_loads", 2: "_diag_weights", 3: "_diag_weights_scales",
-                   4: "_diag_no_scales", 5: "_diag_cached"}[int(self.diagnostic)])
+                   4: "_diag_no_scales", 5: "_diag_cached", 6: "_diag_cached_nobias", 7: "_diag_cached_nocvt",
+                   8: "_diag_cached_nobias_nocvt"}[int(self.diagnostic)])
 
     def params(self) -> dict:
         """The variant's fields as row columns."""
