@@ -9,22 +9,27 @@ from workbench.viz.roofline import bandwidth_points, compute_points, roofline_fi
 
 
 @pytest.mark.parametrize("kind,ext,saturate", [("int8_dot", True, True), ("int8_dot", True, False),
-                                                ("int8_dot", False, True), ("fp32_fma", True, True)])
+                                                ("int8_dot", False, True), ("fp32_fma", True, True),
+                                                ("fp16x2_fma", True, True)])
 def test_probe_does_exactly_the_counted_work(device, kind, ext, saturate):
     """The stored result equals the host's replay of exactly iterations x UNROLL x CHAINS instructions per chain:
     a probe that did fewer (folded, hoisted, dead) or more would store something else. fp32 with mul = add = 1:
     every chain ends at its start + its fma count, a hand count."""
-    if ext:
+    if kind == "int8_dot" and ext:
         device.require("integer_dot_product")
+    if kind == "fp16x2_fma":
+        device.require("shader_float16")
     spec = peak.PeakSpec(kind, 512, 3, chains=4, unroll=2, local_size=64, use_dot_ext=ext, saturate=saturate)
-    kw = {"mul": 1.0, "add": 1.0} if kind == "fp32_fma" else {}
+    floats = kind != "int8_dot"
+    kw = {"mul": 1.0, "add": 1.0} if floats else {}
     with device.buffer(nbytes=4 * spec.threads) as out:
         peak.run_once(device, spec, out, push=spec.push_constants(**kw))
-        got = out.download(np.float32 if kind == "fp32_fma" else np.int32)
+        got = out.download(np.float32 if floats else np.int32)
     np.testing.assert_array_equal(got, peak.reference(spec, **kw))
-    if kind == "fp32_fma":  # hand count: thread t, chain c starts at (t & 255) + c and gains 1 per fma
-        t = np.arange(spec.threads)
-        hand = sum((t & 255) + c + spec.iterations * spec.unroll for c in range(spec.chains))
+    if floats:  # hand count: thread t, chain c (lane h) starts at (t & 255) + c (+ h) and gains 1 per fma
+        t, n = np.arange(spec.threads), spec.iterations * spec.unroll
+        lanes = (0, 1) if kind == "fp16x2_fma" else (0,)
+        hand = sum((t & 255) + c + h + n for c in range(spec.chains) for h in lanes)
         np.testing.assert_array_equal(got, hand.astype(np.float32))
     else:
         assert np.unique(got).size > 100  # threads really differ: nothing folded to a constant
@@ -69,7 +74,8 @@ def test_theoretical_rates():
 def test_peak_suite_quick(device):
     df = PK.bench_suite(device, quick=True, show_progress=False)
     peaks = df[df["suite"] == "peak"]
-    assert set(peaks["kind"]) == {"int8_dot", "fp32_fma"} and (peaks["GOP/s"] > 0).all()
+    fp16 = {"fp16x2_fma"} if device.info.features.get("shader_float16") else set()
+    assert set(peaks["kind"]) == {"int8_dot", "fp32_fma"} | fp16 and (peaks["GOP/s"] > 0).all()
     checks = df[df["suite"] == "instrument check"]
     assert len(checks) >= 1 and checks["a_us"].gt(0).all() and checks["b_us"].gt(0).all()
     assert peaks.groupby("method")["best"].sum().eq(1).all()  # one roof per probe

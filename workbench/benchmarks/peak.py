@@ -25,6 +25,8 @@ def _sample(device, spec: PeakSpec, out, min_time_s: float = 0.2):
 def _cases(device):
     cases = [("int8_dot", True, True), ("int8_dot", True, False), ("int8_dot", False, True),
              ("fp32_fma", True, True)]
+    if device.info.features.get("shader_float16"):
+        cases.append(("fp16x2_fma", True, True))
     if not device.info.features.get("integer_dot_product"):
         cases = [c for c in cases if not (c[0] == "int8_dot" and c[1])]
     return cases
@@ -87,7 +89,8 @@ def best_probes(peak_df: pd.DataFrame) -> pd.DataFrame:
 def roofs(copy_df: pd.DataFrame, peak_df: pd.DataFrame, mma_df: pd.DataFrame | None = None) -> dict:
     """The device's roofs in one dict: copy GB/s (DRAM, the largest size); int8 GOP/s for each dot form
     (`int8_sat_GOPs` OpSDotAccSat, `int8_wrap_GOPs` OpSDot + add) and `int8_GOPs`, the higher of the two; fp32
-    GFLOP/s; `int8_mma_GOPs`, the cooperative-matrix probe where one ran (NaN otherwise)."""
+    GFLOP/s; `fp16x2_GFLOPs` the packed-fp16 probe where it ran; `int8_mma_GOPs`, the cooperative-matrix probe where
+    one ran (NaN otherwise)."""
     ext = peak_df[~peak_df["method"].str.contains("fallback")] if len(peak_df) else peak_df
     by_method = ext.groupby("method")["GOP/s"].max().to_dict()
     best = peak_df.groupby("kind")["GOP/s"].max().to_dict()
@@ -101,6 +104,7 @@ def roofs(copy_df: pd.DataFrame, peak_df: pd.DataFrame, mma_df: pd.DataFrame | N
         mma = float(probes["GOP/s"].max()) if len(probes) else math.nan
     return {"copy_GBps": peak_copy_gbps(copy_df), "int8_GOPs": best.get("int8_dot", math.nan),
             "int8_sat_GOPs": sat, "int8_wrap_GOPs": wrap, "fp32_GFLOPs": best.get("fp32_fma", math.nan),
+            "fp16x2_GFLOPs": best.get("fp16x2_fma", math.nan),
             "int8_mma_GOPs": mma}
 
 

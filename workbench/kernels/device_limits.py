@@ -23,7 +23,7 @@ from ..measure.clocks import nvml_clocks
 
 # MACs per clock per SM, by architecture; ops = 2 x MACs
 ARCH_RATES = {
-    "sm_90": {"fp32_fma": 128, "int8_dot": 64 * 4, "int8_mma": 4096},
+    "sm_90": {"fp32_fma": 128, "fp16x2_fma": 256, "int8_dot": 64 * 4, "int8_mma": 4096},
 }
 MAX_THREADS_PER_SM = {"sm_90": 2048}
 SHADER = "device_limits"

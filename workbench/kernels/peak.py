@@ -1,5 +1,5 @@
-"""The roof probes: peak packed-int8 dot throughput (both forms) and peak fp32 FMA throughput, one dispatch each
-(measured, with the copy roof and the theoretical rates, in `workbench.benchmarks.peak`).
+"""The roof probes: peak packed-int8 dot throughput (both forms), peak fp32 FMA and packed-fp16 FMA throughput, one
+dispatch each (measured, with the copy roof and the theoretical rates, in `workbench.benchmarks.peak`).
 
 A probe is a true roof only if nothing a kernel can do runs faster, so each probe is built the way vkpeak / clpeak
 build theirs: CHAINS independent accumulator chains per thread (no chain waits on another), UNROLL rounds per loop
@@ -16,7 +16,8 @@ import numpy as np
 from . import pipeline_for
 from .device_limits import device_limits
 
-KINDS = {"int8_dot": ("peak_int8_dot", 4), "fp32_fma": ("peak_fp32_fma", 1)}  # shader, MACs per instruction
+KINDS = {"int8_dot": ("peak_int8_dot", 4), "fp32_fma": ("peak_fp32_fma", 1),  # shader, MACs per instruction
+         "fp16x2_fma": ("peak_fp16x2_fma", 2)}
 LOCAL_SIZES = (64, 128, 256, 512, 1024)
 CHAIN_COUNTS = (4, 8, 16, 32)
 DEFAULT_OPERAND = 0x02FF03FE
@@ -24,7 +25,7 @@ DEFAULT_OPERAND = 0x02FF03FE
 
 @dataclass(frozen=True)
 class PeakSpec:
-    kind: str              # "int8_dot" | "fp32_fma"
+    kind: str              # "int8_dot" | "fp32_fma" | "fp16x2_fma"
     threads: int
     iterations: int        # loop trips; each trip is UNROLL rounds of CHAINS instructions
     chains: int = 8
@@ -75,7 +76,7 @@ class PeakSpec:
             if not self.use_dot_ext:
                 return "int8 dot (portable fallback)" + ("" if self.saturate else ", wrapping")
             return "int8 dot (OpSDotAccSat)" if self.saturate else "int8 dot (OpSDot + add)"
-        return "fp32 fma"
+        return "fp32 fma" if self.kind == "fp32_fma" else "fp16x2 fma"
 
 
 def reference(spec: PeakSpec, operand: int = DEFAULT_OPERAND, mul: float = 0.999, add: float = 1e-3) -> np.ndarray:
@@ -89,6 +90,16 @@ def reference(spec: PeakSpec, operand: int = DEFAULT_OPERAND, mul: float = 0.999
         for _ in range(steps):
             acc = acc * mul + add
         return acc.astype(np.float32).sum(axis=0, dtype=np.float32)
+    if spec.kind == "fp16x2_fma":  # each lane's fma rounded once to fp16 (exact in float64 first)
+        lanes = np.stack([((ids & 255) + c + h) for c in range(spec.chains) for h in (0, 1)]).astype(np.float16)
+        m, a = np.float64(np.float16(mul)), np.float64(np.float16(add))
+        for _ in range(steps):
+            lanes = (lanes.astype(np.float64) * m + a).astype(np.float16)
+        pairs = lanes.astype(np.float32).reshape(spec.chains, 2, -1)
+        total = np.zeros(spec.threads, np.float32)
+        for c in range(spec.chains):  # the shader's order: total += float(x) + float(y), chain by chain
+            total = total + (pairs[c, 0] + pairs[c, 1])
+        return total
     b = (np.int64(operand) ^ ids).astype(np.int32)
     b_lanes = b.view(np.uint32).view(np.int8).reshape(-1, 4).astype(np.int64)
     acc = np.stack([(ids + c * 0x01000193).astype(np.int32) for c in range(spec.chains)]).astype(np.int64)
