@@ -47,7 +47,7 @@ ETVK_PATHS = {"q8ta_conv2d_pw": SAT, "q8ta_conv2d": SAT, "q8ta_conv2d_im2col": S
               "q4gsw_linear_gemm__tin__w_4x8": FP32, "linear_q4gsw": FP32, "linear_q4gsw_tiled": FP32,
               "linear_q4gsw_coop": FP32, "linear_dq8ca_q4gsw": SAT, "linear_dq8ca_q4gsw_tiled": SAT}
 # the workbench's kernels with float arithmetic and no `method` column: the 4-bit GEMV (fp32 FMAs, or packed fp16
-# in its half2 variant: bounded by the fp32 roof, a stricter bound than fp16's rate)
+# in its half2 / tiled builds: bounded by the fp32 roof, which the packed-fp16 probe matches on the H200)
 FP32_KERNELS = ("q4_gemv",)
 # tables that copy rows checked in their own files (the chart's points, an earlier check's output)
 DERIVED_TABLES = ("roofline_points", "roofline_check")
