@@ -244,16 +244,7 @@ void load_tile(int tile_set, int t, int KC, int per_group, int tiles, out uvec4 
   }
 }
 
-void main() {
-  const int lid = int(gl_LocalInvocationID.x);
-  const int t = lid % TK;
-  const int set = lid / TK;
-  const int wg = int(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x);
-  const int wgs = int(gl_NumWorkGroups.x * gl_NumWorkGroups.y);
-  const int KC = p.K / 8;
-  const int per_group = p.group_size / 8;
-  const int tiles = (p.N + 3) / 4;
-  const int sets_needed = (tiles + TILES - 1) / TILES;
+void gemv(int lid, int t, int set, int wg, int wgs, int KC, int per_group, int tiles, int sets_needed) {
 
   f16vec2 xs[STEPS][M][4];
   [[unroll]] for (int s = 0; s < STEPS; ++s) {
@@ -324,16 +315,7 @@ void main() {
 #endif
 }
 #else
-void main() {
-  const int lid = int(gl_LocalInvocationID.x);
-  const int t = lid % TK;
-  const int set = lid / TK;
-  const int wg = int(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x);
-  const int wgs = int(gl_NumWorkGroups.x * gl_NumWorkGroups.y);
-  const int KC = p.K / 8;                       // 8-value chunks per row
-  const int per_group = p.group_size / 8;       // chunks per scale group
-  const int tiles = (p.N + 3) / 4;
-  const int sets_needed = (tiles + TILES - 1) / TILES;
+void gemv(int lid, int t, int set, int wg, int wgs, int KC, int per_group, int tiles, int sets_needed) {
 
 #if ACT_SHARED
   for (int i = lid; i < M * KC; i += LOCAL) {
@@ -413,3 +395,12 @@ void main() {
 #endif
 }
 #endif
+
+void main() {
+  const int lid = int(gl_LocalInvocationID.x);
+  const int tiles = (p.N + 3) / 4;
+  gemv(lid, lid % TK, lid / TK,                                          // thread along K, tile set in the group
+       int(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x),   // the group, of
+       int(gl_NumWorkGroups.x * gl_NumWorkGroups.y),                     // this many (grid-stride)
+       p.K / 8, p.group_size / 8, tiles, (tiles + TILES - 1) / TILES);   // chunks a row and a group, tiles, sets
+}
