@@ -211,7 +211,9 @@ VENDOR_SHAPE = Shape("Llama-3.2-1B", "attn q/o", 2048, 2048)
 VENDOR_VARIANTS = ({}, {"reduce": "subgroup"}, {"dequant": "convert"}, {"rows": 2, "local_x": 64},
                    # the H200's best (fp16 activations and scales, packed-fp16 dequantize-and-multiply)
                    {"rows": 2, "threads_k": 64, "reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half",
-                    "dequant": "half2"})
+                    "dequant": "half2"},
+                   # the tiled layout's batched build (4-row tiles, the lop3 dequantize)
+                   dict(_TILED, threads_k=64, unroll=2))
 #: Weight bytes one thread of ET-VK's GEMV loads per iteration of its K loop: one ivec4 (4 K × 8 N int4).
 ETVK_WEIGHT_BYTES_PER_STEP = 16
 

@@ -320,7 +320,10 @@ class Q4GemvSpec:
         return self.m * self.n * self.k
 
     def weight_bytes_per_step(self) -> int:
-        """Weight bytes one thread loads per iteration of its K loop."""
+        """Weight bytes one thread loads per iteration of its K loop (tiled: a 16-byte vector holds 4 rows; x_regs
+        loads a whole tile, its `steps` vectors, per iteration)."""
+        if self.layout == "tiled":
+            return 16 * (self.rows // 4) * (self.steps if self.x_regs else self.unroll)
         return 4 * self.vec * self.rows * self.unroll
 
     def pack(self, q, scales) -> tuple[np.ndarray, np.ndarray]:
