@@ -14,6 +14,7 @@ size at Llama-3.1-8B's three shapes, group 32 (where the fixed cost is amortised
 arithmetic, and what the activation and scale loads, cost.
 --tiled: OUT/q4_gemv_tiled.csv, the tiled layout (4-row tiles, `layout="tiled"`) at every shape, group 32, beside
 the rows layout's best: loads ahead, rows, threads along K, staged activations, capped work groups, its diagnostics.
+--latest: OUT/q4_gemv_latest.csv, SUITE_VARIANTS from the 12th (the half2 builds, the tiled build), groups 32 and 128.
 --mscale: OUT/q4_gemv_mscale.csv, the best variant of each build at Llama-3.1-8B's shapes at M = 1, 2, 4.
 --xregs --cached: OUT/q4_gemv_cached.csv, the builds beside their cache-resident build (`diagnostic=5`: the same
 arithmetic on the first 8 tiles' data): the arithmetic's own time against the stream's.
@@ -101,6 +102,9 @@ elif "--sweep" in sys.argv:
                 if r * u <= 16 and lx % t == 0]
     df = B.bench_suite(device, ResultsWriter(out / "q4_gemv_sweep_large"), shapes=B.SHAPES[-3:],
                        group_sizes=(32,), ms=(1,), variants=variants)
+elif "--latest" in sys.argv:  # the half2 builds and the tiled build, groups 32 and 128, every shape
+    df = B.bench_suite(device, ResultsWriter(out / "q4_gemv_latest"), group_sizes=(32, 128), ms=(1,),
+                       variants=B.SUITE_VARIANTS[11:])
 else:
     variants = B.SUITE_VARIANTS if "--full" in sys.argv else B.SUITE_VARIANTS[6:]
     df = B.bench_suite(device, ResultsWriter(out / "q4_gemv"), group_sizes=(32, 128), ms=(1,), variants=variants)
