@@ -6,7 +6,7 @@
 // TK threads of a tile read neighbouring 16-byte vectors: every load instruction of a subgroup reads one contiguous
 // run, and a tile's whole stream (K / 2 · 4 bytes) is contiguous. Scales in the same tiles: uvec2 (t, g) holds the
 // 4 rows' fp16 scales of group g. ROWS = 8 gives a thread two neighbouring tiles (two weight loads, one activation
-// load). Work groups loop over tile sets (grid-stride) when the host caps their number (MAX_GROUPS in its spec).
+// load). Work groups loop over tile sets (grid-stride) when the host caps their number (its spec's max_groups).
 //
 // Dequantize (the lop3 form): (w & 0x000F000F) | 0x6400_6400 is the fp16 pair 1024 + n for nibbles 0 and 4,
 // (w & 0x00F000F0) | 0x6400_6400 is 1024 + 16n for nibbles 1 and 5; minus 1032, and times 1/16 minus 72, both are
@@ -16,8 +16,9 @@
 //
 // Defines: M, ROWS (4 or 8 rows per thread), TK (threads along K per tile set), LOCAL (work group size, a multiple
 // of TK), UNROLL (steps loaded ahead of use), PREFETCH (UNROLL steps kept in flight in a ring, each refilled before
-// its step is computed, instead of UNROLL steps loaded then computed), ACT_SHARED (activations staged in shared memory once per work group;
-// KC8 = M · K / 8 its size in uvec4), DIAG_LOADS (wrong results by design): 1 = every load kept, the arithmetic
+// its step is computed, instead of UNROLL steps loaded then computed), ACT_SHARED (activations staged in shared
+// memory once per work group; KC8 = M · K / 8 its size in uvec4), X_REGS / STEPS / ACC16 / LANE_CHUNKS / RUN (the
+// activations-in-registers build, below), DIAG_LOADS (wrong results by design): 1 = every load kept, the arithmetic
 // replaced by one conversion and add per load; 2 = the weight loads alone; with X_REGS also 3 = weights and scales
 // loaded, no arithmetic; 4 = the arithmetic without scale loads (scales 1.0); 5 = everything, but the weights and
 // scales of the first 8 tiles only (cache-resident): the arithmetic at full speed, without the stream; on that, 6 =

@@ -42,7 +42,8 @@ if "--tiled" in sys.argv:
         {"threads_k": 256, "local_x": 256, "unroll": 2}, {"rows": 8, "unroll": 2},
         {"rows": 8, "threads_k": 64, "unroll": 2}, {"unroll": 2, "local_x": 32},
         {"threads_k": 64, "unroll": 2, "act_shared": True}, {"unroll": 4, "max_groups": 1056},
-        {"threads_k": 128, "local_x": 256, "unroll": 4, "diagnostic": 2}, {"threads_k": 64, "unroll": 2, "diagnostic": 2},
+        {"threads_k": 128, "local_x": 256, "unroll": 4, "diagnostic": 2},
+        {"threads_k": 64, "unroll": 2, "diagnostic": 2},
         {"threads_k": 64, "unroll": 2, "diagnostic": 1})]
     df = B.bench_suite(device, ResultsWriter(out / "q4_gemv_tiled_pf"), group_sizes=(32,), ms=(1,), variants=variants)
 elif "--mscale" in sys.argv:  # time against M (the arithmetic per weight byte grows with M, the traffic barely)
@@ -65,7 +66,8 @@ elif "--xregs" in sys.argv:
             {"threads_k": 128, "max_groups": 1056}, {"threads_k": 128, "max_groups": 1056, "acc16": True},
             {"threads_k": 64, "max_groups": 1056}, {"threads_k": 256, "local_x": 256, "max_groups": 1056},
             {"threads_k": 128}, {"threads_k": 128, "max_groups": 528}, {"threads_k": 128, "max_groups": 2112},
-            {"threads_k": 128, "max_groups": 1056, "diagnostic": 3}, {"threads_k": 128, "max_groups": 1056, "diagnostic": 4})]
+            {"threads_k": 128, "max_groups": 1056, "diagnostic": 3},
+            {"threads_k": 128, "max_groups": 1056, "diagnostic": 4})]
         stem = "q4_gemv_xregs_lanes"
     elif "--split" in sys.argv:  # where the time goes: weights, + scales, arithmetic without scales (with statistics)
         options = [dict(xr, threads_k=t, max_groups=1056, acc16=a, diagnostic=d)

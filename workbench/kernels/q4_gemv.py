@@ -91,7 +91,8 @@ class Q4GemvSpec:
     reduce: str = "shared"
     act_dtype: str = "float"
     scale_dtype: str = "float"
-    diagnostic: int = 0  # wrong results by design (needs act_dtype "half"): 1 loads only, 2 weight loads only
+    diagnostic: int = 0  # wrong results by design (needs act_dtype "half"): 1 loads only, 2 weight loads only,
+    #                      3–8 the tiled layout's splits (the refusal below lists them)
     layout: str = "rows"
     act_shared: bool = False  # tiled: activations staged in shared memory once per work group
     max_groups: int = 0       # tiled: work groups at most (0: one tile set each; else each loops over tile sets)
@@ -117,9 +118,9 @@ class Q4GemvSpec:
                 or (self.diagnostic >= 5 and self.layout != "tiled") or (self.diagnostic >= 6 and self.x_regs):
             raise ValueError(f"q4_gemv: diagnostic is 0, 1 (loads only), 2 (weight loads only), with x_regs 3 "
                              f"(weight and scale loads only) or 4 (arithmetic without scale loads), with "
-                             f"layout='tiled' 5 (the first 8 tiles' data only: the arithmetic's own time) and, without x_regs, "
-                             f"6 / 7 / 8 (5 without the bias operations / the per-word conversion / both), got "
-                             f"{self.diagnostic!r}")
+                             f"layout='tiled' 5 (the first 8 tiles' data only: the arithmetic's own time) and, "
+                             f"without x_regs, 6 / 7 / 8 (5 without the bias operations / the per-word conversion / "
+                             f"both), got {self.diagnostic!r}")
         if (self.dequant == "half2" or self.diagnostic) and self.act_dtype != "half":
             raise ValueError(f"q4_gemv: dequant='half2' and the diagnostic read fp16 activations and need "
                              f"act_dtype='half', got act_dtype={self.act_dtype!r}")
@@ -222,7 +223,8 @@ class Q4GemvSpec:
                     "LANE_CHUNKS": bool(self.lane_chunks), "RUN": self.scale_run}
         return {"M": self.m, "ROWS": self.rows, "TK": self.threads_k, "LOCAL": self.local_x, "VEC": self.vec,
                 "UNROLL": self.unroll, "DEQUANT_MAGIC": self.dequant == "magic",
-                "DEQUANT_HALF2": self.dequant == "half2", "DIAG_LOADS": int(self.diagnostic), "REDUCE_SUBGROUP": self.reduce == "subgroup",
+                "DEQUANT_HALF2": self.dequant == "half2", "DIAG_LOADS": int(self.diagnostic),
+                "REDUCE_SUBGROUP": self.reduce == "subgroup",
                 "ACT_HALF": self.act_dtype == "half", "SCALE_HALF": self.scale_dtype == "half"}
 
     @property
@@ -243,7 +245,8 @@ class Q4GemvSpec:
         """The variant's fields as row columns."""
         return {"threads_k": self.threads_k, "rows": self.rows, "local_x": self.local_x, "vec": self.vec,
                 "unroll": self.unroll, "dequant": self.dequant, "reduce": self.reduce, "act_dtype": self.act_dtype,
-                "scale_dtype": self.scale_dtype, "rows_per_group": self.rows_per_group, "diagnostic": int(self.diagnostic),
+                "scale_dtype": self.scale_dtype, "rows_per_group": self.rows_per_group,
+                "diagnostic": int(self.diagnostic),
                 "layout": self.layout, "act_shared": bool(self.act_shared), "max_groups": self.max_groups,
                 "prefetch": bool(self.prefetch), "x_regs": bool(self.x_regs), "acc16": bool(self.acc16),
                 "lane_chunks": bool(self.lane_chunks)}
