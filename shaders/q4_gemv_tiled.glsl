@@ -53,8 +53,7 @@ layout(push_constant) uniform Params {
 #if ACT_SHARED
 shared uvec4 x_sh[KC8];
 #endif
-// One partial sum per subgroup of a tile set, when a set spans subgroups (TK > the subgroup size; 4 is the least).
-shared float red[M * ROWS][LOCAL / 4];
+#include "q4_gemv_reduce.glslh"
 
 uvec4 act(int m, int c, int KC) {
 #if ACT_SHARED
@@ -153,42 +152,9 @@ void accumulate(uvec4 h[M], uvec4 w[TILES], uvec2 s[TILES], inout float acc[M][R
   }
 }
 
-// The tile set's sums: a butterfly within a subgroup, then across the subgroups of the set through shared memory
-// (every invocation of the work group calls it: its barriers); thread 0 of the set stores the rows below N.
+// The tile set's sums (reduce_set); thread 0 of the set stores the rows below N.
 void finish(int t, int tile_set, int sets_needed, inout float acc[M][ROWS]) {
-  // Butterfly within a subgroup, then across the subgroups of a tile set through shared memory.
-  const int width = min(TK, int(gl_SubgroupSize));
-  for (int off = width / 2; off > 0; off >>= 1) {
-    [[unroll]] for (int m = 0; m < M; ++m) {
-      [[unroll]] for (int r = 0; r < ROWS; ++r) {
-        acc[m][r] += subgroupShuffleXor(acc[m][r], uint(off));
-      }
-    }
-  }
-  if (TK > int(gl_SubgroupSize)) {
-    const int per_set = TK / int(gl_SubgroupSize);
-    if (gl_SubgroupInvocationID == 0u) {
-      [[unroll]] for (int m = 0; m < M; ++m) {
-        [[unroll]] for (int r = 0; r < ROWS; ++r) {
-          red[m * ROWS + r][gl_SubgroupID] = acc[m][r];
-        }
-      }
-    }
-    barrier();
-    if (t == 0) {
-      [[unroll]] for (int m = 0; m < M; ++m) {
-        [[unroll]] for (int r = 0; r < ROWS; ++r) {
-          float sum = 0.0;
-          for (int j = 0; j < per_set; ++j) {
-            sum += red[m * ROWS + r][int(gl_SubgroupID) + j];
-          }
-          acc[m][r] = sum;
-        }
-      }
-    }
-    barrier();  // the next tile set writes red again
-  }
-
+  reduce_set(t, acc);
   if (t == 0 && tile_set < sets_needed) {
     [[unroll]] for (int r = 0; r < ROWS; ++r) {
       const int row = tile_set * ROWS + r;

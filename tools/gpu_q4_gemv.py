@@ -18,6 +18,8 @@ the rows layout's best: loads ahead, rows, threads along K, staged activations, 
 --mscale: OUT/q4_gemv_mscale.csv, the best variant of each build at Llama-3.1-8B's shapes at M = 1, 2, 4.
 --xregs --cached: OUT/q4_gemv_cached.csv, the builds beside their cache-resident build (`diagnostic=5`: the same
 arithmetic on the first 8 tiles' data): the arithmetic's own time against the stream's.
+--xregs --dq8: OUT/q4_gemv_dq8.csv, the int8-activation build (`dequant="dq8"`, torchao's 8da4w numerics) at every
+shape beside the weights-only stream.
 --xregs: OUT/q4_gemv_xregs.csv, the tiled layout with activations in registers (`x_regs`), fp32 or fp16 (`acc16`)
 sums, one tile set per work group or 1,056 work groups looping, at every shape (the variants valid there), group 32.
 """
@@ -54,7 +56,13 @@ elif "--mscale" in sys.argv:  # time against M (the arithmetic per weight byte g
     print(w.pivot_table(index=["variant"], columns=["shape", "m"], values="median_us").round(2).to_string())
 elif "--xregs" in sys.argv:
     xr = dict(tiled, x_regs=True)
-    if "--cached" in sys.argv:  # the arithmetic's own time: the same builds reading 8 tiles' data (cache-resident)
+    if "--dq8" in sys.argv:  # int8 activations (8da4w numerics): integer dot products instead of packed fp16
+        dq8 = dict(tiled, dequant="dq8", act_dtype="int8", x_regs=True, lane_chunks=True)
+        options = [dict(dq8, threads_k=t, local_x=max(128, t), max_groups=g) for t in (64, 128, 256)
+                   for g in (0, 1056)]
+        options += [dict(xr, threads_k=128, max_groups=1056, diagnostic=2)]
+        stem = "q4_gemv_dq8"
+    elif "--cached" in sys.argv:  # the arithmetic's own time: the same builds reading 8 tiles' data (cache-resident)
         options = [dict(tiled, threads_k=64, unroll=u, diagnostic=d) for u in (1, 2) for d in (0, 2, 5, 6, 7, 8)]
         if "--split" not in sys.argv:
             options += [dict(xr, threads_k=128, max_groups=1056, acc16=a, diagnostic=d) for a in (False, True)

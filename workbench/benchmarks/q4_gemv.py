@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..kernels.q4_gemv import Q4GemvRun, Q4GemvSpec, compare, random_problem, reference
+from ..kernels.q4_gemv import Q4GemvRun, Q4GemvSpec, compare, expected, random_problem
 from ..measure import Rows, environment, measurement_row, progress, sample_recording, sampling
 from .copy import CopyAtTraffic
 
@@ -175,12 +175,13 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
 
     problems = {}  # one random problem and its reference per shape and dtypes: every variant checked on the same
     for shape, spec in progress(todo, "q4_gemv", enabled=show_progress):
-        key = (spec.n, spec.k, spec.group_size, spec.m, spec.act_dtype, spec.scale_dtype, spec.fp16_rounding)
+        key = (spec.n, spec.k, spec.group_size, spec.m, spec.act_dtype, spec.scale_dtype, spec.fp16_rounding,
+               spec.dequant == "dq8")
         if key not in problems:
             if any(k[:4] != key[:4] for k in problems):
                 problems.clear()  # the suite is ordered by shape: keep only this shape's
             x, q, scales = random_problem(spec)
-            problems[key] = (x, q, scales), reference(x, q, scales, spec.group_size, spec.fp16_rounding)
+            problems[key] = (x, q, scales), expected(spec, x, q, scales)
         data, expected = problems[key]
         reps = _repeats_for(spec.bytes_moved(), quick)
         with Q4GemvRun(device, spec, *data) as run:

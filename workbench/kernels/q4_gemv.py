@@ -55,11 +55,12 @@ LAYOUTS = ("rows", "tiled")
 TILED_ONLY = ("act_shared", "max_groups", "prefetch", "x_regs", "acc16", "lane_chunks")
 #: Activation registers a thread of the x_regs build holds at most: M · ceil(K / 8 / threads_k) vectors of 8.
 MAX_X_VECTORS = 16
-DEQUANTS = ("magic", "convert", "half2")
+DEQUANTS = ("magic", "convert", "half2", "dq8")
 #: Relative rounding of half2's packed-fp16 sum of a word's 8 products (4 multiply-adds, fused or not: γ₈ of fp16).
 HALF2_ROUNDING = 8 * 2.0 ** -11
 REDUCES = ("shared", "subgroup")
 DTYPES = ("float", "half")
+ACT_DTYPES = DTYPES + ("int8",)  # int8: activations quantized per token (torchao's 8da4w), dequant "dq8"
 #: The tuning space's axes (every combination valid where local_x % threads_k == 0 and group_size % (8·vec) == 0).
 VARIANT_CHOICES = {"threads_k": (4, 8, 16, 32, 64, 128, 256), "rows": (1, 2, 4, 8), "local_x": (32, 64, 128, 256),
                    "vec": (1, 2, 4), "unroll": (1, 2, 4, 8), "dequant": DEQUANTS, "reduce": REDUCES}
@@ -112,7 +113,7 @@ class Q4GemvSpec:
                              f"M·rows accumulators per thread), got {self.m}")
         for name in ("threads_k", "rows", "local_x", "vec", "unroll", "dequant", "reduce"):
             _choice(name, getattr(self, name), VARIANT_CHOICES[name])
-        _choice("act_dtype", self.act_dtype, DTYPES)
+        _choice("act_dtype", self.act_dtype, ACT_DTYPES)
         _choice("scale_dtype", self.scale_dtype, DTYPES)
         if self.diagnostic not in range(9) or (self.diagnostic in (3, 4) and not self.x_regs) \
                 or (self.diagnostic >= 5 and self.layout != "tiled") or (self.diagnostic >= 6 and self.x_regs):
@@ -142,12 +143,23 @@ class Q4GemvSpec:
             if extra:
                 raise ValueError(f"q4_gemv: {', '.join(TILED_ONLY)} belong to layout='tiled', got layout="
                                  f"{self.layout!r} with {extra}")
+        if (self.dequant == "dq8") != (self.act_dtype == "int8"):
+            raise ValueError(f"q4_gemv: int8 activations and dequant='dq8' go together (integer dot products on "
+                             f"activations quantized per token), got dequant={self.dequant!r}, "
+                             f"act_dtype={self.act_dtype!r}")
+        if self.dequant == "dq8" and self.layout != "tiled":
+            raise ValueError(f"q4_gemv: dequant='dq8' is a build of layout='tiled' (x_regs, lane_chunks), got "
+                             f"layout={self.layout!r}")
         if self.k % self.group_size:
             raise ValueError(f"q4_gemv: K must be a multiple of group_size (whole scale groups, as torchao's "
                              f"PerGroup and ET-VK's export need), got K={self.k}, group_size={self.group_size}")
 
     def _check_tiled(self):
-        fixed = {"dequant": "half2", "act_dtype": "half", "scale_dtype": "half", "reduce": "subgroup", "vec": 4}
+        if self.dequant == "dq8":
+            self._check_dq8()
+        fixed = {"dequant": self.dequant if self.dequant == "dq8" else "half2",
+                 "act_dtype": "int8" if self.dequant == "dq8" else "half", "scale_dtype": "half",
+                 "reduce": "subgroup", "vec": 4}
         wrong = {name: getattr(self, name) for name, value in fixed.items() if getattr(self, name) != value}
         if wrong:
             raise ValueError(f"q4_gemv: layout='tiled' is one build of {fixed} (16-byte tiles, fp16 pairs), got "
@@ -179,9 +191,18 @@ class Q4GemvSpec:
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"q4_gemv: {name} must be True or False, got {getattr(self, name)!r}")
 
+    def _check_dq8(self):
+        need = {"x_regs": True, "lane_chunks": True, "rows": 4, "acc16": False, "diagnostic": 0}
+        wrong = {name: getattr(self, name) for name, value in need.items() if getattr(self, name) != value}
+        if wrong:
+            raise ValueError(f"q4_gemv: dequant='dq8' is one build of {need} (a thread's activations in "
+                             f"registers, its chunks consecutive in K, one tile a thread), got {wrong}")
+
     # ------------------------------------------------------------------ the variant
     @property
     def shader(self) -> str:
+        if self.dequant == "dq8":
+            return f"{SHADER}_dq8"
         return SHADER if self.layout == "rows" else f"{SHADER}_tiled"
 
     @property
@@ -203,7 +224,7 @@ class Q4GemvSpec:
         """The relative error bound of the variant's fp16 arithmetic (0 for the fp32 builds): a word's 8 products
         summed in 4 packed multiply-adds and its two halves (HALF2_ROUNDING); acc16 adds a scaling multiply-add per
         chunk over the thread's `steps` chunks."""
-        if self.dequant != "half2":
+        if self.dequant not in ("half2",):
             return 0.0
         return HALF2_ROUNDING + (self.steps + 1) * 2.0 ** -11 * bool(self.acc16)
 
@@ -215,6 +236,9 @@ class Q4GemvSpec:
 
     @property
     def defines(self) -> dict:
+        if self.dequant == "dq8":
+            return {"M": self.m, "TK": self.threads_k, "LOCAL": self.local_x, "STEPS": self.steps,
+                    "RUN": self.scale_run, "USE_INT_DOT_EXT": 1}
         if self.layout == "tiled":
             return {"M": self.m, "ROWS": self.rows, "TK": self.threads_k, "LOCAL": self.local_x,
                     "UNROLL": self.unroll, "ACT_SHARED": bool(self.act_shared), "PREFETCH": bool(self.prefetch),
@@ -260,6 +284,9 @@ class Q4GemvSpec:
 
     def check_device(self, device) -> None:
         """The subgroup reduction relies on whole subgroups of neighbouring invocations; half2 on fp16 arithmetic."""
+        if self.dequant == "dq8" and not device.info.features.get("integer_dot_product"):
+            raise ValueError(f"q4_gemv: dequant='dq8' needs packed int8 dot products (shaderIntegerDotProduct); "
+                             f"{device.info.name} does not offer it")
         if self.dequant == "half2" and not device.info.features.get("shader_float16"):
             raise ValueError(f"q4_gemv: dequant='half2' needs fp16 arithmetic (shaderFloat16); {device.info.name} "
                              f"does not offer it")
@@ -311,6 +338,8 @@ class Q4GemvSpec:
         return self.n * self.groups * (2 if self.scale_dtype == "half" else 4)
 
     def bytes_read(self) -> int:
+        if self.dequant == "dq8":  # 16 bytes per 8 activations (even, odd, the chunk's sum), scale and zero point,
+            return self.weight_bytes() + self.scale_bytes() + 2 * self.m * self.k + 8 * self.m + 4 * self.n  # R[n]
         return self.weight_bytes() + self.scale_bytes() + self.m * self.k * (2 if self.act_dtype == "half" else 4)
 
     def bytes_written(self) -> int:
@@ -447,6 +476,63 @@ def reference(x, q, scales, group_size: int, fp16_rounding: float = 0.0):
     return out.numpy(), relative * magnitude + absolute
 
 
+def quantize_activations_int8(x):
+    """(int8 x_q [M, K], fp32 scales [M], int32 zero points [M]) of fp32 x [M, K] as torchao's 8da4w quantizes
+    activations (asymmetric int8 per token, zero points int8: ``choose_qparams_affine`` / ``quantize_affine``)."""
+    import torch
+    from torchao.quantization.quant_primitives import MappingType, choose_qparams_affine, quantize_affine
+    x = torch.as_tensor(np.asarray(x, np.float32))
+    block = (1, x.shape[-1])
+    scale, zp = choose_qparams_affine(x, MappingType.ASYMMETRIC, block, torch.int8, quant_min=-128, quant_max=127,
+                                      zero_point_dtype=torch.int8)
+    q = quantize_affine(x, block, scale, zp, torch.int8, quant_min=-128, quant_max=127)
+    return q.numpy(), scale.reshape(-1).float().numpy(), zp.reshape(-1).numpy().astype(np.int32)
+
+
+def pack_activations_dq8(x_q) -> np.ndarray:
+    """int8 x_q [M, K] → int32 [M, K / 8, 4] as the dq8 build reads a chunk of 8: its even values' bytes, its odd
+    values' bytes (lane i = value 2i / 2i + 1), -8 · the chunk's sum (the weight's +8 bias, once per chunk), 0."""
+    x = np.asarray(x_q, np.int64)
+    m, k = x.shape
+    chunks = x.reshape(m, k // 8, 8)
+    shifts = 8 * np.arange(4)
+    even = ((chunks[..., 0::2] & 0xFF) << shifts).sum(-1)
+    odd = ((chunks[..., 1::2] & 0xFF) << shifts).sum(-1)
+    packed = np.stack([even, odd, -8 * chunks.sum(-1), np.zeros_like(even)], axis=-1)
+    return (packed & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+
+
+def row_constants(q, scales, group_size: int) -> np.ndarray:
+    """R[n] = Σ_g scale[n, g] · Σ_{k in g} q[n, k] (float64 → fp32): the dq8 build's zero-point term per row."""
+    q = np.asarray(q, np.float64)
+    n, k = q.shape
+    sums = q.reshape(n, k // group_size, group_size).sum(-1)
+    return (np.asarray(scales, np.float64) * sums).sum(-1).astype(np.float32)
+
+
+def reference_dq8(x, q, scales, group_size: int):
+    """(float64 8da4w output [M, N], tolerance): x quantized per token (`quantize_activations_int8`),
+    ``(x_q - zp) · s @ dequantize_int4(q, scales)ᵀ`` as torchao's 8da4w computes it. The build's integer sums are
+    exact; its fp32 sums over a thread's groups, the reduction and the zero-point term round:
+    ``(K / 8 + 4) · 2⁻²⁴ · max s_x · (|x_q| @ |w|ᵀ + |zp| · Σ_k |w|)``."""
+    import torch
+    x_q, s_x, zp = quantize_activations_int8(x)
+    w = dequantize_int4(q, scales, group_size)
+    xq = torch.as_tensor(x_q, dtype=torch.float64)
+    sx, z = torch.as_tensor(s_x, dtype=torch.float64)[:, None], torch.as_tensor(zp, dtype=torch.float64)[:, None]
+    out = ((xq - z) * sx) @ w.T
+    magnitude = (sx * (xq.abs() @ w.abs().T + z.abs() * w.abs().sum(-1)[None])).max() if out.numel() else 0.0
+    return out.numpy(), (xq.shape[-1] / 8 + 4) * 2.0 ** -24 * float(magnitude)
+
+
+def expected(spec: "Q4GemvSpec", x, q, scales):
+    """(expected output, tolerance) of `spec` on (x, q, scales): `reference_dq8` for the int8-activation build, else
+    `reference` with the spec's fp16 rounding."""
+    if spec.dequant == "dq8":
+        return reference_dq8(x, q, scales, spec.group_size)
+    return reference(x, q, scales, spec.group_size, spec.fp16_rounding)
+
+
 def _half_words(a) -> np.ndarray:
     """fp32 values as fp16 pairs in uint32 words (zero-padded to even), as the shader's unpackHalf2x16 reads them."""
     h = np.asarray(a, dtype=np.float32).astype(np.float16).reshape(-1)
@@ -470,8 +556,16 @@ class Q4GemvRun(KernelRun):
             if a.shape != shape:
                 raise ValueError(f"q4_gemv: {name} must be {shape} for this spec, got {a.shape}")
         try:
-            self.x = self._own(device.buffer(_half_words(x) if spec.act_dtype == "half" else x.reshape(-1),
-                                             name="q4gemv-x"))
+            self.extra = []
+            if spec.dequant == "dq8":  # the activations quantized per token, as the op before the GEMV would
+                x_q, s_x, zp = quantize_activations_int8(x)
+                self.x = self._own(device.buffer(pack_activations_dq8(x_q).reshape(-1), name="q4gemv-xq"))
+                self.extra = [self._own(device.buffer(row_constants(q, scales, spec.group_size), name="q4gemv-r")),
+                              self._own(device.buffer(np.stack([s_x, zp.astype(np.float32)], -1).reshape(-1),
+                                                      name="q4gemv-xqp"))]
+            else:
+                self.x = self._own(device.buffer(_half_words(x) if spec.act_dtype == "half" else x.reshape(-1),
+                                                 name="q4gemv-x"))
             words, scale_words = spec.pack(q, scales)
             self.w = self._own(device.buffer(words, name="q4gemv-w"))
             self.s = self._own(device.buffer(scale_words, name="q4gemv-scales"))
@@ -481,7 +575,7 @@ class Q4GemvRun(KernelRun):
             raise
 
     def resources(self) -> list:
-        return [self.out, self.x, self.w, self.s]
+        return [self.out, self.x, self.w, self.s, *self.extra]
 
     def record(self, rec, label: str | None = None):
         self._dispatch(rec, self.spec, self.resources(), label or self.spec.variant)
@@ -502,4 +596,4 @@ def check(device, spec: Q4GemvSpec, seed: int = 0) -> dict:
     with Q4GemvRun(device, spec, x, q, scales) as run:
         run.run()
         got = run.output()
-    return compare(got, *reference(x, q, scales, spec.group_size, spec.fp16_rounding))
+    return compare(got, *expected(spec, x, q, scales))
