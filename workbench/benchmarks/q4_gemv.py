@@ -182,14 +182,14 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
                 problems.clear()  # the suite is ordered by shape: keep only this shape's
             x, q, scales = random_problem(spec)
             problems[key] = (x, q, scales), expected(spec, x, q, scales)
-        data, expected = problems[key]
+        data, want = problems[key]
         reps = _repeats_for(spec.bytes_moved(), quick)
         with Q4GemvRun(device, spec, *data) as run:
             with device.record(spec.variant) as rec:
                 for _ in range(reps):
                     run.record(rec)
                 gpu, host = sample_recording(rec, repeats=reps, **kw)
-            checked = compare(run.output(), *expected)  # the dispatches timed, checked
+            checked = compare(run.output(), *want)  # the dispatches timed, checked
         row = measurement_row("q4_gemv", env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(), macs=spec.macs(),
                               impl="workbench", **_labels(shape, spec.group_size, spec.m), variant=spec.variant,
                               **spec.params(), local_size=str(spec.local_size),
