@@ -7,9 +7,10 @@
 // (t, s·TK + lane) = rows 4t .. 4t + 3 × K values 8c .. 8c + 7 of chunk c = lane·STEPS + s). Nibbles n = q + 8:
 // (w & 0x0F0F0F0F) is nibbles 0, 2, 4, 6 as bytes, ((w >> 4) & 0x0F0F0F0F) nibbles 1, 3, 5, 7, each dotted with the
 // chunk's even / odd activation bytes by one packed int8 dot; sum (n - 8) · x = sum n · x - 8 · sum x, so the
-// chunk's -8 · sum x (from the host, with the activations) starts the sum. Integer sums are exact; each run of RUN
-// chunks in one scale group is converted once and scaled in fp32.
-// Defines: M, TK, LOCAL, STEPS (chunks a thread per tile), RUN, USE_INT_DOT_EXT (int8_dot.glslh). ROWS is 4.
+// chunk's -8 · sum x (from the host, with the activations) starts the sum. Integer sums are exact; each run of a
+// thread's chunks in one scale group is converted once and scaled in fp32.
+// Defines: M, TK, LOCAL, STEPS (chunks a thread per tile), PG (chunks per scale group), USE_INT_DOT_EXT
+// (int8_dot.glslh), DIAG_LOADS 5 (wrong by design: every tile reads the first 8 tiles' data). ROWS is 4.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -36,11 +37,23 @@ layout(push_constant) uniform Params {
 
 #include "q4_gemv_reduce.glslh"
 
-void load_tile(int tile, int t, int KC, int per_group, out uvec4 w[STEPS], out uvec2 sc[STEPS]) {
+#if DIAG_LOADS == 5
+#define CACHED(tile) ((tile) & 7)  // every thread reads the first 8 tiles (cache-resident): the arithmetic's own time
+#else
+#define CACHED(tile) (tile)
+#endif
+
+// A thread's chunk c = t·STEPS + s starts a scale group where c % PG == 0 and ends one where (c + 1) % PG == 0
+// (PG = chunks per group): scales are loaded and sums converted only there (and at a thread's first / last chunk).
+// Where STEPS and PG align every thread of a subgroup does so at the same steps; where not, the subgroup issues the
+// union of its threads' steps.
+void load_tile(int tile, int t, int KC, out uvec4 w[STEPS], out uvec2 sc[STEPS]) {
+  tile = CACHED(tile);
   [[unroll]] for (int s = 0; s < STEPS; ++s) {
+    const int c = t * STEPS + s;
     w[s] = w_t[tile * (STEPS * TK) + s * TK + t];
-    if (s % RUN == 0) {
-      sc[s] = s_t[tile * p.groups + min(t * STEPS + s, KC - 1) / per_group];
+    if (s == 0 || c % PG == 0) {
+      sc[s] = s_t[tile * p.groups + min(c, KC - 1) / PG];
     } else {
       sc[s] = sc[s - 1];
     }
@@ -60,7 +73,6 @@ void main() {
   const int wg = int(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x);
   const int wgs = int(gl_NumWorkGroups.x * gl_NumWorkGroups.y);
   const int KC = p.K / 8;
-  const int per_group = p.group_size / 8;
   const int tiles = (p.N + 3) / 4;
 
   ivec4 xs[STEPS][M];  // a thread's chunks, read once (chunks past K: zero activations, zero sum)
@@ -74,13 +86,13 @@ void main() {
   uvec4 w[STEPS];
   uvec2 sc[STEPS];
   int base = wg * SETS;
-  load_tile(min(base + set, tiles - 1), t, KC, per_group, w, sc);
+  load_tile(min(base + set, tiles - 1), t, KC, w, sc);
   for (; base < tiles; base += wgs * SETS) {  // grid-stride over tiles; the next tile loads before this computes
     const int tile = base + set;
     const uvec4 wc[STEPS] = w;
     const uvec2 scc[STEPS] = sc;
     if (base + wgs * SETS < tiles) {
-      load_tile(min(base + wgs * SETS + set, tiles - 1), t, KC, per_group, w, sc);
+      load_tile(min(base + wgs * SETS + set, tiles - 1), t, KC, w, sc);
     }
     float acc[M][ROWS];
     [[unroll]] for (int m = 0; m < M; ++m) {
@@ -93,7 +105,7 @@ void main() {
         ia[1] = dot8(wc[s].y, xs[s][m], ia[1] + xs[s][m].z);
         ia[2] = dot8(wc[s].z, xs[s][m], ia[2] + xs[s][m].z);
         ia[3] = dot8(wc[s].w, xs[s][m], ia[3] + xs[s][m].z);
-        if (s % RUN == RUN - 1 || s == STEPS - 1) {  // the end of a run in one group: convert and scale
+        if (s == STEPS - 1 || (t * STEPS + s + 1) % PG == 0) {  // the end of a run in one group: convert, scale
           const vec2 s01 = unpackHalf2x16(scc[s].x), s23 = unpackHalf2x16(scc[s].y);
           acc[m][0] += float(ia[0]) * s01.x;
           acc[m][1] += float(ia[1]) * s01.y;

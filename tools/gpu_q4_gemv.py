@@ -58,10 +58,18 @@ elif "--xregs" in sys.argv:
     xr = dict(tiled, x_regs=True)
     if "--dq8" in sys.argv:  # int8 activations (8da4w numerics): integer dot products instead of packed fp16
         dq8 = dict(tiled, dequant="dq8", act_dtype="int8", x_regs=True, lane_chunks=True)
-        options = [dict(dq8, threads_k=t, local_x=max(128, t), max_groups=g) for t in (64, 128, 256)
-                   for g in (0, 1056)]
+        if "--round2" in sys.argv:  # scales and conversions at group boundaries only; persistent group counts
+            options = [dict(dq8, **o) for o in (
+                {"threads_k": 128, "max_groups": 1056}, {"threads_k": 128, "max_groups": 528},
+                {"threads_k": 128, "max_groups": 2112}, {"threads_k": 128, "local_x": 256, "max_groups": 1056},
+                {"threads_k": 256, "local_x": 256, "max_groups": 1056}, {"threads_k": 64, "max_groups": 1056},
+                {"threads_k": 128, "max_groups": 1056, "diagnostic": 5})]
+            stem = "q4_gemv_dq8_round2"
+        else:
+            options = [dict(dq8, threads_k=t, local_x=max(128, t), max_groups=g) for t in (64, 128, 256)
+                       for g in (0, 1056)]
+            stem = "q4_gemv_dq8"
         options += [dict(xr, threads_k=128, max_groups=1056, diagnostic=2)]
-        stem = "q4_gemv_dq8"
     elif "--cached" in sys.argv:  # the arithmetic's own time: the same builds reading 8 tiles' data (cache-resident)
         options = [dict(tiled, threads_k=64, unroll=u, diagnostic=d) for u in (1, 2) for d in (0, 2, 5, 6, 7, 8)]
         if "--split" not in sys.argv:

@@ -192,8 +192,10 @@ class Q4GemvSpec:
                 raise ValueError(f"q4_gemv: {name} must be True or False, got {getattr(self, name)!r}")
 
     def _check_dq8(self):
-        need = {"x_regs": True, "lane_chunks": True, "rows": 4, "acc16": False, "diagnostic": 0}
+        need = {"x_regs": True, "lane_chunks": True, "rows": 4, "acc16": False}
         wrong = {name: getattr(self, name) for name, value in need.items() if getattr(self, name) != value}
+        if self.diagnostic not in (0, 5):
+            wrong["diagnostic"] = self.diagnostic  # only the cache-resident build (5) exists for dq8
         if wrong:
             raise ValueError(f"q4_gemv: dequant='dq8' is one build of {need} (a thread's activations in "
                              f"registers, its chunks consecutive in K, one tile a thread), got {wrong}")
@@ -238,7 +240,7 @@ class Q4GemvSpec:
     def defines(self) -> dict:
         if self.dequant == "dq8":
             return {"M": self.m, "TK": self.threads_k, "LOCAL": self.local_x, "STEPS": self.steps,
-                    "RUN": self.scale_run, "USE_INT_DOT_EXT": 1}
+                    "PG": self.group_size // 8, "USE_INT_DOT_EXT": 1, "DIAG_LOADS": int(self.diagnostic)}
         if self.layout == "tiled":
             return {"M": self.m, "ROWS": self.rows, "TK": self.threads_k, "LOCAL": self.local_x,
                     "UNROLL": self.unroll, "ACT_SHARED": bool(self.act_shared), "PREFETCH": bool(self.prefetch),
