@@ -58,7 +58,10 @@ elif "--xregs" in sys.argv:
     xr = dict(tiled, x_regs=True)
     if "--dq8" in sys.argv:  # int8 activations (8da4w numerics): integer dot products instead of packed fp16
         dq8 = dict(tiled, dequant="dq8", act_dtype="int8", x_regs=True, lane_chunks=True)
-        if "--round2" in sys.argv:  # scales and conversions at group boundaries only; persistent group counts
+        if "--cached8" in sys.argv:  # the int8 build beside its cache-resident build
+            options = [dict(dq8, threads_k=128, max_groups=1056, diagnostic=d) for d in (0, 5)]
+            stem = "q4_gemv_dq8_cached"
+        elif "--round2" in sys.argv:  # scales and conversions at group boundaries only; persistent group counts
             options = [dict(dq8, **o) for o in (
                 {"threads_k": 128, "max_groups": 1056}, {"threads_k": 128, "max_groups": 528},
                 {"threads_k": 128, "max_groups": 2112}, {"threads_k": 128, "local_x": 256, "max_groups": 1056},

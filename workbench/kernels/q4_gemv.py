@@ -122,7 +122,7 @@ class Q4GemvSpec:
                              f"layout='tiled' 5 (the first 8 tiles' data only: the arithmetic's own time) and, "
                              f"without x_regs, 6 / 7 / 8 (5 without the bias operations / the per-word conversion / "
                              f"both), got {self.diagnostic!r}")
-        if (self.dequant == "half2" or self.diagnostic) and self.act_dtype != "half":
+        if (self.dequant == "half2" or (self.diagnostic and self.dequant != "dq8")) and self.act_dtype != "half":
             raise ValueError(f"q4_gemv: dequant='half2' and the diagnostic read fp16 activations and need "
                              f"act_dtype='half', got act_dtype={self.act_dtype!r}")
         if self.local_x % self.threads_k:
