@@ -69,10 +69,17 @@ _HALF2 = {"dequant": "half2", "act_dtype": "half"}
 _TILED = {"layout": "tiled", "dequant": "half2", "act_dtype": "half", "scale_dtype": "half", "reduce": "subgroup"}
 
 
-@pytest.mark.parametrize("options", [{}, _HALF2, _TILED, dict(_TILED, x_regs=True, threads_k=64, acc16=True)],
-                         ids=["magic", "half2", "tiled", "tiled-x_regs-acc16"])
+_DQ8 = {"layout": "tiled", "dequant": "dq8", "act_dtype": "int8", "scale_dtype": "half", "reduce": "subgroup",
+        "x_regs": True, "lane_chunks": True}
+
+
+@pytest.mark.parametrize("options", [{}, _HALF2, _TILED, dict(_TILED, x_regs=True, threads_k=64, acc16=True),
+                                     dict(_DQ8, threads_k=32)],
+                         ids=["magic", "half2", "tiled", "tiled-x_regs-acc16", "dq8"])
 def test_a_wrong_weight_is_caught(device, options):
     """The tolerance is tight enough that one flipped nibble in one row shows (the fp16 builds' looser one too)."""
+    if options.get("dequant") == "dq8":
+        device.require("integer_dot_product")
     spec = Q4GemvSpec(40, 256, 32, **options)
     x, q, scales = Q.random_problem(spec)
     bad = q.copy()
@@ -80,7 +87,7 @@ def test_a_wrong_weight_is_caught(device, options):
     with Q.Q4GemvRun(device, spec, x, bad, scales) as run:
         run.run()
         got = run.output()
-    expected, tolerance = Q.reference(x, q, scales, spec.group_size, spec.fp16_rounding)
+    expected, tolerance = Q.expected(spec, x, q, scales)
     err = np.abs(got - expected)
     assert err[0, 7] > tolerance and np.delete(err, 7, axis=1).max() <= tolerance
 
@@ -254,3 +261,57 @@ def test_tiled_refusals(kwargs, message):
 def test_tiled_only_options_are_refused_on_rows():
     with pytest.raises(ValueError, match="belong to layout='tiled'"):
         Q4GemvSpec(8, 64, x_regs=True)
+
+
+# The int8-activation build (torchao's 8da4w numerics): thread counts whose chunks align with the scale groups and
+# ones that do not (K = 14336 at 128 / 256 threads: 14 / 7 chunks a thread, 4 a group), persistent groups, M > 1.
+DQ8_VARIANTS = [{"threads_k": 32}, {"threads_k": 64, "max_groups": 3}, {"threads_k": 128, "m": 2},
+                {"threads_k": 256, "local_x": 256}, {"threads_k": 128, "m": 3, "max_groups": 1}]
+
+
+@pytest.mark.parametrize("options", DQ8_VARIANTS, ids=_ids(DQ8_VARIANTS))
+def test_dq8_matches_8da4w(device, options):
+    device.require("integer_dot_product")
+    for n, k, g in ((100, 96, 32), (37, 2080, 32), (5, 256, 128), (30, 1024, 16), (9, 14336, 32)):
+        try:
+            spec = Q4GemvSpec(n, k, g, **_DQ8, **options)
+        except ValueError as error:
+            assert "x_regs holds" in str(error)
+            continue
+        result = Q.check(device, spec, seed=n)
+        assert result["correct"], (spec.variant, (n, k, g), result)
+
+
+def test_dq8_reference_is_torchao_8da4w():
+    """The build's reference quantizes activations as torchao's 8da4w and multiplies in float64: against torchao's
+    own dequantize of the same int8 activations it agrees to float64 rounding."""
+    import torch
+    from torchao.quantization.quant_primitives import dequantize_affine
+    spec = Q4GemvSpec(24, 128, 32, **_DQ8)
+    x, q, scales = Q.random_problem(spec)
+    x_q, s_x, zp = Q.quantize_activations_int8(x)
+    x_deq = dequantize_affine(torch.as_tensor(x_q), (1, 128), torch.as_tensor(s_x)[:, None],
+                              torch.as_tensor(zp, dtype=torch.int8)[:, None], torch.int8, quant_min=-128,
+                              quant_max=127, output_dtype=torch.float32).double()
+    want = (x_deq @ Q.dequantize_int4(q, scales, 32).T).numpy()
+    got, tolerance = Q.reference_dq8(x, q, scales, 32)
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max() and tolerance > 0
+    packed = Q.pack_activations_dq8(x_q).reshape(1, 16, 4)
+    lanes = packed[0, 3, :2].view(np.int8)  # the even word's 4 bytes, then the odd word's
+    assert (lanes[:4] == x_q[0, 24:32:2]).all() and (lanes[4:] == x_q[0, 25:32:2]).all()  # chunk 3: even, odd
+    assert packed[0, 3, 2] == -8 * int(x_q[0, 24:32].astype(np.int64).sum())
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"layout": "rows"}, "dequant='dq8' is a build of layout='tiled'"),
+    ({"lane_chunks": False}, "dequant='dq8' is one build of"),
+    ({"rows": 8}, "dequant='dq8' is one build of"),
+    ({"act_dtype": "half"}, "layout='tiled' is one build of"),
+    ({"layout": "rows", "dequant": "magic", "act_dtype": "int8"}, "int8 activations and dequant='dq8' go together"),
+])
+def test_dq8_refusals(kwargs, message):
+    args = {"n": 8, "k": 256, "group_size": 32, **_DQ8, **kwargs}
+    if kwargs.get("layout") == "rows":
+        args = {k: v for k, v in args.items() if k not in ("x_regs", "lane_chunks")}
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        Q4GemvSpec(**args)

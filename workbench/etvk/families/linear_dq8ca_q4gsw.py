@@ -66,6 +66,7 @@ import struct
 import numpy as np
 import torch
 
+from ...kernels.q4_gemv import quantize_activations_int8
 from ..codegen import Codegen
 from ..dispatch import Dispatch, Resource, Step
 from ._linear import refuse_batch
@@ -79,13 +80,10 @@ QMIN, QMAX = -128, 127
 
 def torchao_per_token(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(int8 q [M, K], scales [M], int8 zero points [M]) of `x` [M, K] as torchao's 8da4w quantizes activations
-    (``_apply_int8_act_asym_per_token_quant_dequant``: asymmetric int8 per token, zero points int8)."""
-    from torchao.quantization.quant_primitives import MappingType, choose_qparams_affine, quantize_affine
-    block = (1, x.shape[-1])
-    scale, zp = choose_qparams_affine(x, MappingType.ASYMMETRIC, block, torch.int8, quant_min=QMIN, quant_max=QMAX,
-                                      zero_point_dtype=torch.int8)
-    q = quantize_affine(x, block, scale, zp, torch.int8, quant_min=QMIN, quant_max=QMAX)
-    return q, scale.reshape(-1), zp.reshape(-1)
+    (``_apply_int8_act_asym_per_token_quant_dequant``: asymmetric int8 per token, zero points int8), as tensors:
+    `kernels.q4_gemv.quantize_activations_int8`, the workbench's one definition of it."""
+    q, scale, zp = quantize_activations_int8(x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else x)
+    return torch.from_numpy(q), torch.from_numpy(scale), torch.from_numpy(zp.astype(np.int8))
 
 
 def weight_sums(w4: torch.Tensor, group_size: int, pitch: int) -> np.ndarray:
