@@ -142,6 +142,13 @@ def test_roofline_check_uses_each_instruction_path_roof(tmp_path):
     assert checked["excluded"].notna().tolist() == [False] * 5 + [True]
 
 
+def test_roofline_check_paths_of_the_gemv():
+    """The 4-bit GEMV's rows: fp32 (and packed fp16) arithmetic, or OpSDot + add in its int8-activation build."""
+    from workbench.benchmarks import roof_check as RC
+    assert RC.instruction_path({"kernel": "q4_gemv", "dequant": "half2", "macs": 1}) == RC.FP32
+    assert RC.instruction_path({"kernel": "q4_gemv", "dequant": "dq8", "macs": 1}) == RC.WRAP
+
+
 def test_roofline_check_slack_is_the_probe_spread(tmp_path):
     """A row within the probe's measured spread (max / median = 100 / 98) passes, one just above it fails."""
     from workbench.benchmarks import roof_check as RC

@@ -101,8 +101,8 @@ def instruction_path(row: dict) -> str | None:
             return ETVK_PATHS[family]
         raise RoofCheckError(f"ET-VK row {describe_row(row)}: no instruction path known for family {family!r} "
                              f"(known: {sorted(ETVK_PATHS)}); add it to roof_check.ETVK_PATHS")
-    if kernel in FP32_KERNELS:
-        return FP32
+    if kernel in FP32_KERNELS:  # the GEMV's int8-activation build multiplies by OpSDot + add
+        return WRAP if row.get("dequant") == "dq8" else FP32
     if kernel.startswith("coopmat") or "coopmat" in method:
         return MMA
     if row.get("use_dot_ext") in (False, 0, "False"):
