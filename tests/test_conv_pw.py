@@ -247,6 +247,7 @@ def test_occupancy_columns_on_this_device_and_on_an_nvidia_like_one(device):
     cols = C.statistics_columns(SimpleNamespace(info=info), pipeline, (8, 8, 1))
     want = occ.nvidia_occupancy(68, 64, arch="sm_90")
     assert cols["registers"] == 68 and cols["register_unit"] == "scalar32" and cols["scratch_bytes"] == 0
+    assert cols["binary_bytes"] == 4096  # NVIDIA's "Binary Size" (SASS bytes)
     assert cols["occupancy"] == want.occupancy and cols["occupancy_limiter"] == want.limiter
 
 

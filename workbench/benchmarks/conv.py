@@ -21,45 +21,12 @@ from ..kernels.device_limits import device_limits
 from ..measure import environment, keep_busy, measurement_row, progress, sample_callable, sample_recording
 from ..toolchain.shaders import compile_shader
 from ..vk.spirv import declared
+from .pipeline_stats import statistics_columns
+
 
 # ----------------------------------------------------------------------------------------------------------------
-# Registers and occupancy columns
+# Registers and occupancy columns: the driver's (pipeline_stats.statistics_columns) and the rule model's
 # ----------------------------------------------------------------------------------------------------------------
-
-def statistics_columns(device, pipeline, local_size) -> dict:
-    """Driver statistics → registers and theoretical occupancy on `device` itself.
-
-    NaN / "n/a (...)" where there is nothing to read: CPU devices (lavapipe: registers do not limit anything)
-    and drivers without VK_KHR_pipeline_executable_properties."""
-    info = device.info
-    cols = {"registers": np.nan, "register_unit": None, "spills": np.nan, "scratch_bytes": np.nan,
-            "occupancy": np.nan, "occupancy_limiter": None, "occupancy_model": None, "waves_or_warps": np.nan}
-    if info.is_cpu:
-        why = "n/a (CPU device)"
-    elif not info.features.get("pipeline_executable_properties") or not pipeline.capture_statistics:
-        why = "n/a (no VK_KHR_pipeline_executable_properties)"
-    else:
-        why = None
-    if why:
-        cols.update(register_unit=why, occupancy_limiter=why, occupancy_model=why)
-        return cols
-    stats = occ.registers_from_statistics(pipeline.statistics())
-    cols.update(registers=stats["registers"] if stats["registers"] is not None else np.nan,
-                register_unit=stats["register_unit"] or "n/a (driver reports none)",
-                spills=stats["spills"] if stats["spills"] is not None else np.nan,
-                scratch_bytes=stats["scratch_bytes"] if stats["scratch_bytes"] is not None else np.nan)
-    if stats["registers"] is None:
-        cols.update(occupancy_limiter="n/a (no register count)", occupancy_model="n/a")
-        return cols
-    try:
-        o = occ.occupancy_for_device(info, stats, local_size, subgroup_size=None)
-    except ValueError as error:
-        cols.update(occupancy_limiter=f"n/a ({error})", occupancy_model="n/a")
-        return cols
-    cols.update(occupancy=o.occupancy, occupancy_limiter=o.limiter, occupancy_model=o.model,
-                waves_or_warps=o.waves_or_warps_active)
-    return cols
-
 
 def model_columns(tile_m, tile_n4, tile_k4, local_size=(8, 8, 1)) -> dict:
     """Rule-model columns for reference GPUs, from the tile alone (no device needed).

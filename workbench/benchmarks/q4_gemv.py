@@ -36,9 +36,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..kernels import pipeline_for
 from ..kernels.q4_gemv import Q4GemvRun, Q4GemvSpec, compare, expected, random_problem
 from ..measure import Rows, environment, measurement_row, progress, sample_recording, sampling
 from .copy import CopyAtTraffic
+from .pipeline_stats import statistics_columns
 
 ETVK_GEMV = "q4gsw_linear_gemv_coop__w_4x8"
 ETVK_GEMM = "q4gsw_linear_gemm__w_4x8"  # what q4gsw_linear dispatches at M > 1 with fp32 IO
@@ -124,19 +126,12 @@ def _etvk_dispatch(gen, shape: Shape, group: int, m: int):
 
 
 def _pipeline_figures(device, spec: Q4GemvSpec) -> dict:
-    """The driver's registers, spills and the occupancy they allow (`etvk.run.unified_statistics`) and its binary
-    size (NVIDIA's "Binary Size": 16 bytes per instruction), where the device reports pipeline statistics."""
-    if not device.info.features.get("pipeline_executable_properties"):
-        return {}
-    from ..etvk.run import unified_statistics
-    from ..kernels import pipeline_for
+    """The driver's registers, occupancy and binary size for `spec`'s pipeline (`pipeline_stats.statistics_columns`;
+    "n/a" columns where the device reports no statistics)."""
+    capture = bool(device.info.features.get("pipeline_executable_properties"))
     pipeline = pipeline_for(device, spec.shader, defines=spec.defines, local_size=spec.local_size,
-                            capture_statistics=True)
-    stats = pipeline.statistics()
-    figures = unified_statistics(stats, device.info, spec.local_size)
-    binary = next((v for k, v in stats.items() if k.endswith("Binary Size")), None)  # NVIDIA: SASS bytes
-    return {**{k: figures.get(k) for k in ("registers", "spills", "occupancy", "occupancy_limiter")},
-            "binary_bytes": binary}
+                            capture_statistics=capture)
+    return statistics_columns(device, pipeline, spec.local_size)
 
 
 def _labels(shape: Shape, group: int, m: int) -> dict:
