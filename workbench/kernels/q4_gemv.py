@@ -226,7 +226,7 @@ class Q4GemvSpec:
         """The relative error bound of the variant's fp16 arithmetic (0 for the fp32 builds): a word's 8 products
         summed in 4 packed multiply-adds and its two halves (HALF2_ROUNDING); acc16 adds a scaling multiply-add per
         chunk over the thread's `steps` chunks."""
-        if self.dequant not in ("half2",):
+        if self.dequant != "half2":
             return 0.0
         return HALF2_ROUNDING + (self.steps + 1) * 2.0 ** -11 * bool(self.acc16)
 
