@@ -168,16 +168,21 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
         row.update(impl="etvk", **labels, status="ok", reason="", exact=bool(row.get("correct")))
         rows.append(copies.annotate(row, d.bytes_moved))
 
-    problems = {}  # one random problem and its reference per shape and dtypes: every variant checked on the same
+    # One random problem per shape and dtypes (every variant checked on the same data) and one reference per
+    # tolerance model; the suite is ordered by shape, so only the current shape's are kept.
+    problems, wants = {}, {}
     for shape, spec in progress(todo, "q4_gemv", enabled=show_progress):
-        key = (spec.n, spec.k, spec.group_size, spec.m, spec.act_dtype, spec.scale_dtype, spec.fp16_rounding,
-               spec.dequant == "dq8")
-        if key not in problems:
-            if any(k[:4] != key[:4] for k in problems):
-                problems.clear()  # the suite is ordered by shape: keep only this shape's
-            x, q, scales = random_problem(spec)
-            problems[key] = (x, q, scales), expected(spec, x, q, scales)
-        data, want = problems[key]
+        data_key = (spec.n, spec.k, spec.group_size, spec.m, spec.act_dtype, spec.scale_dtype)
+        want_key = data_key + (spec.fp16_rounding, spec.dequant == "dq8")
+        if any(key[:4] != data_key[:4] for key in problems):
+            problems.clear()
+            wants.clear()
+        if data_key not in problems:
+            problems[data_key] = random_problem(spec)
+        data = problems[data_key]
+        if want_key not in wants:
+            wants[want_key] = expected(spec, *data)
+        want = wants[want_key]
         reps = _repeats_for(spec.bytes_moved(), quick)
         with Q4GemvRun(device, spec, *data) as run:
             with device.record(spec.variant) as rec:
@@ -217,8 +222,8 @@ ETVK_WEIGHT_BYTES_PER_STEP = 16
 def vendor_rows(gpus=VENDOR_GPUS, *, shape: Shape = VENDOR_SHAPE, group_size: int = 32,
                 variants=VENDOR_VARIANTS) -> pd.DataFrame:
     """One row per (shader, GPU) from the vendors' offline compilers (`workbench.vendors.mesa.stats_rows`): the
-    workbench's GEMV at each of `variants` (Q4GemvSpec options; default ``VENDOR_VARIANTS``) and, where a checkout is configured, ET-VK's
-    ``q4gsw_linear_gemv_coop__w_4x8`` variant its C++ picks for N (compiled by `workbench.etvk.codegen` with the
+    workbench's GEMV at each of `variants` (Q4GemvSpec options; default ``VENDOR_VARIANTS``) and, where a checkout
+    is configured, ET-VK's ``q4gsw_linear_gemv_coop__w_4x8`` variant its C++ picks for N (compiled by `workbench.etvk.codegen` with the
     dispatch's spec constants and local size). Columns: impl, variant, gpu, vendor, compiler, registers,
     register_unit, spills, instructions, weight_bytes_per_step (int4 weight bytes one thread loads per iteration of
     its K loop), instructions_per_weight_byte (the static instruction count ÷ that: loop body plus the one-off
