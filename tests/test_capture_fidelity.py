@@ -3,6 +3,7 @@ dispatches of a committed capture replayed and timed warm and cold beside ET-VK'
 by tools/gpu_capture_fidelity.py read here; bad input as one line."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 from pathlib import Path
@@ -158,3 +159,30 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     not_etdump.write_bytes(b"\0" * 64)
     with pytest.raises(EtdumpError, match="expected ET-VK's dispatch events"):
         cf.etdump_kernels(not_etdump)
+
+
+def test_in_order_replays_the_execution_as_the_runtime_submits_it(device):
+    """The in-order way: the execution's dispatches in one command buffer, in order, each reading what the ones
+    before it wrote (the chain's outputs equal the capture's), a time per dispatch beside ET-VK's."""
+    inspector()
+    rows, summary = cf.fidelity_of([ETVK_DATA], device=device, ways=["in-order", "warm"], **FAST)
+    check_table(rows, summary, 9, ways=("in-order", "warm"))
+    ordered = rows[rows["way"] == "in-order"]
+    assert (ordered["between"] == "in order").all() and (ordered["timestamps"] == "etvk").all()
+    assert set(summary["way"]) == {"in-order", "warm"}
+
+
+def test_in_order_timing_of_a_capture_without_executorch(device):
+    """`capture.timeline.time_in_order` on the committed ET-VK capture: every dispatch timed in one recording,
+    shared resources made once (the chain reproduces every write), a dispatch it cannot run left out with its
+    reason while the rest still time."""
+    from workbench.capture.timeline import time_in_order
+    found = capture.dispatches(ETVK_DATA)
+    quick = dict(min_samples=2, max_samples=3, min_time_s=0.0)
+    rows = time_in_order(device, found, sampling=quick)
+    assert rows["dispatch"].tolist() == [d.dispatch for d in found]
+    assert rows["exact"].all() and (rows["median_us"] > 0).all() and (rows["way"] == "in-order").all()
+    broken = [dataclasses.replace(found[0], command="vkCmdDispatchIndirect")] + found[1:]
+    rows = time_in_order(device, broken, sampling=quick)
+    assert "vkCmdDispatchIndirect" in rows.loc[rows["dispatch"] == found[0].dispatch, "reason"].item()
+    assert rows["median_us"].notna().sum() == len(found) - 1

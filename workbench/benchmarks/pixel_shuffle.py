@@ -36,6 +36,7 @@ from ..kernels.pixel_shuffle_block import (REQUANT_COPY_SHADER, Q8taPixelShuffle
 from ..kernels.q8ta_quantize import Q8taChainRun, Q8taPixelShuffleChainSpec
 from ..measure import Rows, environment, measurement_row, progress, sample_callable, sample_recording, sampling
 from ..toolchain.shaders import compile_shader
+from ..measure.cache import MAX_COPIES, REGIMES, default_regime, parse_regimes, rotation
 from .copy import CopyAtTraffic
 
 #: ET-VK's PERF cases (test_q8ta_pixel_shuffle.cpp): the RefineNet decoder, inputs [1,96,H,W] → outputs
@@ -163,9 +164,14 @@ def suite_shapes(quick: bool, cpu_device: bool = False) -> list[tuple]:
             and c.what == "int8"]
 
 
-def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True, shapes=None):
+def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True, shapes=None, caches=None):
     """Pixel shuffle benchmarks on ``device`` → a tidy DataFrame (one row per measurement; rows also go to
     ``writer`` as they are measured).
+
+    Cache regimes (``cache`` column, ``measure.cache``): `caches` ("cold", "hot" or both) for every kernel, or by
+    default cold where a kernel's bytes fit the last-level cache (the PERF shapes; on an H200 the 18 MiB shape too)
+    and hot where they do not (they stream from DRAM either way); cold rotates copies of the kernel's buffers
+    spanning 4× the last-level cache. torch rows are hot (one tensor repeated).
 
     Rows (``impl``):
 
@@ -197,8 +203,10 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     cases = _bench_cases(quick, cpu_device=device.info.is_cpu, only=shapes)
     sample_kw = sampling(quick)
 
-    copies = CopyAtTraffic(device, [c.spec.bytes_moved() for c in cases if c.spec is not None], quick=quick,
-                           show_progress=show_progress)
+    traffic = [c.spec.bytes_moved() for c in cases if c.spec is not None]
+    chosen = {b: parse_regimes(caches) if caches else (default_regime(device, b),) for b in traffic}
+    regimes = tuple(r for r in REGIMES if any(r in v for v in chosen.values()))
+    copies = CopyAtTraffic(device, traffic, quick=quick, show_progress=show_progress, regimes=regimes or ("hot",))
     copy_df = copies.frame
     copy_df["impl"] = "copy"
     copy_df["path"] = "copy"
@@ -207,7 +215,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     rows.extend(copy_df.to_dict("records"))
 
     torch_us: dict = {}   # (shape, what) → median µs
-    chain_us: dict = {}   # (shape, qpath, in_layout, out_layout) → median µs
+    chain_us: dict = {}   # (shape, qpath, in_layout, out_layout, cache) → median µs
     for case in progress(cases, "pixel shuffle", enabled=show_progress):
         if case.kind == "torch":
             where, fn, sync, on_cuda, nbytes = _torch_timer(device, case.shape, case.r, case.what)
@@ -218,6 +226,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
                 qpath="requant" if case.what == "quantized chain" else "", path=f"torch-{case.what}",
                 storage="", packed_dim="", dtype=case.what, in_layout="", out_layout="", shape_set=case.shape_set,
                 dispatches=0, threads=0, repeats=1, timer="cuda events" if on_cuda else "wall clock")
+            row["cache"] = "hot"
             torch_us[(row["shape"], case.what)] = row["median_us"]
             rows.append(row)
             continue
@@ -225,49 +234,69 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
         bytes_moved = spec.bytes_moved()
         reps = _repeats_for(bytes_moved, quick)
         runner_cls = {"float": PixelShuffleRun, "fused": Q8taPixelShuffleRun, "chain": Q8taChainRun}[case.kind]
-        with runner_cls(device, spec) as run:
-            with device.record(f"pixel shuffle {case.kind}") as rec:
-                for _ in range(reps):
-                    run.record(rec)
-                gpu, host = sample_recording(rec, repeats=reps, **sample_kw)
-        info = dict(shape_set=case.shape_set, repeats=reps, dispatches=spec.dispatches, threads=spec.threads,
-                    bytes_read=spec.bytes_read(), bytes_written=spec.bytes_written(), timer="vulkan timestamps")
-        if case.kind == "float":
-            kernel = "pixel_shuffle"
-            info.update(variant=spec.variant, shape=shape_str(spec.in_sizes), out_shape=shape_str(spec.out_sizes),
-                        r=spec.r, impl="float", qpath="", path=f"float-{spec.storage}", storage=spec.storage,
-                        packed_dim=spec.packed_dim, dtype=spec.dtype, in_layout=spec.layout.name,
-                        out_layout=spec.layout.name, r_specialized=True, global_size=str(spec.global_size(device)),
-                        local_size=str(spec.local_size))
-            torch_key = spec.dtype
-        else:
-            kernel = "q8ta_pixel_shuffle"
-            f = spec if case.kind == "fused" else spec.fused
-            block = isinstance(f, Q8taPixelShuffleBlockSpec)
-            info.update(variant=f.variant if case.kind == "fused" else " -> ".join(Q8taChainRun.LABELS),
-                        r_specialized=f.specialize_r if case.kind == "fused" and not block else False,
-                        block=block,
-                        lut=int(f.lut) if block else 0,
-                        swizzle=f.swizzle if block else False,
-                        pixel_tile=bool(f.pixel_tile) if block else False,
-                        output_order=f.output_order if case.kind == "fused" and not block else False,
-                        shape=shape_str(f.in_sizes), out_shape=shape_str(f.out_sizes), r=f.r, impl=case.kind,
-                        qpath=f.path, path=f"{case.kind}-{f.path}", storage="buffer", packed_dim="channels",
-                        dtype="int8", in_layout=f.in_layout, out_layout=f.out_layout,
-                        global_size=str(spec.global_size(device)) if case.kind == "fused" else "",
-                        local_size=str(spec.local_size if case.kind == "fused" else LOCAL_SIZE))
-            torch_key = "quantized chain" if f.path == "requant" else "int8"
-        row = measurement_row(kernel, env, gpu, host_ns=host, bytes_moved=bytes_moved, macs=0, **info)
-        copies.annotate(row, bytes_moved)
-        t = torch_us.get((row["shape"], torch_key), np.nan)
-        row["torch_us"] = t
-        row["vs_torch"] = t / row["median_us"]
-        key = (row["shape"], row["qpath"], row["in_layout"], row["out_layout"])
-        if case.kind == "chain":
-            chain_us[key] = row["median_us"]
-        row["speedup_vs_chain"] = chain_us.get(key, np.nan) / row["median_us"] if case.kind == "fused" else np.nan
-        rows.append(row)
+        for regime in chosen[bytes_moved]:
+            rows.append(_bench_row(device, env, case, runner_cls, regime, reps, quick, sample_kw, copies, torch_us,
+                                   chain_us))
+    rows.extend(copies.finish().assign(impl="copy", path="copy", shape_set="copy").to_dict("records"))
     return pd.DataFrame(rows)
+
+
+def _bench_row(device, env, case, runner_cls, regime, reps, quick, sample_kw, copies, torch_us, chain_us) -> dict:
+    """One kernel row of `bench_suite` in `regime`: as many runs (each its own buffers) as the rotation needs."""
+    spec = case.spec
+    bytes_moved = spec.bytes_moved()
+    rot = rotation(device, bytes_moved, regime, max_copies=4 if quick else MAX_COPIES)
+    per_recording = max(reps, rot.copies)
+    runs = []
+    try:
+        for _ in range(rot.copies):
+            runs.append(runner_cls(device, spec))
+        with device.record(f"pixel shuffle {case.kind}") as rec:
+            for i in range(per_recording):
+                runs[i % len(runs)].record(rec)
+            gpu, host = sample_recording(rec, repeats=per_recording, **sample_kw)
+    finally:
+        for run in runs:
+            run.close()
+    info = dict(shape_set=case.shape_set, repeats=per_recording, dispatches=spec.dispatches, threads=spec.threads,
+                bytes_read=spec.bytes_read(), bytes_written=spec.bytes_written(), timer="vulkan timestamps")
+    if case.kind == "float":
+        kernel = "pixel_shuffle"
+        info.update(variant=spec.variant, shape=shape_str(spec.in_sizes), out_shape=shape_str(spec.out_sizes),
+                    r=spec.r, impl="float", qpath="", path=f"float-{spec.storage}", storage=spec.storage,
+                    packed_dim=spec.packed_dim, dtype=spec.dtype, in_layout=spec.layout.name,
+                    out_layout=spec.layout.name, r_specialized=True, global_size=str(spec.global_size(device)),
+                    local_size=str(spec.local_size))
+        torch_key = spec.dtype
+    else:
+        kernel = "q8ta_pixel_shuffle"
+        f = spec if case.kind == "fused" else spec.fused
+        block = isinstance(f, Q8taPixelShuffleBlockSpec)
+        info.update(variant=f.variant if case.kind == "fused" else " -> ".join(Q8taChainRun.LABELS),
+                    r_specialized=f.specialize_r if case.kind == "fused" and not block else False,
+                    block=block,
+                    lut=int(f.lut) if block else 0,
+                    swizzle=f.swizzle if block else False,
+                    pixel_tile=bool(f.pixel_tile) if block else False,
+                    output_order=f.output_order if case.kind == "fused" and not block else False,
+                    shape=shape_str(f.in_sizes), out_shape=shape_str(f.out_sizes), r=f.r, impl=case.kind,
+                    qpath=f.path, path=f"{case.kind}-{f.path}", storage="buffer", packed_dim="channels",
+                    dtype="int8", in_layout=f.in_layout, out_layout=f.out_layout,
+                    global_size=str(spec.global_size(device)) if case.kind == "fused" else "",
+                    local_size=str(spec.local_size if case.kind == "fused" else LOCAL_SIZE))
+        torch_key = "quantized chain" if f.path == "requant" else "int8"
+    row = measurement_row(kernel, env, gpu, host_ns=host, bytes_moved=bytes_moved, macs=0, **info,
+                          **rot.columns())
+    copies.annotate(row, bytes_moved)
+    t = torch_us.get((row["shape"], torch_key), np.nan)
+    row["torch_us"] = t
+    row["vs_torch"] = t / row["median_us"]
+    key = (row["shape"], row["qpath"], row["in_layout"], row["out_layout"], regime)
+    if case.kind == "chain":
+        chain_us[key] = row["median_us"]
+    row["speedup_vs_chain"] = chain_us.get(key, np.nan) / row["median_us"] if case.kind == "fused" else np.nan
+    return row
+
 
 # ---------------------------------------------------------------------------------------------------------------------
 # The limit suite: the block kernel at one large shape

@@ -19,7 +19,11 @@ Rows (``impl``):
 * ``copy`` — :class:`workbench.benchmarks.copy.CopyAtTraffic` at every kernel's traffic.
 
 Both kernels are timed the same way: `_repeats_for` back-to-back dispatches in one recording (ET-VK's through
-``execute(back_to_back=…)``), the time per dispatch. Traffic (``bytes``): the int4 weight N·K/2, the scales
+``execute(back_to_back=…)``), the time per dispatch, in each cache regime of `caches` (``measure.cache``; default
+cold: every decode matrix fits a large GPU's last-level cache, so one buffer repeated would time the cache): cold
+rotates as many copies of the problem (weights, scales, activations, output) as span 4× the last-level cache, one
+dispatch per copy; the copy baseline is rotated alike and measured again at the end of the run (``when`` "end",
+``copy_drift_pct``). Traffic (``bytes``): the int4 weight N·K/2, the scales
 N·K/group · 4 (2 for fp16 scales), activations M·K · 4 and the fp32 output M·N · 4 — the same count for both.
 Columns beyond :func:`workbench.measure.measurement_row`'s: ``impl``, ``model``, ``layer``, ``m``, ``k``, ``n``,
 ``group_size``, ``variant``, the variant's fields, ``copy_GBps`` / ``copy_fraction`` (GB/s ÷ the best Vulkan copy
@@ -39,6 +43,7 @@ import pandas as pd
 from ..kernels import pipeline_for
 from ..kernels.q4_gemv import Q4GemvRun, Q4GemvSpec, compare, expected, random_problem
 from ..measure import Rows, environment, measurement_row, progress, sample_recording, sampling
+from ..measure.cache import MAX_COPIES, parse_regimes, rotation
 from .copy import CopyAtTraffic
 from .pipeline_stats import statistics_columns
 
@@ -139,11 +144,13 @@ def _labels(shape: Shape, group: int, m: int) -> dict:
             "shape": f"{m}x{shape.k}->{shape.n}"}
 
 
-def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True,
+def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True, caches=("cold",),
                 **narrow) -> pd.DataFrame:
     """The workbench's GEMV variants and ET-VK's GEMV at decode shapes → a tidy DataFrame (module docstring).
-    `narrow`: `specs`' shapes / group_sizes / ms / variants, to run part of the suite."""
+    `caches`: the regimes measured ("cold", "hot"); `narrow`: `specs`' shapes / group_sizes / ms / variants, to run
+    part of the suite."""
     env, rows, kw = environment(device), Rows(writer), sampling(quick)
+    caches = parse_regimes(",".join(caches) if not isinstance(caches, str) else caches)
     todo = specs(quick, **narrow)
     gen, no_checkout = _codegen()
     etvk_cases = {}
@@ -152,7 +159,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
         if key not in etvk_cases:
             etvk_cases[key] = _etvk_dispatch(gen, shape, spec.group_size, spec.m) if gen is not None else None
     traffic = [s.bytes_moved() for _, s in todo] + [d.bytes_moved for d in etvk_cases.values() if d is not None]
-    copies = CopyAtTraffic(device, traffic, quick=quick, show_progress=show_progress)
+    copies = CopyAtTraffic(device, traffic, quick=quick, show_progress=show_progress, regimes=caches)
     rows.extend(copies.frame.assign(impl="copy").to_dict("records"))
 
     for (shape, group, m), d in progress(list(etvk_cases.items()), "ET-VK q4gsw", enabled=show_progress):
@@ -163,10 +170,11 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
             continue
         from ..etvk.run import execute
         reps = _repeats_for(d.bytes_moved, quick)
-        row = execute(device, gen, d, measure=True, back_to_back=reps,
-                      min_time_s=kw["min_time_s"], max_time_s=1.0 if quick else 5.0)
-        row.update(impl="etvk", **labels, status="ok", reason="", exact=bool(row.get("correct")))
-        rows.append(copies.annotate(row, d.bytes_moved))
+        for regime in caches:
+            row = execute(device, gen, d, measure=True, back_to_back=reps, cache=regime, max_copies=4 if quick else None,
+                          min_time_s=kw["min_time_s"], max_time_s=1.0 if quick else 5.0)
+            row.update(impl="etvk", **labels, status="ok", reason="", exact=bool(row.get("correct")))
+            rows.append(copies.annotate(row, d.bytes_moved))
 
     # One random problem per shape and dtypes (every variant checked on the same data) and one reference per
     # tolerance model; the suite is ordered by shape, so only the current shape's are kept.
@@ -184,19 +192,32 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
             wants[want_key] = expected(spec, *data)
         want = wants[want_key]
         reps = _repeats_for(spec.bytes_moved(), quick)
-        with Q4GemvRun(device, spec, *data) as run:
-            with device.record(spec.variant) as rec:
-                for _ in range(reps):
-                    run.record(rec)
-                gpu, host = sample_recording(rec, repeats=reps, **kw)
-            checked = compare(run.output(), *want)  # the dispatches timed, checked
-        row = measurement_row("q4_gemv", env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(), macs=spec.macs(),
-                              impl="workbench", **_labels(shape, spec.group_size, spec.m), variant=spec.variant,
-                              **spec.params(), local_size=str(spec.local_size),
-                              global_size=str(spec.global_size(device)), repeats=reps, status="ok", reason="",
-                              **checked, exact=checked["correct"], timer="vulkan timestamps",
-                              **_pipeline_figures(device, spec))
-        rows.append(copies.annotate(row, spec.bytes_moved()))
+        figures = _pipeline_figures(device, spec)
+        for regime in caches:
+            rot = rotation(device, spec.bytes_moved(), regime, max_copies=4 if quick else MAX_COPIES)
+            per_recording = max(reps, rot.copies)
+            runs = []
+            try:
+                for _ in range(rot.copies):  # every copy of the problem holds the same data
+                    runs.append(Q4GemvRun(device, spec, *data))
+                with device.record(spec.variant) as rec:
+                    for i in range(per_recording):
+                        runs[i % len(runs)].record(rec)
+                    gpu, host = sample_recording(rec, repeats=per_recording, **kw)
+                checked = compare(runs[-1].output(), *want)  # the dispatches timed, checked (the last set)
+                if len(runs) > 1 and checked["correct"]:
+                    checked = compare(runs[0].output(), *want)
+            finally:
+                for run in runs:
+                    run.close()
+            row = measurement_row("q4_gemv", env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(),
+                                  macs=spec.macs(), impl="workbench", **_labels(shape, spec.group_size, spec.m),
+                                  variant=spec.variant, **spec.params(), local_size=str(spec.local_size),
+                                  global_size=str(spec.global_size(device)), repeats=per_recording, status="ok",
+                                  reason="", **checked, exact=checked["correct"], timer="vulkan timestamps",
+                                  **figures, **rot.columns())
+            rows.append(copies.annotate(row, spec.bytes_moved()))
+    rows.extend(copies.finish().assign(impl="copy").to_dict("records"))
     return pd.DataFrame(rows)
 
 

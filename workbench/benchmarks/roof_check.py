@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..measure import ResultsReader
-from .copy import peak_copy_gbps
+from .copy import copy_bytes_for, peak_copy_gbps
 from .peak import roofs as measured_roofs
 
 SAT, WRAP, MMA, FP32, INT32 = ("int8 dot (OpSDotAccSat)", "int8 dot (OpSDot + add)", "int8 cooperative matrix",
@@ -279,3 +279,80 @@ def check_results_dir(folder) -> tuple[FolderRoofs, pd.DataFrame]:
         if len(rows):
             frames.append(rows.assign(table=name))
     return roofs, check_rows(frames, roofs)
+
+
+# --- the copy check: no bandwidth row faster than the copy at its own traffic, in its own regime -------------------
+
+#: A kernel that moves B bytes is not faster than a copy that moves B bytes (B/2 read, B/2 written) in the same cache
+#: regime, dispatched the same way, beyond the noise of the two measurements. A read-only kernel is allowed no more:
+#: on the H200 the GEMV's weights-only streams (read-only, `diagnostic=2`) ran at 90-98 % of the copy of their bytes
+#: (data/NVIDIA_H200/NOTES.md, third session), so the allowance is 1.0, stated here rather than guessed per row.
+READ_ONLY_ALLOWANCE = 1.0
+#: The noise of a copy whose spread a row does not record (rows older than copy_p90_us): the method's own bound on
+#: a kept sample set's p10..p90 spread (measure.method.STABILITY_SPREAD).
+UNRECORDED_COPY_NOISE = 0.10
+COPY_NOT_CHECKED = {"diagnostic": "a diagnostic build (wrong by design: it moves fewer bytes than its row counts)"}
+
+
+def copy_slack(row: dict) -> float:
+    """How far a row's copy_fraction may exceed 1 through noise alone: the row's median / p10 (its own fast
+    samples) × the copy's p90 / median (its slow ones; 1 + UNRECORDED_COPY_NOISE where the row does not record it),
+    × READ_ONLY_ALLOWANCE."""
+    median, p10 = (float(row.get(c, math.nan)) for c in ("median_us", "p10_us"))
+    own = median / p10 if math.isfinite(median) and math.isfinite(p10) and p10 > 0 else 1.0
+    copy_p90, copy_gbps, moved = (float(row.get(c, math.nan)) for c in ("copy_p90_us", "copy_GBps", "bytes"))
+    copy_median = 2 * copy_bytes_for(int(moved)) / copy_gbps / 1e3 if copy_gbps > 0 and math.isfinite(moved) else math.nan
+    theirs = (copy_p90 / copy_median if math.isfinite(copy_p90) and math.isfinite(copy_median) and copy_median > 0
+              else 1.0 + UNRECORDED_COPY_NOISE)
+    return max(own, 1.0) * max(theirs, 1.0) * READ_ONLY_ALLOWANCE
+
+
+def copy_rows(df: pd.DataFrame | None) -> pd.DataFrame:
+    """The rows of a table that carry a finite copy_fraction (kernels against the copy at their traffic), the
+    copies themselves left out."""
+    if df is None or not len(df) or "copy_fraction" not in df:
+        return pd.DataFrame()
+    rows = df[pd.to_numeric(df["copy_fraction"], errors="coerce").notna()]
+    if "kernel" in rows:
+        rows = rows[~rows["kernel"].isin(("copy", "dispatch floor"))]
+    return rows
+
+
+def check_copy_rows(frames) -> pd.DataFrame:
+    """Every row of `frames` with a copy_fraction: its `cache` regime ("unknown" on rows that predate the column),
+    `copy_slack` (`copy_slack`) and `above_copy` (copy_fraction > copy_slack); rows of COPY_NOT_CHECKED are kept
+    with `copy_excluded` saying why and never above."""
+    parts = [copy_rows(f) for f in frames if f is not None]
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=["copy_fraction", "cache", "copy_slack", "above_copy", "copy_excluded"])
+    df = pd.concat(parts, ignore_index=True)
+    records = df.to_dict("records")
+    excluded = []
+    for row in records:
+        why = None
+        for column, reason in COPY_NOT_CHECKED.items():
+            value = row.get(column)
+            if value not in (None, 0, False, "0", "False", "") and value == value:
+                why = reason
+        excluded.append(why)
+    df = df.drop(columns=[c for c in ("copy_slack", "above_copy", "copy_excluded") if c in df])
+    df["cache"] = df["cache"].fillna("unknown") if "cache" in df else "unknown"
+    df["copy_slack"] = [copy_slack(r) for r in records]
+    df["copy_excluded"] = excluded
+    df["above_copy"] = ((pd.to_numeric(df["copy_fraction"], errors="coerce") > df["copy_slack"])
+                        & df["copy_excluded"].isna()).astype(bool)
+    return df
+
+
+def check_copy_results_dir(folder) -> pd.DataFrame:
+    """`check_copy_rows` over every table of a results folder (each row tagged with its `table`)."""
+    results = ResultsReader(folder)
+    frames = []
+    for name in results.names():
+        if name in DERIVED_TABLES:
+            continue
+        rows = copy_rows(results.load(name))
+        if len(rows):
+            frames.append(rows.assign(table=name))
+    return check_copy_rows(frames)

@@ -87,10 +87,11 @@ def roofline_check(out, *, png: str | None = None, device_name: str | None = Non
     folder's figures against the goals (`workbench.report`). A row with no roof, or two roofs for one path in the
     folder, is an error (exit 2)."""
     from ..measure import QUICK_NOTE
-    from ..benchmarks.roof_check import RoofCheckError, check_results_dir
+    from ..benchmarks.roof_check import RoofCheckError, check_copy_results_dir, check_results_dir
     from ..report import goals
     try:
         roofs, checked = check_results_dir(out)
+        copy_checked = check_copy_results_dir(out)
     except RoofCheckError as exc:
         print(f"ROOFLINE CHECK ERROR: {exc}")
         return 2
@@ -119,6 +120,7 @@ def roofline_check(out, *, png: str | None = None, device_name: str | None = Non
         from ..viz.roofline import folder_figure
         folder_figure(out, roofs.values, device=device_name or "").savefig(png, dpi=110)
         print(f"wrote {png}")
+    failed = _copy_check_report(copy_checked)
     above = bounded[bounded["above"]] if len(bounded) else bounded
     if len(above):
         print(table(above, [c for c in ["table", "kernel", "variant", "shape", "tile", "GOP/s", "path", "roof_GOPs",
@@ -126,6 +128,34 @@ def roofline_check(out, *, png: str | None = None, device_name: str | None = Non
         print(f"ROOFLINE CHECK FAILED: {len(above)} of {len(bounded)} rows above their roof by more than its "
               f"probe's spread")
         return 1
+    if failed:
+        return 1
     print(f"roofline check passed: all {len(bounded)} bounded compute rows under their roofs within the probes' "
-          f"spread ({len(excluded)} torch rows not bounded)")
+          f"spread ({len(excluded)} torch rows not bounded); no row faster than its copy")
     return 0
+
+
+def _copy_check_report(checked) -> bool:
+    """Print the copy check (`roof_check.check_copy_rows`): per table and regime, the highest copy_fraction and the
+    rows above their copy; True when any row is above."""
+    if not len(checked):
+        return False
+    print("\n== copy check: no row faster than the copy at its traffic in its cache regime, beyond both "
+          "measurements' noise")
+    kept = checked[checked["copy_excluded"].isna()]
+    if len(kept):
+        per = kept.groupby(["table", "cache"]).agg(rows=("copy_fraction", "size"),
+                                                    highest=("copy_fraction", "max"), above=("above_copy", "sum"))
+        per["highest"] = per["highest"].map(lambda v: f"{v:.3f}")
+        print(table(per.reset_index()))
+    for reason, group in checked[checked["copy_excluded"].notna()].groupby("copy_excluded"):
+        print(f"not checked: {len(group)} rows ({', '.join(sorted(group['table'].astype(str).unique()))}): {reason}")
+    above = kept[kept["above_copy"]]
+    if not len(above):
+        return False
+    print(table(above.head(20), [c for c in ["table", "kernel", "impl", "variant", "shape", "group_size", "cache",
+                                             "median_us", "copy_fraction", "copy_slack"] if c in above.columns]))
+    print(f"COPY CHECK FAILED: {len(above)} of {len(kept)} rows faster than the copy at their traffic by more than "
+          f"the two measurements' noise (re-measure them: `cache` cold where the working set fits the last-level "
+          f"cache)")
+    return True

@@ -301,7 +301,9 @@ def _register_fidelity(verbs) -> None:
                          "folder of ET-VK's runtime with its ETDump (timed now)")
     fd.add_argument("--csv", default=None, help="write the rows (a dispatch per way) to this CSV file")
     fd.add_argument("--summary-csv", default=None, help="write the summary (per way and family) to this CSV file")
-    fd.add_argument("--ways", default="warm,cold", help="ways of timing, comma-separated (default warm,cold)")
+    fd.add_argument("--ways", default="warm,cold", help="ways of timing, comma-separated: warm, cold (each dispatch "
+                    "alone, back to back) and in-order (the execution as the runtime submits it: one command "
+                    "buffer, in order); default warm,cold")
     fd.add_argument("--cold-between", default=None, metavar="shader:MIB",
                     help="what the cold way streams through another pipeline before each copy (default: "
                          "`etvk fidelity`'s cold way, shader:128)")

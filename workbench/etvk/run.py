@@ -133,13 +133,19 @@ def compiled(device, gen: Codegen, d: Dispatch):
 
 def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statistics: bool = False,
             min_time_s: float = 0.2, max_time_s: float = 5.0, back_to_back: int = 1, between: str = "none",
-            barrier_timed: bool = False, full_barriers: bool = False, reports: list | None = None) -> dict:
+            barrier_timed: bool = False, full_barriers: bool = False, reports: list | None = None,
+            cache: str | None = None, max_copies: int | None = None) -> dict:
     """Compile, bind, dispatch once, check against torch; then time (re-submitting one recording) when asked.
     `back_to_back`, `between`, `barrier_timed`, `full_barriers`: the way of timing (:class:`workbench.measure.Way`,
     used with `back_to_back` > 1): that many copies of the dispatch in one recording, the time per copy, what runs
     untimed before each copy (``"copy:MIB"``, or ``"shader:MIB"``: the workbench's compute-shader copy), where the
-    start timestamps go and which barriers separate the copies."""
+    start timestamps go and which barriers separate the copies. `cache` ("hot" / "cold", `measure.cache`): the
+    resources allocated as many times as the regime's rotation needs, the op's dispatches of every set recorded in
+    turn (at least `back_to_back` of its last dispatch), the last dispatch's time per copy; the row gets the
+    regime's columns (`cache`, `cache_copies`, …); `max_copies` caps the rotation (a quick run)."""
     way = Way(back_to_back, between, barrier_timed, full_barriers)
+    if cache is not None and between != "none":
+        raise ValueError(f"a cache regime rotates the dispatch's resources; it takes no between work, got {between!r}")
     spirv, earlier = compiled(device, gen, d)
     capture = statistics and bool(device.info.features.get("pipeline_executable_properties"))
     row = {"kernel": d.kernel, "variant": d.variant, **d.params, "source": gen.source.label,
@@ -161,7 +167,11 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
             row.update(check(d, got, reports))
             if capture:
                 row.update(_driver_columns(pipes.pipeline_of(last).statistics()))
-            if measure and way.back_to_back > 1:
+            if measure and cache is not None:
+                gpu, host, columns = _rotated(device, d, spirv, earlier, made, cache, way, min_time_s,
+                                               max_time_s, max_copies)
+                row.update(way.columns(), **columns)
+            elif measure and way.back_to_back > 1:
                 gpu, host = way.sample(device, pipes.record, label=d.variant, shader_copy=copy_recorder(device),
                                        min_time_s=min_time_s, max_time_s=max_time_s)
                 row.update(way.columns())
@@ -178,6 +188,27 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
         for r in made:
             r.close()
     return row
+
+
+def _rotated(device, d: Dispatch, spirv, earlier, made, regime, way, min_time_s, max_time_s, max_copies=None):
+    """(gpu_ns, host_ns, the regime's columns): `execute`'s timing in a cache regime (its docstring)."""
+    from ..measure.cache import MAX_COPIES, rotation
+    rot = rotation(device, max(int(d.bytes_moved), 16), regime, max_copies=max_copies or MAX_COPIES)
+    sets = [made]
+    try:
+        sets += [allocate(device, d) for _ in range(rot.copies - 1)]  # each set holds the dispatch's inputs
+        per_recording = max(way.back_to_back, rot.copies)
+        todo = [launch for i in range(per_recording) for launch in launches(d, spirv, sets[i % len(sets)], earlier)]
+        with Launches(device, todo) as pipes, \
+                device.record(label=d.variant, **way.recording_options()) as rec:
+            pipes.record(rec)
+            gpu, host = sample_recording(rec, repeats=per_recording, labels={d.variant} if earlier else None,
+                                         min_time_s=min_time_s, max_time_s=max_time_s)
+    finally:
+        for extra in sets[1:]:
+            for r in extra:
+                r.close()
+    return gpu, host, rot.columns()
 
 
 def run(device, gen: Codegen, kernel: str, *, measure: bool = True, statistics: bool = False, local_size=None,

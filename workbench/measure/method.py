@@ -7,7 +7,12 @@ Close to nvbench's "batch" measurement, with Vulkan timestamps:
 - GPU time per sample = sum of the timestamped durations of the selected commands, divided by the number of
   repeats of the kernel inside the recording (repeats amortise tiny kernels);
 - statistics: median, p10, p90, min, mean and standard deviation; the median is the headline; a set whose first
-  and last quarters drift apart, or whose spread is wide, is measured again (`stability`).
+  and last quarters drift apart, or whose spread is wide, is measured again (`stability`);
+- warm clocks: the warm-up is the one of `warmup.warmup_seconds` (a full second after the device sat idle, so a
+  suite's first baseline is as warm as its kernels); where the device has a clock source (`clocks.ClockSampler`) the
+  SM clock is sampled through every set, and a set whose median clock is below CLOCK_LOW of the clock the run
+  settled at (the highest set median so far; at least CLOCK_OF_MAX of the GPU's maximum) is re-taken after another
+  full warm-up; the row says `clock_ok` (None where there is no clock source) with the clock columns.
 """
 from __future__ import annotations
 
@@ -15,7 +20,8 @@ import time
 
 import numpy as np
 
-from .warmup import keep_busy
+from .clocks import ClockSampler
+from .warmup import GPU_WARMUP_S, keep_busy, mark_busy, warmup_seconds
 
 
 def summarize_ns(samples_ns) -> dict:
@@ -35,13 +41,35 @@ STABILITY_SPREAD = 0.10
 STABILITY_ATTEMPTS = 3
 
 
+# A sample set's SM clock is low (the set is re-taken) below CLOCK_LOW of the highest set median this process saw on
+# the device, or below CLOCK_OF_MAX of the GPU's maximum clock (the first set of a run has no history).
+CLOCK_LOW = 0.90
+CLOCK_OF_MAX = 0.60
+_settled_mhz: dict[int, float] = {}  # id(device) -> the highest sample-set median SM clock so far
+
+
 class Samples(np.ndarray):
-    """Durations in ns (a numpy array) that remember how many sample sets it took to get a stable one."""
+    """Durations in ns (a numpy array) that remember how many sample sets it took to get a stable one at a warm
+    clock (`attempts`) and the clock columns of the set kept (`clock`: `clocks.CLOCK_COLUMNS` and `clock_ok`)."""
 
     attempts = 1
+    clock: dict = {}
 
     def __array_finalize__(self, obj):
         self.attempts = getattr(obj, "attempts", 1)
+        self.clock = getattr(obj, "clock", {})
+
+
+def clock_ok(device, columns: dict) -> bool | None:
+    """Whether a sample set ran at the clock the run settled at (module docstring); None without a clock source.
+    Records the set's median as the device's settled clock when it is the highest so far."""
+    median, top = columns.get("sm_clock_mhz_median"), columns.get("max_sm_clock_mhz_limit")
+    if median is None or median != median:
+        return None
+    settled = _settled_mhz.get(id(device), 0.0)
+    floor = max(CLOCK_LOW * settled, CLOCK_OF_MAX * top if top == top and top else 0.0)
+    _settled_mhz[id(device)] = max(settled, median)
+    return bool(median >= floor)
 
 
 def stability(samples_ns) -> dict:
@@ -82,26 +110,35 @@ def sample_recording(rec, *, repeats: int = 1, labels=None, warmup: int = 2, min
                      warmup_s: float | None = None, attempts: int | None = None):
     """Submit `rec` repeatedly; returns (gpu_ns per kernel run, host_ns per kernel run) arrays.
 
-    Warm-up: `warmup` submits, and on GPUs at least `warmup_s` (default 50 ms) of submits, so an idle GPU's clock
-    has ramped up. A sample set that is not stable (see `stability`) is thrown away and measured again, up to
-    `attempts` sets (default STABILITY_ATTEMPTS on GPUs, 1 on CPU devices, whose shared cores are noisy by
-    nature); the last one is returned (`gpu.attempts` says how many were taken; the row's `stable` column says
-    whether the last was)."""
-    cpu = rec.device.info.is_cpu
+    Warm-up: `warmup` submits, and on GPUs at least `warmup_s` of submits (default `warmup.warmup_seconds`: a full
+    GPU_WARMUP_S after the device sat idle, 50 ms while it is busy), so an idle GPU's clock has ramped up. A sample
+    set that is not stable (see `stability`) or ran at a low clock (`clock_ok`) is thrown away and measured again
+    (after a full warm-up where the clock was low), up to `attempts` sets (default STABILITY_ATTEMPTS on GPUs, 1 on
+    CPU devices, whose shared cores are noisy by nature); the last one is returned (`gpu.attempts` says how many
+    were taken, `gpu.clock` its clock columns; the row's `stable` and `clock_ok` columns say whether it was)."""
+    device = rec.device
+    cpu = device.info.is_cpu
     if warmup_s is None:
-        warmup_s = 0.0 if cpu else 0.05
+        warmup_s = warmup_seconds(device)
     if attempts is None:
         attempts = 1 if cpu else STABILITY_ATTEMPTS
     start = time.perf_counter()
     for i in range(max(warmup, 1) if warmup_s else warmup):
         rec.submit()
-    keep_busy(rec, rec.device, warmup_s - (time.perf_counter() - start), cpu_too=True)
+    keep_busy(rec, device, warmup_s - (time.perf_counter() - start), cpu_too=True)
     for attempt in range(1, max(1, attempts) + 1):
-        gpu, host = _sample_once(rec, repeats, labels, min_samples, max_samples, min_time_s, max_time_s)
-        if stability(gpu)["stable"]:
+        with ClockSampler(device) as clocks:
+            gpu, host = _sample_once(rec, repeats, labels, min_samples, max_samples, min_time_s, max_time_s)
+        mark_busy(device)
+        columns = clocks.columns()
+        columns["clock_ok"] = clock_ok(device, columns)
+        if stability(gpu)["stable"] and columns["clock_ok"] is not False:
             break
+        if columns["clock_ok"] is False and attempt < attempts:
+            keep_busy(rec, device, GPU_WARMUP_S)
     gpu = gpu.view(Samples)
     gpu.attempts = attempt
+    gpu.clock = columns
     return gpu, host
 
 
@@ -148,3 +185,41 @@ def sampling(quick: bool, *, quick_min_time_s: float = 0.005) -> dict:
     if quick:
         return dict(min_time_s=quick_min_time_s, min_samples=3, max_samples=5, warmup=1)
     return dict(min_time_s=0.2)
+
+
+def sample_each(rec, *, warmup: int = 2, min_samples: int = 10, max_samples: int = 200, min_time_s: float = 0.2,
+                max_time_s: float = 10.0, warmup_s: float | None = None) -> tuple[dict, dict]:
+    """Submit `rec` (a recording of many dispatches, e.g. a model's in order) repeatedly, as `sample_recording`
+    does (its warm-up and clock sampling), and keep every command's own time: ({label: gpu_ns array}, the clock
+    columns with `clock_ok`). Labels must be unique within the recording (a later command of the same label is
+    added to the earlier one)."""
+    device = rec.device
+    if warmup_s is None:
+        warmup_s = warmup_seconds(device)
+    start = time.perf_counter()
+    for _ in range(max(warmup, 1) if warmup_s else warmup):
+        rec.submit()
+    keep_busy(rec, device, warmup_s - (time.perf_counter() - start), cpu_too=True)
+    per: dict = {}
+    with ClockSampler(device) as clocks:
+        start, total_ns, count = time.perf_counter(), 0.0, 0
+        while True:
+            timings = rec.submit()
+            if any(t.gpu_ns is None for t in timings):
+                raise RuntimeError(f"{device.info.name}: the queue has no timestamps; GPU time cannot be measured")
+            sample: dict = {}
+            for t in timings:
+                sample[t.label] = sample.get(t.label, 0.0) + t.gpu_ns
+            for label, ns in sample.items():
+                per.setdefault(label, []).append(ns)
+            total_ns += sum(sample.values())
+            count += 1
+            elapsed = time.perf_counter() - start
+            if count >= max_samples or elapsed >= max_time_s:
+                break
+            if count >= min_samples and total_ns / 1e9 >= min_time_s:
+                break
+    mark_busy(device)
+    columns = clocks.columns()
+    columns["clock_ok"] = clock_ok(device, columns)
+    return {label: np.array(v) for label, v in per.items()}, columns

@@ -71,6 +71,7 @@ def measurement_row(kernel: str, env: dict, gpu_ns, *, host_ns=None, bytes_moved
     row["GOP/s"] = 2 * macs / seconds / 1e9 if macs and seconds > 0 else np.nan  # 1 MAC = 2 ops
     row.update(stability(gpu_ns))
     row["attempts"] = int(getattr(gpu_ns, "attempts", 1))
+    row.update(getattr(gpu_ns, "clock", {}))  # the SM clock through the samples and `clock_ok` (method.clock_ok)
     row.update(env)
     return row
 

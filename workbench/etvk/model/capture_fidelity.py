@@ -37,7 +37,10 @@ import pandas as pd
 
 from . import capture_join, drill, fidelity
 
-WAYS = {"warm": fidelity.WARM, "cold": fidelity.COLD}
+WAYS = {"warm": fidelity.WARM, "cold": fidelity.COLD,
+        # the whole execution replayed as the runtime submits it (`capture.timeline`): one command buffer, in order
+        "in-order": {"timestamps": "etvk", "barriers": "light", "between": "in order"}}
+IN_ORDER = "in-order"
 COLD_BETWEEN = fidelity.COLD["between"]
 TIMED_NAME = "timed.csv"              # the timing rows of a results folder
 DISPATCHES_NAME = "dispatches.csv"    # capture.open's rows of a model's capture (what the join needs of it)
@@ -59,6 +62,9 @@ def ways_of(names=("warm", "cold"), *, cold_between: str = COLD_BETWEEN, back_to
         raise ValueError(f"expected ways among {', '.join(WAYS)}, got {', '.join(map(str, names)) or 'none'}")
     out = {}
     for name in dict.fromkeys(names):
+        if name == IN_ORDER:  # no `Way`: the execution's own order is the recording (`capture.timeline`)
+            out[name] = None
+            continue
         way = {**WAYS[name], **({"between": cold_between} if name == "cold" else {})}
         out[name] = Way.named(way["timestamps"], way["barriers"], way["between"], back_to_back)
     return out
@@ -113,6 +119,7 @@ def sampling_options(quick: bool = False, samples: int | None = None) -> dict:
 
 
 def time_dispatch(device, d, ways: dict, *, warm_seconds: float = 1.0, sampling: dict | None = None) -> list[dict]:
+    ways = {name: way for name, way in ways.items() if way is not None}  # in-order: `time_capture`
     """One captured dispatch: replayed once against its captured outputs (`exact`), then, its pipeline made and the
     GPU kept busy for `warm_seconds`, timed each way (`ways_of`; `sampling`: :func:`sampling_options`): a row per
     way (median, p10, p90 µs per copy)."""
@@ -155,6 +162,17 @@ def time_capture(folder, dispatches, *, ways: dict, warm_seconds: float = 1.0, s
     wanted = set(int(n) for n in dispatches)
     found = [d for d in capture.dispatches(folder) if d.dispatch in wanted]
     rows = []
+    if IN_ORDER in ways:
+        from ...capture.timeline import columns_of, time_in_order
+        in_order = columns_of(time_in_order(device, found, sampling=sampling))
+        if echo:
+            echo(f"{Path(folder).name}: {len(found)} dispatches in order, "
+                 f"{in_order['replay_us'].sum():.1f} µs, exact {bool(in_order['exact'].all())}")
+        rows.extend(in_order.rename(columns={"replay_us": "median_us", "replay_p10_us": "p10_us",
+                                             "replay_p90_us": "p90_us", "replay_min_us": "min_us"})
+                    .to_dict("records"))
+        if all(way is None for way in ways.values()):
+            found = []
     for n, d in enumerate(found, 1):
         got = time_dispatch(device, d, ways, warm_seconds=warm_seconds, sampling=sampling)
         rows.extend(got)

@@ -1,0 +1,120 @@
+"""A capture's dispatches timed the way the runtime submitted them: in their order, in one command buffer, a
+barrier before each, the start timestamp before that barrier (ET-VK's placement: `vk` records it with
+``barrier_timed``), every buffer and image the dispatches share made once and filled with what the first dispatch
+to use it read, so each dispatch reads what the ones before it wrote (the same data as the captured run, and the
+same cache state: a tensor written just before is read from the cache, as in the runtime). Each dispatch's own time
+comes from its timestamps over repeated submits of the whole chain (`measure.sample_each`).
+
+    rows = time_in_order(device, capture.dispatches("caps/mobilenet_v2"))   # a row per dispatch
+
+A dispatch the runtime cannot replay (`replay.NotReplayable`) is left out of the chain with its reason; `exact`
+says whether, after one submit, every resource the chain wrote holds the capture's last 'after' bytes for it.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import vk
+from ..measure import environment, sample_each, summarize_ns
+from ..vk import spirv as sp
+from .format import CapturedDispatch, _resource_key
+from .replay import IMAGE_KINDS, WRITABLE, NotReplayable, _check, _image, launch_parameters, resource_bytes
+
+WAY = {"way": "in-order", "timestamps": "etvk", "barriers": "light", "between": "in order", "back_to_back": 1}
+
+
+def _resources(dev, chain: list) -> dict:
+    """{resource key: the runtime's buffer or image}: one per captured resource, sized for its largest binding,
+    filled with the bytes the first dispatch to bind it read."""
+    first, largest = {}, {}
+    for d, reflection, captured, _ in chain:
+        for b in reflection.bindings:
+            c = captured[(b.set, b.binding)]
+            key = _resource_key(c)
+            data = c.before if c.before is not None else c.after
+            first.setdefault(key, (c, data))
+            largest[key] = max(largest.get(key, 0), len(data))
+    made = {}
+    try:
+        for key, (c, data) in first.items():
+            name = f"capture {key[0]} {key[1]}"
+            if c.kind in IMAGE_KINDS:
+                made[key] = _image(dev, c, name)
+            else:
+                raw = np.zeros(largest[key], np.uint8)
+                raw[:len(data)] = np.frombuffer(data, np.uint8)
+                made[key] = dev.uniform(raw, name=name) if c.kind == sp.UNIFORM_BUFFER else dev.buffer(raw, name=name)
+    except BaseException:
+        for r in made.values():
+            r.close()
+        raise
+    return made
+
+
+def time_in_order(dev, found: list[CapturedDispatch], *, full_barriers: bool = False,
+                  sampling: dict | None = None) -> pd.DataFrame:
+    """The dispatches of `found` (one execution, in order) timed in order (module docstring): a row per dispatch
+    with its median / p10 / p90 / min µs, samples, `exact` (the chain's), `reason` (why it was left out), the way's
+    columns (WAY), the clock columns and the environment. `sampling`: `measure.sample_each`'s options."""
+    chain, rows = [], []
+    for d in found:
+        try:
+            reflection, local = launch_parameters(d)
+            captured = _check(d, reflection)
+        except (NotReplayable, ValueError) as exc:
+            rows.append({"dispatch": d.dispatch, "pipeline": d.spirv_hash, "reason": str(exc)})
+            continue
+        chain.append((d, reflection, captured, local))
+    made = _resources(dev, chain) if chain else {}
+    launches = []
+    try:
+        for d, reflection, captured, local in chain:
+            spec = {k: v for k, v in d.spec_words.items() if not (reflection.local_size_from_spec and k in (0, 1, 2))}
+            push = d.push_constants[:reflection.push_constant_size]
+            push += b"\0" * (reflection.push_constant_size - len(push))
+            resources = {b.binding: made[_resource_key(captured[(b.set, b.binding)])] for b in reflection.bindings}
+            launches.append(vk.Launch(d.spirv, resources, groups=tuple(d.groups), push_constants=push,
+                                      spec_constants=spec, local_size=local, entry_point=d.entry_point,
+                                      name=f"dispatch{d.dispatch}", label=f"dispatch{d.dispatch}"))
+        if not launches:
+            return pd.DataFrame(rows).assign(**WAY)
+        env = environment(dev)
+        with vk.Launches(dev, launches) as pipes, \
+                dev.record(label="in order", barrier_timed=True, full_barriers=full_barriers) as rec:
+            pipes.record(rec)
+            rec.submit()
+            exact, wrong = _chain_exact(chain, made)
+            per, clock = sample_each(rec, **(sampling or {}))
+        for d, *_ in chain:
+            stats = summarize_ns(per[f"dispatch{d.dispatch}"])
+            rows.append({"dispatch": d.dispatch, "pipeline": d.spirv_hash, "exact": exact, "reason": "",
+                         "mismatch": wrong, **stats,
+                         "bytes": sum(b.size or 0 for b in d.bindings), **clock, **env})
+    finally:
+        for r in made.values():
+            r.close()
+    return pd.DataFrame(rows).assign(**WAY).sort_values("dispatch", ignore_index=True)
+
+
+def _chain_exact(chain, made) -> tuple[bool, str]:
+    """Whether every resource the chain writes holds the capture's last 'after' bytes for it; the first that does
+    not, named."""
+    last = {}
+    for d, reflection, captured, _ in chain:
+        for b in reflection.bindings:
+            c = captured[(b.set, b.binding)]
+            if c.kind in WRITABLE:
+                last[_resource_key(c)] = (d.dispatch, c)
+    for key, (number, c) in last.items():
+        got = resource_bytes(made[key])[:len(c.after)]
+        if got != c.after:
+            return False, f"dispatch {number} binding {c.set}.{c.binding}: the chain's bytes differ from the capture"
+    return True, ""
+
+
+def columns_of(rows: pd.DataFrame) -> pd.DataFrame:
+    """`time_in_order`'s rows named as the fidelity tables name a replay's (replay_us, replay_p10_us, …)."""
+    return rows.rename(columns={"median_us": "replay_us", "p10_us": "replay_p10_us", "p90_us": "replay_p90_us",
+                                "min_us": "replay_min_us"})
+
