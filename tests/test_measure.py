@@ -210,3 +210,117 @@ def test_results_reader_falls_back_to_parquet_and_reads_an_empty_csv(tmp_path):
                                                 r"started\)"):
         results["peak"]
     assert measure.ResultsReader(tmp_path / "nowhere").names() == []
+
+
+# --- numbers that hold up: the cache regime, warm clocks, the floors, the copy check ------------------------------
+
+def test_cold_rotation_spans_four_caches_and_tiny_sets_add_a_sweep(device, monkeypatch):
+    from workbench.measure import cache
+    monkeypatch.setenv("WORKBENCH_LLC_BYTES", str(2**20))
+    assert cache.last_level_cache(device) == (2**20, "WORKBENCH_LLC_BYTES")
+    hot = cache.rotation(device, 4096, "hot")
+    assert hot.copies == 1 and hot.flush_bytes == 0 and hot.columns()["cache"] == "hot"
+    cold = cache.rotation(device, 2**18, "cold")
+    assert cold.copies == 16 and cold.rotated_bytes == 4 * 2**20 and cold.flush_bytes == 0
+    tiny = cache.rotation(device, 64, "cold")      # 512 sets of 64 B span 32 KiB: a sweep of 2 caches is added
+    assert tiny.copies == cache.MAX_COPIES and tiny.flush_bytes == 2 * 2**20
+    assert "sweep" in tiny.columns()["cache_method"]
+    quick = cache.rotation(device, 64, "cold", quick=True)
+    assert quick.copies == 4 and quick.flush_bytes == 0 and "not cold" in quick.columns()["cache_method"]
+    assert cache.default_regime(device, 2**19) == "cold" and cache.default_regime(device, 2**21) == "hot"
+    with pytest.raises(ValueError, match="cache regime must be one of hot, cold, got 'warm'"):
+        cache.rotation(device, 64, "warm")
+    with pytest.raises(ValueError, match="expected cache regimes among hot, cold"):
+        cache.parse_regimes("cold,lukewarm")
+    monkeypatch.setenv("WORKBENCH_LLC_BYTES", "lots")
+    with pytest.raises(ValueError, match="WORKBENCH_LLC_BYTES must be a positive byte count, got 'lots'"):
+        cache.last_level_cache(device)
+
+
+def test_a_swept_rotation_times_the_kernel_not_the_sweep(device, monkeypatch):
+    """A cold copy of 1 KiB against a 256 KiB 'cache': 512 sets rotated, a 512 KiB read-only sweep before each
+    copy, recorded but not timed; every set is copied (each destination holds its source)."""
+    from workbench.kernels.copy import CopySpec, flush_for, record_copy
+    from workbench.measure import cache
+    monkeypatch.setenv("WORKBENCH_LLC_BYTES", str(2**18))
+    spec = CopySpec(1024)
+    rot = cache.rotation(device, spec.bytes_moved(), "cold", max_copies=8)
+    assert rot.copies == 8 and rot.flush_bytes == 2**19
+    pairs = [(device.buffer(np.full(256, i, np.uint32)), device.buffer(nbytes=1024)) for i in range(rot.copies)]
+    try:
+        with pytest.raises(ValueError, match="needs a sweep of 524288 B before each dispatch"):
+            cache.sample_rotated(device, rot, lambda rec, i: None, repeats=2)
+        with flush_for(device, rot) as flush:
+            gpu, host, per = cache.sample_rotated(
+                device, rot, lambda rec, i: record_copy(rec, device, spec, pairs[i][1], pairs[i][0]), repeats=2,
+                flush=flush, min_samples=2, max_samples=3, min_time_s=0.0)
+        assert per == 8 and len(gpu) >= 2 and (gpu > 0).all()
+        for i, (src, dst) in enumerate(pairs):
+            assert (dst.download(np.uint32) == i).all()
+    finally:
+        for src, dst in pairs:
+            src.close()
+            dst.close()
+
+
+def test_a_sample_set_below_the_settled_clock_is_retaken(device):
+    from workbench.measure import method
+
+    class Fake:
+        pass
+    fake = Fake()
+    method._settled_mhz.pop(id(fake), None)
+    assert method.clock_ok(fake, {"sm_clock_mhz_median": float("nan")}) is None      # no clock source
+    assert method.clock_ok(fake, {"sm_clock_mhz_median": 1980.0, "max_sm_clock_mhz_limit": 1980.0}) is True
+    assert method.clock_ok(fake, {"sm_clock_mhz_median": 1900.0, "max_sm_clock_mhz_limit": 1980.0}) is True
+    assert method.clock_ok(fake, {"sm_clock_mhz_median": 345.0, "max_sm_clock_mhz_limit": 1980.0}) is False
+    other = Fake()   # the first set of a run has no history: 60 % of the maximum is the floor
+    assert method.clock_ok(other, {"sm_clock_mhz_median": 345.0, "max_sm_clock_mhz_limit": 1980.0}) is False
+
+
+def test_an_idle_gpu_gets_the_full_warm_up(device):
+    from workbench.measure import warmup
+
+    class Info:
+        is_cpu = False
+
+    class Gpu:
+        info = Info()
+    gpu = Gpu()
+    assert warmup.warmup_seconds(gpu) == warmup.GPU_WARMUP_S            # never used: idle
+    warmup.mark_busy(gpu)
+    assert warmup.warmup_seconds(gpu) == warmup.SHORT_WARMUP_S
+    warmup._last_busy[id(gpu)] -= warmup.IDLE_S + 0.1
+    assert warmup.warmup_seconds(gpu) == warmup.GPU_WARMUP_S
+    assert warmup.warmup_seconds(device) == (0.0 if device.info.is_cpu else warmup.warmup_seconds(device))
+
+
+def test_copy_at_traffic_gives_the_floors_and_the_drift(device):
+    copies = copy_bench.CopyAtTraffic(device, [4096, 65536], quick=True, show_progress=False, regimes=("cold", "hot"))
+    frame = copies.frame
+    assert set(frame["when"].dropna()) >= {"start", "dram floor"} and "dispatch floor" in set(frame["kernel"])
+    row = copies.annotate({"GB/s": 1.0, "median_us": 10.0, "cache": "cold"}, 4096)
+    assert row["cache"] == "cold" and row["copy_GBps"] > 0 and row["copy_p90_us"] >= row["copy_p10_us"]
+    assert row["dram_floor_us"] == pytest.approx(4096 / copies.dram_GBps / 1e3)
+    assert row["dram_fraction"] == pytest.approx(row["dram_floor_us"] / 10.0) and row["dispatch_floor_us"] > 0
+    with pytest.raises(ValueError, match="measured its copies cold, hot, not 'warm'"):
+        copies.annotate({"GB/s": 1.0, "median_us": 1.0}, 4096, "warm")
+    end = copies.finish()
+    assert set(end["when"]) == {"end"} and end["copy_drift_pct"].notna().all()
+    assert set(copies.drift()["cache"]) == {"cold", "hot"}
+
+
+def test_the_copy_check_flags_a_row_faster_than_its_copy():
+    from workbench.benchmarks import roof_check as RC
+    base = {"kernel": "q4_gemv", "bytes": 2 * 2**20, "median_us": 10.0, "p10_us": 9.8, "copy_p90_us": 5.1,
+            "copy_GBps": 2 * 2**20 / 5.0 / 1e3, "cache": "cold"}
+    ok = dict(base, **{"GB/s": 2 * 2**20 / 10.0 / 1e3}, copy_fraction=0.5)
+    noise = dict(base, copy_fraction=1.03)              # within 10.0/9.8 x 5.1/5.0 = 1.0408
+    above = dict(base, copy_fraction=1.06)
+    old = {k: v for k, v in above.items() if k not in ("copy_p90_us", "cache")}    # a row before the columns
+    diag = dict(above, diagnostic=2)
+    checked = RC.check_copy_rows([pd.DataFrame([ok, noise, above, old, diag])])
+    assert checked["above_copy"].tolist() == [False, False, True, False, False]
+    assert checked["copy_slack"].iloc[0] == pytest.approx(10.0 / 9.8 * 5.1 / 5.0)
+    assert checked["copy_slack"].iloc[3] == pytest.approx(10.0 / 9.8 * 1.10)           # the method's bound
+    assert checked["cache"].tolist()[3] == "unknown" and checked["copy_excluded"].notna().tolist()[4]

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 
 from ..kernels import linear_global_size, pipeline_for
-from ..kernels.copy import LOCAL_SIZE, SHADER, CopySpec, record_copy
+from ..kernels.copy import LOCAL_SIZE, SHADER, CopySpec, flush_for, record_copy
 from ..measure import ResultsWriter, environment, measurement_row, progress, sample_callable, sample_recording
-from ..measure.cache import MAX_COPIES, ROTATE_FACTOR, last_level_cache, rotation
+from ..measure.cache import ROTATE_FACTOR, last_level_cache, rotation, sample_rotated
 from ..toolchain.shaders import compile_shader
 from ..vk.churn import measure as churn
 
@@ -38,32 +38,33 @@ def torch_copy_timer(nbytes: int, device, copies: int = 1):
 
 
 def bench_copy(device, sizes_mib=COPY_SIZES_MIB, *, writer: ResultsWriter | None = None, show_progress=True,
-               min_time_s: float = 0.2, repeats: int | None = None, regime: str = "hot",
-               max_copies: int = MAX_COPIES, torch_too: bool = True, when: str = "") -> pd.DataFrame:
+               min_time_s: float = 0.2, repeats: int | None = None, regime: str = "hot", quick: bool = False,
+               torch_too: bool = True, when: str = "") -> pd.DataFrame:
     """Device-to-device copy bandwidth: the shader copy, vkCmdCopyBuffer, and torch's copy, per size, in the
     cache `regime` (`measure.cache`: "cold" rotates (source, destination) pairs spanning 4x the last-level
-    cache). `when`: a label of the row ("start" / "end" of a suite's run)."""
+    cache; `quick`: a capped rotation). `when`: a label of the row ("start" / "end" of a suite's run)."""
     env = environment(device)
     rows = []
     for mib in progress(list(sizes_mib), f"copy ({regime})", enabled=show_progress):
         spec = CopySpec(int(mib * 2**20) // 16 * 16)
-        rot = rotation(device, spec.bytes_moved(), regime, max_copies=max_copies)
+        rot = rotation(device, spec.bytes_moved(), regime, quick=quick)
         reps = repeats or max(1, min(20, int(64 * 2**20 // spec.nbytes)))  # amortise small copies
-        per_recording = max(reps, rot.copies)  # cold: every set once (at least)
         pairs = []
         try:
             for _ in range(rot.copies):
                 pairs.append((device.buffer(nbytes=spec.nbytes, name="copy-src"),
                               device.buffer(nbytes=spec.nbytes, name="copy-dst")))
             for method in ("shader uvec4", "vkCmdCopyBuffer"):
-                with device.record(f"copy {mib} MiB") as rec:
-                    for r in range(per_recording):
-                        src, dst = pairs[r % len(pairs)]
-                        if method == "shader uvec4":
-                            record_copy(rec, device, spec, dst, src)
-                        else:
-                            rec.copy(src, dst, spec.nbytes)
-                    gpu, host = sample_recording(rec, repeats=per_recording, min_time_s=min_time_s)
+                def record_one(rec, i, method=method):
+                    src, dst = pairs[i]
+                    if method == "shader uvec4":
+                        record_copy(rec, device, spec, dst, src)
+                    else:
+                        rec.copy(src, dst, spec.nbytes)
+                with flush_for(device, rot) as flush:
+                    gpu, host, per_recording = sample_rotated(device, rot, record_one, repeats=reps,
+                                                              label=f"copy {mib} MiB", flush=flush,
+                                                              min_time_s=min_time_s)
                 row = measurement_row("copy", env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(),
                                       method=method, size_mib=mib, repeats=per_recording, timer="vulkan timestamps",
                                       **rot.columns(), when=when)
@@ -85,6 +86,8 @@ def bench_copy(device, sizes_mib=COPY_SIZES_MIB, *, writer: ResultsWriter | None
         row = measurement_row("copy", env, samples, bytes_moved=spec.bytes_moved(), method=f"torch copy_ ({where})",
                               size_mib=mib, repeats=1, timer="cuda events" if on_cuda else "wall clock",
                               **rot.columns(), when=when)
+        if rot.flush_bytes:  # torch's copy is rotated, never swept
+            row.update(cache_flush_bytes=0, cache_method=f"torch: {rot.copies} sets rotated, no sweep (not cold)")
         rows.append(row)
         if writer:
             writer.append(row)
@@ -154,7 +157,7 @@ class CopyAtTraffic:
     def _measure(self, regime: str, when: str) -> pd.DataFrame:
         frame = bench_copy(self.device, [s / 2**20 for s in self.sizes], show_progress=self.show_progress,
                            min_time_s=0.005 if self.quick else 0.2, repeats=2 if self.quick else None,
-                           regime=regime, max_copies=4 if self.quick else MAX_COPIES, when=when)
+                           regime=regime, quick=self.quick, when=when)
         frame["copy_bytes"] = (frame["size_mib"] * 2**20).round().astype(np.int64) // 16 * 16
         vulkan = frame[frame["timer"] == "vulkan timestamps"]
         for key, group in vulkan.groupby("copy_bytes"):

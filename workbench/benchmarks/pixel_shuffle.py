@@ -36,7 +36,8 @@ from ..kernels.pixel_shuffle_block import (REQUANT_COPY_SHADER, Q8taPixelShuffle
 from ..kernels.q8ta_quantize import Q8taChainRun, Q8taPixelShuffleChainSpec
 from ..measure import Rows, environment, measurement_row, progress, sample_callable, sample_recording, sampling
 from ..toolchain.shaders import compile_shader
-from ..measure.cache import MAX_COPIES, REGIMES, default_regime, parse_regimes, rotation
+from ..kernels.copy import flush_for
+from ..measure.cache import REGIMES, default_regime, parse_regimes, rotation, sample_rotated
 from .copy import CopyAtTraffic
 
 #: ET-VK's PERF cases (test_q8ta_pixel_shuffle.cpp): the RefineNet decoder, inputs [1,96,H,W] → outputs
@@ -245,16 +246,14 @@ def _bench_row(device, env, case, runner_cls, regime, reps, quick, sample_kw, co
     """One kernel row of `bench_suite` in `regime`: as many runs (each its own buffers) as the rotation needs."""
     spec = case.spec
     bytes_moved = spec.bytes_moved()
-    rot = rotation(device, bytes_moved, regime, max_copies=4 if quick else MAX_COPIES)
-    per_recording = max(reps, rot.copies)
+    rot = rotation(device, bytes_moved, regime, quick=quick)
     runs = []
     try:
         for _ in range(rot.copies):
             runs.append(runner_cls(device, spec))
-        with device.record(f"pixel shuffle {case.kind}") as rec:
-            for i in range(per_recording):
-                runs[i % len(runs)].record(rec)
-            gpu, host = sample_recording(rec, repeats=per_recording, **sample_kw)
+        with flush_for(device, rot) as flush:
+            gpu, host, per_recording = sample_rotated(device, rot, lambda rec, i: runs[i].record(rec), repeats=reps,
+                                                      label=f"pixel shuffle {case.kind}", flush=flush, **sample_kw)
     finally:
         for run in runs:
             run.close()

@@ -43,7 +43,8 @@ import pandas as pd
 from ..kernels import pipeline_for
 from ..kernels.q4_gemv import Q4GemvRun, Q4GemvSpec, compare, expected, random_problem
 from ..measure import Rows, environment, measurement_row, progress, sample_recording, sampling
-from ..measure.cache import MAX_COPIES, parse_regimes, rotation
+from ..kernels.copy import flush_for
+from ..measure.cache import parse_regimes, rotation, sample_rotated
 from .copy import CopyAtTraffic
 from .pipeline_stats import statistics_columns
 
@@ -171,7 +172,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
         from ..etvk.run import execute
         reps = _repeats_for(d.bytes_moved, quick)
         for regime in caches:
-            row = execute(device, gen, d, measure=True, back_to_back=reps, cache=regime, max_copies=4 if quick else None,
+            row = execute(device, gen, d, measure=True, back_to_back=reps, cache=regime, quick_cache=quick,
                           min_time_s=kw["min_time_s"], max_time_s=1.0 if quick else 5.0)
             row.update(impl="etvk", **labels, status="ok", reason="", exact=bool(row.get("correct")))
             rows.append(copies.annotate(row, d.bytes_moved))
@@ -194,16 +195,14 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
         reps = _repeats_for(spec.bytes_moved(), quick)
         figures = _pipeline_figures(device, spec)
         for regime in caches:
-            rot = rotation(device, spec.bytes_moved(), regime, max_copies=4 if quick else MAX_COPIES)
-            per_recording = max(reps, rot.copies)
+            rot = rotation(device, spec.bytes_moved(), regime, quick=quick)
             runs = []
             try:
                 for _ in range(rot.copies):  # every copy of the problem holds the same data
                     runs.append(Q4GemvRun(device, spec, *data))
-                with device.record(spec.variant) as rec:
-                    for i in range(per_recording):
-                        runs[i % len(runs)].record(rec)
-                    gpu, host = sample_recording(rec, repeats=per_recording, **kw)
+                with flush_for(device, rot) as flush:
+                    gpu, host, per_recording = sample_rotated(device, rot, lambda rec, i: runs[i].record(rec),
+                                                              repeats=reps, label=spec.variant, flush=flush, **kw)
                 checked = compare(runs[-1].output(), *want)  # the dispatches timed, checked (the last set)
                 if len(runs) > 1 and checked["correct"]:
                     checked = compare(runs[0].output(), *want)

@@ -134,7 +134,7 @@ def compiled(device, gen: Codegen, d: Dispatch):
 def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statistics: bool = False,
             min_time_s: float = 0.2, max_time_s: float = 5.0, back_to_back: int = 1, between: str = "none",
             barrier_timed: bool = False, full_barriers: bool = False, reports: list | None = None,
-            cache: str | None = None, max_copies: int | None = None) -> dict:
+            cache: str | None = None, quick_cache: bool = False) -> dict:
     """Compile, bind, dispatch once, check against torch; then time (re-submitting one recording) when asked.
     `back_to_back`, `between`, `barrier_timed`, `full_barriers`: the way of timing (:class:`workbench.measure.Way`,
     used with `back_to_back` > 1): that many copies of the dispatch in one recording, the time per copy, what runs
@@ -142,7 +142,7 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
     start timestamps go and which barriers separate the copies. `cache` ("hot" / "cold", `measure.cache`): the
     resources allocated as many times as the regime's rotation needs, the op's dispatches of every set recorded in
     turn (at least `back_to_back` of its last dispatch), the last dispatch's time per copy; the row gets the
-    regime's columns (`cache`, `cache_copies`, …); `max_copies` caps the rotation (a quick run)."""
+    regime's columns (`cache`, `cache_copies`, …); `quick_cache`: a quick run's capped rotation (`measure.cache`)."""
     way = Way(back_to_back, between, barrier_timed, full_barriers)
     if cache is not None and between != "none":
         raise ValueError(f"a cache regime rotates the dispatch's resources; it takes no between work, got {between!r}")
@@ -169,7 +169,7 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
                 row.update(_driver_columns(pipes.pipeline_of(last).statistics()))
             if measure and cache is not None:
                 gpu, host, columns = _rotated(device, d, spirv, earlier, made, cache, way, min_time_s,
-                                               max_time_s, max_copies)
+                                               max_time_s, quick_cache)
                 row.update(way.columns(), **columns)
             elif measure and way.back_to_back > 1:
                 gpu, host = way.sample(device, pipes.record, label=d.variant, shader_copy=copy_recorder(device),
@@ -190,20 +190,23 @@ def execute(device, gen: Codegen, d: Dispatch, *, measure: bool = True, statisti
     return row
 
 
-def _rotated(device, d: Dispatch, spirv, earlier, made, regime, way, min_time_s, max_time_s, max_copies=None):
+def _rotated(device, d: Dispatch, spirv, earlier, made, regime, way, min_time_s, max_time_s, quick=False):
     """(gpu_ns, host_ns, the regime's columns): `execute`'s timing in a cache regime (its docstring)."""
-    from ..measure.cache import MAX_COPIES, rotation
-    rot = rotation(device, max(int(d.bytes_moved), 16), regime, max_copies=max_copies or MAX_COPIES)
+    from ..kernels.copy import flush_for
+    from ..measure.cache import rotation, sample_rotated
+    rot = rotation(device, max(int(d.bytes_moved), 16), regime, quick=quick)
     sets = [made]
     try:
         sets += [allocate(device, d) for _ in range(rot.copies - 1)]  # each set holds the dispatch's inputs
-        per_recording = max(way.back_to_back, rot.copies)
-        todo = [launch for i in range(per_recording) for launch in launches(d, spirv, sets[i % len(sets)], earlier)]
-        with Launches(device, todo) as pipes, \
-                device.record(label=d.variant, **way.recording_options()) as rec:
-            pipes.record(rec)
-            gpu, host = sample_recording(rec, repeats=per_recording, labels={d.variant} if earlier else None,
-                                         min_time_s=min_time_s, max_time_s=max_time_s)
+        todo = [launches(d, spirv, made_set, earlier) for made_set in sets]
+        with Launches(device, [launch for one in todo for launch in one]) as pipes, flush_for(device, rot) as flush:
+            def record_one(rec, i):
+                first = sum(len(one) for one in todo[:i])
+                for j, launch in enumerate(todo[i]):
+                    launch.record(rec, pipes.pipeline_of(first + j))
+            gpu, host, _ = sample_rotated(device, rot, record_one, repeats=way.back_to_back, label=d.variant,
+                                          flush=flush, record_options=way.recording_options(),
+                                          min_time_s=min_time_s, max_time_s=max_time_s)
     finally:
         for extra in sets[1:]:
             for r in extra:

@@ -14,7 +14,7 @@ It knows only the runtime (`workbench.vk`). The public names are re-exported her
 import X``.
 """
 from .clocks import CLOCK_COLUMNS, ClockSampler, nvml_clocks
-from .cache import REGIMES, Rotation, default_regime, last_level_cache, parse_regimes, rotation
+from .cache import REGIMES, Rotation, default_regime, last_level_cache, parse_regimes, rotation, sample_rotated
 from .method import (QUICK_NOTE, STABILITY_ATTEMPTS, STABILITY_DRIFT, STABILITY_SPREAD, Samples, sample_callable,
                      sample_each, sample_recording, sampling, stability, summarize_ns)
 from .results import (OPEN_WRITERS, ResultsReader, ResultsWriter, atomic_write, default_results_dir,
@@ -23,7 +23,8 @@ from .rows import COMMIT_STAMP, REPO, Rows, environment, git_commit, measurement
 from .warmup import GPU_WARMUP_S, keep_busy
 from .ways import BARRIERS, BETWEEN_KINDS, TIMESTAMPS, Way, parse_between
 
-__all__ = ["REGIMES", "Rotation", "default_regime", "last_level_cache", "parse_regimes", "rotation", "CLOCK_COLUMNS", "ClockSampler", "nvml_clocks", "QUICK_NOTE", "STABILITY_ATTEMPTS", "STABILITY_DRIFT",
+__all__ = ["REGIMES", "Rotation", "default_regime", "last_level_cache", "parse_regimes", "rotation",
+           "sample_rotated", "CLOCK_COLUMNS", "ClockSampler", "nvml_clocks", "QUICK_NOTE", "STABILITY_ATTEMPTS", "STABILITY_DRIFT",
            "STABILITY_SPREAD", "Samples", "sample_callable", "sample_each", "sample_recording", "sampling", "stability",
            "summarize_ns", "OPEN_WRITERS", "ResultsReader", "ResultsWriter", "atomic_write", "default_results_dir",
            "results_folder_name", "COMMIT_STAMP", "REPO", "Rows", "environment", "git_commit", "measurement_row",

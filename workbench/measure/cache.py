@@ -6,7 +6,10 @@
   and the sets together span at least ROTATE_FACTOR × the last-level cache, so every dispatch reads its inputs
   from DRAM (what a model's decode step does: each matrix is read once per token). The kernel and its copy
   baseline are rotated alike. Rotation, not a flush between dispatches: a large copy in between leaves the cache
-  full of dirty lines that the timed kernel would then write back.
+  full of dirty lines that the timed kernel would then write back. Where MAX_COPIES sets of a tiny working set
+  cannot span that (allocations are counted: NVIDIA allows 4,096), each dispatch is also preceded, untimed, by a
+  read-only sweep of FLUSH_FACTOR x the last-level cache (`flush_bytes`; the kernels' `copy.Flush`), which leaves
+  the cache full of clean lines.
 
 The last-level cache: torch's CUDA properties where the Vulkan device is an NVIDIA GPU that torch sees (the H200:
 60 MB), else a table of known GPUs, else the host CPU's last-level cache for CPU devices (lavapipe's memory is the
@@ -22,11 +25,14 @@ from pathlib import Path
 
 REGIMES = ("hot", "cold")
 ROTATE_FACTOR = 4            # the sets of a cold rotation span at least this many last-level caches
-MAX_COPIES = 4096            # a rotation never holds more sets than this (tiny kernels: the cap is said in the row)
+MAX_COPIES = 512             # a rotation never holds more sets than this (tiny working sets add a sweep)
+FLUSH_FACTOR = 2             # the read-only sweep before each dispatch of a capped rotation: 2x the cache
 ASSUMED_LLC_BYTES = 128 * 2**20  # a GPU of unknown cache: larger than any 2026 GPU's L2 (cold stays cold)
 KNOWN_LLC_BYTES = {"H200": 60 * 10**6, "H100": 50 * 2**20, "A100": 40 * 2**20}  # by a substring of the name
 METHOD = {"hot": "one set of inputs dispatched again and again",
-          "cold": f"inputs rotated through >= {ROTATE_FACTOR}x the last-level cache (a set per dispatch)"}
+          "cold": f"inputs rotated through >= {ROTATE_FACTOR}x the last-level cache (a set per dispatch)",
+          "cold+sweep": f"inputs rotated through {MAX_COPIES} sets, and a read-only sweep of {FLUSH_FACTOR}x the "
+                        f"last-level cache before each dispatch (untimed)"}
 
 
 def last_level_cache(device) -> tuple[int, str]:
@@ -88,33 +94,64 @@ class Rotation:
     working_set: int
     llc_bytes: int
     llc_source: str
+    sweep: bool = True  # False: a quick run's capped rotation, no sweep (its rows say so)
 
     @property
     def rotated_bytes(self) -> int:
         return self.copies * self.working_set
 
     @property
-    def cold_enough(self) -> bool:
-        """Whether the sets span ROTATE_FACTOR caches (False only where MAX_COPIES capped a tiny working set)."""
-        return self.regime == "hot" or self.rotated_bytes >= ROTATE_FACTOR * self.llc_bytes
+    def flush_bytes(self) -> int:
+        """The read-only sweep before each dispatch: FLUSH_FACTOR caches (a multiple of 16) where the sets of a cold
+        rotation do not span ROTATE_FACTOR caches (a tiny working set capped at MAX_COPIES), else 0."""
+        if self.regime == "hot" or self.rotated_bytes >= ROTATE_FACTOR * self.llc_bytes or not self.sweep:
+            return 0
+        return -(-FLUSH_FACTOR * self.llc_bytes // 16) * 16
 
     def columns(self) -> dict:
-        note = "" if self.cold_enough else (f"only {self.rotated_bytes / self.llc_bytes:.2f}x the last-level cache "
-                                            f"rotated ({MAX_COPIES} sets at most)")
+        method = METHOD["cold+sweep" if self.flush_bytes else self.regime]
+        if self.regime == "cold" and not self.sweep and self.rotated_bytes < ROTATE_FACTOR * self.llc_bytes:
+            method = f"quick: {self.copies} sets rotated, no sweep (not cold)"
         return {"cache": self.regime, "cache_copies": self.copies, "cache_rotated_bytes": self.rotated_bytes,
-                "llc_bytes": self.llc_bytes, "llc_source": self.llc_source, "cache_method": METHOD[self.regime],
-                "cache_note": note}
+                "cache_flush_bytes": self.flush_bytes, "llc_bytes": self.llc_bytes, "llc_source": self.llc_source,
+                "cache_method": method}
 
 
-def rotation(device, working_set: int, regime: str = "cold", *, max_copies: int = MAX_COPIES) -> Rotation:
-    """The sets a measurement of `working_set` bytes (a dispatch's inputs and outputs) needs in `regime`."""
+def rotation(device, working_set: int, regime: str = "cold", *, max_copies: int = MAX_COPIES,
+             quick: bool = False) -> Rotation:
+    """The sets a measurement of `working_set` bytes (a dispatch's inputs and outputs) needs in `regime`; `quick`
+    (a smoke run): at most 4 sets and no sweep."""
+    if quick:
+        max_copies = min(max_copies, 4)
     if regime not in REGIMES:
         raise ValueError(f"cache regime must be one of {', '.join(REGIMES)}, got {regime!r}")
     if not isinstance(working_set, (int,)) or working_set <= 0:
         raise ValueError(f"a working set is a positive byte count, got {working_set!r}")
     llc, source = last_level_cache(device)
     copies = 1 if regime == "hot" else max(2, min(max_copies, math.ceil(ROTATE_FACTOR * llc / working_set)))
-    return Rotation(regime, copies, int(working_set), llc, source)
+    return Rotation(regime, copies, int(working_set), llc, source, sweep=not quick)
+
+
+def sample_rotated(device, rot: Rotation, record_one, *, repeats: int = 1, label: str = "", flush=None,
+                   record_options: dict | None = None, **sampling):
+    """Time a dispatch in the regime of `rot`: one recording of max(`repeats`, rot.copies) dispatches, the i-th
+    recorded by ``record_one(rec, i % rot.copies)`` (set i's resources), each preceded by ``flush.record(rec)``
+    where the rotation sweeps (`flush`: the kernels' `copy.Flush` of rot.flush_bytes; its commands, labelled
+    ``flush.label``, are not timed); sampled by `sample_recording` with the time per dispatch. Returns (gpu_ns,
+    host_ns, dispatches per recording)."""
+    from .method import sample_recording
+    if rot.flush_bytes and flush is None:
+        raise ValueError(f"a cold rotation of {rot.copies} sets of {rot.working_set} B needs a sweep of "
+                         f"{rot.flush_bytes} B before each dispatch: pass flush=")
+    per_recording = max(int(repeats), rot.copies)
+    with device.record(label=label, **(record_options or {})) as rec:
+        for i in range(per_recording):
+            if rot.flush_bytes:
+                flush.record(rec)
+            record_one(rec, i % rot.copies)
+        labels = {c.label for c in rec.commands if c.label != flush.label} if rot.flush_bytes else None
+        gpu, host = sample_recording(rec, repeats=per_recording, labels=labels, **sampling)
+    return gpu, host, per_recording
 
 
 def default_regime(device, working_set: int) -> str:
