@@ -7,9 +7,9 @@
   from DRAM (what a model's decode step does: each matrix is read once per token). The kernel and its copy
   baseline are rotated alike. Rotation, not a flush between dispatches: a large copy in between leaves the cache
   full of dirty lines that the timed kernel would then write back. Where MAX_COPIES sets of a tiny working set
-  cannot span that (allocations are counted: NVIDIA allows 4,096), each dispatch is also preceded, untimed, by a
-  read-only sweep of FLUSH_FACTOR x the last-level cache (`flush_bytes`; the kernels' `copy.Flush`), which leaves
-  the cache full of clean lines.
+  cannot span that (allocations are counted: NVIDIA allows 4,096), each dispatch is instead preceded, untimed, by
+  a read-only sweep of FLUSH_FACTOR x the last-level cache (`flush_bytes`; the kernels' `copy.Flush`), which
+  leaves the cache full of clean lines (SWEPT_COPIES sets then suffice).
 
 The last-level cache: torch's CUDA properties where the Vulkan device is an NVIDIA GPU that torch sees (the H200:
 60 MB), else a table of known GPUs, else the host CPU's last-level cache for CPU devices (lavapipe's memory is the
@@ -27,12 +27,13 @@ REGIMES = ("hot", "cold")
 ROTATE_FACTOR = 4            # the sets of a cold rotation span at least this many last-level caches
 MAX_COPIES = 512             # a rotation never holds more sets than this (tiny working sets add a sweep)
 FLUSH_FACTOR = 2             # the read-only sweep before each dispatch of a capped rotation: 2x the cache
+SWEPT_COPIES = 2             # sets of a swept measurement (the sweep, not the rotation, empties the cache)
 ASSUMED_LLC_BYTES = 128 * 2**20  # a GPU of unknown cache: larger than any 2026 GPU's L2 (cold stays cold)
 KNOWN_LLC_BYTES = {"H200": 60 * 10**6, "H100": 50 * 2**20, "A100": 40 * 2**20}  # by a substring of the name
 METHOD = {"hot": "one set of inputs dispatched again and again",
           "cold": f"inputs rotated through >= {ROTATE_FACTOR}x the last-level cache (a set per dispatch)",
-          "cold+sweep": f"inputs rotated through {MAX_COPIES} sets, and a read-only sweep of {FLUSH_FACTOR}x the "
-                        f"last-level cache before each dispatch (untimed)"}
+          "cold+sweep": f"a read-only sweep of {FLUSH_FACTOR}x the last-level cache before each dispatch (untimed; "
+                        f"{MAX_COPIES} sets would not span {ROTATE_FACTOR}x)"}
 
 
 def last_level_cache(device) -> tuple[int, str]:
@@ -94,7 +95,8 @@ class Rotation:
     working_set: int
     llc_bytes: int
     llc_source: str
-    sweep: bool = True  # False: a quick run's capped rotation, no sweep (its rows say so)
+    swept: bool = False  # a sweep before each dispatch (a working set too small to rotate past the cache)
+    quick: bool = False  # a quick run's capped rotation, no sweep (its rows say so)
 
     @property
     def rotated_bytes(self) -> int:
@@ -102,15 +104,12 @@ class Rotation:
 
     @property
     def flush_bytes(self) -> int:
-        """The read-only sweep before each dispatch: FLUSH_FACTOR caches (a multiple of 16) where the sets of a cold
-        rotation do not span ROTATE_FACTOR caches (a tiny working set capped at MAX_COPIES), else 0."""
-        if self.regime == "hot" or self.rotated_bytes >= ROTATE_FACTOR * self.llc_bytes or not self.sweep:
-            return 0
-        return -(-FLUSH_FACTOR * self.llc_bytes // 16) * 16
+        """The read-only sweep before each dispatch (`swept`): FLUSH_FACTOR caches, a multiple of 16; else 0."""
+        return -(-FLUSH_FACTOR * self.llc_bytes // 16) * 16 if self.swept else 0
 
     def columns(self) -> dict:
         method = METHOD["cold+sweep" if self.flush_bytes else self.regime]
-        if self.regime == "cold" and not self.sweep and self.rotated_bytes < ROTATE_FACTOR * self.llc_bytes:
+        if self.quick and self.regime == "cold" and self.rotated_bytes < ROTATE_FACTOR * self.llc_bytes:
             method = f"quick: {self.copies} sets rotated, no sweep (not cold)"
         return {"cache": self.regime, "cache_copies": self.copies, "cache_rotated_bytes": self.rotated_bytes,
                 "cache_flush_bytes": self.flush_bytes, "llc_bytes": self.llc_bytes, "llc_source": self.llc_source,
@@ -120,16 +119,21 @@ class Rotation:
 def rotation(device, working_set: int, regime: str = "cold", *, max_copies: int = MAX_COPIES,
              quick: bool = False) -> Rotation:
     """The sets a measurement of `working_set` bytes (a dispatch's inputs and outputs) needs in `regime`; `quick`
-    (a smoke run): at most 4 sets and no sweep."""
-    if quick:
-        max_copies = min(max_copies, 4)
+    (a smoke run): at most 4 sets and no sweep. Cold: enough sets to span ROTATE_FACTOR caches, or where that
+    takes more than `max_copies`, SWEPT_COPIES sets and a sweep before each dispatch."""
     if regime not in REGIMES:
         raise ValueError(f"cache regime must be one of {', '.join(REGIMES)}, got {regime!r}")
     if not isinstance(working_set, (int,)) or working_set <= 0:
         raise ValueError(f"a working set is a positive byte count, got {working_set!r}")
     llc, source = last_level_cache(device)
-    copies = 1 if regime == "hot" else max(2, min(max_copies, math.ceil(ROTATE_FACTOR * llc / working_set)))
-    return Rotation(regime, copies, int(working_set), llc, source, sweep=not quick)
+    needed = math.ceil(ROTATE_FACTOR * llc / working_set)
+    if regime == "hot":
+        return Rotation(regime, 1, int(working_set), llc, source)
+    if quick:
+        return Rotation(regime, max(2, min(4, needed)), int(working_set), llc, source, quick=True)
+    if needed <= max_copies:
+        return Rotation(regime, max(2, needed), int(working_set), llc, source)
+    return Rotation(regime, SWEPT_COPIES, int(working_set), llc, source, swept=True)
 
 
 def sample_rotated(device, rot: Rotation, record_one, *, repeats: int = 1, label: str = "", flush=None,
