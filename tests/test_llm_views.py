@@ -47,12 +47,16 @@ def gemv_rows():
     return pd.DataFrame(rows)
 
 
-def test_best_copy_fraction_keeps_correct_plausible_rows_at_m():
+def test_best_copy_fraction_keeps_correct_rows_the_copy_check_passes_at_m():
     best = views.best_copy_fraction(gemv_rows()).set_index("impl")
     assert best.loc["workbench", "variant"] == "fast" and best.loc["workbench", "copy_fraction"] == 0.70
-    assert best.loc["workbench", "implausible"] == 1 and best.loc["etvk", "implausible"] == 0
+    assert best.loc["workbench", "above_copy"] == 1 and best.loc["etvk", "above_copy"] == 0      # the copy check
     assert best.loc["etvk", "label"] == "M\nL\n2048→2048"
     assert views.best_copy_fraction(gemv_rows(), m=2).set_index("impl").loc["workbench", "variant"] == "m2"
+    regimes = pd.concat([gemv_rows().assign(cache="cold"), gemv_rows().assign(cache="hot", copy_fraction=0.1)])
+    cold = views.best_copy_fraction(regimes).set_index("impl")
+    assert cold.loc["workbench", "copy_fraction"] == 0.70 and set(cold["cache"]) == {"cold"}
+    assert views.best_copy_fraction(regimes, cache="hot").set_index("impl").loc["workbench", "copy_fraction"] == 0.1
 
 
 def decode_dispatches(device, gemv_us, other_us):

@@ -28,11 +28,6 @@ from .titles import device_names
 REPORTED_DEVICE = "Adreno 840 (reported, #22968)"
 REPORTED_DECODE_SHARES = {"GEMV": 0.74, "SDPA": 0.12, "RMSNorm": 0.05, "copies/views": 0.05, "other": 0.04}
 
-#: A copy_fraction above this is the copy baseline's fault, not the kernel's: nothing moving the same bytes beats the
-#: best copy of them by more than the timing spread (data/NVIDIA_H200/NOTES.md: the 0.849 MiB copy takes 10 µs
-#: against 3.8 µs at 0.851 MiB).
-COPY_FRACTION_PLAUSIBLE = 1.05
-
 #: ET-VK's shaders in red everywhere, the workbench's in the other colours
 ETVK_COLOR = "#d62728"
 WORKBENCH_COLORS = ("#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#7f7f7f", "#bcbd22")
@@ -147,23 +142,30 @@ def shape_label(row) -> str:
     return f"{row['model']}\n{row['layer']}\n{int(row['k'])}→{int(row['n'])}"
 
 
-def best_copy_fraction(rows: pd.DataFrame, *, m: int = 1) -> pd.DataFrame:
-    """Per (shape, group size, impl) at `m` rows: the row with the highest ``copy_fraction`` among the correct ones
-    (status ok) whose copy baseline is plausible (``copy_fraction`` ≤ :data:`COPY_FRACTION_PLAUSIBLE`). Columns: the
-    keys, variant, median_us, GB/s, copy_GBps, copy_fraction, device, label, and ``implausible`` (how many of the
-    shape's rows were set aside for a copy baseline slower than the kernel)."""
+def best_copy_fraction(rows: pd.DataFrame, *, m: int = 1, cache: str | None = "cold") -> pd.DataFrame:
+    """Per (shape, group size, impl) at `m` rows in the cache regime `cache` (rows older than the ``cache`` column
+    are kept whatever it is; None: every regime): the row with the highest ``copy_fraction`` among the correct ones
+    (status ok) that the copy check passes (`benchmarks.roof_check.check_copy_rows`: none faster than the copy of
+    its traffic beyond both measurements' noise). Columns: the keys, cache, variant, median_us, GB/s, copy_GBps,
+    copy_fraction, dram_fraction where recorded, device, label, and ``above_copy`` (how many of the shape's rows the
+    copy check set aside)."""
+    from ..benchmarks.roof_check import check_copy_rows
     _need(rows, ("impl", "model", "layer", "k", "n", "group_size", "m", "copy_fraction", "status"), "q4_gemv rows")
     r = rows[rows["impl"].isin(["workbench", "etvk"]) & (rows["m"] == m) & (rows["status"] == "ok")]
+    if cache is not None and "cache" in r:
+        r = r[r["cache"].isna() | (r["cache"] == cache)]
     if "correct" in r:
         r = r[r["correct"].astype(str).isin(["True", "true", "1"])]
     r = r.dropna(subset=["copy_fraction"])
+    checked = check_copy_rows([r]) if len(r) else r.assign(above_copy=False)
     keys = ["model", "layer", "k", "n", "group_size", "impl"]
-    implausible = r[r["copy_fraction"] > COPY_FRACTION_PLAUSIBLE].groupby(keys).size().rename("implausible")
-    ok = r[r["copy_fraction"] <= COPY_FRACTION_PLAUSIBLE]
+    above = checked[checked["above_copy"]].groupby(keys).size().rename("above_copy")
+    ok = checked[~checked["above_copy"]]
     best = ok.loc[ok.groupby(keys)["copy_fraction"].idxmax()]
-    columns = [*keys, "variant", "median_us", "GB/s", "copy_GBps", "copy_fraction", "device"]
-    best = best[[c for c in columns if c in best]].merge(implausible, on=keys, how="left")
-    best["implausible"] = best["implausible"].fillna(0).astype(int)
+    columns = [*keys, "cache", "variant", "median_us", "GB/s", "copy_GBps", "copy_fraction", "dram_fraction",
+               "device"]
+    best = best[[c for c in columns if c in best]].merge(above, on=keys, how="left")
+    best["above_copy"] = best["above_copy"].fillna(0).astype(int)
     best["label"] = [shape_label(x) for x in best.to_dict("records")]
     best["weights"] = best["k"] * best["n"]
     return (best.sort_values(["weights", "model", "k", "group_size", "impl"]).drop(columns="weights")
@@ -179,6 +181,9 @@ def plot_copy_fraction(best: pd.DataFrame, *, goal: float = 0.9, title: str = "4
     impls = [i for i in ("etvk", "workbench") if (best["impl"] == i).any()]
     colors = {"etvk": ETVK_COLOR, "workbench": WORKBENCH_COLORS[0]}
     names = {"etvk": "ET-VK q4gsw_linear_gemv_coop", "workbench": "workbench q4_gemv (best variant)"}
+    regimes = sorted(best["cache"].dropna().unique()) if "cache" in best else []
+    if regimes:
+        title = f"{title}, {' / '.join(regimes)} (cache)"
     fig = Figure(figsize=(max(7.0, 1.1 * len(labels) + 2), 3.3 * len(groups) + 0.8))
     axes = fig.subplots(len(groups), 1, squeeze=False)[:, 0]
     width = 0.8 / max(len(impls), 1)
@@ -196,7 +201,7 @@ def plot_copy_fraction(best: pd.DataFrame, *, goal: float = 0.9, title: str = "4
         ax.set_xticks(x, labels, fontsize=7.5)
         ax.set_ylim(0, 125)
         ax.set_yticks(range(0, 101, 20))
-        ax.set_ylabel("% of copy GB/s\nat the same traffic")
+        ax.set_ylabel("% of copy GB/s at the\nsame traffic and regime")
         ax.set_title(f"group size {int(group)}", fontsize=9)
     axes[0].legend(fontsize=8, loc="upper left", ncol=3)
     fig.suptitle(f"{title} · {device_names(best) or 'device unknown'}", fontsize=10)
