@@ -148,8 +148,10 @@ class CopyAtTraffic:
         dram_mib = 4 if quick else max(DRAM_COPY_MIB, -(-ROTATE_FACTOR * llc // 2**20))
         dram = bench_copy(device, [dram_mib], show_progress=False, min_time_s=0.005 if quick else 0.2,
                           repeats=2 if quick else None, torch_too=False, when="dram floor")
+        dram["copy_bytes"] = (dram["size_mib"] * 2**20).round().astype(np.int64) // 16 * 16
         self.dram_GBps = float(dram["GB/s"].max())
-        floor = dispatch_floor(device, repeats=2 if quick else 20, min_time_s=0.005 if quick else 0.2)
+        floor = dict(dispatch_floor(device, repeats=2 if quick else 20, min_time_s=0.005 if quick else 0.2),
+                     copy_bytes=16)
         self.dispatch_floor_us = float(floor["median_us"])
         self.frame = pd.concat(frames + [dram, pd.DataFrame([floor])], ignore_index=True)
         self.start = self.frame
