@@ -347,3 +347,20 @@ def test_conv_sweep_rows_carry_shape_kind(device):
     conv_bench.sweep(device, [(1, 1, 1)], [(1, 8, 8, 4, 4)], writer, show_progress=False, min_time_s=0.001,
                   min_samples=2, target_us=50.0, adreno_gpu=None, shape_kind="fills the device")
     assert written and all(r["shape_kind"] == "fills the device" for r in written)
+
+
+def test_roofline_check_fails_a_row_faster_than_its_copy(tmp_path, capsys):
+    """The copy check in `workbench roofline-check`: a GEMV row at 1.3x its copy (a copy timed at a cold clock)
+    fails the folder; within the two measurements' noise, or a diagnostic build, it passes."""
+    from workbench.cli.bench import roofline_check
+    folder = _roof_folder(tmp_path)
+    row = {"kernel": "q4_gemv", "impl": "workbench", "bytes": 2**21, "median_us": 10.0, "p10_us": 9.9,
+           "copy_p90_us": 10.2, "copy_GBps": 2**21 / 10.0 / 1e3, "cache": "cold", "variant": "v", "shape": "1x4->4"}
+    pd.DataFrame([dict(row, copy_fraction=1.02)]).to_csv(folder / "q4_gemv.csv", index=False)
+    assert roofline_check(folder) == 0
+    assert "no row faster than its copy" in capsys.readouterr().out
+    pd.DataFrame([dict(row, copy_fraction=1.02), dict(row, copy_fraction=1.3),
+                  dict(row, copy_fraction=2.1, diagnostic=2)]).to_csv(folder / "q4_gemv.csv", index=False)
+    assert roofline_check(folder) == 1
+    out = capsys.readouterr().out
+    assert "COPY CHECK FAILED: 1 of 2 rows faster than the copy" in out and "not checked: 1 rows" in out

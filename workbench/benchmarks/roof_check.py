@@ -269,16 +269,22 @@ def check_rows(frames, roofs: FolderRoofs) -> pd.DataFrame:
 def check_results_dir(folder) -> tuple[FolderRoofs, pd.DataFrame]:
     """The check over every table of a results folder (each row tagged with its `table`), the derived tables
     (DERIVED_TABLES) left out: (the folder's roofs, every compute row against its roof)."""
-    results = ResultsReader(folder)
     roofs = folder_roofs(folder)
+    return roofs, check_rows(tables_of(folder, compute_rows), roofs)
+
+
+def tables_of(folder, select) -> list[pd.DataFrame]:
+    """`select(table)`'s rows of every table of a results folder but the derived ones (DERIVED_TABLES), each row
+    tagged with its `table`; tables where it selects nothing left out."""
+    results = ResultsReader(folder)
     frames = []
     for name in results.names():
         if name in DERIVED_TABLES:
             continue
-        rows = compute_rows(results.load(name))
+        rows = select(results.load(name))
         if len(rows):
             frames.append(rows.assign(table=name))
-    return roofs, check_rows(frames, roofs)
+    return frames
 
 
 # --- the copy check: no bandwidth row faster than the copy at its own traffic, in its own regime -------------------
@@ -347,12 +353,4 @@ def check_copy_rows(frames) -> pd.DataFrame:
 
 def check_copy_results_dir(folder) -> pd.DataFrame:
     """`check_copy_rows` over every table of a results folder (each row tagged with its `table`)."""
-    results = ResultsReader(folder)
-    frames = []
-    for name in results.names():
-        if name in DERIVED_TABLES:
-            continue
-        rows = copy_rows(results.load(name))
-        if len(rows):
-            frames.append(rows.assign(table=name))
-    return check_copy_rows(frames)
+    return check_copy_rows(tables_of(folder, copy_rows))
