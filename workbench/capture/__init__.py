@@ -85,7 +85,8 @@ def replay(folder, dispatches=None, *, device=None, quick: bool = False, time_it
     """Run each dispatch (all, or the `dispatches` numbers) alone through the runtime from its captured inputs and
     compare byte for byte with its captured outputs: one row per dispatch with `exact` (bool), `mismatch` (per
     wrong binding, the mismatch summary over its bytes), `reason` (why it could not run, where it could not) and
-    the time (`workbench.measure.sample_recording`; `quick`: a few samples), and the device, driver and commit
+    the time (`replay.replay_one`: cold where the dispatch's bytes fit the last-level cache, the `cache` columns;
+    `quick`: a few samples), and the device, driver and commit
     columns every measurement row carries (`workbench.measure.environment`)."""
     from .. import vk
     from ..measure import environment, progress

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import vk
 from ..checks.mismatch import mismatch_report
-from ..measure import sample_recording, sampling, summarize_ns
+from ..measure import sampling, summarize_ns
 from ..vk import spirv as sp
 from .format import DISPATCH_CALLS, CapturedDispatch, spec_values
 
@@ -165,9 +165,12 @@ def running(dev, launch: vk.Launch):
             resource.close()
 
 
-def replay_one(dev, d: CapturedDispatch, *, time_it: bool = True, quick: bool = False) -> dict:
+def replay_one(dev, d: CapturedDispatch, *, time_it: bool = True, quick: bool = False,
+               cache: str | None = None) -> dict:
     """Run `d` alone on `dev` through the one launch path (`vk.Launch`) from its captured inputs:
-    {"local_size", "exact", "mismatch", "reason", timing columns}."""
+    {"local_size", "exact", "mismatch", "reason", timing columns}. Timed in the cache regime `cache` (default: cold
+    where the bytes it binds fit the last-level cache, `measure.cache.default_regime`): cold makes as many copies
+    of its resources as the rotation needs, one per dispatch (`measure.sample_rotated`); the row says `cache`."""
     row = {"local_size": None, "exact": False, "mismatch": "", "reason": ""}
     try:
         row["local_size"] = launch_parameters(d)[1]
@@ -187,7 +190,8 @@ def replay_one(dev, d: CapturedDispatch, *, time_it: bool = True, quick: bool = 
                     wrong.append(binding_mismatch(c, got, c.after))
             row.update(exact=not wrong, mismatch="; ".join(wrong) if wrong else "exact")
             if time_it:
-                gpu, host = sample_recording(rec, **sampling(quick))
+                gpu, host, regime = _timed(dev, d, launches, cache, quick)
+                row.update(regime)
                 stats = summarize_ns(gpu)
                 row.update(gpu_us_median=stats["median_us"], gpu_us_p10=stats["p10_us"],
                            gpu_us_p90=stats["p90_us"], samples=stats["samples"],
@@ -195,3 +199,24 @@ def replay_one(dev, d: CapturedDispatch, *, time_it: bool = True, quick: bool = 
     except (vk.VulkanError, ValueError, TypeError) as exc:
         row["reason"] = f"runtime: {exc}"
     return row
+
+
+def _timed(dev, d: CapturedDispatch, launches, cache, quick):
+    """(gpu_ns, host_ns, the regime's columns) of a captured dispatch whose pipeline `launches` holds: the first set
+    of resources is the launch's own, the others made from the captured bytes again (`launch_of`)."""
+    from ..kernels.copy import flush_for
+    from ..measure.cache import default_regime, rotation, sample_rotated
+    working_set = max(16, sum(len(b.after or b"") for b in d.bindings))
+    rot = rotation(dev, working_set, cache or default_regime(dev, working_set), quick=quick)
+    extra = []
+    try:
+        extra = [launch_of(dev, d)[0] for _ in range(rot.copies - 1)]
+        sets = [launches.launches[0]] + extra
+        with flush_for(dev, rot) as flush:
+            gpu, host, _ = sample_rotated(dev, rot, lambda rec, i: sets[i].record(rec, launches.pipeline_of(0)),
+                                          label=f"capture dispatch {d.dispatch}", flush=flush, **sampling(quick))
+    finally:
+        for launch in extra:
+            for resource in launch.resources.values():
+                resource.close()
+    return gpu, host, rot.columns()
