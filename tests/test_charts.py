@@ -48,7 +48,8 @@ def _movement():
     return pd.DataFrame({
         "label": ["block a", "block a", "fused b", "torch c"], "kernel": ["k", "k", "k", "torch"],
         "macs": 0, "bytes": [1 << 10, 1 << 27, 1 << 27, 1 << 27], "GB/s": [80.0, 900.0, 700.0, 400.0],
-        "copy_fraction": [1.2, 0.95, 0.75, np.nan], "table": ["t1", "t1", "t2", "t2"], "device": DEVICE})
+        "copy_fraction": [1.2, 0.95, 0.75, np.nan], "table": ["t1", "t1", "t2", "t2"], "device": DEVICE,
+        "cache": ["hot", "cold", None, None]})
 
 
 def test_roofline_panel_is_copy_fraction_at_the_largest_traffic():
@@ -59,7 +60,8 @@ def test_roofline_panel_is_copy_fraction_at_the_largest_traffic():
     assert widths == pytest.approx([95.0, 75.0])  # not 900 / 2000 = 45 %, not the cached 120 %
     assert [t.get_text() for t in bx.get_yticklabels()] == ["block a", "fused b"]
     texts = [t.get_text() for t in bx.texts]
-    assert " 95.0 % (900 GB/s, t1)" in texts and any("1 rows without a copy" in t for t in texts)
+    assert " 95.0 % (900 GB/s, t1, cold)" in texts and any("1 rows without a copy" in t for t in texts)
+    assert " 75.0 % (700 GB/s, t2, regime not recorded)" in texts      # each bar says its cache regime
     assert "copy_fraction" not in bx.get_xlabel() and "% of copy" in bx.get_xlabel()
     assert ax.get_title() == f"roofline · {DEVICE}"  # from the rows' device column: no dangling dash
 

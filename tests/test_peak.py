@@ -96,7 +96,7 @@ def test_roofline_figure():
     assert compute["intensity"].tolist() == [20.0, 40.0] and movement["label"].tolist() == ["pack"]
     fig = roofline_figure(roofs, compute, movement, device="test")
     texts = [t.get_text() for ax in fig.axes for t in ax.texts]
-    assert " 80.0 % (50 GB/s)" in texts
+    assert " 80.0 % (50 GB/s, regime not recorded)" in texts
     assert fig.axes[0].get_title() == "roofline · test"
 
 

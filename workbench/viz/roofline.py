@@ -76,6 +76,7 @@ def roofline_figure(roofs: dict, compute: pd.DataFrame, movement: pd.DataFrame, 
         bx.axvline(100, color="k", ls="--", lw=1, zorder=1)
         for yi, r in zip(y, best.to_dict("records")):
             source = f", {r['table']}" if isinstance(r.get("table"), str) else ""
+            source += f", {r['cache']}" if isinstance(r.get("cache"), str) else ", regime not recorded"
             rate = f"{r['GB/s']:,.0f}" if r["GB/s"] >= 100 else f"{r['GB/s']:.3g}"
             bx.text(100 * r["copy_fraction"], yi, f" {100 * r['copy_fraction']:.1f} % ({rate} GB/s{source})",
                     va="center", fontsize=7, zorder=3, bbox=dict(facecolor="white", edgecolor="none", pad=0.3))
@@ -83,7 +84,7 @@ def roofline_figure(roofs: dict, compute: pd.DataFrame, movement: pd.DataFrame, 
     if len(movement) > len(rated):
         bx.text(0.02, 0.01, f"{len(movement) - len(rated)} rows without a copy of the same bytes left out",
                 transform=bx.transAxes, fontsize=7, color="grey")
-    bx.set_xlabel("% of copy: GB/s ÷ copy of the same bytes, same run")
+    bx.set_xlabel("% of copy: GB/s ÷ copy of the same bytes, same run, same cache regime (hot / cold)")
     bx.set_title("data movement: % of copy (largest traffic)")
     return fig
 
