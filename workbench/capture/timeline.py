@@ -12,6 +12,8 @@ says whether, after one submit, every resource the chain wrote holds the capture
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
@@ -53,10 +55,14 @@ def _resources(dev, chain: list) -> dict:
 
 
 def time_in_order(dev, found: list[CapturedDispatch], *, full_barriers: bool = False,
-                  sampling: dict | None = None) -> pd.DataFrame:
+                  sampling: dict | None = None, chains: int = 1) -> pd.DataFrame:
     """The dispatches of `found` (one execution, in order) timed in order (module docstring): a row per dispatch
     with its median / p10 / p90 / min µs, samples, `exact` (the chain's), `reason` (why it was left out), the way's
-    columns (WAY), the clock columns and the environment. `sampling`: `measure.sample_each`'s options."""
+    columns (WAY), the clock columns and the environment. `sampling`: `measure.sample_each`'s options. `chains`:
+    the whole chain that many times in one command buffer (each dispatch's samples pooled over them), which keeps
+    a GPU whose clock sags under a short chain busy (`chains` is a column)."""
+    if isinstance(chains, bool) or not isinstance(chains, int) or chains < 1:
+        raise ValueError(f"chains must be a whole number >= 1, got {chains!r}")
     chain, rows = [], []
     for d in found:
         try:
@@ -77,6 +83,8 @@ def time_in_order(dev, found: list[CapturedDispatch], *, full_barriers: bool = F
             launches.append(vk.Launch(d.spirv, resources, groups=tuple(d.groups), push_constants=push,
                                       spec_constants=spec, local_size=local, entry_point=d.entry_point,
                                       name=f"dispatch{d.dispatch}", label=f"dispatch{d.dispatch}"))
+        launches = [dataclasses.replace(launch, label=f"{launch.label}#{k}") for k in range(chains)
+                    for launch in launches]
         if not launches:
             return pd.DataFrame(rows).assign(**WAY)
         env = environment(dev)
@@ -87,9 +95,9 @@ def time_in_order(dev, found: list[CapturedDispatch], *, full_barriers: bool = F
             exact, wrong = _chain_exact(chain, made)
             per, clock = sample_each(rec, **(sampling or {}))
         for d, *_ in chain:
-            stats = summarize_ns(per[f"dispatch{d.dispatch}"])
+            stats = summarize_ns(np.concatenate([per[f"dispatch{d.dispatch}#{k}"] for k in range(chains)]))
             rows.append({"dispatch": d.dispatch, "pipeline": d.spirv_hash, "exact": exact, "reason": "",
-                         "mismatch": wrong, **stats,
+                         "mismatch": wrong, **stats, "chains": chains,
                          "bytes": sum(b.size or 0 for b in d.bindings), **clock, **env})
     finally:
         for r in made.values():

@@ -48,8 +48,8 @@ PROGRAM_DIR = "program"               # the lowered program, run by profile.exec
 CAPTURED_ETDUMP = "run.etdp"          # the captured execution's ETDump (capture_program)
 TABLE_COLUMNS = ["model", "order", "dispatch", "variant", "family", "operator", "kernel", "way", "etvk_us",
                  "etvk_runs", "replay_us", "ratio", "within_10pct", "exact", "replay_p10_us", "replay_p90_us",
-                 "samples", "timestamps", "barriers", "between", "back_to_back", "etvk_from", "joined_by", "reason",
-                 "device", "driver", "commit"]
+                 "samples", "timestamps", "barriers", "between", "back_to_back", "chains", "replay_sm_clock_mhz",
+                 "etvk_sm_clock_mhz", "etvk_from", "joined_by", "reason", "device", "driver", "commit"]
 PACKED = (TIMED_NAME, f"*/{DISPATCHES_NAME}", "*/capture.json", f"*/{CAPTURED_ETDUMP}",
           f"*/{PROGRAM_DIR}/summary.json", f"*/{PROGRAM_DIR}/run.json", f"*/{PROGRAM_DIR}/run.etdp")
 
@@ -154,7 +154,7 @@ def time_dispatch(device, d, ways: dict, *, warm_seconds: float = 1.0, sampling:
 
 
 def time_capture(folder, dispatches, *, ways: dict, warm_seconds: float = 1.0, sampling: dict | None = None,
-                 device=None, echo=None) -> pd.DataFrame:
+                 device=None, echo=None, chains: int = 1) -> pd.DataFrame:
     """The `dispatches` (numbers) of a capture folder timed each way (:func:`time_dispatch`), a row per
     dispatch and way; `replay_us` is the median µs per copy."""
     from ... import capture, vk
@@ -164,7 +164,7 @@ def time_capture(folder, dispatches, *, ways: dict, warm_seconds: float = 1.0, s
     rows = []
     if IN_ORDER in ways:
         from ...capture.timeline import columns_of, time_in_order
-        in_order = columns_of(time_in_order(device, found, sampling=sampling))
+        in_order = columns_of(time_in_order(device, found, sampling=sampling, chains=chains))
         if echo:
             echo(f"{Path(folder).name}: {len(found)} dispatches in order, "
                  f"{in_order['replay_us'].sum():.1f} µs, exact {bool(in_order['exact'].all())}")
@@ -187,7 +187,7 @@ def time_capture(folder, dispatches, *, ways: dict, warm_seconds: float = 1.0, s
 
 def measure_model(folder, model: str, program, runtime, *, names: dict | None = None, ways: dict,
                   runs: int = 20, warmup: int = 3, warm_seconds: float = 1.0, sampling: dict | None = None,
-                  device=None, echo=None) -> pd.DataFrame:
+                  device=None, echo=None, chains: int = 1) -> pd.DataFrame:
     """One model into `folder`: captured on `runtime` (`capture_join.capture_program`), its lowered program run
     ``warmup + runs`` times for ET-VK's own times (`profile.execute`, into ``folder/program``), the capture's
     rows written (``dispatches.csv``), then the dispatches of the captured execution timed (:func:`time_capture`)."""
@@ -206,14 +206,14 @@ def measure_model(folder, model: str, program, runtime, *, names: dict | None = 
     frame.to_csv(folder / DISPATCHES_NAME, index=False)
     chosen = execution_dispatches(frame, etdump_kernels(folder / CAPTURED_ETDUMP))
     timed = time_capture(folder, chosen, ways=ways, warm_seconds=warm_seconds, sampling=sampling, device=device,
-                         echo=echo)
+                         echo=echo, chains=chains)
     return timed.assign(model=model)
 
 
 def measure_models(lowered: dict, runtime, out_root, *, names: dict | None = None, ways=("warm", "cold"),
                    cold_between: str = COLD_BETWEEN, back_to_back: int = 20, runs: int = 20, warmup: int = 3,
                    warm_seconds: float = 1.0, quick: bool = False, samples: int | None = None, device=None,
-                   tar=None, echo=None) -> pd.DataFrame:
+                   tar=None, echo=None, chains: int = 1) -> pd.DataFrame:
     """`lowered`: {model: `revision.Program` or a folder `etvk lower` wrote}. Each model measured into
     out_root/<model> (:func:`measure_model`; `quick`, `samples`: :func:`sampling_options`). As each model ends, the
     rows so far (with those of other models already in out_root/timed.csv) are written there and, given `tar`,
@@ -233,7 +233,7 @@ def measure_models(lowered: dict, runtime, out_root, *, names: dict | None = Non
             program = capture_join.lowered_program(program)
         tables.append(measure_model(out_root / model, model, program, runtime, names=names, ways=chosen, runs=runs,
                                     warmup=warmup, warm_seconds=warm_seconds, sampling=options, device=device,
-                                    echo=echo))
+                                    echo=echo, chains=chains))
         pd.concat([earlier, *tables], ignore_index=True).to_csv(out_root / TIMED_NAME, index=False)
         if tar is not None:
             pack(out_root, tar)
@@ -263,13 +263,17 @@ def etvk_times(model_dir) -> tuple[pd.DataFrame, str]:
         meta = json.loads(run.read_text())
         table = E.dispatch_table(E.dispatch_rows(model_dir / PROGRAM_DIR / "run.etdp"), warmup=meta["warmup"])
         how = f"median of {meta['runs']} executions after {meta['warmup']}"
+        table.attrs["sm_clock_mhz"] = meta.get("etvk_sm_clock_mhz_median", np.nan)
     elif (model_dir / CAPTURED_ETDUMP).is_file():
         table = E.dispatch_table(E.dispatch_rows(model_dir / CAPTURED_ETDUMP), warmup=0)
         how = "the captured execution"
     else:
         raise ValueError(f"expected ET-VK's ETDump in {model_dir} ({PROGRAM_DIR}/run.etdp with run.json, or "
                          f"{CAPTURED_ETDUMP}), found neither")
-    return table.rename(columns={"gpu_us": "etvk_gpu_us"})[[*capture_join.EVENT_COLUMNS, "runs"]], how
+    clock = table.attrs.get("sm_clock_mhz", np.nan)
+    out = table.rename(columns={"gpu_us": "etvk_gpu_us"})[[*capture_join.EVENT_COLUMNS, "runs"]]
+    out.attrs["sm_clock_mhz"] = clock
+    return out, how
 
 
 STAGING_KERNELS = ("nchw_to_", "image_to_nchw", "buffer_to_nchw")   # ET-VK's copies between host layout and tensors
@@ -285,7 +289,7 @@ def family_of(operator: str, kernel: str) -> str:
 
 
 def table(model: str, frame: pd.DataFrame, events: pd.DataFrame, timed: pd.DataFrame,
-          etvk_from: str = "") -> pd.DataFrame:
+          etvk_from: str = "", etvk_clock: float = np.nan) -> pd.DataFrame:
     """A row per execution dispatch and way (:data:`TABLE_COLUMNS`): ET-VK's µs, the replay's, ratio = replay / ET-VK
     and whether it is within 10 % (:data:`fidelity.WITHIN`)."""
     joined = capture_join.join_events(frame.reset_index(drop=True), events[capture_join.EVENT_COLUMNS])
@@ -302,6 +306,9 @@ def table(model: str, frame: pd.DataFrame, events: pd.DataFrame, timed: pd.DataF
     out["ratio"] = out["replay_us"] / out["etvk_us"]
     out["within_10pct"] = (out["ratio"] - 1).abs() <= fidelity.WITHIN
     out["etvk_from"] = etvk_from
+    out["replay_sm_clock_mhz"] = pd.to_numeric(out["sm_clock_mhz_median"], errors="coerce") \
+        if "sm_clock_mhz_median" in out else np.nan
+    out["etvk_sm_clock_mhz"] = etvk_clock
     reasons = out["reason"] if "reason" in out else pd.Series([None] * len(out), index=out.index)
     out["reason"] = ["not timed (not among the timed dispatches)" if pd.isna(way) else ("" if pd.isna(r) else r)
                      for way, r in zip(out["way"] if "way" in out else [None] * len(out), reasons)]
@@ -353,7 +360,8 @@ def _results(root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         model = model_dir.name
         frame = pd.read_csv(model_dir / DISPATCHES_NAME, dtype={"variant": str}, keep_default_na=False)
         events, how = etvk_times(model_dir)
-        tables.append(table(model, frame, events, timed_all[timed_all["model"] == model], how))
+        tables.append(table(model, frame, events, timed_all[timed_all["model"] == model], how,
+                            events.attrs.get("sm_clock_mhz", np.nan)))
     if not tables:
         raise ValueError(f"expected a folder per model with {DISPATCHES_NAME} in {root} (measure_models writes "
                          "them), found none")
@@ -372,7 +380,7 @@ def _capture_folder(folder: Path, ways: dict, *, names, warm_seconds, sampling, 
                          echo=echo)
     model = json.loads((folder / PROGRAM_DIR / "summary.json").read_text())["model"] \
         if (folder / PROGRAM_DIR / "summary.json").is_file() else folder.name
-    return table(model, frame, events, timed, how)
+    return table(model, frame, events, timed, how, events.attrs.get("sm_clock_mhz", np.nan))
 
 
 def fidelity_of(paths, *, ways=("warm", "cold"), cold_between: str = COLD_BETWEEN, back_to_back: int = 20,

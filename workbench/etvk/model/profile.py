@@ -238,7 +238,10 @@ def execute(folder, runtime, *, runs: int = 20, warmup: int = 3, device=None, wa
     _echo(quiet)(f"{summary['model']} @ {summary.get('side_label', summary['revision'])}: {warmup + runs} "
                  f"executions on ET-VK's runtime {built.short} ({env['device']}) …")
     warm_gpu(device, warm_seconds)
-    result = RT.run(built, program, executions=warmup + runs, out_dir=folder)
+    from ...measure import ClockSampler
+    with ClockSampler(device, interval_ms=20) as clocks:     # the SM clock the runtime's executions ran at
+        result = RT.run(built, program, executions=warmup + runs, out_dir=folder)
+    env.update({f"etvk_{k}": v for k, v in clocks.columns().items()})
     (folder / "run.json").write_text(json.dumps({**env, "runs": runs, "warmup": warmup, "runtime_commit": built.commit,
                                                  "runtime_note": note, "seconds": round(result.seconds, 2),
                                                  "validation_messages": result.validation}, indent=1))
