@@ -113,5 +113,12 @@ def replay(folder, dispatches=None, *, device=None, quick: bool = False, time_it
         rows.append({"dispatch": d.dispatch, "pipeline": d.spirv_hash, "variant": (names or {}).get(d.spirv_hash, ""),
                      "groups": tuple(d.groups), **replay_one(dev, d, time_it=time_it, quick=quick), **env})
     frame = pd.DataFrame(rows)
-    frame["exact"] = frame["exact"].astype(bool)
+    for column in REPLAY_TIMING_COLUMNS:  # every row has them, NaN where nothing was timed (no replayable dispatch)
+        if column not in frame:
+            frame[column] = float("nan")
+    frame["exact"] = frame["exact"].astype(bool) if len(frame) else frame.get("exact", pd.Series(dtype=bool))
     return frame
+
+
+#: The timing columns of every `replay` row (NaN where the dispatch could not run or was not timed).
+REPLAY_TIMING_COLUMNS = ("gpu_us_median", "gpu_us_p10", "gpu_us_p90", "samples", "host_us_median", "cache")

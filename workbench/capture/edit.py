@@ -82,7 +82,8 @@ def edit(folder, dispatches, shader, *, device=None, quick: bool = True) -> pd.D
                                                               else 0.0)
             rows.append(row)
     frame = pd.DataFrame(rows)
-    if "gpu_us_median" in frame:
-        captured = frame[frame["shader"] == "captured"].set_index("dispatch")["gpu_us_median"]
-        frame["vs_captured"] = frame["gpu_us_median"] / frame["dispatch"].map(captured)
+    if "gpu_us_median" not in frame:  # nothing could run: the rows say why (`reason`), the times are NaN
+        frame["gpu_us_median"] = float("nan")
+    captured = frame[frame["shader"] == "captured"].set_index("dispatch")["gpu_us_median"]
+    frame["vs_captured"] = frame["gpu_us_median"] / frame["dispatch"].map(captured)
     return frame

@@ -108,9 +108,11 @@ def _replay(args) -> int:
         return 0 if edited["exact"].all() else 1
     frame = capture.replay(args.dir, args.dispatch, device=device(args), quick=args.quick, names=_names(args),
                            show_progress=True)
-    print(table(frame, REPLAY_COLUMNS))
+    _write_csv(frame, args.csv)  # first: every row, the unreplayable ones with their reason
+    print(table(frame.reindex(columns=REPLAY_COLUMNS + ["reason"])))
     print(f"{int(frame['exact'].sum())} of {len(frame)} dispatches replayed exact")
-    _write_csv(frame, args.csv)
+    for reason, group in frame[frame["reason"].fillna("").astype(bool)].groupby("reason"):
+        print(f"not replayed ({len(group)}): {reason}")
     return 0 if frame["exact"].all() else 1
 
 
