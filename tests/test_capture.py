@@ -485,3 +485,34 @@ def test_notebook_07_on_a_capture_with_nothing_replayable(tmp_path, monkeypatch)
                           extra_cells=[nb.VALIDATION_CHECK_CELL], timeout=600)
     text = "".join(o.get("text", "") for c in executed.cells if c.cell_type == "code" for o in c.outputs)
     assert "not replayed (3 dispatches): vkCmdDispatchIndirect" in text and "validation: silent" in text
+
+
+def renamed_entry_point(tmp_path, name: str = "mm_r"):
+    """The committed capture with its modules' entry point renamed from "main" (as IREE names its dispatches): the
+    SPIR-V's OpEntryPoint / OpName strings (same length) and the pipelines' pName."""
+    folder = tmp_path / "entry"
+    shutil.copytree(DATA, folder)
+    renamed = 0
+    for path in (folder / "binaries").rglob("*"):
+        data = path.read_bytes() if path.is_file() else b""
+        if data[:4] == bytes.fromhex("03022307") and b"main\0\0\0\0" in data:
+            path.write_bytes(data.replace(b"main\0\0\0\0", name.encode() + b"\0\0\0\0"))
+            renamed += 1
+    calls = folder / "calls.jsonl"
+    calls.write_text(calls.read_text().replace('"pName":"main"', f'"pName":"{name}"'))
+    assert renamed == 2
+    return folder
+
+
+def test_any_entry_point_name_replays_and_compiles_for_the_vendors(tmp_path, device):
+    """A module whose entry point is not "main" replays exact, and its statistics come from every compiler."""
+    from workbench.capture import stats
+    from workbench.vendors import mesa
+    folder = renamed_entry_point(tmp_path)
+    found = capture.dispatches(folder)
+    assert {d.entry_point for d in found} == {"mm_r"}
+    assert capture.replay(folder, device=device, quick=True)["exact"].all()
+    if not mesa.is_set_up():
+        pytest.skip(f"the offline vendor compilers are not set up in {mesa.cache_root()}")
+    table = stats.stats(found, gpus=["a740", "mali-g610"], device=device, driver=False)
+    assert len(table) == 4 and (table["reason"] == "").all() and (table["instructions"] > 0).all()

@@ -88,7 +88,7 @@ def _vendor_rows(found: list[dict], gpus, refresh) -> list[dict]:
         return unread + [{"gpu": g.name, "vendor": g.vendor, "compiler": mesa.DRIVER_TITLES[g.driver],
                           "_p": p["index"], "reason": why} for g in names for p in readable]
     jobs = [{"shader": p["spirv"], "name": str(i), "spec_constants": p["spec_constants"],
-             "local_size": p["local_size"]} for i, p in enumerate(readable)]
+             "local_size": p["local_size"], "entry_point": p["entry_point"]} for i, p in enumerate(readable)]
     frame = mesa.stats_rows(jobs, gpu=names, errors="keep", refresh=refresh)
     rows = []
     for record in frame.to_dict("records"):

@@ -632,10 +632,10 @@ def _job(item, index: int, common: dict) -> dict:
     options = dict(common)
     if isinstance(item, dict):
         unknown = set(item) - {"shader", "name", "defines", "spec_constants", "local_size", "subgroup_size",
-                               "timeout"}
+                               "timeout", "entry_point"}
         if unknown or "shader" not in item:
             raise ValueError(f"a job dict needs 'shader' and may have name, defines, spec_constants, local_size, "
-                             f"subgroup_size, timeout; got keys {sorted(item)}")
+                             f"subgroup_size, timeout, entry_point; got keys {sorted(item)}")
         options.update({k: v for k, v in item.items() if k != "shader"})
         item = item["shader"]
     code, default_name = _resolve_code(item, options.get("defines"))
@@ -653,8 +653,11 @@ def _job(item, index: int, common: dict) -> dict:
         local = [int(v) for v in (tuple(local) if not isinstance(local, int) else (local,)) + (1, 1)][:3]
     spec = {str(int(k)): (v.item() if hasattr(v, "item") else v)
             for k, v in (options.get("spec_constants") or {}).items()}
+    entry = options.get("entry_point") or "main"
+    if not isinstance(entry, str):
+        raise ValueError(f"job {index}: entry_point must be the name of a GLCompute entry point, got {entry!r}")
     return {"name": options.get("name") or default_name, "code": code, "spec_constants": spec,
-            "local_size": local, "required_subgroup_size": subgroup,
+            "local_size": local, "required_subgroup_size": subgroup, "entry_point": entry,
             "timeout": None if options.get("timeout") is None else _check_timeout(options["timeout"])}
 
 
@@ -941,7 +944,8 @@ def stats_many(shaders, gpu=DEFAULT_GPU, *, root=None, timeout: float | None = N
     by child processes (one per CPU core, at most 4) and cached.
 
     `shaders`: a list of shaders (anything `stats` takes) or job dicts ({"shader", "name", "defines",
-    "spec_constants", "local_size", "subgroup_size", "timeout"}: its own time limit), or a dict name → shader / job
+    "spec_constants", "local_size", "subgroup_size", "timeout": its own time limit, "entry_point": default
+    "main"}), or a dict name → shader / job
     dict. `common` gives the defaults of those options. Returns one statistics dict per shader, in order; a shader
     the driver rejected, crashed on or took more than `timeout` seconds over raises MesaCompileError
     (errors="raise") or gives {"error": message, "failure": "error" | "crash" | "timeout" | "unsupported" | "empty"}

@@ -105,7 +105,7 @@ def _run_job(dev, job: dict, capture: bool) -> dict:
                          f"the shader's SPIR-V declares it; not compiled"}
     spec = {int(k): v for k, v in (job.get("spec_constants") or {}).items()}
     kwargs = {"spec_constants": spec, "local_size": job.get("local_size"), "capture_statistics": True,
-              "name": name}
+              "name": name, "entry_point": job.get("entry_point") or "main"}
     if job.get("required_subgroup_size"):
         # Only reached when the runtime grew the option (the parent checks before it starts this process).
         kwargs["required_subgroup_size"] = int(job["required_subgroup_size"])

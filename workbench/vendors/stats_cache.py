@@ -103,10 +103,12 @@ class StatsCache:
     def key(self, job: dict, gpu_name: str, gpu_env) -> str:
         """The key of a `mesa` job dict (code, spec_constants, local_size, required_subgroup_size) on a GPU."""
         h = hashlib.sha256(job["code"])
-        h.update(json.dumps({"spec_constants": job.get("spec_constants") or {}, "local_size": job.get("local_size"),
-                             "subgroup_size": job.get("required_subgroup_size"), "gpu": gpu_name,
-                             "gpu_env": sorted(map(list, gpu_env)), "compiler": self.compiler},
-                            sort_keys=True).encode())
+        fields = {"spec_constants": job.get("spec_constants") or {}, "local_size": job.get("local_size"),
+                  "subgroup_size": job.get("required_subgroup_size"), "gpu": gpu_name,
+                  "gpu_env": sorted(map(list, gpu_env)), "compiler": self.compiler}
+        if (job.get("entry_point") or "main") != "main":  # keys of "main" jobs stay as they were
+            fields["entry_point"] = job["entry_point"]
+        h.update(json.dumps(fields, sort_keys=True).encode())
         return h.hexdigest()
 
     def _path(self, key: str) -> Path:
