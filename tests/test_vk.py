@@ -381,6 +381,30 @@ def test_local_size_id_at_vulkan_1_3(device):
         np.testing.assert_array_equal(out.download(np.uint32), 3200 + np.arange(64) % 32)
 
 
+@pytest.mark.parametrize("target", ["vulkan1.1", "vulkan1.3"])
+def test_local_size_from_any_specialization_ids(device, target):
+    """ncnn takes its local size from specialization constants 233, 234, 235 (a WorkgroupSize built-in made of
+    them, or LocalSizeId at Vulkan 1.3): the reflection names those ids and their defaults, the pipeline specialises
+    them, and an axis left literal stays fixed."""
+    src = ("#version 450\nlayout(local_size_x_id = 233, local_size_y_id = 234, local_size_z_id = 235) in;\n"
+           "layout(set = 0, binding = 0) buffer B { uint v[]; };\n"
+           "void main() { v[gl_GlobalInvocationID.x] = gl_WorkGroupSize.x * 100 + gl_WorkGroupSize.y * 10 "
+           "+ gl_WorkGroupSize.z; }\n")
+    spirv = compile_glsl(src, name=f"ncnn_ids_{target}", target_env=target)
+    r = vk.spirv.reflect(spirv.code)
+    assert r.local_size_from_spec and r.local_size_spec_ids == (233, 234, 235) and r.local_size_default == (1, 1, 1)
+    if target == "vulkan1.3" and not device.info.features.get("maintenance4"):
+        return
+    with device.pipeline(spirv, local_size=(16, 2, 1)) as p, device.buffer(nbytes=4 * 64) as out:
+        device.run(p, [out], (64, 2, 1))
+        assert (out.download(np.uint32) == 1621).all()
+    one_axis = src.replace(", local_size_y_id = 234, local_size_z_id = 235", ", local_size_y = 2")
+    r = vk.spirv.reflect(compile_glsl(one_axis, name=f"ncnn_x_{target}", target_env=target).code)
+    assert r.local_size_spec_ids == (233, None, None) and r.local_size_default == (1, 2, 1)
+    with pytest.raises(vk.BindingError, match="fixes local size axis y at 2"):
+        device.pipeline(compile_glsl(one_axis, name=f"ncnn_x_{target}", target_env=target), local_size=(8, 1, 1))
+
+
 def test_a_refused_pipeline_leaves_nothing_behind():
     """A pipeline refused after reflection (an entry point the module lacks) creates no Vulkan object: the device
     it was asked of closes without the validation layer's 'child objects not destroyed'."""

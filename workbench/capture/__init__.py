@@ -74,8 +74,8 @@ def _row(d: CapturedDispatch, names: dict | None) -> dict:
 def open(folder, names: dict | None = None) -> pd.DataFrame:  # noqa: A001 (capture.open reads a capture)
     """One row per dispatch: order, block, queue submit, command buffer, pipeline (its SPIR-V's sha256, first 16
     hex digits; `names` maps such a hash to a label, e.g. ET-VK's shader variant, in column `variant`), entry
-    point, specialization constants as captured (decoded by the SPIR-V's types; ids 0..2 are the local size where
-    the shader takes it from them) and their bytes, push constants (hex), each
+    point, specialization constants as captured (decoded by the SPIR-V's types; the ids that carry the local size
+    where the shader takes it from them: 0..2 in ET-VK, 233..235 in ncnn) and their bytes, push constants (hex), each
     binding (set.binding kind size [format]), group counts, local size."""
     return pd.DataFrame([_row(d, names) for d in read_folder(folder)])
 

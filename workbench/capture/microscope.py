@@ -17,7 +17,7 @@ to end (binding order): bad_runs (runs that differ from the captured 'after' byt
 differs_from_run0, wrong_count (bytes wrong in some run), first_wrong; plus dispatch, pipeline, groups, exact (no bad
 run), wrong_bindings (wrong bytes per binding) and reason.
 
-Local sizes: only where the SPIR-V takes its local size from specialization constants 0..2 (ET-VK's shaders do);
+Local sizes: only where the SPIR-V takes its local size from specialization constants (ET-VK's shaders do, on ids 0..2; ncnn's on 233..235);
 a literal local size runs at that one only, and the row's `reason` says so. The groups follow so that the same
 threads run: groups × local size of the capture, divided by the new local size (rounded up). The default sweep is
 the captured size, then the shapes of `checks.shake` (1-D ones for a 1-D dispatch without images) that divide the
@@ -70,7 +70,7 @@ def _grid(d: CapturedDispatch) -> tuple[int, int, int]:
 
 
 def at_local_size(d: CapturedDispatch, local) -> CapturedDispatch:
-    """`d` with local size `local` (specialization constants 0..2 rewritten) and the groups that cover the captured
+    """`d` with local size `local` (the specialization constants that carry it rewritten) and the groups that cover the captured
     grid; NotReplayable where the SPIR-V's local size is literal."""
     reflection, own = launch_parameters(d)
     local = as3(local)
@@ -78,11 +78,12 @@ def at_local_size(d: CapturedDispatch, local) -> CapturedDispatch:
         return d
     if not reflection.local_size_from_spec:
         raise NotReplayable(f"the local size {'x'.join(map(str, own))} is literal in the SPIR-V (not taken from "
-                            "specialization constants 0..2): it runs at that one only")
+                            "specialization constants): it runs at that one only")
     data, entries = bytearray(d.spec_data), dict(d.spec_entries)
-    for spec_id, value in zip((0, 1, 2), local):
-        entries[spec_id] = (len(data), 4)
-        data += struct.pack("<I", value)
+    for spec_id, value in zip(reflection.local_size_spec_ids, local):
+        if spec_id is not None:
+            entries[spec_id] = (len(data), 4)
+            data += struct.pack("<I", value)
     groups = tuple(-(-n // size) for n, size in zip(_grid(d), local))
     return dataclasses.replace(d, spec_data=bytes(data), spec_entries=entries, groups=groups)
 
@@ -202,7 +203,7 @@ def _shake_dispatch(dev, d: CapturedDispatch, given, captured_only: bool, *, run
     if captured_only or not reflection.local_size_from_spec:
         if not captured_only:
             note = (f"the local size {'x'.join(map(str, own))} is literal in the SPIR-V (not from specialization "
-                    "constants 0..2): not varied")
+                    "constants): not varied")
         sizes = [as3(own)]
     else:
         sizes = given or default_local_sizes(dev, d)

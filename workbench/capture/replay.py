@@ -55,14 +55,23 @@ def missing_features(dev, code: bytes) -> list[str]:
 
 def launch_parameters(d: CapturedDispatch) -> tuple[sp.Reflection, tuple[int, int, int]]:
     """(reflection, local size) of a captured dispatch: the literal local size, or where the shader takes it from
-    specialization constants 0..2, their captured values (their defaults in the SPIR-V where not captured)."""
+    specialization constants (`Reflection.local_size_spec_ids`: 0..2 in ET-VK, 233..235 in ncnn, any ids), their
+    captured values (their defaults in the SPIR-V where not captured; a literal axis as it is)."""
     reflection = sp.reflect(d.spirv)
     if not reflection.local_size_from_spec:
         return reflection, tuple(reflection.local_size or (1, 1, 1))
+    ids = [sid for sid in reflection.local_size_spec_ids if sid is not None]
     words = {k: struct.pack("<I", v) for k, v in spec_defaults(d.spirv).items()}
     words.update(d.spec_words)
-    values = spec_values(reflection.spec_constants, {k: words[k] for k in (0, 1, 2)})
-    return reflection, tuple(int(values[k]) for k in (0, 1, 2))
+    values = spec_values(reflection.spec_constants, {k: words[k] for k in ids})
+    return reflection, tuple(int(values[sid]) if sid is not None else default
+                             for sid, default in zip(reflection.local_size_spec_ids, reflection.local_size_default))
+
+
+def local_size_ids(reflection: sp.Reflection) -> set[int]:
+    """The specialization constant ids that carry the local size (passed as the launch's local size, not as
+    constants)."""
+    return {sid for sid in (reflection.local_size_spec_ids or ()) if sid is not None}
 
 
 def _check(d: CapturedDispatch, reflection: sp.Reflection) -> dict:
@@ -125,8 +134,8 @@ def launch_of(dev, d: CapturedDispatch) -> tuple[vk.Launch, list]:
     closes the resources (`launch.resources.values()`). NotReplayable where the runtime cannot run it alone."""
     reflection, local = launch_parameters(d)
     captured = _check(d, reflection)
-    # the captured bytes as they were, but ids 0..2 where they carry the local size (passed as local_size)
-    spec = {k: v for k, v in d.spec_words.items() if not (reflection.local_size_from_spec and k in (0, 1, 2))}
+    # the captured bytes as they were, but the ids that carry the local size (passed as local_size)
+    spec = {k: v for k, v in d.spec_words.items() if k not in local_size_ids(reflection)}
     resources, outputs = {}, []
     try:
         for b in reflection.bindings:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from ..checks.lint import lint_spirv
 from .format import CapturedDispatch, spec_values
 from .microscope import select
-from .replay import launch_parameters
+from .replay import launch_parameters, local_size_ids
 
 __all__ = ["STATS_GPUS", "pipelines", "stats", "coverage"]
 
@@ -33,7 +33,7 @@ LEADING = ("pipeline", "dispatches", "entry_point", "spec_constants", "local_siz
 
 def pipelines(found: list[CapturedDispatch]) -> list[dict]:
     """The distinct pipelines of `found`, in order of first use: {"pipeline", "dispatches", "entry_point",
-    "spec_constants" (decoded, ids 0..2 left out where they carry the local size), "spec_text", "local_size",
+    "spec_constants" (decoded, the ids that carry the local size left out), "spec_text", "local_size",
     "spirv", "first" (its first dispatch), "index" (its place)}; "reason" where the SPIR-V cannot be read."""
     out: dict = {}
     for d in found:
@@ -48,8 +48,7 @@ def pipelines(found: list[CapturedDispatch]) -> list[dict]:
             reflection, local = launch_parameters(d)
             values = spec_values(reflection.spec_constants, d.spec_words)
             entry["spec_text"] = ", ".join(f"{k}={v}" for k, v in values.items())
-            entry["spec_constants"] = {k: v for k, v in values.items()
-                                       if not (reflection.local_size_from_spec and k in (0, 1, 2))}
+            entry["spec_constants"] = {k: v for k, v in values.items() if k not in local_size_ids(reflection)}
             entry["local_size"] = tuple(local)
         except ValueError as exc:  # CaptureError is one
             entry["reason"] = f"unreadable: {exc}"

@@ -21,7 +21,8 @@ from .. import vk
 from ..measure import environment, sample_each, summarize_ns
 from ..vk import spirv as sp
 from .format import CapturedDispatch, _resource_key
-from .replay import IMAGE_KINDS, WRITABLE, NotReplayable, _check, _image, launch_parameters, resource_bytes
+from .replay import (IMAGE_KINDS, WRITABLE, NotReplayable, _check, _image, launch_parameters, local_size_ids,
+                     resource_bytes)
 
 WAY = {"way": "in-order", "timestamps": "etvk", "barriers": "light", "between": "in order", "back_to_back": 1}
 
@@ -76,7 +77,7 @@ def time_in_order(dev, found: list[CapturedDispatch], *, full_barriers: bool = F
     launches = []
     try:
         for d, reflection, captured, local in chain:
-            spec = {k: v for k, v in d.spec_words.items() if not (reflection.local_size_from_spec and k in (0, 1, 2))}
+            spec = {k: v for k, v in d.spec_words.items() if k not in local_size_ids(reflection)}
             push = d.push_constants[:reflection.push_constant_size]
             push += b"\0" * (reflection.push_constant_size - len(push))
             resources = {b.binding: made[_resource_key(captured[(b.set, b.binding)])] for b in reflection.bindings}

@@ -91,11 +91,13 @@ class Pipeline(Closable):
         if self.push_constant_size > limit:
             raise BindingError(f"{name}: push constants of {self.push_constant_size} B exceed the device's {limit} B")
 
-        # Specialization: local size on ids 0..2 (when the shader asks for it), then the kernel's own constants.
-        # Checked and encoded before any Vulkan object exists, so a refused constant leaves nothing behind.
+        # Specialization: the local size on the ids the shader takes it from (0..2 in ET-VK's and the workbench's
+        # shaders, any in others'), then the kernel's own constants. Checked and encoded before any Vulkan object
+        # exists, so a refused constant leaves nothing behind.
         values = dict(self.spec_constants)
         if self.reflection.local_size_from_spec:
-            values.update({0: self.local_size[0], 1: self.local_size[1], 2: self.local_size[2]})
+            values.update({sid: v for sid, v in zip(self.reflection.local_size_spec_ids, self.local_size)
+                           if sid is not None})
         data = b""
         placed = []
         for spec_id, value in sorted(values.items()):
@@ -167,6 +169,13 @@ class Pipeline(Closable):
         if literal and not self.reflection.local_size_from_spec and local_size != literal:
             raise BindingError(f"{self.name}: the shader fixes local size {literal}; asked for {local_size} "
                                "(use local_size_x_id = 0 … to make it a specialization constant)")
+        if self.reflection.local_size_from_spec:
+            fixed = [(axis, d) for axis, (sid, d, v) in enumerate(zip(self.reflection.local_size_spec_ids,
+                                                                       self.reflection.local_size_default, local_size))
+                     if sid is None and d != v]
+            if fixed:
+                raise BindingError(f"{self.name}: the shader fixes local size axis {'xyz'[fixed[0][0]]} at "
+                                   f"{fixed[0][1]}; asked for {local_size}")
         info = self.device.info
         if any(v < 1 for v in local_size) or any(v > m for v, m in zip(local_size, info.max_workgroup_size)) \
                 or local_size[0] * local_size[1] * local_size[2] > info.max_workgroup_invocations:

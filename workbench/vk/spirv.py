@@ -17,6 +17,7 @@ OP_NAME, OP_EXECUTION_MODE, OP_TYPE_BOOL, OP_TYPE_INT, OP_TYPE_FLOAT = 5, 16, 20
 OP_TYPE_VECTOR, OP_TYPE_MATRIX, OP_TYPE_IMAGE, OP_TYPE_SAMPLED_IMAGE = 23, 24, 25, 27
 OP_TYPE_ARRAY, OP_TYPE_RUNTIME_ARRAY, OP_TYPE_STRUCT, OP_TYPE_POINTER = 28, 29, 30, 32
 OP_CONSTANT, OP_SPEC_CONSTANT_TRUE, OP_SPEC_CONSTANT_FALSE, OP_SPEC_CONSTANT = 43, 48, 49, 50
+OP_CONSTANT_COMPOSITE, OP_SPEC_CONSTANT_COMPOSITE = 44, 51
 OP_VARIABLE, OP_DECORATE, OP_MEMBER_DECORATE, OP_EXECUTION_MODE_ID = 59, 71, 72, 331
 OP_ENTRY_POINT, EXECUTION_MODEL_GL_COMPUTE = 15, 5
 # Decorations and enums.
@@ -45,9 +46,13 @@ class Reflection:
     bindings: list[Binding] = field(default_factory=list)
     push_constant_size: int = 0
     spec_constants: dict[int, str] = field(default_factory=dict)  # id → 'int' | 'uint' | 'float' | 'bool'
-    local_size: tuple[int, int, int] | None = None  # literal local size, None if set by spec constants 0..2
+    local_size: tuple[int, int, int] | None = None  # literal local size, None if set by specialization constants
     local_size_from_spec: bool = False
     local_size_id: bool = False  # the LocalSizeId execution mode (needs the maintenance4 feature)
+    # the specialization constant ids that carry x, y, z (None for a literal axis), from LocalSizeId or a
+    # WorkgroupSize built-in made of spec constants, any ids (ET-VK: 0, 1, 2; ncnn: 233, 234, 235); None: literal
+    local_size_spec_ids: tuple | None = None
+    local_size_default: tuple[int, int, int] | None = None  # the module's own local size (spec defaults, literals)
     entry_points: list[str] = field(default_factory=list)  # the names of the module's compute entry points
 
 
@@ -73,7 +78,9 @@ def reflect(code: bytes) -> Reflection:
     spec_types: dict[int, int] = {}  # result id → type id
     local_size = None
     local_size_ids = ()
-    workgroup_size_builtin = False
+    builtin_ids: set[int] = set()  # ids decorated BuiltIn WorkgroupSize
+    composites: dict[int, list[int]] = {}  # (spec) constant composite id → constituents
+    spec_defaults: dict[int, int] = {}  # OpSpecConstant result id → its default word
     entry_points = []
 
     i = 5
@@ -91,7 +98,7 @@ def reflect(code: bytes) -> Reflection:
             if ops[1] == DEC_SPEC_ID:
                 spec_ids[ops[0]] = ops[2]
             if ops[1] == DEC_BUILTIN and ops[2] == BUILTIN_WORKGROUP_SIZE:
-                workgroup_size_builtin = True
+                builtin_ids.add(ops[0])
         elif opcode == OP_MEMBER_DECORATE and ops[2] == DEC_OFFSET:
             member_offsets.setdefault(ops[0], {})[ops[1]] = ops[3]
         elif opcode == OP_EXECUTION_MODE and ops[1] == EXEC_LOCAL_SIZE:
@@ -125,6 +132,9 @@ def reflect(code: bytes) -> Reflection:
             constants[ops[1]] = ops[2]
         elif opcode in (OP_SPEC_CONSTANT, OP_SPEC_CONSTANT_TRUE, OP_SPEC_CONSTANT_FALSE):
             spec_types[ops[1]] = ops[0]
+            spec_defaults[ops[1]] = ops[2] if opcode == OP_SPEC_CONSTANT else int(opcode == OP_SPEC_CONSTANT_TRUE)
+        elif opcode in (OP_CONSTANT_COMPOSITE, OP_SPEC_CONSTANT_COMPOSITE):
+            composites[ops[1]] = ops[2:]
         elif opcode == OP_VARIABLE:
             variables.append((ops[0], ops[1], ops[2]))
         i += count
@@ -192,11 +202,18 @@ def reflect(code: bytes) -> Reflection:
             refl.spec_constants[spec_id] = "int" if t[2] else "uint"
         else:
             raise ValueError(f"specialization constant {spec_id} has an unsupported type {t}")
-    by_id = {spec_ids.get(i) for i in local_size_ids}
-    from_ids = len(local_size_ids) == 3 and by_id == {0, 1, 2}  # LocalSizeId naming spec constants 0, 1, 2
-    refl.local_size_from_spec = from_ids or (workgroup_size_builtin
-                                             and all(k in refl.spec_constants for k in (0, 1, 2)))
+    # the ids whose values are the local size: LocalSizeId's operands, else the WorkgroupSize built-in's constituents
+    axes = list(local_size_ids) if len(local_size_ids) == 3 else next(
+        (composites[b] for b in builtin_ids if len(composites.get(b, ())) == 3), [])
+    spec_axes = tuple(spec_ids.get(a) for a in axes)
+    if axes and any(sid is not None and sid in refl.spec_constants for sid in spec_axes):
+        refl.local_size_spec_ids = spec_axes
+        refl.local_size_default = tuple(int(spec_defaults.get(a, constants.get(a, 1))) for a in axes)
+    from_ids = len(local_size_ids) == 3 and refl.local_size_spec_ids is not None
+    refl.local_size_from_spec = refl.local_size_spec_ids is not None
     refl.local_size_id = from_ids
+    if not refl.local_size_from_spec and axes and all(a in constants for a in axes):
+        local_size = tuple(int(constants[a]) for a in axes)  # a WorkgroupSize built-in of plain constants
     refl.local_size = None if refl.local_size_from_spec else local_size
     refl.entry_points = entry_points
     return refl
