@@ -516,3 +516,48 @@ def test_any_entry_point_name_replays_and_compiles_for_the_vendors(tmp_path, dev
         pytest.skip(f"the offline vendor compilers are not set up in {mesa.cache_root()}")
     table = stats.stats(found, gpus=["a740", "mali-g610"], device=device, driver=False)
     assert len(table) == 4 and (table["reason"] == "").all() and (table["instructions"] > 0).all()
+
+
+# tests/capture_data/push: `workbench capture run` on tests/capture_program_push.py (lavapipe, GFXReconstruct 1.0.5):
+# the same three dispatches bound as ncnn and IREE bind, with vkCmdPushDescriptorSetKHR (dispatches 0 and 2) and
+# vkCmdPushDescriptorSetWithTemplateKHR (dispatch 1), scale_bias's local size on specialization constants 233..235
+PUSH_DATA = HERE / "capture_data" / "push"
+PUSH_PROGRAM = HERE / "capture_program_push.py"
+STALE = "stale dump: GFXReconstruct dumped buffer"
+
+
+def check_push_capture(folder, device):
+    frame = capture.open(folder)
+    size = 4 * N
+    assert list(frame["local_size"]) == [(LOCAL, 1, 1), (32, 1, 1), (LOCAL, 1, 1)]        # from ids 233..235
+    assert frame["spec_constants"][0] == f"3={capture_program.MUL}, 233={LOCAL}, 234=1, 235=1"
+    assert frame["bindings"][0] == (f"0.0 storage_buffer {size} B; 0.1 storage_buffer {size} B; "
+                                    "0.2 uniform_buffer 16 B")
+    assert frame["bindings"][1] == f"0.0 storage_buffer {size} B; 0.1 storage_buffer {size} B"  # the template's
+    found = capture.dispatches(folder)
+    pushed, templated = found[0], found[1]
+    assert [b.resource for b in templated.bindings] == [pushed.bindings[1].resource, found[2].bindings[0].resource]
+    replayed = capture.replay(folder, device=device, quick=True)
+    assert replayed["exact"].tolist() == [True, False, True]
+    assert replayed["reason"][1].startswith(STALE) and "descriptor update template" in replayed["reason"][1]
+
+
+def test_push_descriptors_and_templates_are_read(device):
+    """Bindings pushed with vkCmdPushDescriptorSetKHR or through a descriptor update template are the dispatch's
+    bindings (the right buffers, the template's entries in order); the pushed dispatches replay exact; the templated
+    one is named, not replayed: GFXReconstruct 1.0.5's resource dump keeps the previous push's buffers there."""
+    check_push_capture(PUSH_DATA, device)
+
+
+@needs_tools
+def test_live_capture_of_push_descriptors(device, tmp_path):
+    from workbench.toolchain.shaders import compile_glsl
+    sys.path.insert(0, str(HERE))
+    import capture_program_push as push
+    spv = []
+    for name, text in (("scale_bias_push", push.SCALE_BIAS_GLSL), ("mix_push", push.MIX_GLSL)):
+        spv.append(tmp_path / f"{name}.spv")
+        spv[-1].write_bytes(compile_glsl(text, name=name).code)
+    summary = capture.run([sys.executable, PUSH_PROGRAM, *spv, tmp_path / "out.bin"], tmp_path / "cap")
+    assert summary["dispatches"] == 3
+    check_push_capture(tmp_path / "cap", device)

@@ -23,12 +23,23 @@ DUMP_JSON_SUFFIXES = ("_dr.json", "_rd.json")  # 1.0.5 writes <capture>_dr.json;
 
 # The calls the reader follows; `needed_calls` keeps only these, with their block indices as converted (the dump
 # JSON names dispatches by block index).
+# Push descriptors (ncnn, IREE) and descriptor update templates: every name a driver or layer may record them under.
+PUSH_CALLS = ("vkCmdPushDescriptorSetKHR", "vkCmdPushDescriptorSet", "vkCmdPushDescriptorSet2KHR",
+              "vkCmdPushDescriptorSet2")
+PUSH_TEMPLATE_CALLS = ("vkCmdPushDescriptorSetWithTemplateKHR", "vkCmdPushDescriptorSetWithTemplate",
+                       "vkCmdPushDescriptorSetWithTemplate2KHR", "vkCmdPushDescriptorSetWithTemplate2")
+TEMPLATE_CALLS = ("vkCreateDescriptorUpdateTemplate", "vkCreateDescriptorUpdateTemplateKHR")
+UPDATE_TEMPLATE_CALLS = ("vkUpdateDescriptorSetWithTemplate", "vkUpdateDescriptorSetWithTemplateKHR")
+BIND_SETS_CALLS = ("vkCmdBindDescriptorSets", "vkCmdBindDescriptorSets2KHR", "vkCmdBindDescriptorSets2")
 READ_CALLS = frozenset({
     "vkCreateShaderModule", "vkCreateComputePipelines", "vkCreateBuffer", "vkCreateImage", "vkCreateImageView",
     "vkUpdateDescriptorSets", "vkBeginCommandBuffer", "vkEndCommandBuffer", "vkCmdBindPipeline",
-    "vkCmdBindDescriptorSets", "vkCmdPushConstants", "vkCmdDispatch", "vkCmdDispatchBase", "vkQueueSubmit",
-    "vkQueueSubmit2", "vkQueueSubmit2KHR",
+    "vkCmdPushConstants", "vkCmdDispatch", "vkCmdDispatchBase", "vkQueueSubmit", "vkQueueSubmit2",
+    "vkQueueSubmit2KHR", *PUSH_CALLS, *PUSH_TEMPLATE_CALLS, *TEMPLATE_CALLS, *UPDATE_TEMPLATE_CALLS,
+    *BIND_SETS_CALLS,
 })
+# how GFXReconstruct's convert decodes a template's data: the infos of each kind, in the template's entry order
+TEMPLATE_DATA_KEYS = {"buffer": "bufferInfos", "image": "imageInfos", "texel": "texelBufferViews"}
 DISPATCH_CALLS = ("vkCmdDispatch", "vkCmdDispatchBase")
 BUFFER_KINDS = {"VK_DESCRIPTOR_TYPE_STORAGE_BUFFER": "storage_buffer", "VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER":
                 "uniform_buffer", "VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC": "storage_buffer_dynamic",
@@ -156,9 +167,42 @@ def dump_plan(calls: list[dict]) -> dict:
     return plan
 
 
-def _recordings(calls: list[dict]) -> list[dict]:
+def _template_writes(entries: list, data: dict) -> dict:
+    """{binding: (descriptor type, info)} of a descriptor update template's `entries` applied to its converted data
+    (`TEMPLATE_DATA_KEYS`: each kind's infos in entry order)."""
+    taken = {key: 0 for key in TEMPLATE_DATA_KEYS.values()}
+    out = {}
+    for entry in entries or []:
+        kind = entry.get("descriptorType", "")
+        key = TEMPLATE_DATA_KEYS["buffer" if "BUFFER" in kind and "TEXEL" not in kind else
+                                  "texel" if "TEXEL" in kind else "image"]
+        infos = (data or {}).get(key) or []
+        for k in range(int(entry.get("descriptorCount", 1))):
+            if taken[key] < len(infos):
+                out[int(entry.get("dstBinding", 0)) + int(entry.get("dstArrayElement", 0)) + k] = \
+                    (kind, infos[taken[key]])
+            taken[key] += 1
+    return out
+
+
+def _writes(writes: list) -> dict:
+    """{binding: (descriptor type, info)} of VkWriteDescriptorSet structs as converted."""
+    out = {}
+    for write in writes or []:
+        kind = write.get("descriptorType")
+        infos = write.get("pBufferInfo") or write.get("pImageInfo") or write.get("pTexelBufferView") or []
+        for k, info in enumerate(infos):
+            out[int(write.get("dstBinding", 0)) + int(write.get("dstArrayElement", 0)) + k] = (kind, info)
+    return out
+
+
+def _recordings(calls: list[dict], templates: dict | None = None, sets: dict | None = None) -> list[dict]:
     """Each vkBeginCommandBuffer's recording: {"begin", "command_buffer", "submit", "dispatches": [state at each
-    dispatch]}, in block order; the state is what the dispatch needs (pipeline, sets, push constants, groups)."""
+    dispatch]}, in block order; the state is what the dispatch needs (pipeline, sets, push constants, groups).
+    Push descriptors become sets of their own, named ("push", block index), written into `sets` (with
+    `templates`: the descriptor update templates by id, for the pushes that use one)."""
+    templates = templates or {}
+    sets = {} if sets is None else sets
     recordings, open_by_cb, last_by_cb = [], {}, {}
     for call in sorted(calls, key=lambda c: c.get("index", 0)):
         name, args = _function(call)
@@ -183,12 +227,24 @@ def _recordings(calls: list[dict]) -> list[dict]:
             if name == "vkCmdBindPipeline":
                 if "COMPUTE" in str(args.get("pipelineBindPoint", "")):
                     rec["pipeline"] = args.get("pipeline")
-            elif name == "vkCmdBindDescriptorSets":
-                if "COMPUTE" in str(args.get("pipelineBindPoint", "")):
-                    first = int(args.get("firstSet", 0))
-                    offsets = list(args.get("pDynamicOffsets") or [])
-                    for k, dset in enumerate(args.get("pDescriptorSets") or []):
+            elif name in BIND_SETS_CALLS:
+                info = args.get("pBindDescriptorSetsInfo") or args  # the …2 forms carry a struct
+                if "COMPUTE" in str(info.get("pipelineBindPoint", "")) or "COMPUTE" in str(info.get("stageFlags", "")) \
+                        or (name != "vkCmdBindDescriptorSets" and not info.get("pipelineBindPoint")):
+                    first = int(info.get("firstSet", 0))
+                    offsets = list(info.get("pDynamicOffsets") or [])
+                    for k, dset in enumerate(info.get("pDescriptorSets") or []):
                         rec["sets"][first + k] = (dset, offsets)
+            elif name in PUSH_CALLS or name in PUSH_TEMPLATE_CALLS:
+                info = args.get("pPushDescriptorSetInfo") or args.get("pPushDescriptorSetWithTemplateInfo") or args
+                if name in PUSH_CALLS and info.get("pipelineBindPoint") and \
+                        "COMPUTE" not in str(info.get("pipelineBindPoint")):
+                    continue
+                pushed = ("push", index)
+                sets[pushed] = (_writes(info.get("pDescriptorWrites")) if name in PUSH_CALLS else
+                                _template_writes((templates.get(info.get("descriptorUpdateTemplate")) or {})
+                                                 .get("pDescriptorUpdateEntries"), info.get("pData")))
+                rec["sets"][int(info.get("set", 0))] = (pushed, [])
             elif name == "vkCmdPushConstants":
                 rec["push"][int(args.get("offset", 0))] = (int(args.get("size", 0)), args.get("pValues"))
             elif name in DISPATCH_CALLS or unknown_dispatch(name):
@@ -288,7 +344,7 @@ def read_folder(folder) -> list[CapturedDispatch]:
                            f"{sorted(p.name for p in folder.iterdir())[:8] or 'an empty folder'}")
     calls = read_calls(calls_path)
     binaries = folder / BINARIES_DIR
-    modules, pipelines, buffers, views, images, sets = {}, {}, {}, {}, {}, {}
+    modules, pipelines, buffers, views, images, sets, templates = {}, {}, {}, {}, {}, {}, {}
     for call in sorted(calls, key=lambda c: c.get("index", 0)):
         name, args = _function(call)
         if name == "vkCreateShaderModule":
@@ -304,12 +360,15 @@ def read_folder(folder) -> list[CapturedDispatch]:
             views[args.get("pView")] = args.get("pCreateInfo") or {}
         elif name == "vkUpdateDescriptorSets":
             for write in args.get("pDescriptorWrites") or []:
-                kind = write.get("descriptorType")
-                for k, info in enumerate(write.get("pBufferInfo") or write.get("pImageInfo") or []):
-                    sets.setdefault(write.get("dstSet"), {})[int(write.get("dstBinding", 0)) + k] = (kind, info)
+                sets.setdefault(write.get("dstSet"), {}).update(_writes([write]))
+        elif name in TEMPLATE_CALLS:
+            templates[args.get("pDescriptorUpdateTemplate")] = args.get("pCreateInfo") or {}
+        elif name in UPDATE_TEMPLATE_CALLS:
+            entries = (templates.get(args.get("descriptorUpdateTemplate")) or {}).get("pDescriptorUpdateEntries")
+            sets.setdefault(args.get("descriptorSet"), {}).update(_template_writes(entries, args.get("pData")))
     dumps = _dispatch_dumps(folder)
     found = []
-    for rec in _recordings(calls):
+    for rec in _recordings(calls, templates, sets):
         for state in rec["dispatches"]:
             found.append(_dispatch(len(found), rec, state, modules, pipelines, buffers, views, images, sets,
                                    dumps.get(state["index"]), binaries, folder))
@@ -413,7 +472,15 @@ def _binding(set_number, binding, kind, desc, buffers, views, images, dumped, fo
                                 extent=extent if size else None, tiling=image.get("tiling"), image=view.get("image"))
     else:
         found = CapturedBinding(set_number, binding, str(kind), None)
-    if dumped:
+    dumped_buffer = (dumped or {}).get("bufferId")
+    if dumped and kind in BUFFER_KINDS and dumped_buffer is not None and found.resource is not None \
+            and int(dumped_buffer) != int(found.resource):
+        # GFXReconstruct 1.0.5's --dump-resources keeps the previous push's descriptors for a push through a
+        # template (vkCmdPushDescriptorSetWithTemplate*): its dump is another buffer's bytes, never to be used
+        found.source = (f"stale dump: GFXReconstruct dumped buffer {dumped_buffer} for binding {set_number}.{binding}, "
+                        f"which the calls bind to buffer {found.resource} (its resource dump does not follow a push "
+                        f"through a descriptor update template)")
+    elif dumped:
         found.after = contents(dumped.get("file"))
         found.before = contents(dumped.get("beforeFile"))
         if found.size is None and found.after is not None:

@@ -91,6 +91,8 @@ def _check(d: CapturedDispatch, reflection: sp.Reflection) -> dict:
                                 "buffers, storage, sampled and combined-sampler images")
         if c.kind in IMAGE_KINDS:
             image_format(c)
+        if c.source.startswith("stale dump"):
+            raise NotReplayable(c.source)
         if c.after is None or (c.kind in WRITABLE and c.before is None):
             raise NotReplayable(f"binding {b.set}.{b.binding} ({b.name}) has no dump "
                                 f"{'after' if c.after is None else 'before'} the dispatch")
