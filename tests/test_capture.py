@@ -561,3 +561,33 @@ def test_live_capture_of_push_descriptors(device, tmp_path):
     summary = capture.run([sys.executable, PUSH_PROGRAM, *spv, tmp_path / "out.bin"], tmp_path / "cap")
     assert summary["dispatches"] == 3
     check_push_capture(tmp_path / "cap", device)
+
+
+def test_the_layer_s_complaints_reach_the_manifest(tmp_path):
+    """What GFXReconstruct's layer logs as an ERROR or WARNING (IREE's buffer device addresses) is collected for
+    `capture run` to print; a bad range of submits is a one-line error."""
+    from workbench.capture import record
+    log = tmp_path / "program.log"
+    log.write_text("[gfxrecon] INFO - loaded\nhello\n[gfxrecon] ERROR - The application is using "
+                   "vkGetBufferDeviceAddress, which requires the bufferDeviceAddressCaptureReplay feature\n"
+                   "[gfxrecon] WARNING - something\n[gfxrecon] WARNING - something\n")
+    assert record.layer_messages(log) == [
+        "[gfxrecon] ERROR - The application is using vkGetBufferDeviceAddress, which requires the "
+        "bufferDeviceAddressCaptureReplay feature", "[gfxrecon] WARNING - something"]
+    assert record.parse_submits("3-7") == "3-7" and record.parse_submits("4") == "4-4"
+    for bad in ("7-3", "x", "-1"):
+        with pytest.raises(CaptureError, match="expected queue submits as A-B or A"):
+            record.parse_submits(bad)
+
+
+@needs_tools
+def test_a_trimmed_capture_holds_the_submits_asked_for(device, tmp_path):
+    """`--submits 1-1` (GFXReconstruct's trimming): the program's second submit alone is captured and replays exact;
+    the command buffer recorded before the range is listed, named, not replayed."""
+    spv = _shaders(tmp_path)
+    summary = capture.run([sys.executable, PROGRAM, *spv, tmp_path / "out.bin"], tmp_path / "cap", submits="1-1")
+    assert summary["dispatches"] == 1 and summary["submits"] == "1-1"
+    frame = capture.replay(tmp_path / "cap", device=device, quick=True)
+    submitted = frame[frame["reason"] == ""]
+    assert len(submitted) == 1 and submitted["exact"].all()
+    assert frame.loc[frame["reason"] != "", "reason"].str.startswith("recorded but never submitted").all()

@@ -108,13 +108,42 @@ def _clear(out: Path, keep=()) -> None:
         shutil.rmtree(out / stale, ignore_errors=True)
 
 
-def run(command, out_dir, *, timeout: float | None = None, allow_failure: bool = False) -> dict:
+LAYER_SAID = ("[gfxrecon] ERROR", "[gfxrecon] WARNING", "[gfxrecon] FATAL")
+
+
+def layer_messages(log: Path, most: int = 20) -> list[str]:
+    """The capture layer's ERROR / WARNING lines in a program's log (distinct, in order, at most `most`): what it
+    could not capture (IREE's buffer device addresses without the capture-replay feature, …)."""
+    if not Path(log).is_file():
+        return []
+    seen = dict.fromkeys(line.strip() for line in Path(log).read_text(errors="replace").splitlines()
+                         if line.lstrip().startswith(LAYER_SAID))
+    return list(seen)[:most]
+
+
+def parse_submits(text) -> str:
+    """A range of queue submits to capture (GFXReconstruct's trimming, `GFXRECON_CAPTURE_QUEUE_SUBMITS`): "A-B" or
+    "A" (0-based, inclusive) → the setting's value; a one-line error otherwise."""
+    first, _, last = str(text).partition("-")
+    try:
+        a, b = int(first), int(last) if last else int(first)
+    except ValueError:
+        a, b = -1, -1
+    if a < 0 or b < a:
+        raise CaptureError(f"expected queue submits as A-B or A (0-based, A <= B), got {text!r}")
+    return f"{a}-{b}"
+
+
+def run(command, out_dir, *, timeout: float | None = None, allow_failure: bool = False,
+        submits: str | None = None) -> dict:
     """Run `command` (a list, or a string split on spaces) under the capture layer, then `process` its capture into
     `out_dir` (see the module's doc). Returns the manifest. CaptureError (one line) when the tools are not built,
     the program fails or makes no dispatch, or a tool cannot read the capture. `allow_failure`: a program that
     fails (exit status, signal) after it made its capture file is processed all the same, the failure kept in the
     manifest's ``program_failed`` (ET-VK's executor_runner on lavapipe crashes in its teardown under the layer,
-    after every dispatch was submitted)."""
+    after every dispatch was submitted). `submits` ("A-B"): only those queue submits are captured (GFXReconstruct's
+    trimming: a 100-token run's steps A to B). The layer's ERROR / WARNING lines go into the manifest
+    (``layer_messages``), for the caller to show."""
     command = command.split() if isinstance(command, str) else [str(c) for c in command]
     if not command:
         raise CaptureError("expected a command to capture, got none")
@@ -125,8 +154,11 @@ def run(command, out_dir, *, timeout: float | None = None, allow_failure: bool =
     capture, log = out / CAPTURE_NAME, out / LOG_NAME
     started = time.perf_counter()
     with open(log, "w") as handle:
+        env = capture_env(found["layer_dir"], capture)
+        if submits is not None:
+            env["GFXRECON_CAPTURE_QUEUE_SUBMITS"] = parse_submits(submits)
         try:
-            result = subprocess.run(command, env=capture_env(found["layer_dir"], capture), stdout=handle,
+            result = subprocess.run(command, env=env, stdout=handle,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=timeout)
         except FileNotFoundError:
             raise CaptureError(f"expected a program to run, found no {command[0]!r}") from None
@@ -134,6 +166,9 @@ def run(command, out_dir, *, timeout: float | None = None, allow_failure: bool =
             raise CaptureError(f"expected `{' '.join(command)}` to finish in {timeout:.0f} s under capture; it did "
                                f"not (output in {log})") from None
     program_s = time.perf_counter() - started
+    trimmed = sorted(out.glob(f"{capture.stem}_*{capture.suffix}"))  # trimming names its file capture_queue_submit_A…
+    if not capture.is_file() and len(trimmed) == 1:
+        trimmed[0].rename(capture)
     failed = _program_failed(command, result.returncode, log) if result.returncode != 0 else None
     if failed is not None and not (allow_failure and capture.is_file()):
         raise failed
@@ -141,8 +176,13 @@ def run(command, out_dir, *, timeout: float | None = None, allow_failure: bool =
         raise CaptureError(f"expected a capture file {capture} from `{' '.join(command)}`, found none: the program "
                            f"made no Vulkan instance (or the layer did not load; see {log})")
     manifest = process(capture, out, command=command, program_s=program_s)
-    if failed is not None:  # what it submitted before it failed is in the capture: kept, and the failure said
-        manifest["program_failed"] = str(failed)
+    said = layer_messages(log)
+    if failed is not None or said or submits is not None:
+        if failed is not None:  # what it submitted before it failed is in the capture: kept, and the failure said
+            manifest["program_failed"] = str(failed)
+        manifest["layer_messages"] = said
+        if submits is not None:
+            manifest["submits"] = parse_submits(submits)
         (out / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
 

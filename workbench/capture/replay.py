@@ -81,6 +81,9 @@ def _check(d: CapturedDispatch, reflection: sp.Reflection) -> dict:
                             "capture's calls hold; this one is listed, not replayed")
     if any(d.base_group):
         raise NotReplayable(f"vkCmdDispatchBase from group {d.base_group}: the runtime dispatches from 0")
+    if d.submit is None:
+        raise NotReplayable("recorded but never submitted in this capture (a command buffer recorded before a "
+                            "trimmed range, or never run): no dump of its bindings")
     captured = {(b.set, b.binding): b for b in d.bindings}
     for b in reflection.bindings:
         c = captured.get((b.set, b.binding))

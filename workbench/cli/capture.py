@@ -22,6 +22,9 @@ def register(sub) -> None:
     r.add_argument("--timeout", type=float, default=None, help="seconds the program may run (default: no limit)")
     r.add_argument("--allow-failure", action="store_true",
                    help="process the capture of a program that fails after it made one (the failure is reported)")
+    r.add_argument("--submits", default=None, metavar="A-B",
+                   help="capture only queue submits A to B (0-based; GFXReconstruct's trimming), e.g. some decode "
+                        "steps of a long LLM run")
     r.add_argument("cmd", nargs="+", metavar="COMMAND", help="the program and its arguments (after --)")
     r.set_defaults(fn=_run)
     ls = verbs.add_parser("list", help="one row per dispatch of a capture folder")
@@ -63,9 +66,12 @@ def _write_csv(frame, path) -> None:
 
 def _run(args) -> int:
     from .. import capture
-    summary = capture.run(args.cmd, args.out, timeout=args.timeout, allow_failure=args.allow_failure)
+    summary = capture.run(args.cmd, args.out, timeout=args.timeout, allow_failure=args.allow_failure,
+                          submits=args.submits)
     if summary.get("program_failed"):
         print(f"warning: {summary['program_failed']}; its capture was processed (--allow-failure)")
+    for line in summary.get("layer_messages", []):  # what the layer could not capture: never only in a log
+        print(f"the capture layer said: {line}")
     print(f"captured {summary['dispatches']} dispatches of `{' '.join(args.cmd)}` into {args.out} "
           f"(capture {summary['capture_bytes'] / 1024:,.0f} KiB; program {summary['seconds']['program']:.1f} s, "
           f"convert {summary['seconds']['convert']:.1f} s, dump {summary['seconds']['dump']:.1f} s)")
