@@ -59,15 +59,21 @@ def expected() -> np.ndarray:
 
 
 class Program:
-    def __init__(self):
-        app = vk.VkApplicationInfo(pApplicationName="capture-program", apiVersion=vk.VK_MAKE_VERSION(1, 1, 0))
+    SET_LAYOUT_FLAGS = 0  # a subclass binding with push descriptors sets VK_…_PUSH_DESCRIPTOR_BIT_KHR
+
+    def __init__(self, name: str = "capture-program", extensions=()):
+        app = vk.VkApplicationInfo(pApplicationName=name, apiVersion=vk.VK_MAKE_VERSION(1, 1, 0))
         self.instance = vk.vkCreateInstance(vk.VkInstanceCreateInfo(pApplicationInfo=app), None)
         self.physical = vk.vkEnumeratePhysicalDevices(self.instance)[0]
+        have = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(self.physical, None)}
+        if set(extensions) - have:
+            raise SystemExit(f"this device lacks {sorted(set(extensions) - have)}")
         families = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical)
         self.family = next(i for i, f in enumerate(families) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT)
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.family, queueCount=1, pQueuePriorities=[1.0])
-        self.device = vk.vkCreateDevice(self.physical, vk.VkDeviceCreateInfo(queueCreateInfoCount=1,
-                                                                             pQueueCreateInfos=[queue_info]), None)
+        create = vk.VkDeviceCreateInfo(queueCreateInfoCount=1, pQueueCreateInfos=[queue_info],
+                                       enabledExtensionCount=len(extensions), ppEnabledExtensionNames=list(extensions))
+        self.device = vk.vkCreateDevice(self.physical, create, None)
         self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)
         self.memory_props = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
         self.pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(queueFamilyIndex=self.family),
@@ -105,8 +111,8 @@ class Program:
         bindings = [vk.VkDescriptorSetLayoutBinding(binding=i, descriptorType=k, descriptorCount=1,
                                                     stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
                     for i, k in enumerate(kinds)]
-        set_layout = vk.vkCreateDescriptorSetLayout(
-            self.device, vk.VkDescriptorSetLayoutCreateInfo(bindingCount=len(bindings), pBindings=bindings), None)
+        set_layout = vk.vkCreateDescriptorSetLayout(self.device, vk.VkDescriptorSetLayoutCreateInfo(
+            flags=self.SET_LAYOUT_FLAGS, bindingCount=len(bindings), pBindings=bindings), None)
         push = vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=push_size)
         layout = vk.vkCreatePipelineLayout(self.device, vk.VkPipelineLayoutCreateInfo(
             setLayoutCount=1, pSetLayouts=[set_layout], pushConstantRangeCount=1, pPushConstantRanges=[push]), None)
@@ -158,21 +164,24 @@ def barrier(cmd) -> None:
                             1, [vk.VkMemoryBarrier(srcAccessMask=access, dstAccessMask=access)], 0, None, 0, None)
 
 
+def buffers(p: Program):
+    """(x, y, c, out, bias), (scale_bias's descriptor kinds, mix's): the program's buffers with their data."""
+    storage, uniform = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, vk.VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER
+    usage_s, usage_u = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT
+    idx = np.arange(N)
+    made = (p.buffer((idx * 7 - 500).astype(np.int32), usage_s), p.buffer(np.zeros(N, np.int32), usage_s),
+            p.buffer((idx * 11 % 97).astype(np.int32), usage_s), p.buffer(np.zeros(N, np.int32), usage_s),
+            p.buffer(np.array([1, -2, 3, -4], np.int32), usage_u))
+    return made, ((storage, storage, uniform), (storage, storage))
+
+
 def main(argv) -> int:
     if len(argv) != 3:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
     scale_bias_spv, mix_spv = (open(path, "rb").read() for path in argv[:2])
     p = Program()
-    storage, uniform = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, vk.VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER
-    usage_s, usage_u = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT
-    idx = np.arange(N)
-    x = p.buffer((idx * 7 - 500).astype(np.int32), usage_s)
-    y = p.buffer(np.zeros(N, np.int32), usage_s)
-    c = p.buffer((idx * 11 % 97).astype(np.int32), usage_s)
-    out = p.buffer(np.zeros(N, np.int32), usage_s)
-    bias = p.buffer(np.array([1, -2, 3, -4], np.int32), usage_u)
-    scale_kinds, mix_kinds = (storage, storage, uniform), (storage, storage)
+    (x, y, c, out, bias), (scale_kinds, mix_kinds) = buffers(p)
     scale_bias = p.pipeline(scale_bias_spv, scale_kinds, 8, {0: LOCAL, 1: 1, 2: 1, 3: MUL})
     mix = p.pipeline(mix_spv, mix_kinds, 4, {0: 2})
     set_xy = p.descriptor_set(scale_bias[2], [x, y, bias], scale_kinds)

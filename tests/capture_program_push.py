@@ -13,7 +13,6 @@ from __future__ import annotations
 import struct
 import sys
 
-import numpy as np
 import vulkan as vk
 
 import capture_program as base
@@ -25,48 +24,12 @@ PUSH_EXTENSION = "VK_KHR_push_descriptor"
 
 
 class PushProgram(base.Program):
+    SET_LAYOUT_FLAGS = vk.VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR
+
     def __init__(self):
-        app = vk.VkApplicationInfo(pApplicationName="capture-program-push", apiVersion=vk.VK_MAKE_VERSION(1, 1, 0))
-        self.instance = vk.vkCreateInstance(vk.VkInstanceCreateInfo(pApplicationInfo=app), None)
-        self.physical = vk.vkEnumeratePhysicalDevices(self.instance)[0]
-        names = [e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(self.physical, None)]
-        if PUSH_EXTENSION not in names:
-            raise SystemExit(f"this device has no {PUSH_EXTENSION}")
-        families = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical)
-        self.family = next(i for i, f in enumerate(families) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT)
-        queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.family, queueCount=1, pQueuePriorities=[1.0])
-        self.device = vk.vkCreateDevice(self.physical, vk.VkDeviceCreateInfo(
-            queueCreateInfoCount=1, pQueueCreateInfos=[queue_info], enabledExtensionCount=1,
-            ppEnabledExtensionNames=[PUSH_EXTENSION]), None)
-        self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)
-        self.memory_props = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
-        self.pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(queueFamilyIndex=self.family),
-                                           None)
+        super().__init__("capture-program-push", extensions=(PUSH_EXTENSION,))
         self.push = vk.vkGetDeviceProcAddr(self.device, "vkCmdPushDescriptorSetKHR")
         self.push_template = vk.vkGetDeviceProcAddr(self.device, "vkCmdPushDescriptorSetWithTemplateKHR")
-
-    def pipeline(self, spirv: bytes, kinds, push_size: int, spec: dict[int, int]):
-        """As the base program's, the set layout made for push descriptors."""
-        bindings = [vk.VkDescriptorSetLayoutBinding(binding=i, descriptorType=k, descriptorCount=1,
-                                                    stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
-                    for i, k in enumerate(kinds)]
-        set_layout = vk.vkCreateDescriptorSetLayout(self.device, vk.VkDescriptorSetLayoutCreateInfo(
-            flags=vk.VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR, bindingCount=len(bindings),
-            pBindings=bindings), None)
-        push = vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=push_size)
-        layout = vk.vkCreatePipelineLayout(self.device, vk.VkPipelineLayoutCreateInfo(
-            setLayoutCount=1, pSetLayouts=[set_layout], pushConstantRangeCount=1, pPushConstantRanges=[push]), None)
-        module = vk.vkCreateShaderModule(self.device, vk.VkShaderModuleCreateInfo(codeSize=len(spirv), pCode=spirv),
-                                         None)
-        entries = [vk.VkSpecializationMapEntry(constantID=k, offset=4 * i, size=4) for i, k in enumerate(spec)]
-        data = vk.ffi.new("char[]", struct.pack(f"<{len(spec)}i", *spec.values()))
-        spec_info = vk.VkSpecializationInfo(mapEntryCount=len(entries), pMapEntries=entries,
-                                            dataSize=4 * len(spec), pData=data)
-        stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=module,
-                                                   pName="main", pSpecializationInfo=spec_info)
-        handle = vk.vkCreateComputePipelines(self.device, None, 1,
-                                             [vk.VkComputePipelineCreateInfo(stage=stage, layout=layout)], None)[0]
-        return handle, layout, set_layout
 
     def template(self, pipeline, kinds):
         """A descriptor update template of type PUSH_DESCRIPTORS for `pipeline`'s set: one buffer info per binding,
@@ -105,16 +68,8 @@ def main(argv) -> int:
         return 2
     scale_bias_spv, mix_spv = (open(path, "rb").read() for path in argv[:2])
     p = PushProgram()
-    storage, uniform = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, vk.VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER
-    usage_s, usage_u = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT
     n, local = base.N, base.LOCAL
-    idx = np.arange(n)
-    x = p.buffer((idx * 7 - 500).astype(np.int32), usage_s)
-    y = p.buffer(np.zeros(n, np.int32), usage_s)
-    c = p.buffer((idx * 11 % 97).astype(np.int32), usage_s)
-    out = p.buffer(np.zeros(n, np.int32), usage_s)
-    bias = p.buffer(np.array([1, -2, 3, -4], np.int32), usage_u)
-    scale_kinds, mix_kinds = (storage, storage, uniform), (storage, storage)
+    (x, y, c, out, bias), (scale_kinds, mix_kinds) = base.buffers(p)
     scale_bias = p.pipeline(scale_bias_spv, scale_kinds, 8, {233: local, 234: 1, 235: 1, 3: base.MUL})
     mix = p.pipeline(mix_spv, mix_kinds, 4, {0: 2})
     mix_template = p.template(mix, mix_kinds)
