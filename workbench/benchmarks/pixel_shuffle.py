@@ -479,4 +479,5 @@ def limit_suite(device, writer=None, *, quick: bool = False, show_progress: bool
             rows.append(row)
     finally:
         buffers.close()
+    rows.extend(copies.finish().assign(impl="copy", path="copy").to_dict("records"))  # the copies again: drift
     return pd.DataFrame(rows)

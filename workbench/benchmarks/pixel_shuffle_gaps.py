@@ -265,6 +265,7 @@ def gaps_suite(device, writer=None, *, quick: bool = False, show_progress: bool 
             rows.append(dict(env, **info, error=error))
     finally:
         buffers.close()
+    rows.extend(copies.finish().assign(role="copy", impl="copy", path="copy", pair="copy").to_dict("records"))
     df = pd.DataFrame(rows)
     if show_progress:
         print(gap_summary(df).to_string(index=False))

@@ -75,6 +75,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
             global_size=str(spec.global_size(device)), local_size=str(spec.local_size), timer="vulkan timestamps")
         copies.annotate(row, moved)
         rows.append(row)
+    rows.extend(copies.finish().assign(op="copy").to_dict("records"))  # the copies again: their drift
     return pd.DataFrame(rows)
 
 
