@@ -186,3 +186,14 @@ def test_in_order_timing_of_a_capture_without_executorch(device):
     rows = time_in_order(device, broken, sampling=quick)
     assert "vkCmdDispatchIndirect" in rows.loc[rows["dispatch"] == found[0].dispatch, "reason"].item()
     assert rows["median_us"].notna().sum() == len(found) - 1
+
+
+def test_cli_in_order_with_chains(tmp_path, capsys):
+    """`capture fidelity DIR --ways in-order --chains 2`: the chain twice a submit, its rows say so."""
+    inspector()
+    out = tmp_path / "rows.csv"
+    assert main(["capture", "fidelity", str(ETVK_DATA), "--ways", "in-order", "--chains", "2", "--quick",
+                 "--warm-seconds", "0", "--csv", str(out)]) == 0
+    rows = pd.read_csv(out)
+    assert (rows["chains"] == 2).all() and (rows["way"] == "in-order").all() and rows["exact"].all()
+    assert "in-order:" in capsys.readouterr().out

@@ -316,6 +316,8 @@ def _register_fidelity(verbs) -> None:
                     help="what the cold way streams through another pipeline before each copy (default: "
                          "`etvk fidelity`'s cold way, shader:128)")
     fd.add_argument("--back-to-back", type=int, default=20, help="copies per submit (default 20)")
+    fd.add_argument("--chains", type=int, default=1, metavar="N",
+                    help="in-order: the execution's whole chain N times a submit (keeps a sagging clock up)")
     fd.add_argument("--warm-seconds", type=float, default=1.0, help="GPU kept busy before each dispatch (default 1)")
     fd.add_argument("--quick", action="store_true", help="fewer timing samples")
     fd.add_argument("--samples", type=int, default=None, metavar="N",
@@ -336,7 +338,7 @@ def _fidelity(args) -> int:
                                    cold_between=args.cold_between or cf.COLD_BETWEEN, back_to_back=args.back_to_back,
                                    warm_seconds=args.warm_seconds, quick=args.quick, samples=args.samples,
                                    names=_names(args), device=None if args.device is None else _plain_device(args),
-                                   echo=lambda m: print(m, file=sys.stderr, flush=True))
+                                   echo=lambda m: print(m, file=sys.stderr, flush=True), chains=args.chains)
     print(table(summary.reindex(columns=FIDELITY_COLUMNS)))
     for way in summary["way"].unique():
         every = summary[(summary["way"] == way) & (summary["family"] == "(all)")].iloc[0]

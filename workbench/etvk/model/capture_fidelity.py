@@ -368,7 +368,8 @@ def _results(root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.concat(tables, ignore_index=True), timed_all
 
 
-def _capture_folder(folder: Path, ways: dict, *, names, warm_seconds, sampling, device, echo) -> pd.DataFrame:
+def _capture_folder(folder: Path, ways: dict, *, names, warm_seconds, sampling, device, echo,
+                    chains: int = 1) -> pd.DataFrame:
     from ... import capture
     if not (folder / "calls.jsonl").is_file():
         raise ValueError(f"expected a capture folder (calls.jsonl) or a results folder ({TIMED_NAME}) or its tar, "
@@ -377,7 +378,7 @@ def _capture_folder(folder: Path, ways: dict, *, names, warm_seconds, sampling, 
     frame = capture.open(folder, names=names)
     chosen = execution_dispatches(frame, events["kernel"].tolist())
     timed = time_capture(folder, chosen, ways=ways, warm_seconds=warm_seconds, sampling=sampling, device=device,
-                         echo=echo)
+                         echo=echo, chains=chains)
     model = json.loads((folder / PROGRAM_DIR / "summary.json").read_text())["model"] \
         if (folder / PROGRAM_DIR / "summary.json").is_file() else folder.name
     return table(model, frame, events, timed, how, events.attrs.get("sm_clock_mhz", np.nan))
@@ -385,7 +386,7 @@ def _capture_folder(folder: Path, ways: dict, *, names, warm_seconds, sampling, 
 
 def fidelity_of(paths, *, ways=("warm", "cold"), cold_between: str = COLD_BETWEEN, back_to_back: int = 20,
                 warm_seconds: float = 1.0, quick: bool = False, samples: int | None = None, names: dict | None = None,
-                device=None, echo=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                device=None, echo=None, chains: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(rows, summary) of results folders, their tars, or capture folders (timed now with `ways`, `cold_between`,
     `back_to_back`, `quick` / `samples`; a results folder keeps the ways it was timed with, of those asked)."""
     chosen = ways_of(tuple(ways), cold_between=cold_between, back_to_back=back_to_back)
@@ -401,7 +402,7 @@ def fidelity_of(paths, *, ways=("warm", "cold"), cold_between: str = COLD_BETWEE
             tables.append(_results(path)[0])
         elif path.is_dir():
             tables.append(_capture_folder(path, chosen, names=names, warm_seconds=warm_seconds, sampling=options,
-                                          device=device, echo=echo))
+                                          device=device, echo=echo, chains=chains))
         else:
             raise ValueError(f"expected a results folder ({TIMED_NAME}), its tar, or a capture folder, got {path} "
                              f"({'a file' if path.exists() else 'nothing there'})")
