@@ -591,3 +591,33 @@ def test_a_trimmed_capture_holds_the_submits_asked_for(device, tmp_path):
     submitted = frame[frame["reason"] == ""]
     assert len(submitted) == 1 and submitted["exact"].all()
     assert frame.loc[frame["reason"] != "", "reason"].str.startswith("recorded but never submitted").all()
+
+
+# tests/capture_data/template_sets: the same program with `--sets` (descriptor sets written by
+# vkUpdateDescriptorSetWithTemplate: what ncnn does on a device without push descriptors)
+TEMPLATE_SETS_DATA = HERE / "capture_data" / "template_sets"
+
+
+def check_template_sets(folder, device):
+    frame = capture.open(folder)
+    assert list(frame["local_size"]) == [(LOCAL, 1, 1), (32, 1, 1), (LOCAL, 1, 1)]
+    assert frame["bindings"][1] == f"0.0 storage_buffer {4 * N} B; 0.1 storage_buffer {4 * N} B"
+    replayed = capture.replay(folder, device=device, quick=True)
+    assert replayed["exact"].all(), replayed[["dispatch", "mismatch", "reason"]]
+
+
+def test_descriptor_sets_written_through_templates_replay_exact(device):
+    check_template_sets(TEMPLATE_SETS_DATA, device)
+
+
+@needs_tools
+def test_live_capture_of_template_written_sets(device, tmp_path):
+    from workbench.toolchain.shaders import compile_glsl
+    sys.path.insert(0, str(HERE))
+    import capture_program_push as push
+    spv = []
+    for name, text in (("scale_bias_push", push.SCALE_BIAS_GLSL), ("mix_push", push.MIX_GLSL)):
+        spv.append(tmp_path / f"{name}.spv")
+        spv[-1].write_bytes(compile_glsl(text, name=name).code)
+    capture.run([sys.executable, PUSH_PROGRAM, *spv, tmp_path / "out.bin", "--sets"], tmp_path / "cap")
+    check_template_sets(tmp_path / "cap", device)
