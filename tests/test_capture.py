@@ -549,8 +549,8 @@ def test_push_descriptors_and_templates_are_read(device):
     check_push_capture(PUSH_DATA, device)
 
 
-@needs_tools
-def test_live_capture_of_push_descriptors(device, tmp_path):
+def push_shaders(tmp_path) -> list:
+    """The push-descriptor program's two shaders compiled into `tmp_path`."""
     from workbench.toolchain.shaders import compile_glsl
     sys.path.insert(0, str(HERE))
     import capture_program_push as push
@@ -558,7 +558,13 @@ def test_live_capture_of_push_descriptors(device, tmp_path):
     for name, text in (("scale_bias_push", push.SCALE_BIAS_GLSL), ("mix_push", push.MIX_GLSL)):
         spv.append(tmp_path / f"{name}.spv")
         spv[-1].write_bytes(compile_glsl(text, name=name).code)
-    summary = capture.run([sys.executable, PUSH_PROGRAM, *spv, tmp_path / "out.bin"], tmp_path / "cap")
+    return spv
+
+
+@needs_tools
+def test_live_capture_of_push_descriptors(device, tmp_path):
+    summary = capture.run([sys.executable, PUSH_PROGRAM, *push_shaders(tmp_path), tmp_path / "out.bin"],
+                          tmp_path / "cap")
     assert summary["dispatches"] == 3
     check_push_capture(tmp_path / "cap", device)
 
@@ -612,12 +618,6 @@ def test_descriptor_sets_written_through_templates_replay_exact(device):
 
 @needs_tools
 def test_live_capture_of_template_written_sets(device, tmp_path):
-    from workbench.toolchain.shaders import compile_glsl
-    sys.path.insert(0, str(HERE))
-    import capture_program_push as push
-    spv = []
-    for name, text in (("scale_bias_push", push.SCALE_BIAS_GLSL), ("mix_push", push.MIX_GLSL)):
-        spv.append(tmp_path / f"{name}.spv")
-        spv[-1].write_bytes(compile_glsl(text, name=name).code)
-    capture.run([sys.executable, PUSH_PROGRAM, *spv, tmp_path / "out.bin", "--sets"], tmp_path / "cap")
+    capture.run([sys.executable, PUSH_PROGRAM, *push_shaders(tmp_path), tmp_path / "out.bin", "--sets"],
+                tmp_path / "cap")
     check_template_sets(tmp_path / "cap", device)
