@@ -80,7 +80,8 @@ def test_worker_killed_mid_sweep_loses_and_duplicates_nothing(scheduler, tmp_pat
                 if busy:
                     break
                 time.sleep(0.02)
-            assert busy, "no other worker was running an item"
+            if not busy:  # the other worker is between items: try again at the next result (`killed` is asserted)
+                return
             running = list(client.processing()[busy[0]])
             pid = client.run(os.getpid, workers=[busy[0]])[busy[0]]
         os.kill(pid, signal.SIGKILL)
