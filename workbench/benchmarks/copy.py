@@ -10,7 +10,7 @@ import pandas as pd
 from ..kernels import linear_global_size, pipeline_for
 from ..kernels.copy import LOCAL_SIZE, SHADER, CopySpec, flush_for, record_copy
 from ..measure import ResultsWriter, environment, measurement_row, progress, sample_callable, sample_recording
-from ..measure.cache import ROTATE_FACTOR, last_level_cache, rotation, sample_rotated
+from ..measure.cache import ROTATE_FACTOR, last_level_cache, parse_regimes, rotation, sample_rotated
 from ..toolchain.shaders import compile_shader
 from ..vk.churn import measure as churn
 
@@ -66,8 +66,8 @@ def bench_copy(device, sizes_mib=COPY_SIZES_MIB, *, writer: ResultsWriter | None
                                                               label=f"copy {mib} MiB", flush=flush,
                                                               min_time_s=min_time_s)
                 row = measurement_row("copy", env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(),
-                                      method=method, size_mib=mib, repeats=per_recording, timer="vulkan timestamps",
-                                      **rot.columns(), when=when)
+                                      method=method, size_mib=mib, copy_bytes=spec.nbytes, repeats=per_recording,
+                                      timer="vulkan timestamps", **rot.columns(), when=when)
                 rows.append(row)
                 if writer:
                     writer.append(row)
@@ -84,7 +84,8 @@ def bench_copy(device, sizes_mib=COPY_SIZES_MIB, *, writer: ResultsWriter | None
             sync = torch.cuda.synchronize
         samples = sample_callable(fn, sync=sync, cuda_events=on_cuda, min_time_s=min_time_s)
         row = measurement_row("copy", env, samples, bytes_moved=spec.bytes_moved(), method=f"torch copy_ ({where})",
-                              size_mib=mib, repeats=1, timer="cuda events" if on_cuda else "wall clock",
+                              size_mib=mib, copy_bytes=spec.nbytes, repeats=1,
+                              timer="cuda events" if on_cuda else "wall clock",
                               **rot.columns(), when=when)
         if rot.flush_bytes:  # torch's copy is rotated, never swept
             row.update(cache_flush_bytes=0, cache_method=f"torch: {rot.copies} sets rotated, no sweep (not cold)")
@@ -138,9 +139,7 @@ class CopyAtTraffic:
     def __init__(self, device, bytes_moved, *, quick: bool = False, show_progress: bool = True,
                  regimes=("hot",)):
         self.device, self.quick, self.show_progress = device, quick, show_progress
-        self.regimes = tuple(dict.fromkeys(regimes))
-        for regime in self.regimes:
-            rotation(device, 16, regime)  # a one-line error for an unknown regime
+        self.regimes = parse_regimes(regimes)
         self.sizes = sorted({copy_bytes_for(b) for b in bytes_moved})
         self.figures: dict = {}
         frames = [self._measure(regime, "start") for regime in self.regimes]
@@ -148,19 +147,16 @@ class CopyAtTraffic:
         dram_mib = 4 if quick else max(DRAM_COPY_MIB, -(-ROTATE_FACTOR * llc // 2**20))
         dram = bench_copy(device, [dram_mib], show_progress=False, min_time_s=0.005 if quick else 0.2,
                           repeats=2 if quick else None, torch_too=False, when="dram floor")
-        dram["copy_bytes"] = (dram["size_mib"] * 2**20).round().astype(np.int64) // 16 * 16
         self.dram_GBps = float(dram["GB/s"].max())
         floor = dict(dispatch_floor(device, repeats=2 if quick else 20, min_time_s=0.005 if quick else 0.2),
                      copy_bytes=16)
         self.dispatch_floor_us = float(floor["median_us"])
         self.frame = pd.concat(frames + [dram, pd.DataFrame([floor])], ignore_index=True)
-        self.start = self.frame
 
     def _measure(self, regime: str, when: str) -> pd.DataFrame:
         frame = bench_copy(self.device, [s / 2**20 for s in self.sizes], show_progress=self.show_progress,
                            min_time_s=0.005 if self.quick else 0.2, repeats=2 if self.quick else None,
                            regime=regime, quick=self.quick, when=when)
-        frame["copy_bytes"] = (frame["size_mib"] * 2**20).round().astype(np.int64) // 16 * 16
         vulkan = frame[frame["timer"] == "vulkan timestamps"]
         for key, group in vulkan.groupby("copy_bytes"):
             best = group.loc[group["GB/s"].idxmax()]
@@ -170,11 +166,6 @@ class CopyAtTraffic:
                 "copy_p90_us": float(best["p90_us"]), "copy_median_us": float(best["median_us"]),
                 "shader_copy_GBps": float(shader["GB/s"].max()) if len(shader) else np.nan}
         return frame
-
-    @property
-    def best(self) -> dict:
-        """copy_bytes -> the best Vulkan copy GB/s at the start of the run, first regime."""
-        return {k: v["copy_GBps"] for k, v in self.figures.get((self.regimes[0], "start"), {}).items()}
 
     def annotate(self, row: dict, bytes_moved: int, regime: str | None = None) -> dict:
         """The copy figures of the class docstring beside a kernel's `row` measured in `regime` (default: the
@@ -198,14 +189,11 @@ class CopyAtTraffic:
 
     def finish(self) -> pd.DataFrame:
         """The copies measured again at the end of the run: rows with `copy_drift_pct` (end ÷ start − 1 of the best
-        Vulkan copy's median at each size and regime), to append to the suite's rows."""
-        frames = []
-        for regime in self.regimes:
-            frame = self._measure(regime, "end")
-            start, end = self.figures[(regime, "start")], self.figures[(regime, "end")]
-            frame["copy_drift_pct"] = [100 * (end[k]["copy_median_us"] / start[k]["copy_median_us"] - 1)
-                                       if k in start and k in end else np.nan for k in frame["copy_bytes"]]
-            frames.append(frame)
+        Vulkan copy's median at each size and regime, `drift`), to append to the suite's rows."""
+        frames = [self._measure(regime, "end") for regime in self.regimes]
+        drift = self.drift().set_index(["cache", "copy_bytes"])["drift_pct"]
+        for regime, frame in zip(self.regimes, frames):
+            frame["copy_drift_pct"] = [drift.get((regime, k), np.nan) for k in frame["copy_bytes"]]
         return pd.concat(frames, ignore_index=True)
 
     def drift(self) -> pd.DataFrame:
@@ -218,7 +206,7 @@ class CopyAtTraffic:
                     rows.append({"copy_bytes": key, "cache": regime, "start_us": start[key]["copy_median_us"],
                                  "end_us": end[key]["copy_median_us"],
                                  "drift_pct": 100 * (end[key]["copy_median_us"] / start[key]["copy_median_us"] - 1)})
-        return pd.DataFrame(rows)
+        return pd.DataFrame(rows, columns=["copy_bytes", "cache", "start_us", "end_us", "drift_pct"])
 
 
 def copy_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True) -> pd.DataFrame:

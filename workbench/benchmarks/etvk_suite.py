@@ -94,6 +94,6 @@ def bench_suite(device, writer=None, *, executorch=None, quick: bool = False, sh
                 copies.annotate(wb, wb["bytes"])
                 wb["etvk_over_this"] = row["median_us"] / wb["median_us"]
                 rows.append(wb)
-    rows.extend(copies.start.assign(impl="copy").to_dict("records"))
+    rows.extend(copies.frame.assign(impl="copy").to_dict("records"))
     rows.extend(copies.finish().assign(impl="copy").to_dict("records"))  # the copies again: their drift
     return pd.DataFrame(rows)

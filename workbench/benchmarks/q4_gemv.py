@@ -151,7 +151,7 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     `caches`: the regimes measured ("cold", "hot"); `narrow`: `specs`' shapes / group_sizes / ms / variants, to run
     part of the suite."""
     env, rows, kw = environment(device), Rows(writer), sampling(quick)
-    caches = parse_regimes(",".join(caches) if not isinstance(caches, str) else caches)
+    caches = parse_regimes(caches)
     todo = specs(quick, **narrow)
     gen, no_checkout = _codegen()
     etvk_cases = {}

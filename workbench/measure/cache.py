@@ -18,6 +18,7 @@ rotation). Cold is the default wherever a working set fits the last-level cache 
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -37,7 +38,8 @@ METHOD = {"hot": "one set of inputs dispatched again and again",
 
 
 def last_level_cache(device) -> tuple[int, str]:
-    """(bytes, source) of the last-level cache in front of `device`'s memory (module docstring)."""
+    """(bytes, source) of the last-level cache in front of `device`'s memory (module docstring). Asked per row:
+    the device's answer is found once (`_device_llc`), the override read each time."""
     override = os.environ.get("WORKBENCH_LLC_BYTES", "").strip()
     if override:
         try:
@@ -48,20 +50,25 @@ def last_level_cache(device) -> tuple[int, str]:
             raise ValueError(f"WORKBENCH_LLC_BYTES must be a positive byte count, got {override!r}")
         return value, "WORKBENCH_LLC_BYTES"
     info = device.info
-    if not info.is_cpu and info.vendor == "NVIDIA":
+    return _device_llc(info.name, info.vendor, bool(info.is_cpu))
+
+
+@functools.lru_cache(maxsize=8)
+def _device_llc(name: str, vendor: str, is_cpu: bool) -> tuple[int, str]:
+    if not is_cpu and vendor == "NVIDIA":
         try:
             import torch
             if torch.cuda.is_available():
                 for i in range(torch.cuda.device_count()):
                     props = torch.cuda.get_device_properties(i)
-                    if props.name == info.name or torch.cuda.device_count() == 1:
+                    if props.name == name or torch.cuda.device_count() == 1:
                         return int(props.L2_cache_size), "torch.cuda L2_cache_size"
         except Exception:  # noqa: BLE001 - no CUDA torch: the table next
             pass
-    for name, size in KNOWN_LLC_BYTES.items():
-        if name in info.name:
-            return size, f"published L2 of the {name}"
-    if info.is_cpu:
+    for known, size in KNOWN_LLC_BYTES.items():
+        if known in name:
+            return size, f"published L2 of the {known}"
+    if is_cpu:
         size = _cpu_llc_bytes()
         if size:
             return size, "the host CPU's last-level cache (sysfs)"
@@ -165,8 +172,10 @@ def default_regime(device, working_set: int) -> str:
 
 
 def parse_regimes(text) -> tuple[str, ...]:
-    """"cold", "hot" or "cold,hot" (a CLI option) → the regimes in order; a one-line error otherwise."""
-    names = tuple(dict.fromkeys(p.strip() for p in str(text).split(",") if p.strip()))
+    """"cold", "hot" or "cold,hot" (a CLI option), or a sequence of names → the regimes in order; a one-line error
+    otherwise."""
+    parts = str(text).split(",") if isinstance(text, str) else [str(p) for p in text]
+    names = tuple(dict.fromkeys(p.strip() for p in parts if p.strip()))
     if not names or any(n not in REGIMES for n in names):
         raise ValueError(f"expected cache regimes among {', '.join(REGIMES)} (comma-separated), got {text!r}")
     return names
