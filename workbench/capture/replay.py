@@ -139,8 +139,6 @@ def launch_of(dev, d: CapturedDispatch) -> tuple[vk.Launch, list]:
     closes the resources (`launch.resources.values()`). NotReplayable where the runtime cannot run it alone."""
     reflection, local = launch_parameters(d)
     captured = _check(d, reflection)
-    # the captured bytes as they were, but the ids that carry the local size (passed as local_size)
-    spec = {k: v for k, v in d.spec_words.items() if k not in local_size_ids(reflection)}
     resources, outputs = {}, []
     try:
         for b in reflection.bindings:
@@ -160,11 +158,18 @@ def launch_of(dev, d: CapturedDispatch) -> tuple[vk.Launch, list]:
         for r in resources.values():
             r.close()
         raise
+    return bound_launch(d, reflection, local, resources), outputs
+
+
+def bound_launch(d: CapturedDispatch, reflection: sp.Reflection, local, resources: dict, label=None) -> vk.Launch:
+    """The `vk.Launch` of captured dispatch `d` on `resources` (binding → resource): its SPIR-V, entry point, group
+    counts, push constants padded to the shader's block, its specialization bytes as captured but the ids that
+    carry the local size (passed as `local`)."""
+    spec = {k: v for k, v in d.spec_words.items() if k not in local_size_ids(reflection)}
     push = d.push_constants[:reflection.push_constant_size]
     push += b"\0" * (reflection.push_constant_size - len(push))
-    launch = vk.Launch(d.spirv, resources, groups=tuple(d.groups), push_constants=push, spec_constants=spec,
-                       local_size=local, entry_point=d.entry_point, name=f"dispatch{d.dispatch}")
-    return launch, outputs
+    return vk.Launch(d.spirv, resources, groups=tuple(d.groups), push_constants=push, spec_constants=spec,
+                     local_size=local, entry_point=d.entry_point, name=f"dispatch{d.dispatch}", label=label)
 
 
 @contextmanager

@@ -21,7 +21,7 @@ from .. import vk
 from ..measure import environment, sample_each, summarize_ns
 from ..vk import spirv as sp
 from .format import CapturedDispatch, _resource_key
-from .replay import (IMAGE_KINDS, WRITABLE, NotReplayable, _check, _image, launch_parameters, local_size_ids,
+from .replay import (IMAGE_KINDS, WRITABLE, NotReplayable, _check, _image, bound_launch, launch_parameters,
                      resource_bytes)
 
 WAY = {"way": "in-order", "timestamps": "etvk", "barriers": "light", "between": "in order", "back_to_back": 1}
@@ -77,14 +77,9 @@ def time_in_order(dev, found: list[CapturedDispatch], *, full_barriers: bool = F
     launches = []
     try:
         for d, reflection, captured, local in chain:
-            spec = {k: v for k, v in d.spec_words.items() if k not in local_size_ids(reflection)}
-            push = d.push_constants[:reflection.push_constant_size]
-            push += b"\0" * (reflection.push_constant_size - len(push))
             resources = {b.binding: made[_resource_key(captured[(b.set, b.binding)])] for b in reflection.bindings}
-            launches.append(vk.Launch(d.spirv, resources, groups=tuple(d.groups), push_constants=push,
-                                      spec_constants=spec, local_size=local, entry_point=d.entry_point,
-                                      name=f"dispatch{d.dispatch}", label=f"dispatch{d.dispatch}"))
-        launches = [dataclasses.replace(launch, label=f"{launch.label}#{k}") for k in range(chains)
+            launches.append(bound_launch(d, reflection, local, resources))
+        launches = [dataclasses.replace(launch, label=f"{launch.name}#{k}") for k in range(chains)
                     for launch in launches]
         if not launches:
             return pd.DataFrame(rows).assign(**WAY)
@@ -120,10 +115,4 @@ def _chain_exact(chain, made) -> tuple[bool, str]:
         if got != c.after:
             return False, f"dispatch {number} binding {c.set}.{c.binding}: the chain's bytes differ from the capture"
     return True, ""
-
-
-def columns_of(rows: pd.DataFrame) -> pd.DataFrame:
-    """`time_in_order`'s rows named as the fidelity tables name a replay's (replay_us, replay_p10_us, …)."""
-    return rows.rename(columns={"median_us": "replay_us", "p10_us": "replay_p10_us", "p90_us": "replay_p90_us",
-                                "min_us": "replay_min_us"})
 

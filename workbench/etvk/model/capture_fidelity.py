@@ -35,12 +35,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ...capture import timeline
 from . import capture_join, drill, fidelity
 
+IN_ORDER = timeline.WAY["way"]
+# the whole execution replayed as the runtime submits it (`capture.timeline`): one command buffer, in order
 WAYS = {"warm": fidelity.WARM, "cold": fidelity.COLD,
-        # the whole execution replayed as the runtime submits it (`capture.timeline`): one command buffer, in order
-        "in-order": {"timestamps": "etvk", "barriers": "light", "between": "in order"}}
-IN_ORDER = "in-order"
+        IN_ORDER: {k: timeline.WAY[k] for k in ("timestamps", "barriers", "between")}}
 COLD_BETWEEN = fidelity.COLD["between"]
 TIMED_NAME = "timed.csv"              # the timing rows of a results folder
 DISPATCHES_NAME = "dispatches.csv"    # capture.open's rows of a model's capture (what the join needs of it)
@@ -163,14 +164,11 @@ def time_capture(folder, dispatches, *, ways: dict, warm_seconds: float = 1.0, s
     found = [d for d in capture.dispatches(folder) if d.dispatch in wanted]
     rows = []
     if IN_ORDER in ways:
-        from ...capture.timeline import columns_of, time_in_order
-        in_order = columns_of(time_in_order(device, found, sampling=sampling, chains=chains))
+        in_order = timeline.time_in_order(device, found, sampling=sampling, chains=chains)
         if echo:
             echo(f"{Path(folder).name}: {len(found)} dispatches in order, "
-                 f"{in_order['replay_us'].sum():.1f} µs, exact {bool(in_order['exact'].all())}")
-        rows.extend(in_order.rename(columns={"replay_us": "median_us", "replay_p10_us": "p10_us",
-                                             "replay_p90_us": "p90_us", "replay_min_us": "min_us"})
-                    .to_dict("records"))
+                 f"{in_order['median_us'].sum():.1f} µs, exact {bool(in_order['exact'].all())}")
+        rows.extend(in_order.to_dict("records"))
         if all(way is None for way in ways.values()):
             found = []
     for n, d in enumerate(found, 1):
