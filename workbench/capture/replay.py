@@ -15,7 +15,6 @@ from ..measure import sampling, summarize_ns
 from ..vk import spirv as sp
 from .format import DISPATCH_CALLS, CapturedDispatch, spec_values
 
-OP_DECORATE, OP_SPEC_CONSTANT, OP_SPEC_CONSTANT_TRUE, DEC_SPEC_ID = 71, 50, 48, 1
 # SPIR-V capabilities a compute shader declares → (the runtime's feature name, Vulkan's): replaying it needs them.
 # None: a feature the runtime does not enable.
 IMAGE_KINDS = (sp.STORAGE_IMAGE, sp.SAMPLED_IMAGE, sp.COMBINED_IMAGE_SAMPLER)
@@ -28,23 +27,6 @@ VK_IMAGE_FORMATS = {f"VK_FORMAT_{name}": key for key, name in (
 
 class NotReplayable(Exception):
     """This dispatch uses something the runtime cannot run alone (the reason is the message)."""
-
-
-def spec_defaults(code: bytes) -> dict[int, int]:
-    """The default 32-bit word of each scalar specialization constant, by SpecId (the value a pipeline that does
-    not specialize it gets)."""
-    words = struct.unpack(f"<{len(code) // 4}I", code)
-    spec_ids, defaults, i = {}, {}, 5
-    while i < len(words) and words[i] >> 16:
-        opcode, count = words[i] & 0xFFFF, words[i] >> 16
-        if opcode == OP_DECORATE and count >= 4 and words[i + 2] == DEC_SPEC_ID:
-            spec_ids[words[i + 1]] = words[i + 3]
-        elif opcode == OP_SPEC_CONSTANT and count == 4:
-            defaults[words[i + 2]] = words[i + 3]
-        elif opcode in (OP_SPEC_CONSTANT_TRUE, OP_SPEC_CONSTANT_TRUE + 1):
-            defaults[words[i + 2]] = int(opcode == OP_SPEC_CONSTANT_TRUE)
-        i += count
-    return {spec_ids[r]: v for r, v in defaults.items() if r in spec_ids}
 
 
 def missing_features(dev, code: bytes) -> list[str]:
@@ -61,7 +43,7 @@ def launch_parameters(d: CapturedDispatch) -> tuple[sp.Reflection, tuple[int, in
     if not reflection.local_size_from_spec:
         return reflection, tuple(reflection.local_size or (1, 1, 1))
     ids = [sid for sid in reflection.local_size_spec_ids if sid is not None]
-    words = {k: struct.pack("<I", v) for k, v in spec_defaults(d.spirv).items()}
+    words = {k: struct.pack("<I", v) for k, v in reflection.spec_defaults.items()}
     words.update(d.spec_words)
     values = spec_values(reflection.spec_constants, {k: words[k] for k in ids})
     return reflection, tuple(int(values[sid]) if sid is not None else default

@@ -53,6 +53,8 @@ class Reflection:
     # WorkgroupSize built-in made of spec constants, any ids (ET-VK: 0, 1, 2; ncnn: 233, 234, 235); None: literal
     local_size_spec_ids: tuple | None = None
     local_size_default: tuple[int, int, int] | None = None  # the module's own local size (spec defaults, literals)
+    spec_defaults: dict[int, int] = field(default_factory=dict)  # SpecId → its default word (a pipeline's value
+    # where it does not specialize the constant)
     entry_points: list[str] = field(default_factory=list)  # the names of the module's compute entry points
 
 
@@ -215,6 +217,7 @@ def reflect(code: bytes) -> Reflection:
     if not refl.local_size_from_spec and axes and all(a in constants for a in axes):
         local_size = tuple(int(constants[a]) for a in axes)  # a WorkgroupSize built-in of plain constants
     refl.local_size = None if refl.local_size_from_spec else local_size
+    refl.spec_defaults = {spec_ids[r]: v for r, v in spec_defaults.items() if r in spec_ids}
     refl.entry_points = entry_points
     return refl
 
