@@ -95,6 +95,23 @@ def bench_copy(device, sizes_mib=COPY_SIZES_MIB, *, writer: ResultsWriter | None
     return pd.DataFrame(rows)
 
 
+def time_runs(device, rot, make, *, repeats: int, label: str, after=None, **sampling):
+    """Time `rot.copies` kernel runs made by `make()` (each its own buffers: a `KernelRun`) in the regime of `rot`
+    (`measure.sample_rotated`, with the sweep it needs), one run per dispatch; `after(runs)` is called while they
+    are open (a check of what they computed). Returns (gpu_ns, host_ns, dispatches per recording, after's result)."""
+    runs = []
+    try:
+        for _ in range(rot.copies):
+            runs.append(make())
+        with flush_for(device, rot) as flush:
+            gpu, host, per_recording = sample_rotated(device, rot, lambda rec, i: runs[i].record(rec),
+                                                      repeats=repeats, label=label, flush=flush, **sampling)
+        return gpu, host, per_recording, (after(runs) if after is not None else None)
+    finally:
+        for run in runs:
+            run.close()
+
+
 def copy_bytes_for(bytes_moved: int) -> int:
     """The copy with a kernel's traffic: half its bytes (read once, written once), a multiple of 16."""
     return max(16, (int(bytes_moved) // 2 + 15) // 16 * 16)

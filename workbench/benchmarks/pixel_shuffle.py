@@ -36,9 +36,8 @@ from ..kernels.pixel_shuffle_block import (REQUANT_COPY_SHADER, Q8taPixelShuffle
 from ..kernels.q8ta_quantize import Q8taChainRun, Q8taPixelShuffleChainSpec
 from ..measure import Rows, environment, measurement_row, progress, sample_callable, sample_recording, sampling
 from ..toolchain.shaders import compile_shader
-from ..kernels.copy import flush_for
-from ..measure.cache import REGIMES, default_regime, parse_regimes, rotation, sample_rotated
-from .copy import CopyAtTraffic
+from ..measure.cache import REGIMES, default_regime, parse_regimes, rotation
+from .copy import CopyAtTraffic, time_runs
 
 #: ET-VK's PERF cases (test_q8ta_pixel_shuffle.cpp): the RefineNet decoder, inputs [1,96,H,W] → outputs
 #: [1,24,32,18], [1,24,64,36], [1,24,128,72], [1,24,256,144]; r = 2.
@@ -247,16 +246,8 @@ def _bench_row(device, env, case, runner_cls, regime, reps, quick, sample_kw, co
     spec = case.spec
     bytes_moved = spec.bytes_moved()
     rot = rotation(device, bytes_moved, regime, quick=quick)
-    runs = []
-    try:
-        for _ in range(rot.copies):
-            runs.append(runner_cls(device, spec))
-        with flush_for(device, rot) as flush:
-            gpu, host, per_recording = sample_rotated(device, rot, lambda rec, i: runs[i].record(rec), repeats=reps,
-                                                      label=f"pixel shuffle {case.kind}", flush=flush, **sample_kw)
-    finally:
-        for run in runs:
-            run.close()
+    gpu, host, per_recording, _ = time_runs(device, rot, lambda: runner_cls(device, spec), repeats=reps,
+                                            label=f"pixel shuffle {case.kind}", **sample_kw)
     info = dict(shape_set=case.shape_set, repeats=per_recording, dispatches=spec.dispatches, threads=spec.threads,
                 bytes_read=spec.bytes_read(), bytes_written=spec.bytes_written(), timer="vulkan timestamps")
     if case.kind == "float":

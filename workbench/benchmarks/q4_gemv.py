@@ -42,10 +42,9 @@ import pandas as pd
 
 from ..kernels import pipeline_for
 from ..kernels.q4_gemv import Q4GemvRun, Q4GemvSpec, compare, expected, random_problem
-from ..measure import Rows, environment, measurement_row, progress, sample_recording, sampling
-from ..kernels.copy import flush_for
-from ..measure.cache import parse_regimes, rotation, sample_rotated
-from .copy import CopyAtTraffic
+from ..measure import Rows, environment, measurement_row, progress, sampling
+from ..measure.cache import parse_regimes, rotation
+from .copy import CopyAtTraffic, time_runs
 from .pipeline_stats import statistics_columns
 
 ETVK_GEMV = "q4gsw_linear_gemv_coop__w_4x8"
@@ -196,19 +195,13 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
         figures = _pipeline_figures(device, spec)
         for regime in caches:
             rot = rotation(device, spec.bytes_moved(), regime, quick=quick)
-            runs = []
-            try:
-                for _ in range(rot.copies):  # every copy of the problem holds the same data
-                    runs.append(Q4GemvRun(device, spec, *data))
-                with flush_for(device, rot) as flush:
-                    gpu, host, per_recording = sample_rotated(device, rot, lambda rec, i: runs[i].record(rec),
-                                                              repeats=reps, label=spec.variant, flush=flush, **kw)
-                checked = compare(runs[-1].output(), *want)  # the dispatches timed, checked (the last set)
-                if len(runs) > 1 and checked["correct"]:
-                    checked = compare(runs[0].output(), *want)
-            finally:
-                for run in runs:
-                    run.close()
+
+            def check(runs, want=want):  # the dispatches timed, checked (the last set, then the first)
+                checked = compare(runs[-1].output(), *want)
+                return compare(runs[0].output(), *want) if len(runs) > 1 and checked["correct"] else checked
+            gpu, host, per_recording, checked = time_runs(  # every copy of the problem holds the same data
+                device, rot, lambda: Q4GemvRun(device, spec, *data), repeats=reps, label=spec.variant, after=check,
+                **kw)
             row = measurement_row("q4_gemv", env, gpu, host_ns=host, bytes_moved=spec.bytes_moved(),
                                   macs=spec.macs(), impl="workbench", **_labels(shape, spec.group_size, spec.m),
                                   variant=spec.variant, **spec.params(), local_size=str(spec.local_size),

@@ -253,22 +253,23 @@ def pack(out_root, tar_path) -> Path:
 
 def etvk_times(model_dir) -> tuple[pd.DataFrame, str]:
     """(ET-VK's dispatches of one execution — `capture_join.EVENT_COLUMNS` with the median GPU µs — and where the
-    times come from): the timed executions of ``program/`` after their warm-up, else the captured execution."""
+    times come from): the timed executions of ``program/`` after their warm-up, else the captured execution. The
+    table's ``attrs["sm_clock_mhz"]``: the SM clock those executions ran at, where run.json recorded it."""
     from . import events as E
     model_dir = Path(model_dir)
     run = model_dir / PROGRAM_DIR / "run.json"
+    clock = np.nan
     if run.is_file():
         meta = json.loads(run.read_text())
         table = E.dispatch_table(E.dispatch_rows(model_dir / PROGRAM_DIR / "run.etdp"), warmup=meta["warmup"])
         how = f"median of {meta['runs']} executions after {meta['warmup']}"
-        table.attrs["sm_clock_mhz"] = meta.get("etvk_sm_clock_mhz_median", np.nan)
+        clock = meta.get("etvk_sm_clock_mhz_median", np.nan)
     elif (model_dir / CAPTURED_ETDUMP).is_file():
         table = E.dispatch_table(E.dispatch_rows(model_dir / CAPTURED_ETDUMP), warmup=0)
         how = "the captured execution"
     else:
         raise ValueError(f"expected ET-VK's ETDump in {model_dir} ({PROGRAM_DIR}/run.etdp with run.json, or "
                          f"{CAPTURED_ETDUMP}), found neither")
-    clock = table.attrs.get("sm_clock_mhz", np.nan)
     out = table.rename(columns={"gpu_us": "etvk_gpu_us"})[[*capture_join.EVENT_COLUMNS, "runs"]]
     out.attrs["sm_clock_mhz"] = clock
     return out, how
