@@ -87,48 +87,22 @@ def stability(samples_ns) -> dict:
             "stable": bool(abs(drift) <= STABILITY_DRIFT and spread <= STABILITY_SPREAD)}
 
 
-def _submits(rec, labels, min_samples, max_samples, min_time_s, max_time_s) -> list:
-    """Submit `rec` until `min_samples` submits and `min_time_s` of the counted commands' GPU time (capped by
-    `max_samples` and `max_time_s`): per submit, (the timings of the commands `labels` selects, or all, host ns)."""
-    out, counted_ns = [], 0.0
+def _sample_once(rec, repeats, labels, min_samples, max_samples, min_time_s, max_time_s):
+    gpu, host = [], []
     start = time.perf_counter()
     while True:
         timings = rec.submit()
         chosen = [t for t in timings if labels is None or t.label in labels]
         if any(t.gpu_ns is None for t in chosen):
             raise RuntimeError(f"{rec.device.info.name}: the queue has no timestamps; GPU time cannot be measured")
-        out.append((chosen, rec.host_ns))
-        counted_ns += sum(t.gpu_ns for t in chosen)
+        gpu.append(sum(t.gpu_ns for t in chosen) / repeats)
+        host.append(rec.host_ns / repeats)
         elapsed = time.perf_counter() - start
-        if len(out) >= max_samples or elapsed >= max_time_s:
+        if len(gpu) >= max_samples or elapsed >= max_time_s:
             break
-        if len(out) >= min_samples and counted_ns / 1e9 >= min_time_s:
+        if len(gpu) >= min_samples and sum(gpu) * repeats / 1e9 >= min_time_s:
             break
-    return out
-
-
-def _sample_once(rec, repeats, labels, min_samples, max_samples, min_time_s, max_time_s):
-    submits = _submits(rec, labels, min_samples, max_samples, min_time_s, max_time_s)
-    return (np.array([sum(t.gpu_ns for t in chosen) / repeats for chosen, _ in submits]),
-            np.array([host / repeats for _, host in submits]))
-
-
-def _warm_up(rec, warmup: int, warmup_s: float | None) -> None:
-    """`warmup` submits, and on GPUs at least `warmup_s` of submits (default `warmup.warmup_seconds`)."""
-    if warmup_s is None:
-        warmup_s = warmup_seconds(rec.device)
-    start = time.perf_counter()
-    for _ in range(max(warmup, 1) if warmup_s else warmup):
-        rec.submit()
-    keep_busy(rec, rec.device, warmup_s - (time.perf_counter() - start), cpu_too=True)
-
-
-def _clock_columns(device, clocks: ClockSampler) -> dict:
-    """The clock columns of a sample set that just ended, with `clock_ok`; the device marked busy."""
-    mark_busy(device)
-    columns = clocks.columns()
-    columns["clock_ok"] = clock_ok(device, columns)
-    return columns
+    return np.array(gpu), np.array(host)
 
 
 def sample_recording(rec, *, repeats: int = 1, labels=None, warmup: int = 2, min_samples: int = 10,
@@ -143,13 +117,21 @@ def sample_recording(rec, *, repeats: int = 1, labels=None, warmup: int = 2, min
     CPU devices, whose shared cores are noisy by nature); the last one is returned (`gpu.attempts` says how many
     were taken, `gpu.clock` its clock columns; the row's `stable` and `clock_ok` columns say whether it was)."""
     device = rec.device
+    cpu = device.info.is_cpu
+    if warmup_s is None:
+        warmup_s = warmup_seconds(device)
     if attempts is None:
-        attempts = 1 if device.info.is_cpu else STABILITY_ATTEMPTS
-    _warm_up(rec, warmup, warmup_s)
+        attempts = 1 if cpu else STABILITY_ATTEMPTS
+    start = time.perf_counter()
+    for i in range(max(warmup, 1) if warmup_s else warmup):
+        rec.submit()
+    keep_busy(rec, device, warmup_s - (time.perf_counter() - start), cpu_too=True)
     for attempt in range(1, max(1, attempts) + 1):
         with ClockSampler(device) as clocks:
             gpu, host = _sample_once(rec, repeats, labels, min_samples, max_samples, min_time_s, max_time_s)
-        columns = _clock_columns(device, clocks)
+        mark_busy(device)
+        columns = clocks.columns()
+        columns["clock_ok"] = clock_ok(device, columns)
         if stability(gpu)["stable"] and columns["clock_ok"] is not False:
             break
         if columns["clock_ok"] is False and attempt < attempts:
@@ -211,14 +193,33 @@ def sample_each(rec, *, warmup: int = 2, min_samples: int = 10, max_samples: int
     does (its warm-up and clock sampling), and keep every command's own time: ({label: gpu_ns array}, the clock
     columns with `clock_ok`). Labels must be unique within the recording (a later command of the same label is
     added to the earlier one)."""
-    _warm_up(rec, warmup, warmup_s)
-    with ClockSampler(rec.device) as clocks:
-        submits = _submits(rec, None, min_samples, max_samples, min_time_s, max_time_s)
+    device = rec.device
+    if warmup_s is None:
+        warmup_s = warmup_seconds(device)
+    start = time.perf_counter()
+    for _ in range(max(warmup, 1) if warmup_s else warmup):
+        rec.submit()
+    keep_busy(rec, device, warmup_s - (time.perf_counter() - start), cpu_too=True)
     per: dict = {}
-    for timings, _ in submits:
-        sample: dict = {}
-        for t in timings:
-            sample[t.label] = sample.get(t.label, 0.0) + t.gpu_ns
-        for label, ns in sample.items():
-            per.setdefault(label, []).append(ns)
-    return {label: np.array(v) for label, v in per.items()}, _clock_columns(rec.device, clocks)
+    with ClockSampler(device) as clocks:
+        start, total_ns, count = time.perf_counter(), 0.0, 0
+        while True:
+            timings = rec.submit()
+            if any(t.gpu_ns is None for t in timings):
+                raise RuntimeError(f"{device.info.name}: the queue has no timestamps; GPU time cannot be measured")
+            sample: dict = {}
+            for t in timings:
+                sample[t.label] = sample.get(t.label, 0.0) + t.gpu_ns
+            for label, ns in sample.items():
+                per.setdefault(label, []).append(ns)
+            total_ns += sum(sample.values())
+            count += 1
+            elapsed = time.perf_counter() - start
+            if count >= max_samples or elapsed >= max_time_s:
+                break
+            if count >= min_samples and total_ns / 1e9 >= min_time_s:
+                break
+    mark_busy(device)
+    columns = clocks.columns()
+    columns["clock_ok"] = clock_ok(device, columns)
+    return {label: np.array(v) for label, v in per.items()}, columns
