@@ -632,7 +632,7 @@ def _job(item, index: int, common: dict) -> dict:
     options = dict(common)
     if isinstance(item, dict):
         unknown = set(item) - {"shader", "name", "defines", "spec_constants", "local_size", "subgroup_size",
-                               "timeout", "entry_point"}
+                               "timeout", "entry_point", "internal"}
         if unknown or "shader" not in item:
             raise ValueError(f"a job dict needs 'shader' and may have name, defines, spec_constants, local_size, "
                              f"subgroup_size, timeout, entry_point; got keys {sorted(item)}")
@@ -658,7 +658,8 @@ def _job(item, index: int, common: dict) -> dict:
         raise ValueError(f"job {index}: entry_point must be the name of a GLCompute entry point, got {entry!r}")
     return {"name": options.get("name") or default_name, "code": code, "spec_constants": spec,
             "local_size": local, "required_subgroup_size": subgroup, "entry_point": entry,
-            "timeout": None if options.get("timeout") is None else _check_timeout(options["timeout"])}
+            "timeout": None if options.get("timeout") is None else _check_timeout(options["timeout"]),
+            **({"internal": True} if options.get("internal") else {})}
 
 
 def _normalise_items(shaders) -> list:
@@ -956,13 +957,16 @@ def stats_many(shaders, gpu=DEFAULT_GPU, *, root=None, timeout: float | None = N
     g = check_gpu(gpu)
     if errors not in ("raise", "keep"):
         raise ValueError(f"errors must be 'raise' or 'keep', got {errors!r}")
-    unknown = set(common) - {"defines", "spec_constants", "local_size", "subgroup_size", "name"}
+    unknown = set(common) - {"defines", "spec_constants", "local_size", "subgroup_size", "name", "internal"}
     if unknown:
         raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
     jobs = [_job(item, i, common) for i, item in enumerate(_normalise_items(shaders))]
     if not jobs:
         return []
     _, results = _run_worker(jobs, g, root, timeout, refresh)
+    if common.get("internal"):  # workbench.vendors.isa: the whole record (statistics + representations)
+        return [result if "error" not in result or errors == "keep" else _raise_compile(g, job, result)
+                for job, result in zip(jobs, results)]
     out = []
     for job, result in zip(jobs, results):
         if "error" in result:
@@ -973,6 +977,10 @@ def stats_many(shaders, gpu=DEFAULT_GPU, *, root=None, timeout: float | None = N
         else:
             out.append(result["statistics"])
     return out
+
+
+def _raise_compile(g: Gpu, job: dict, result: dict):
+    raise MesaCompileError(f"{DRIVER_TITLES[g.driver]} ({g.name}) rejected {job['name']!r}: {result['error']}")
 
 
 def stats(shader_or_spirv, gpu=DEFAULT_GPU, subgroup_size=None, local_size=None, spec_constants=None, *,

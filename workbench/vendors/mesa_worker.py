@@ -9,7 +9,10 @@ a fake GPU, and the caller's own Vulkan device is untouched. The request is JSON
 
     {"gpu": "a740", "device_selector": "740", "capture_output": false,
      "jobs": [{"name": ..., "spirv": "<path of a .spv>", "spec_constants": {"3": 1},
-               "local_size": [64, 1, 1] | null, "required_subgroup_size": null}]}
+               "local_size": [64, 1, 1] | null, "required_subgroup_size": null, "internal": false}]}
+
+A job with "internal" also returns the driver's internal representations (NIR, the final ISA) in its
+"representations" ([{executable, name, description, text}], `vk.Pipeline.internal_representations`).
 
 With "capture_output", what the driver prints on stdout / stderr while it compiles a job (PanVK's compiler prints
 its shader-db statistics there) is returned in that job's "output".
@@ -105,7 +108,8 @@ def _run_job(dev, job: dict, capture: bool) -> dict:
                          f"the shader's SPIR-V declares it; not compiled"}
     spec = {int(k): v for k, v in (job.get("spec_constants") or {}).items()}
     kwargs = {"spec_constants": spec, "local_size": job.get("local_size"), "capture_statistics": True,
-              "name": name, "entry_point": job.get("entry_point") or "main"}
+              "name": name, "entry_point": job.get("entry_point") or "main",
+              "capture_internal": bool(job.get("internal"))}
     if job.get("required_subgroup_size"):
         # Only reached when the runtime grew the option (the parent checks before it starts this process).
         kwargs["required_subgroup_size"] = int(job["required_subgroup_size"])
@@ -126,9 +130,12 @@ def _run_job(dev, job: dict, capture: bool) -> dict:
     try:
         statistics = pipeline.statistics()
         local_size = list(pipeline.local_size)
+        representations = pipeline.internal_representations() if job.get("internal") else None
     finally:
         pipeline.close()
     record = {"name": kwargs["name"], "statistics": statistics, "local_size": local_size}
+    if representations is not None:
+        record["representations"] = representations
     if lacking:  # compiled, but the device would not run it: ET-VK picks another shader there
         record["statistics"]["Not exposed by the device"] = "; ".join(lacking)
     if capture:

@@ -108,6 +108,8 @@ class StatsCache:
                   "gpu_env": sorted(map(list, gpu_env)), "compiler": self.compiler}
         if (job.get("entry_point") or "main") != "main":  # keys of "main" jobs stay as they were
             fields["entry_point"] = job["entry_point"]
+        if job.get("internal"):  # a compile that keeps the ISA (workbench.vendors.isa): its own record
+            fields["internal"] = True
         h.update(json.dumps(fields, sort_keys=True).encode())
         return h.hexdigest()
 

@@ -268,10 +268,11 @@ class Device(Closable):
         return self._samplers[dims]
 
     def pipeline(self, spirv, *, spec_constants=None, local_size=None, capture_statistics=False,
-                 name: str = "kernel", entry_point: str = "main") -> Pipeline:
+                 name: str = "kernel", entry_point: str = "main", capture_internal: bool = False) -> Pipeline:
         self.check_open("create a pipeline")
         return Pipeline(self, spirv, spec_constants=spec_constants, local_size=local_size,
-                        capture_statistics=capture_statistics, name=name, entry_point=entry_point)
+                        capture_statistics=capture_statistics, name=name, entry_point=entry_point,
+                        capture_internal=capture_internal)
 
     def record(self, label: str = "", timestamps: bool = True, barrier_timed: bool = False,
                full_barriers: bool = False) -> Recording:

@@ -20,6 +20,7 @@ IMAGE_KINDS = (sp.STORAGE_IMAGE, sp.SAMPLED_IMAGE, sp.COMBINED_IMAGE_SAMPLER)
 SPEC_FORMATS = {"int": "<i", "uint": "<I", "float": "<f", "bool": "<I"}
 DEFAULT_LOCAL_SIZE = (64, 1, 1)
 CAPTURE_STATISTICS = 0x00000040  # VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR
+CAPTURE_INTERNAL = 0x00000080    # VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR
 
 
 def _spec_bytes(kind: str, value, spec_id: int) -> bytes:
@@ -46,10 +47,12 @@ class Pipeline(Closable):
 
     `spec_constants`: id → value (int, float, bool, or the 4 raw bytes a capture holds). Ids the module does not
     declare are dropped, as Vulkan ignores them (ET-VK passes its whole list; glslc -O removes unused ones);
-    `dropped_spec_constants` names them. `entry_point`: the compute entry point's name."""
+    `dropped_spec_constants` names them. `entry_point`: the compute entry point's name. `capture_internal`: keep
+    the driver's internal representations (NIR, its ISA) for `internal_representations`."""
 
     def __init__(self, device, code: bytes, *, spec_constants=None, local_size=None,
-                 capture_statistics: bool = False, name: str = "kernel", entry_point: str = "main"):
+                 capture_statistics: bool = False, name: str = "kernel", entry_point: str = "main",
+                 capture_internal: bool = False):
         self.device = device
         self.name = name
         if hasattr(code, "code"):  # a workbench.toolchain.shaders.Spirv
@@ -72,14 +75,17 @@ class Pipeline(Closable):
             if b.kind in IMAGE_KINDS and b.dims not in (2, 3):
                 raise BindingError(f"{name}: binding {b.binding} ({b.name}) is a {b.kind} of an unsupported "
                                    "dimensionality; the runtime binds 2-D and 3-D images")
-        if capture_statistics and not device.info.features.get("pipeline_executable_properties"):
+        wants_executable_info = capture_statistics or capture_internal
+        if wants_executable_info and not device.info.features.get("pipeline_executable_properties"):
             raise MissingFeatureError(
-                f"pipeline statistics need VK_KHR_pipeline_executable_properties, which {device.info.name} "
+                f"pipeline statistics and internal representations need VK_KHR_pipeline_executable_properties, "
+                f"which {device.info.name} "
                 f"({device.info.driver_name}) does not expose")
         if self.reflection.local_size_id and not device.info.features.get("maintenance4"):
             raise MissingFeatureError(f"{name}: the shader sets its local size with LocalSizeId (glslang does for "
                                       f"Vulkan 1.3 targets), which needs maintenance4; {device.info.name} lacks it")
         self.capture_statistics = capture_statistics
+        self.capture_internal = bool(capture_internal)
         self.entry_point = str(entry_point)
         if self.entry_point not in self.reflection.entry_points:
             raise BindingError(f"{name}: no compute entry point {self.entry_point!r} in the module (it has "
@@ -109,7 +115,7 @@ class Pipeline(Closable):
         # lavapipe never frees a compiled pipeline's JIT code (~100 KiB each, tools/pipeline_churn.py): re-use a
         # closed pipeline with the same code and constants instead of compiling it again.
         self._reuse_key = (bytes(code), tuple(sorted(self.spec_constants.items())), self.local_size,
-                           capture_statistics, self.entry_point)
+                           capture_statistics, self.entry_point, self.capture_internal)
         parked = device._unpark_pipeline(self._reuse_key)
         if parked is not None:
             self.set_layout, self.layout, self.module, self.handle = parked
@@ -157,7 +163,8 @@ class Pipeline(Closable):
         stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=self.module,
                                                    pName=self.entry_point, pSpecializationInfo=spec_info)
         pipeline_info = vk.VkComputePipelineCreateInfo(stage=stage, layout=self.layout,
-                                                       flags=CAPTURE_STATISTICS if capture_statistics else 0)
+                                                       flags=(CAPTURE_STATISTICS if capture_statistics else 0)
+                                                       | (CAPTURE_INTERNAL if self.capture_internal else 0))
         self.handle = vk.vkCreateComputePipelines(handle, None, 1, [pipeline_info], None)[0]
         self.device.name_object(vk.VK_OBJECT_TYPE_PIPELINE, self.handle, self.name)  # layer messages name it
 
@@ -210,6 +217,51 @@ class Pipeline(Closable):
                 result[prefix + vk.ffi.string(stats[i].name).decode()] = _statistic_value(stats[i])
             result[prefix + "Subgroup Size"] = int(executable.subgroupSize)
         return result
+
+    def internal_representations(self) -> list[dict]:
+        """The driver's internal representations of this pipeline (VK_KHR_pipeline_executable_properties):
+        [{"executable", "name", "description", "text"}] in the driver's order (Mesa: NIR stages, then the final ISA:
+        Turnip "IR3 Assembly", PanVK "Assembly", RADV "Assembly"); binary ones as hex. Needs capture_internal=True.
+        A driver that answers from its in-memory pipeline cache may return fewer (the ISA of a cached binary)."""
+        if self.handle is None:
+            raise ClosedError(f"{self.name}: cannot read internal representations of a closed pipeline")
+        if not self.capture_internal:
+            raise RuntimeError(f"{self.name}: create the pipeline with capture_internal=True to read its internal "
+                               "representations")
+        executables = _enumerate(self.device, "vkGetPipelineExecutablePropertiesKHR",
+                                 "VkPipelineExecutablePropertiesKHR",
+                                 vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR,
+                                 vk.VkPipelineInfoKHR(pipeline=self.handle))
+        out = []
+        function = "vkGetPipelineExecutableInternalRepresentationsKHR"
+        address = vk.lib.vkGetDeviceProcAddr(self.device.handle, function.encode())
+        if address == vk.ffi.NULL:
+            raise MissingFeatureError(f"{self.device.info.name} has no {function}")
+        fn = vk.ffi.cast(f"PFN_{function}", address)
+        for index in range(len(executables)):
+            executable = vk.ffi.string(executables[index].name).decode()
+            info = vk.VkPipelineExecutableInfoKHR(pipeline=self.handle, executableIndex=index)
+            info_ptr = vk.ffi.addressof(info)
+            count = vk.ffi.new("uint32_t*")
+            if fn(self.device.handle, info_ptr, count, vk.ffi.NULL) != vk.VK_SUCCESS:
+                raise RuntimeError(f"{function} failed")
+            items = vk.ffi.new("VkPipelineExecutableInternalRepresentationKHR[]", count[0])
+            for i in range(count[0]):  # first the sizes, then the data (two calls, as the spec has it)
+                items[i].sType = vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR
+            if fn(self.device.handle, info_ptr, count, items) != vk.VK_SUCCESS:
+                raise RuntimeError(f"{function} failed")
+            buffers = [vk.ffi.new("char[]", max(1, int(items[i].dataSize))) for i in range(count[0])]
+            for i in range(count[0]):
+                items[i].pData = buffers[i]
+            if fn(self.device.handle, info_ptr, count, items) not in (vk.VK_SUCCESS, vk.VK_INCOMPLETE):
+                raise RuntimeError(f"{function} failed")
+            for i in range(count[0]):
+                size = int(items[i].dataSize)
+                data = bytes(vk.ffi.buffer(buffers[i], size))
+                text = data.split(b"\0", 1)[0].decode(errors="replace") if items[i].isText else data.hex()
+                out.append({"executable": executable, "name": vk.ffi.string(items[i].name).decode(),
+                            "description": vk.ffi.string(items[i].description).decode(), "text": text})
+        return out
 
     def order_resources(self, resources) -> list:
         """`resources` as a list in binding order: a sequence is taken as it is; a mapping binding number →
