@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..toolchain import gfxreconstruct
+from ..toolchain import gfxreconstruct, hide_layer
 from .format import (BINARIES_DIR, CALLS_NAME, DUMP_JSON_SUFFIXES, DUMPS_DIR, MANIFEST_NAME, CaptureError, dump_plan,
                      needed_calls, read_calls, unknown_dispatch)
 
@@ -135,7 +135,7 @@ def parse_submits(text) -> str:
 
 
 def run(command, out_dir, *, timeout: float | None = None, allow_failure: bool = False,
-        submits: str | None = None) -> dict:
+        submits: str | None = None, hide_extensions=()) -> dict:
     """Run `command` (a list, or a string split on spaces) under the capture layer, then `process` its capture into
     `out_dir` (see the module's doc). Returns the manifest. CaptureError (one line) when the tools are not built,
     the program fails or makes no dispatch, or a tool cannot read the capture. `allow_failure`: a program that
@@ -143,18 +143,25 @@ def run(command, out_dir, *, timeout: float | None = None, allow_failure: bool =
     manifest's ``program_failed`` (ET-VK's executor_runner on lavapipe crashes in its teardown under the layer,
     after every dispatch was submitted). `submits` ("A-B"): only those queue submits are captured (GFXReconstruct's
     trimming: a 100-token run's steps A to B). The layer's ERROR / WARNING lines go into the manifest
-    (``layer_messages``), for the caller to show."""
+    (``layer_messages``), for the caller to show. `hide_extensions` (names): the program runs on a device without
+    them (`workbench.toolchain.hide_layer`, below the capture layer), e.g. VK_KHR_push_descriptor, so that ncnn binds
+    through descriptor sets, which GFXReconstruct's dumps follow; the manifest's ``hidden_extensions`` says so."""
     command = command.split() if isinstance(command, str) else [str(c) for c in command]
     if not command:
         raise CaptureError("expected a command to capture, got none")
     found = tools()
+    try:
+        hidden = hide_layer.check_names(hide_extensions)
+        base = {**os.environ, **hide_layer.environment(hidden)} if hidden else None
+    except hide_layer.HideLayerError as exc:
+        raise CaptureError(str(exc)) from None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     _clear(out)
     capture, log = out / CAPTURE_NAME, out / LOG_NAME
     started = time.perf_counter()
     with open(log, "w") as handle:
-        env = capture_env(found["layer_dir"], capture)
+        env = capture_env(found["layer_dir"], capture, base)
         if submits is not None:
             env["GFXRECON_CAPTURE_QUEUE_SUBMITS"] = parse_submits(submits)
         try:
@@ -177,12 +184,14 @@ def run(command, out_dir, *, timeout: float | None = None, allow_failure: bool =
                            f"made no Vulkan instance (or the layer did not load; see {log})")
     manifest = process(capture, out, command=command, program_s=program_s)
     said = layer_messages(log)
-    if failed is not None or said or submits is not None:
+    if failed is not None or said or submits is not None or hidden:
         if failed is not None:  # what it submitted before it failed is in the capture: kept, and the failure said
             manifest["program_failed"] = str(failed)
         manifest["layer_messages"] = said
         if submits is not None:
             manifest["submits"] = parse_submits(submits)
+        if hidden:
+            manifest["hidden_extensions"] = hidden
         (out / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
 

@@ -121,7 +121,7 @@ def launch_of(dev, d: CapturedDispatch) -> tuple[vk.Launch, list]:
     closes the resources (`launch.resources.values()`). NotReplayable where the runtime cannot run it alone."""
     reflection, local = launch_parameters(d)
     captured = _check(d, reflection)
-    resources, outputs = {}, []
+    resources, outputs, made = {}, [], {}
     try:
         for b in reflection.bindings:
             c = captured[(b.set, b.binding)]
@@ -133,14 +133,34 @@ def launch_of(dev, d: CapturedDispatch) -> tuple[vk.Launch, list]:
                 resources[b.binding] = _image(dev, c, name)
                 if c.kind == sp.STORAGE_IMAGE:
                     outputs.append((c, resources[b.binding]))
+            elif _shared_range(c, made) is not None:  # one range bound at two bindings (ncnn): one buffer for both
+                resources[b.binding] = _shared_range(c, made)
             else:
-                resources[b.binding] = dev.buffer(data, name=name)
+                resources[b.binding] = made[(c.resource, c.offset, c.size)] = dev.buffer(data, name=name)
                 outputs.append((c, resources[b.binding]))
     except BaseException:
         for r in resources.values():
             r.close()
         raise
     return bound_launch(d, reflection, local, resources), outputs
+
+
+def _shared_range(c, made: dict):
+    """The buffer already made for captured storage binding `c`'s range (the same capture buffer, offset and size:
+    ncnn binds one blob at two bindings, its fp32 and fp16 views), or None; NotReplayable where `c` overlaps a range
+    made before without being it (the runtime binds whole buffers)."""
+    if c.resource is None or c.size is None:
+        return None
+    for (resource, offset, size), buffer in made.items():
+        if resource != c.resource or size is None:
+            continue
+        if (offset, size) == (c.offset, c.size):
+            return buffer
+        if offset < c.offset + c.size and c.offset < offset + size:
+            raise NotReplayable(f"binding {c.set}.{c.binding} covers bytes {c.offset}..{c.offset + c.size} of buffer "
+                                f"{c.resource}, which overlap another binding's {offset}..{offset + size}: the runtime "
+                                "binds each range as a buffer of its own")
+    return None
 
 
 def bound_launch(d: CapturedDispatch, reflection: sp.Reflection, local, resources: dict, label=None) -> vk.Launch:

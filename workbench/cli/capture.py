@@ -25,6 +25,9 @@ def register(sub) -> None:
     r.add_argument("--submits", default=None, metavar="A-B",
                    help="capture only queue submits A to B (0-based; GFXReconstruct's trimming), e.g. some decode "
                         "steps of a long LLM run")
+    r.add_argument("--hide-extension", action="append", default=[], metavar="VK_…",
+                   help="run the program on a device without this extension (a layer written here; repeatable), "
+                        "e.g. VK_KHR_push_descriptor: ncnn then binds through descriptor sets, which the dumps follow")
     r.add_argument("cmd", nargs="+", metavar="COMMAND", help="the program and its arguments (after --)")
     r.set_defaults(fn=_run)
     ls = verbs.add_parser("list", help="one row per dispatch of a capture folder")
@@ -67,9 +70,11 @@ def _write_csv(frame, path) -> None:
 def _run(args) -> int:
     from .. import capture
     summary = capture.run(args.cmd, args.out, timeout=args.timeout, allow_failure=args.allow_failure,
-                          submits=args.submits)
+                          submits=args.submits, hide_extensions=args.hide_extension)
     if summary.get("program_failed"):
         print(f"warning: {summary['program_failed']}; its capture was processed (--allow-failure)")
+    if summary.get("hidden_extensions"):
+        print(f"the program ran without {', '.join(summary['hidden_extensions'])} (--hide-extension)")
     for line in summary.get("layer_messages", []):  # what the layer could not capture: never only in a log
         print(f"the capture layer said: {line}")
     print(f"captured {summary['dispatches']} dispatches of `{' '.join(args.cmd)}` into {args.out} "
@@ -95,6 +100,9 @@ def _list(args) -> int:
         frame = capture_join.join_events(frame, etdump)
         columns += ["operator", "etvk_gpu_us"]
     print(table(frame, columns))
+    hidden = capture.manifest(args.dir).get("hidden_extensions")
+    if hidden:
+        print(f"captured with {', '.join(hidden)} hidden from the program (capture run --hide-extension)")
     _write_csv(frame, args.csv)
     return 0
 
