@@ -182,6 +182,14 @@ def test_in_order_timing_of_a_capture_without_executorch(device):
     rows = time_in_order(device, found, sampling=quick)
     assert rows["dispatch"].tolist() == [d.dispatch for d in found]
     assert rows["exact"].all() and (rows["median_us"] > 0).all() and (rows["way"] == "in-order").all()
+    assert (rows["barriers"] == "captured").all()  # the capture kept ET-VK's barriers
+    assert all(d.barriers is not None for d in found) and any(d.barriers for d in found)
+    light = time_in_order(device, found, sampling=quick, barriers="light")
+    assert light["exact"].all() and (light["barriers"] == "light").all()
+    unkept = [dataclasses.replace(d, barriers=None) for d in found]  # a folder converted before barriers were kept
+    assert (time_in_order(device, unkept, sampling=quick)["barriers"] == "light").all()
+    with pytest.raises(ValueError, match="barriers is one of captured, light, full, got 'some'"):
+        time_in_order(device, found, barriers="some")
     broken = [dataclasses.replace(found[0], command="vkCmdDispatchIndirect")] + found[1:]
     rows = time_in_order(device, broken, sampling=quick)
     assert "vkCmdDispatchIndirect" in rows.loc[rows["dispatch"] == found[0].dispatch, "reason"].item()
@@ -193,7 +201,8 @@ def test_cli_in_order_with_chains(tmp_path, capsys):
     inspector()
     out = tmp_path / "rows.csv"
     assert main(["capture", "fidelity", str(ETVK_DATA), "--ways", "in-order", "--chains", "2", "--quick",
-                 "--warm-seconds", "0", "--csv", str(out)]) == 0
+                 "--barriers", "captured,light", "--warm-seconds", "0", "--csv", str(out)]) == 0
     rows = pd.read_csv(out)
     assert (rows["chains"] == 2).all() and (rows["way"] == "in-order").all() and rows["exact"].all()
+    assert rows.groupby("barriers").size().to_dict() == {"captured": 9, "light": 9}
     assert "in-order:" in capsys.readouterr().out

@@ -457,3 +457,42 @@ def test_a_launch_as_a_capture_describes_it(device, scale_add):
             missing.run()
     with pytest.raises(ValueError, match="give its size as groups or as global_size, not both"):
         vk.Launch(code, [], groups=(1,), global_size=(64,))
+
+
+@pytest.mark.parametrize("tiling", ["optimal", "linear"])
+def test_recorded_barriers_move_image_layouts_as_a_program_did(device, tiling):
+    """`vk.Barrier`s as a captured program recorded them (ET-VK's: per-image barriers moving a sampled tensor to
+    SHADER_READ_ONLY_OPTIMAL, an output from UNDEFINED): each dispatch binds its images in the layout they are in,
+    the data flows through both dispatches on every submit, and the images are back in GENERAL after (a download
+    reads them); validation (on in tests) checks every layout. Linear tiling as ET-VK makes images where it can."""
+    extent = (5, 3, 2)
+    data = _texels(tuple(reversed(extent)) + (4,), np.float32, seed=7)
+    spirv = compile_glsl((HERE / "sampled_copy.glsl").read_text(), name="sampled_copy_3d_barriers",
+                         defines={"DIMS": 3, "FORMAT": "rgba32f", "IMAGE_T": "image3D", "SAMPLER_T": "sampler3D"})
+    try:
+        images = [device.image(extent, "rgba32f", name=f"t{k}", tiling=tiling) for k in range(3)]
+    except ValueError as exc:
+        pytest.skip(f"{device.info.name}: {exc}")
+    a, b, c = images
+    import vulkan as v
+    read, write = v.VK_ACCESS_SHADER_READ_BIT, v.VK_ACCESS_SHADER_WRITE_BIT
+    general, reading = v.VK_IMAGE_LAYOUT_GENERAL, v.VK_IMAGE_LAYOUT_SHADER_READ_ONLY_OPTIMAL
+    undefined, compute = v.VK_IMAGE_LAYOUT_UNDEFINED, v.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+    first = vk.Barrier(compute, compute, images=((a, 0, read, general, reading), (b, 0, write, undefined, general)))
+    second = vk.Barrier(compute, compute, images=((b, write, read, general, reading),
+                                                  (c, 0, write, undefined, general)))
+    try:
+        a.upload(data)
+        with device.pipeline(spirv) as p, device.record("captured barriers", barrier_timed=True) as rec:
+            rec.dispatch(p, [b, a], extent, barrier=first)
+            rec.dispatch(p, [c, b], extent, barrier=[second])
+            for _ in range(2):
+                rec.submit()
+                np.testing.assert_array_equal(c.download(), data)
+            np.testing.assert_array_equal(a.download(), data)
+        assert a.tiling == tiling
+    finally:
+        for image in images:
+            image.close()
+    with pytest.raises(ValueError, match="image tiling is one of"):
+        device.image(extent, "rgba32f", tiling="swizzled")

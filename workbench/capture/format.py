@@ -36,7 +36,7 @@ READ_CALLS = frozenset({
     "vkUpdateDescriptorSets", "vkBeginCommandBuffer", "vkEndCommandBuffer", "vkCmdBindPipeline",
     "vkCmdPushConstants", "vkCmdDispatch", "vkCmdDispatchBase", "vkQueueSubmit", "vkQueueSubmit2",
     "vkQueueSubmit2KHR", *PUSH_CALLS, *PUSH_TEMPLATE_CALLS, *TEMPLATE_CALLS, *UPDATE_TEMPLATE_CALLS,
-    *BIND_SETS_CALLS,
+    *BIND_SETS_CALLS, "vkCmdPipelineBarrier",
 })
 # how GFXReconstruct's convert decodes a template's data: the infos of each kind, in the template's entry order
 TEMPLATE_DATA_KEYS = {"buffer": "bufferInfos", "image": "imageInfos", "texel": "texelBufferViews"}
@@ -67,6 +67,7 @@ class CapturedBinding:
     after: bytes | None = None  # the dump after it
     image: int | None = None  # images: the capture's image id (the view's image)
     source: str = "dump"  # where before/after come from: "dump", or "dispatch N" (see `_read_only_contents`)
+    layout: str | None = None  # images: the VK_IMAGE_LAYOUT_* the descriptor names
 
 
 @dataclass
@@ -87,6 +88,9 @@ class CapturedDispatch:
     base_group: tuple[int, int, int] = (0, 0, 0)  # vkCmdDispatchBase
     command: str = "vkCmdDispatch"  # or vkCmdDispatchBase; another vkCmdDispatch* is listed, never replayed
     bindings: list[CapturedBinding] = field(default_factory=list)
+    # the vkCmdPipelineBarriers recorded since the command buffer's previous dispatch (`_barrier`); None where the
+    # capture's calls hold none at all (a folder converted before barriers were kept)
+    barriers: tuple | None = None
 
     @property
     def spirv_hash(self) -> str:
@@ -212,7 +216,7 @@ def _recordings(calls: list[dict], templates: dict | None = None, sets: dict | N
         cb = args.get("commandBuffer")
         if name == "vkBeginCommandBuffer":
             rec = {"begin": index, "command_buffer": cb, "submit": None, "dispatches": [], "pipeline": None,
-                   "sets": {}, "push": {}}
+                   "sets": {}, "push": {}, "barriers": []}
             recordings.append(rec)
             open_by_cb[cb] = last_by_cb[cb] = rec
         elif name == "vkEndCommandBuffer":
@@ -247,14 +251,35 @@ def _recordings(calls: list[dict], templates: dict | None = None, sets: dict | N
                 rec["sets"][int(info.get("set", 0))] = (pushed, [])
             elif name == "vkCmdPushConstants":
                 rec["push"][int(args.get("offset", 0))] = (int(args.get("size", 0)), args.get("pValues"))
+            elif name == "vkCmdPipelineBarrier":
+                rec["barriers"].append(_barrier(args))
             elif name in DISPATCH_CALLS or unknown_dispatch(name):
                 base = tuple(int(args.get(k, 0)) for k in ("baseGroupX", "baseGroupY", "baseGroupZ"))
                 rec["dispatches"].append({
                     "index": index, "pipeline": rec["pipeline"], "sets": dict(rec["sets"]),
-                    "push": dict(rec["push"]), "base": base, "command": name,
+                    "push": dict(rec["push"]), "base": base, "command": name, "barriers": tuple(rec["barriers"]),
                     "groups": tuple(int(args.get(k, 1)) for k in ("groupCountX", "groupCountY", "groupCountZ"))
                     if name in DISPATCH_CALLS else (0, 0, 0)})
+                rec["barriers"] = []
     return recordings
+
+
+def _flags(value) -> int:
+    """A converted flags field ("0x00000800", or a number) as an int."""
+    return int(value, 16) if isinstance(value, str) else int(value or 0)
+
+
+def _barrier(args: dict) -> dict:
+    """A vkCmdPipelineBarrier as converted: stage masks, (src, dst) accesses of its memory barriers, (buffer id,
+    src, dst) of its buffer barriers, (image id, src, dst, old layout, new layout) of its image barriers (layouts
+    by name, VK_IMAGE_LAYOUT_*)."""
+    return {"src_stages": _flags(args.get("srcStageMask")), "dst_stages": _flags(args.get("dstStageMask")),
+            "memory": [(_flags(b.get("srcAccessMask")), _flags(b.get("dstAccessMask")))
+                       for b in args.get("pMemoryBarriers") or []],
+            "buffers": [(b.get("buffer"), _flags(b.get("srcAccessMask")), _flags(b.get("dstAccessMask")))
+                        for b in args.get("pBufferMemoryBarriers") or []],
+            "images": [(b.get("image"), _flags(b.get("srcAccessMask")), _flags(b.get("dstAccessMask")),
+                        b.get("oldLayout"), b.get("newLayout")) for b in args.get("pImageMemoryBarriers") or []]}
 
 
 def _bytes_of(value, binaries: Path, what: str) -> bytes:
@@ -368,10 +393,12 @@ def read_folder(folder) -> list[CapturedDispatch]:
             sets.setdefault(args.get("descriptorSet"), {}).update(_template_writes(entries, args.get("pData")))
     dumps = _dispatch_dumps(folder)
     found = []
+    kept_barriers = any(_function(c)[0] == "vkCmdPipelineBarrier" for c in calls)
     for rec in _recordings(calls, templates, sets):
         for state in rec["dispatches"]:
             found.append(_dispatch(len(found), rec, state, modules, pipelines, buffers, views, images, sets,
                                    dumps.get(state["index"]), binaries, folder))
+            found[-1].barriers = state["barriers"] if kept_barriers else None
     if not found:
         raise CaptureError(f"expected at least one vkCmdDispatch in {calls_path}, found none ({len(calls)} calls)")
     _read_only_contents(found)
@@ -469,7 +496,8 @@ def _binding(set_number, binding, kind, desc, buffers, views, images, dumped, fo
             extent = extent[:2]
         found = CapturedBinding(set_number, binding, IMAGE_KINDS[kind], desc.get("imageView"),
                                 format=view.get("format") or image.get("format"),
-                                extent=extent if size else None, tiling=image.get("tiling"), image=view.get("image"))
+                                extent=extent if size else None, tiling=image.get("tiling"), image=view.get("image"),
+                                layout=desc.get("imageLayout"))
     else:
         found = CapturedBinding(set_number, binding, str(kind), None)
     dumped_buffer = (dumped or {}).get("bufferId")

@@ -92,10 +92,17 @@ def image_format(c) -> str:
     return VK_IMAGE_FORMATS[c.format]
 
 
-def _image(dev, c, name: str):
+def _image(dev, c, name: str, captured_tiling: bool = False):
     """The captured image re-made on `dev` (format and extent as captured; the runtime's optimal tiling, which a
-    linear one reads the same through the shader) and filled with its 'before' texels."""
-    image = dev.image(c.extent, image_format(c), name=name)
+    linear one reads the same through the shader, or with `captured_tiling` the captured one where the device can
+    make it) and filled with its 'before' texels."""
+    image = None
+    if captured_tiling and c.tiling == "VK_IMAGE_TILING_LINEAR":
+        try:
+            image = dev.image(c.extent, image_format(c), name=name, tiling="linear")
+        except ValueError:  # optional for 3-D images: a capture from another device
+            image = None
+    image = image or dev.image(c.extent, image_format(c), name=name)
     data = c.before if c.before is not None else c.after
     if len(data) != image.nbytes:
         image.close()

@@ -1,6 +1,8 @@
-"""A capture's dispatches timed the way the runtime submitted them: in their order, in one command buffer, a
-barrier before each, the start timestamp before that barrier (ET-VK's placement: `vk` records it with
-``barrier_timed``), every buffer and image the dispatches share made once and filled with what the first dispatch
+"""A capture's dispatches timed the way the runtime submitted them: in their order, in one command buffer, before
+each the barriers the program recorded there (`barriers="captured"`: its stage masks, its per-buffer and per-image
+barriers and image layouts, images made with the captured tiling where the device can; "light": a compute-and-transfer
+memory barrier before each; "full": all commands), the start timestamp before them (ET-VK's placement: `vk` records it
+with ``barrier_timed``), every buffer and image the dispatches share made once and filled with what the first dispatch
 to use it read, so each dispatch reads what the ones before it wrote (the same data as the captured run, and the
 same cache state: a tensor written just before is read from the cache, as in the runtime). Each dispatch's own time
 comes from its timestamps over repeated submits of the whole chain (`measure.sample_each`).
@@ -16,6 +18,7 @@ import dataclasses
 
 import numpy as np
 import pandas as pd
+import vulkan
 
 from .. import vk
 from ..measure import environment, sample_each, summarize_ns
@@ -24,12 +27,57 @@ from .format import CapturedDispatch, _resource_key
 from .replay import (IMAGE_KINDS, WRITABLE, NotReplayable, _check, _image, bound_launch, launch_parameters,
                      resource_bytes)
 
-WAY = {"way": "in-order", "timestamps": "etvk", "barriers": "light", "between": "in order", "back_to_back": 1}
+WAY = {"way": "in-order", "timestamps": "etvk", "barriers": "captured", "between": "in order", "back_to_back": 1}
+BARRIERS = ("captured", "light", "full")
 
 
-def _resources(dev, chain: list) -> dict:
+def _initial_layouts(chain: list, made: dict) -> tuple:
+    """A `vk.Barrier` moving each image of the chain from GENERAL to the layout the capture had it in when the chain
+    began (what its first barrier moves it from, or else what its first descriptor names), or () if none moves."""
+    first = {}
+    for d, reflection, captured, _ in chain:
+        for b in d.barriers or ():
+            for image, _, _, old, _ in b["images"]:
+                first.setdefault(("image", image), old)
+        for b in reflection.bindings:
+            c = captured[(b.set, b.binding)]
+            if c.image is not None and c.layout:
+                first.setdefault(("image", c.image), c.layout)
+    keep = (vulkan.VK_IMAGE_LAYOUT_GENERAL, vulkan.VK_IMAGE_LAYOUT_UNDEFINED)
+    moves = tuple((made[key], 0, ACCESS, vulkan.VK_IMAGE_LAYOUT_GENERAL, _layout(layout))
+                  for key, layout in first.items() if key in made and _layout(layout) not in keep)
+    return (vk.Barrier(STAGES, STAGES, images=moves),) if moves else ()
+
+
+ACCESS = vulkan.VK_ACCESS_SHADER_READ_BIT | vulkan.VK_ACCESS_SHADER_WRITE_BIT
+STAGES = vulkan.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+
+
+def _captured_barriers(d: CapturedDispatch, made: dict) -> tuple:
+    """`d`'s captured barriers (`format._barrier`) as `vk.Barrier`s over the chain's resources (`made`); entries
+    for resources no dispatch of the chain binds are left out (their stage masks stay)."""
+    out = []
+    for b in d.barriers or ():
+        buffers = tuple((r, s, t) for buffer, s, t in b["buffers"]
+                        for key, r in made.items() if key[0] == "buffer" and key[1] == buffer)
+        images = tuple((made[("image", image)], s, t, _layout(old), _layout(new))
+                       for image, s, t, old, new in b["images"] if ("image", image) in made)
+        out.append(vk.Barrier(b["src_stages"], b["dst_stages"], tuple(b["memory"]), buffers, images))
+    return tuple(out)
+
+
+def _layout(name) -> int:
+    """A converted layout (its name, or its number where convert wrote one) as a VK_IMAGE_LAYOUT_* value."""
+    value = int(name) if isinstance(name, int) or str(name).isdigit() else getattr(vulkan, str(name), None)
+    if not isinstance(value, int):
+        raise NotReplayable(f"expected a VK_IMAGE_LAYOUT_* in a captured barrier, found {name!r}")
+    return value
+
+
+def _resources(dev, chain: list, captured_tiling: bool = False) -> dict:
     """{resource key: the runtime's buffer or image}: one per captured resource, sized for its largest binding,
-    filled with the bytes the first dispatch to bind it read."""
+    filled with the bytes the first dispatch to bind it read; images with the captured tiling where
+    `captured_tiling` and the device can make it."""
     first, largest = {}, {}
     for d, reflection, captured, _ in chain:
         for b in reflection.bindings:
@@ -43,7 +91,7 @@ def _resources(dev, chain: list) -> dict:
         for key, (c, data) in first.items():
             name = f"capture {key[0]} {key[1]}"
             if c.kind in IMAGE_KINDS:
-                made[key] = _image(dev, c, name)
+                made[key] = _image(dev, c, name, captured_tiling)
             else:
                 raw = np.zeros(largest[key], np.uint8)
                 raw[:len(data)] = np.frombuffer(data, np.uint8)
@@ -55,15 +103,21 @@ def _resources(dev, chain: list) -> dict:
     return made
 
 
-def time_in_order(dev, found: list[CapturedDispatch], *, full_barriers: bool = False,
+def time_in_order(dev, found: list[CapturedDispatch], *, barriers: str = "captured",
                   sampling: dict | None = None, chains: int = 1) -> pd.DataFrame:
     """The dispatches of `found` (one execution, in order) timed in order (module docstring): a row per dispatch
     with its median / p10 / p90 / min µs, samples, `exact` (the chain's), `reason` (why it was left out), the way's
-    columns (WAY), the clock columns and the environment. `sampling`: `measure.sample_each`'s options. `chains`:
+    columns (WAY; `barriers` says which were recorded: "captured" falls back to "light" for a capture whose calls
+    kept none), the clock columns and the environment. `sampling`: `measure.sample_each`'s options. `chains`:
     the whole chain that many times in one command buffer (each dispatch's samples pooled over them), which keeps
     a GPU whose clock sags under a short chain busy (`chains` is a column)."""
     if isinstance(chains, bool) or not isinstance(chains, int) or chains < 1:
         raise ValueError(f"chains must be a whole number >= 1, got {chains!r}")
+    if barriers not in BARRIERS:
+        raise ValueError(f"barriers is one of {', '.join(BARRIERS)}, got {barriers!r}")
+    if barriers == "captured" and any(d.barriers is None for d in found):
+        barriers = "light"
+    way = {**WAY, "barriers": barriers}
     chain, rows = [], []
     for d in found:
         try:
@@ -73,19 +127,23 @@ def time_in_order(dev, found: list[CapturedDispatch], *, full_barriers: bool = F
             rows.append({"dispatch": d.dispatch, "pipeline": d.spirv_hash, "reason": str(exc)})
             continue
         chain.append((d, reflection, captured, local))
-    made = _resources(dev, chain) if chain else {}
+    made = _resources(dev, chain, barriers == "captured") if chain else {}
     launches = []
     try:
         for d, reflection, captured, local in chain:
             resources = {b.binding: made[_resource_key(captured[(b.set, b.binding)])] for b in reflection.bindings}
-            launches.append(bound_launch(d, reflection, local, resources))
+            launch = bound_launch(d, reflection, local, resources)
+            if barriers == "captured":
+                before = _initial_layouts(chain, made) if not launches else ()
+                launch = dataclasses.replace(launch, barrier=before + _captured_barriers(d, made))
+            launches.append(launch)
         launches = [dataclasses.replace(launch, label=f"{launch.name}#{k}") for k in range(chains)
                     for launch in launches]
         if not launches:
-            return pd.DataFrame(rows).assign(**WAY)
+            return pd.DataFrame(rows).assign(**way)
         env = environment(dev)
         with vk.Launches(dev, launches) as pipes, \
-                dev.record(label="in order", barrier_timed=True, full_barriers=full_barriers) as rec:
+                dev.record(label="in order", barrier_timed=True, full_barriers=barriers == "full") as rec:
             pipes.record(rec)
             rec.submit()
             exact, wrong = _chain_exact(chain, made)
@@ -98,7 +156,7 @@ def time_in_order(dev, found: list[CapturedDispatch], *, full_barriers: bool = F
     finally:
         for r in made.values():
             r.close()
-    return pd.DataFrame(rows).assign(**WAY).sort_values("dispatch", ignore_index=True)
+    return pd.DataFrame(rows).assign(**way).sort_values("dispatch", ignore_index=True)
 
 
 def _chain_exact(chain, made) -> tuple[bool, str]:

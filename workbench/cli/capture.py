@@ -326,6 +326,10 @@ def _register_fidelity(verbs) -> None:
     fd.add_argument("--back-to-back", type=int, default=20, help="copies per submit (default 20)")
     fd.add_argument("--chains", type=int, default=1, metavar="N",
                     help="in-order: the execution's whole chain N times a submit (keeps a sagging clock up)")
+    fd.add_argument("--barriers", default="captured", metavar="KIND[,KIND]",
+                    help="in-order: the barriers before each dispatch: captured (the program's own, its image "
+                         "layouts and tiling; light where the capture kept none), light, full; several are each "
+                         "timed (default captured)")
     fd.add_argument("--warm-seconds", type=float, default=1.0, help="GPU kept busy before each dispatch (default 1)")
     fd.add_argument("--quick", action="store_true", help="fewer timing samples")
     fd.add_argument("--samples", type=int, default=None, metavar="N",
@@ -339,6 +343,14 @@ def _register_fidelity(verbs) -> None:
     fd.set_defaults(fn=_fidelity)
 
 
+def _barrier_kinds(text: str) -> tuple:
+    from ..capture.timeline import BARRIERS
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    if not kinds or any(k not in BARRIERS for k in kinds):
+        raise ValueError(f"--barriers takes {', '.join(BARRIERS)} (comma-separated), got {text!r}")
+    return kinds
+
+
 def _fidelity(args) -> int:
     import sys
     from ..etvk.model import capture_fidelity as cf
@@ -346,7 +358,8 @@ def _fidelity(args) -> int:
                                    cold_between=args.cold_between or cf.COLD_BETWEEN, back_to_back=args.back_to_back,
                                    warm_seconds=args.warm_seconds, quick=args.quick, samples=args.samples,
                                    names=_names(args), device=None if args.device is None else _plain_device(args),
-                                   echo=lambda m: print(m, file=sys.stderr, flush=True), chains=args.chains)
+                                   echo=lambda m: print(m, file=sys.stderr, flush=True),
+                                   in_order={"chains": args.chains, "barriers": _barrier_kinds(args.barriers)})
     print(table(summary.reindex(columns=FIDELITY_COLUMNS)))
     for way in summary["way"].unique():
         every = summary[(summary["way"] == way) & (summary["family"] == "(all)")].iloc[0]

@@ -13,9 +13,9 @@ from .errors import (BindingError, ClosedError, DeviceNotFoundError, FenceTimeou
 from .launch import Launch, Launches
 from .memory import Buffer, Image
 from .pipeline import Pipeline
-from .recording import DispatchTiming, Recording
+from .recording import Barrier, DispatchTiming, Recording
 
-__all__ = ["Device", "get_device", "set_device", "DeviceInfo", "instance", "instances", "list_devices", "select_device",
+__all__ = ["Barrier", "Device", "get_device", "set_device", "DeviceInfo", "instance", "instances", "list_devices", "select_device",
            "validation_messages", "validation_details", "validation_modes", "LayerMessage",
            "BindingError", "ClosedError", "DeviceNotFoundError", "FenceTimeoutError", "MissingFeatureError", "ValidationError",
            "VulkanError", "Buffer", "Image", "Pipeline", "DispatchTiming", "Recording", "Launch", "Launches"]

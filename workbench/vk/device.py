@@ -247,10 +247,11 @@ class Device(Closable):
         array = as_numpy(data)
         return Buffer(self, array.nbytes, uniform=True, name=name).upload(array)
 
-    def image(self, extent, fmt: str = "rgba32f", name: str = "") -> Image:
-        """A 2-D ((x, y)) or 3-D ((x, y, z)) image, bindable as a storage image and as a sampled image."""
+    def image(self, extent, fmt: str = "rgba32f", name: str = "", tiling: str = "optimal") -> Image:
+        """A 2-D ((x, y)) or 3-D ((x, y, z)) image, bindable as a storage image and as a sampled image; `tiling`
+        "optimal" or "linear" (as ET-VK makes its images where the device allows)."""
         self.check_open("create an image")
-        return Image(self, extent, fmt, name=name)
+        return Image(self, extent, fmt, name=name, tiling=tiling)
 
     def sampler(self, dims: int):
         """The device's one nearest-filter, clamp-to-edge sampler for `dims`-D images (made once).

@@ -39,6 +39,7 @@ class Launch:
     entry_point: str = "main"
     name: str | None = None
     label: str | None = None
+    barrier: object = True  # the recording's barrier before it; or a `Barrier` (or several) as a program recorded
 
     def __post_init__(self):
         if (self.groups is None) == (self.global_size is None):
@@ -62,10 +63,11 @@ class Launch:
                                capture_statistics=capture_statistics, name=self.title,
                                entry_point=self.entry_point)
 
-    def record(self, rec, pipeline: Pipeline, *, barrier: bool = True, label: str | None = None):
+    def record(self, rec, pipeline: Pipeline, *, barrier=None, label: str | None = None):
         """Bind and dispatch into the recording `rec` with `pipeline` (this launch's, or an equal one)."""
         return rec.dispatch(pipeline, self.resources, self.global_size, self.push_constants,
-                            label=label or self.label or pipeline.name, barrier=barrier, groups=self.groups)
+                            label=label or self.label or pipeline.name,
+                            barrier=self.barrier if barrier is None else barrier, groups=self.groups)
 
 
 class Launches(Closable):

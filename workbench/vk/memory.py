@@ -41,6 +41,9 @@ def check_open(obj, what: str) -> None:
     obj.device.check_open(f"{what} {obj!r}")
 
 
+TILINGS = {"optimal": vk.VK_IMAGE_TILING_OPTIMAL, "linear": vk.VK_IMAGE_TILING_LINEAR}
+
+
 def _memory_type(device, requirements, wanted: int, fallback: int) -> tuple[int, int]:
     props = device.memory_properties
     for flags in (wanted, fallback):
@@ -171,7 +174,7 @@ class Image(_DeviceMemory):
     tensor written as an image by one kernel is read through a sampler by the next.
     """
 
-    def __init__(self, device, extent, fmt: str = "rgba32f", name: str = ""):
+    def __init__(self, device, extent, fmt: str = "rgba32f", name: str = "", tiling: str = "optimal"):
         extent = tuple(int(e) for e in extent)
         if len(extent) not in (2, 3) or min(extent) < 1:
             raise ValueError(f"an image extent is 2 or 3 positive ints ((x, y) or (x, y, z)), got {extent}")
@@ -186,20 +189,35 @@ class Image(_DeviceMemory):
         self.dtype = np.dtype(self.dtype)
         self.shape = tuple(reversed(extent)) + (4,)
         self.nbytes = int(np.prod(self.shape)) * self.dtype.itemsize
-        support = vk.vkGetPhysicalDeviceFormatProperties(device.physical_device, vk_format).optimalTilingFeatures
+        if tiling not in TILINGS:
+            raise ValueError(f"image tiling is one of {sorted(TILINGS)}, got {tiling!r}")
+        self.tiling = tiling
+        properties = vk.vkGetPhysicalDeviceFormatProperties(device.physical_device, vk_format)
+        support = properties.linearTilingFeatures if tiling == "linear" else properties.optimalTilingFeatures
         self.storage = bool(support & FORMAT_STORAGE)
         self.sampled = bool(support & FORMAT_SAMPLED)
         if not (self.storage or self.sampled):
-            raise ValueError(f"{device.info.name} supports {fmt} images neither as storage nor as sampled images")
+            raise ValueError(f"{device.info.name} supports {fmt} images with {tiling} tiling neither as storage "
+                             "nor as sampled images")
         handle = device.handle
         extent3 = extent + (1,) * (3 - self.dims)
+        image_type = vk.VK_IMAGE_TYPE_3D if self.dims == 3 else vk.VK_IMAGE_TYPE_2D
+        usage = ((vk.VK_IMAGE_USAGE_STORAGE_BIT if self.storage else 0)
+                 | (vk.VK_IMAGE_USAGE_SAMPLED_BIT if self.sampled else 0)
+                 | vk.VK_IMAGE_USAGE_TRANSFER_SRC_BIT | vk.VK_IMAGE_USAGE_TRANSFER_DST_BIT)
+        try:  # a linear 3-D image, say, is optional (ET-VK asks the same before it makes one)
+            limits = vk.vkGetPhysicalDeviceImageFormatProperties(device.physical_device, vk_format, image_type,
+                                                                 TILINGS[tiling], usage, 0)
+        except vk.VkErrorFormatNotSupported:
+            limits = None
+        if limits is None or any(e > m for e, m in zip(extent3, (limits.maxExtent.width, limits.maxExtent.height,
+                                                                 limits.maxExtent.depth))):
+            raise ValueError(f"{device.info.name} cannot make a {self.dims}-D {fmt} image of extent {extent} with "
+                             f"{tiling} tiling")
         create_info = vk.VkImageCreateInfo(
-            imageType=vk.VK_IMAGE_TYPE_3D if self.dims == 3 else vk.VK_IMAGE_TYPE_2D, format=vk_format,
+            imageType=image_type, format=vk_format,
             extent=vk.VkExtent3D(width=extent3[0], height=extent3[1], depth=extent3[2]),
-            mipLevels=1, arrayLayers=1, samples=vk.VK_SAMPLE_COUNT_1_BIT, tiling=vk.VK_IMAGE_TILING_OPTIMAL,
-            usage=(vk.VK_IMAGE_USAGE_STORAGE_BIT if self.storage else 0)
-            | (vk.VK_IMAGE_USAGE_SAMPLED_BIT if self.sampled else 0)
-            | vk.VK_IMAGE_USAGE_TRANSFER_SRC_BIT | vk.VK_IMAGE_USAGE_TRANSFER_DST_BIT,
+            mipLevels=1, arrayLayers=1, samples=vk.VK_SAMPLE_COUNT_1_BIT, tiling=TILINGS[tiling], usage=usage,
             sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE, initialLayout=vk.VK_IMAGE_LAYOUT_UNDEFINED)
         self.handle = vk.vkCreateImage(handle, create_info, None)
         requirements = vk.vkGetImageMemoryRequirements(handle, self.handle)

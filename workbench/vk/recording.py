@@ -26,6 +26,21 @@ ALL_ACCESS = (vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT | vk.
 COMPUTE_AND_TRANSFER = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
 
 
+@dataclass(frozen=True)
+class Barrier:
+    """A pipeline barrier as a program recorded it (a captured vkCmdPipelineBarrier), for a dispatch's `barrier`:
+    stage masks; `memory`: (src access, dst access) pairs; `buffers`: (Buffer, src access, dst access), each over
+    the whole buffer; `images`: (Image, src access, dst access, old layout, new layout), layouts as
+    VK_IMAGE_LAYOUT_* values. An image's old layout is taken as the one the recording left it in (GENERAL at the
+    start of every submit) unless it is UNDEFINED (the program let its contents go); a descriptor binds an image in
+    the layout it is in at that dispatch, and every image goes back to GENERAL after the last command."""
+    src_stages: int
+    dst_stages: int
+    memory: tuple = ()
+    buffers: tuple = ()
+    images: tuple = ()
+
+
 def fence_timeout_s() -> float:
     return float(os.environ.get("WORKBENCH_FENCE_TIMEOUT_S", "120"))
 
@@ -53,7 +68,7 @@ class _Command:
     src: Buffer | None = None
     dst: Buffer | None = None
     nbytes: int = 0
-    barrier: bool = True  # a barrier before this command (after the previous one)
+    barrier: object = True  # True: the recording's barrier before this command (after the previous one); a Barrier
 
 
 def _three(size) -> tuple:
@@ -104,7 +119,8 @@ class Recording:
         resource (bindings the shader does not use are left out). The size is `global_size` (threads, rounded up
         to whole work groups) or `groups` (work-group counts, as vkCmdDispatch takes them). `barrier=False` leaves
         out the barrier the recording puts between this dispatch and the previous command (for planting races
-        that synchronization validation must catch)."""
+        that synchronization validation must catch); a `Barrier` (or a sequence of them) is recorded instead of
+        it, before the first dispatch too."""
         self._check_usable("dispatch")
         if self._built:
             raise RuntimeError("this recording was already submitted; make a new one to add commands")
@@ -165,8 +181,9 @@ class Recording:
             alloc_info = vk.VkDescriptorSetAllocateInfo(descriptorPool=self._pool, descriptorSetCount=len(layouts),
                                                         pSetLayouts=layouts)
             sets = list(vk.vkAllocateDescriptorSets(handle, alloc_info))
+            layouts_at = _image_layouts(self.commands)
             for c, descriptor_set in zip(dispatches, sets):
-                _write_descriptors(handle, descriptor_set, c)
+                _write_descriptors(handle, descriptor_set, c, layouts_at[id(c)])
         if self.timestamps:
             query_info = vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP,
                                                   queryCount=2 * len(self.commands))
@@ -186,11 +203,15 @@ class Recording:
                           else (ALL_ACCESS, COMPUTE_AND_TRANSFER))
         barrier = vk.VkMemoryBarrier(srcAccessMask=access, dstAccessMask=access)
         set_iter = iter(sets)
+        layouts: dict = {}  # image -> its layout where a Barrier moved it from GENERAL
         for i, c in enumerate(self.commands):
             self._recording_at = i
             if self.timestamps and self.barrier_timed:
                 vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self._query_pool, 2 * i)
-            if i and c.barrier:  # each command sees everything the previous ones wrote
+            if _barriers_of(c):  # as the program recorded them
+                for b in _barriers_of(c):
+                    _record_barrier(cmd, b, layouts)
+            elif i and c.barrier:  # each command sees everything the previous ones wrote
                 vk.vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, [barrier], 0, None, 0, None)
             if self.timestamps and not self.barrier_timed:
                 vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self._query_pool, 2 * i)
@@ -210,6 +231,9 @@ class Recording:
             if self.timestamps:
                 vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self._query_pool, 2 * i + 1)
         self._recording_at = None
+        for image, layout in layouts.items():  # every submit starts, and every download finds, images in GENERAL
+            if layout != vk.VK_IMAGE_LAYOUT_GENERAL:
+                dev._image_barrier(cmd, image, layout, vk.VK_IMAGE_LAYOUT_GENERAL)
         vk.vkEndCommandBuffer(cmd)
         self._fence = vk.vkCreateFence(handle, vk.VkFenceCreateInfo(), None)
         self._built = True
@@ -344,13 +368,50 @@ class Recording:
             self.close()
 
 
-def _write_descriptors(device_handle, descriptor_set, command: _Command):
+def _barriers_of(c: _Command) -> tuple:
+    return (c.barrier,) if isinstance(c.barrier, Barrier) else \
+        tuple(c.barrier) if isinstance(c.barrier, (tuple, list)) else ()
+
+
+def _image_layouts(commands) -> dict:
+    """{id(command): {image: layout}} — where the commands' Barriers have moved images out of GENERAL, at each."""
+    layouts, at = {}, {}
+    for c in commands:
+        for b in _barriers_of(c):
+            for image, _, _, _, new in b.images:
+                layouts[image] = new
+        at[id(c)] = dict(layouts)
+    return at
+
+
+def _record_barrier(cmd, b: Barrier, layouts: dict) -> None:
+    """`b` recorded into `cmd`; `layouts` (image -> layout) follows its transitions."""
+    ignored = vk.VK_QUEUE_FAMILY_IGNORED
+    memory = [vk.VkMemoryBarrier(srcAccessMask=s, dstAccessMask=d) for s, d in b.memory]
+    buffers = [vk.VkBufferMemoryBarrier(srcAccessMask=s, dstAccessMask=d, srcQueueFamilyIndex=ignored,
+                                        dstQueueFamilyIndex=ignored, buffer=r.handle, offset=0, size=0xFFFFFFFFFFFFFFFF)
+               for r, s, d in b.buffers]
+    images = []
+    whole = vk.VkImageSubresourceRange(aspectMask=vk.VK_IMAGE_ASPECT_COLOR_BIT, baseMipLevel=0, levelCount=1,
+                                       baseArrayLayer=0, layerCount=1)
+    for r, s, d, old, new in b.images:
+        old = old if old == vk.VK_IMAGE_LAYOUT_UNDEFINED else layouts.get(r, vk.VK_IMAGE_LAYOUT_GENERAL)
+        images.append(vk.VkImageMemoryBarrier(srcAccessMask=s, dstAccessMask=d, oldLayout=old, newLayout=new,
+                                              srcQueueFamilyIndex=ignored, dstQueueFamilyIndex=ignored,
+                                              image=r.handle, subresourceRange=whole))
+        layouts[r] = new
+    vk.vkCmdPipelineBarrier(cmd, b.src_stages, b.dst_stages, 0, len(memory), memory or None, len(buffers),
+                            buffers or None, len(images), images or None)
+
+
+def _write_descriptors(device_handle, descriptor_set, command: _Command, layouts: dict):
     writes = []
     keep = []  # the info structs must outlive vkUpdateDescriptorSets
     for b, r in zip(command.pipeline.bindings, command.resources):
         if isinstance(r, Image):
             sampler = r.device.sampler(r.dims) if b.kind == COMBINED_IMAGE_SAMPLER else None
-            info = vk.VkDescriptorImageInfo(sampler=sampler, imageView=r.view, imageLayout=vk.VK_IMAGE_LAYOUT_GENERAL)
+            info = vk.VkDescriptorImageInfo(sampler=sampler, imageView=r.view,
+                                            imageLayout=layouts.get(r, vk.VK_IMAGE_LAYOUT_GENERAL))
             keep.append(info)
             writes.append(vk.VkWriteDescriptorSet(dstSet=descriptor_set, dstBinding=b.binding, descriptorCount=1,
                                                   descriptorType=DESCRIPTOR_TYPES[b.kind], pImageInfo=[info]))

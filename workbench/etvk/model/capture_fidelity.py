@@ -155,7 +155,7 @@ def time_dispatch(device, d, ways: dict, *, warm_seconds: float = 1.0, sampling:
 
 
 def time_capture(folder, dispatches, *, ways: dict, warm_seconds: float = 1.0, sampling: dict | None = None,
-                 device=None, echo=None, chains: int = 1) -> pd.DataFrame:
+                 device=None, echo=None, in_order: dict | None = None) -> pd.DataFrame:
     """The `dispatches` (numbers) of a capture folder timed each way (:func:`time_dispatch`), a row per
     dispatch and way; `replay_us` is the median µs per copy."""
     from ... import capture, vk
@@ -164,11 +164,14 @@ def time_capture(folder, dispatches, *, ways: dict, warm_seconds: float = 1.0, s
     found = [d for d in capture.dispatches(folder) if d.dispatch in wanted]
     rows = []
     if IN_ORDER in ways:
-        in_order = timeline.time_in_order(device, found, sampling=sampling, chains=chains)
-        if echo:
-            echo(f"{Path(folder).name}: {len(found)} dispatches in order, "
-                 f"{in_order['median_us'].sum():.1f} µs, exact {bool(in_order['exact'].all())}")
-        rows.extend(in_order.to_dict("records"))
+        options = dict(in_order or {})
+        wanted_barriers = options.pop("barriers", ("captured",))
+        for barriers in [wanted_barriers] if isinstance(wanted_barriers, str) else wanted_barriers:
+            timed = timeline.time_in_order(device, found, sampling=sampling, barriers=barriers, **options)
+            if echo:
+                echo(f"{Path(folder).name}: {len(found)} dispatches in order ({timed['barriers'].iloc[0]} "
+                     f"barriers), {timed['median_us'].sum():.1f} µs, exact {bool(timed['exact'].all())}")
+            rows.extend(timed.to_dict("records"))
         if all(way is None for way in ways.values()):
             found = []
     for n, d in enumerate(found, 1):
@@ -185,7 +188,7 @@ def time_capture(folder, dispatches, *, ways: dict, warm_seconds: float = 1.0, s
 
 def measure_model(folder, model: str, program, runtime, *, names: dict | None = None, ways: dict,
                   runs: int = 20, warmup: int = 3, warm_seconds: float = 1.0, sampling: dict | None = None,
-                  device=None, echo=None, chains: int = 1) -> pd.DataFrame:
+                  device=None, echo=None, in_order: dict | None = None) -> pd.DataFrame:
     """One model into `folder`: captured on `runtime` (`capture_join.capture_program`), its lowered program run
     ``warmup + runs`` times for ET-VK's own times (`profile.execute`, into ``folder/program``), the capture's
     rows written (``dispatches.csv``), then the dispatches of the captured execution timed (:func:`time_capture`)."""
@@ -204,14 +207,14 @@ def measure_model(folder, model: str, program, runtime, *, names: dict | None = 
     frame.to_csv(folder / DISPATCHES_NAME, index=False)
     chosen = execution_dispatches(frame, etdump_kernels(folder / CAPTURED_ETDUMP))
     timed = time_capture(folder, chosen, ways=ways, warm_seconds=warm_seconds, sampling=sampling, device=device,
-                         echo=echo, chains=chains)
+                         echo=echo, in_order=in_order)
     return timed.assign(model=model)
 
 
 def measure_models(lowered: dict, runtime, out_root, *, names: dict | None = None, ways=("warm", "cold"),
                    cold_between: str = COLD_BETWEEN, back_to_back: int = 20, runs: int = 20, warmup: int = 3,
                    warm_seconds: float = 1.0, quick: bool = False, samples: int | None = None, device=None,
-                   tar=None, echo=None, chains: int = 1) -> pd.DataFrame:
+                   tar=None, echo=None, in_order: dict | None = None) -> pd.DataFrame:
     """`lowered`: {model: `revision.Program` or a folder `etvk lower` wrote}. Each model measured into
     out_root/<model> (:func:`measure_model`; `quick`, `samples`: :func:`sampling_options`). As each model ends, the
     rows so far (with those of other models already in out_root/timed.csv) are written there and, given `tar`,
@@ -231,7 +234,7 @@ def measure_models(lowered: dict, runtime, out_root, *, names: dict | None = Non
             program = capture_join.lowered_program(program)
         tables.append(measure_model(out_root / model, model, program, runtime, names=names, ways=chosen, runs=runs,
                                     warmup=warmup, warm_seconds=warm_seconds, sampling=options, device=device,
-                                    echo=echo, chains=chains))
+                                    echo=echo, in_order=in_order))
         pd.concat([earlier, *tables], ignore_index=True).to_csv(out_root / TIMED_NAME, index=False)
         if tar is not None:
             pack(out_root, tar)
@@ -368,7 +371,7 @@ def _results(root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _capture_folder(folder: Path, ways: dict, *, names, warm_seconds, sampling, device, echo,
-                    chains: int = 1) -> pd.DataFrame:
+                    in_order: dict | None = None) -> pd.DataFrame:
     from ... import capture
     if not (folder / "calls.jsonl").is_file():
         raise ValueError(f"expected a capture folder (calls.jsonl) or a results folder ({TIMED_NAME}) or its tar, "
@@ -377,7 +380,7 @@ def _capture_folder(folder: Path, ways: dict, *, names, warm_seconds, sampling, 
     frame = capture.open(folder, names=names)
     chosen = execution_dispatches(frame, events["kernel"].tolist())
     timed = time_capture(folder, chosen, ways=ways, warm_seconds=warm_seconds, sampling=sampling, device=device,
-                         echo=echo, chains=chains)
+                         echo=echo, in_order=in_order)
     model = json.loads((folder / PROGRAM_DIR / "summary.json").read_text())["model"] \
         if (folder / PROGRAM_DIR / "summary.json").is_file() else folder.name
     return table(model, frame, events, timed, how, events.attrs.get("sm_clock_mhz", np.nan))
@@ -385,7 +388,7 @@ def _capture_folder(folder: Path, ways: dict, *, names, warm_seconds, sampling, 
 
 def fidelity_of(paths, *, ways=("warm", "cold"), cold_between: str = COLD_BETWEEN, back_to_back: int = 20,
                 warm_seconds: float = 1.0, quick: bool = False, samples: int | None = None, names: dict | None = None,
-                device=None, echo=None, chains: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+                device=None, echo=None, in_order: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(rows, summary) of results folders, their tars, or capture folders (timed now with `ways`, `cold_between`,
     `back_to_back`, `quick` / `samples`; a results folder keeps the ways it was timed with, of those asked)."""
     chosen = ways_of(tuple(ways), cold_between=cold_between, back_to_back=back_to_back)
@@ -401,7 +404,7 @@ def fidelity_of(paths, *, ways=("warm", "cold"), cold_between: str = COLD_BETWEE
             tables.append(_results(path)[0])
         elif path.is_dir():
             tables.append(_capture_folder(path, chosen, names=names, warm_seconds=warm_seconds, sampling=options,
-                                          device=device, echo=echo, chains=chains))
+                                          device=device, echo=echo, in_order=in_order))
         else:
             raise ValueError(f"expected a results folder ({TIMED_NAME}), its tar, or a capture folder, got {path} "
                              f"({'a file' if path.exists() else 'nothing there'})")
