@@ -52,6 +52,7 @@ def register(sub) -> None:
     _register_model(verbs)
     _register_microscope(verbs)
     _register_fidelity(verbs)
+    _register_coverage(verbs)
 
 
 def _etvk_options(p) -> None:
@@ -307,6 +308,31 @@ def _sweep(args) -> int:
 
 FIDELITY_COLUMNS = ["way", "family", "dispatches", "ratio_median", "ratio_p10", "ratio_p90", "within_10pct",
                     "etvk_us", "replay_us", "all_exact"]
+
+
+def _register_coverage(verbs) -> None:
+    cv = verbs.add_parser("coverage", help="replay every dispatch of another engine's capture and write its rows "
+                                           "(engine, program, dispatch, shader, local size, exact, reason, costs) "
+                                           "into the peers' coverage table, replacing that engine and program's rows")
+    cv.add_argument("dir", help="a folder `workbench capture run` wrote")
+    cv.add_argument("--engine", required=True, help="the engine's name (ncnn, iree, …)")
+    cv.add_argument("--program", required=True, help="the program's name (e.g. 'net fp16')")
+    cv.add_argument("--csv", required=True, help="the table to update, e.g. data/llvmpipe/capture_coverage_peers.csv")
+    cv.add_argument("--bare-seconds", type=float, default=None, metavar="S",
+                    help="the program's own seconds without capture (the overhead column)")
+    cv.set_defaults(fn=_coverage)
+
+
+def _coverage(args) -> int:
+    from ..capture import coverage
+    new = coverage.rows(args.dir, engine=args.engine, program=args.program, device=device(args),
+                        bare_seconds=args.bare_seconds)
+    written = coverage.write_rows(new, args.csv)
+    print(table(new.reindex(columns=["dispatch", "shader", "local_size", "groups", "exact", "reason"])))
+    print(table(coverage.summary(written)))
+    print(f"{int(new['exact'].sum())} of {len(new)} dispatches of {args.engine} {args.program} replayed exact; "
+          f"wrote {args.csv}")
+    return 0 if new["exact"].all() else 1
 
 
 def _register_fidelity(verbs) -> None:

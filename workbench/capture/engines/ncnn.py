@@ -1,0 +1,155 @@
+"""ncnn's Vulkan backend as a program to capture: a small net written here (conv 3x3 + ReLU, conv 1x1, depthwise conv
+3x3, max pooling, inner product, softmax) with random weights, run by ncnn on its Vulkan device, checked against torch
+on the CPU (an independent reference).
+
+    python -m workbench.capture.engines.ncnn [--fp16]          # exit 0: the GPU output matches torch
+    workbench capture run --hide-extension VK_KHR_push_descriptor --out cap -- python -m workbench.capture.engines.ncnn
+
+Needs ``pip install ncnn`` (``./setup.sh peers``); nothing of ncnn is copied here, the wheel (which loads
+``libvulkan.so`` itself) is imported at run time. ``--fp16``: fp16 storage and packing between layers (fp32
+arithmetic), checked with a looser tolerance. Prints one line per output; exits 0 when every output matches torch, 1
+when one differs, 2 when ncnn (or torch) is missing or ncnn finds no Vulkan device.
+
+Why ``--hide-extension VK_KHR_push_descriptor`` under capture: on a device with that extension ncnn binds every
+dispatch with ``vkCmdPushDescriptorSetWithTemplateKHR``, which GFXReconstruct's resource dumps do not follow (see
+`workbench.toolchain.hide_layer`); without it ncnn writes descriptor sets through update templates and binds them.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+C, H, W = 8, 16, 16  # the input blob (ncnn's c, h, w = torch's C, H, W)
+CONV3, CONV1, OUT = 16, 16, 10  # conv 3x3's outputs, conv 1x1's outputs, inner product's outputs
+
+# ncnn's .param text: layer type, name, bottoms, tops, then id=value (Convolution: 0 outputs, 1 kernel, 4 pad, 5 bias,
+# 6 weight count, 9 activation (1 = ReLU); ConvolutionDepthWise: 7 groups; Pooling: 0 kind (0 = max), 1 kernel,
+# 2 stride; InnerProduct: 0 outputs, 1 bias, 2 weight count)
+PARAM = f"""7767517
+7 7
+Input            data  0 1 data 0={W} 1={H} 2={C}
+Convolution      conv3 1 1 data c3 0={CONV3} 1=3 4=1 5=1 6={CONV3 * C * 9} 9=1
+Convolution      conv1 1 1 c3 c1 0={CONV1} 1=1 5=1 6={CONV1 * CONV3}
+ConvolutionDepthWise dw 1 1 c1 dw 0={CONV1} 1=3 4=1 5=1 6={CONV1 * 9} 7={CONV1}
+Pooling          pool  1 1 dw pool 0=0 1=2 2=2
+InnerProduct     fc    1 1 pool fc 0={OUT} 1=1 2={OUT * CONV1 * (H // 2) * (W // 2)}
+Softmax          prob  1 1 fc out
+"""
+# fp32 relative tolerance (sums of <= 1024 products in another order) and with fp16 storage between layers
+TOLERANCE = {False: 1e-4, True: 1e-2}
+
+
+class Missing(Exception):
+    """A wheel or device this program needs is absent (the message says which and how to get it)."""
+
+
+def weights(seed: int = 0) -> dict[str, np.ndarray]:
+    """The net's random weights in torch's shapes (ncnn's weight order is the same: out, in, kh, kw), scaled by
+    1/sqrt(fan-in) so that every layer's values stay near 1."""
+    rng = np.random.default_rng(seed)
+
+    def tensor(*shape):
+        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+        return (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32)
+
+    return {"conv3.w": tensor(CONV3, C, 3, 3), "conv3.b": tensor(CONV3), "conv1.w": tensor(CONV1, CONV3, 1, 1),
+            "conv1.b": tensor(CONV1), "dw.w": tensor(CONV1, 1, 3, 3), "dw.b": tensor(CONV1),
+            "fc.w": tensor(OUT, CONV1 * (H // 2) * (W // 2)), "fc.b": tensor(OUT)}
+
+
+def model_bytes(w: dict[str, np.ndarray]) -> bytes:
+    """ncnn's .bin: each layer's weights after a 4-byte tag (0: fp32 as is), then its bias (no tag)."""
+    tag = np.zeros(1, np.uint32).tobytes()
+    parts = []
+    for layer in ("conv3", "conv1", "dw", "fc"):
+        parts += [tag, w[f"{layer}.w"].tobytes(), w[f"{layer}.b"].tobytes()]
+    return b"".join(parts)
+
+
+def reference(w: dict[str, np.ndarray], x: np.ndarray) -> dict[str, np.ndarray]:
+    """torch on the CPU, in float64: the inner product's output (`fc`) and the softmax (`out`)."""
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        raise Missing("expected torch for the reference (the workbench's environment has it)") from None
+    t = {k: torch.from_numpy(v).double() for k, v in w.items()}
+    y = F.relu(F.conv2d(torch.from_numpy(x).double()[None], t["conv3.w"], t["conv3.b"], padding=1))
+    y = F.conv2d(y, t["conv1.w"], t["conv1.b"])
+    y = F.conv2d(y, t["dw.w"], t["dw.b"], padding=1, groups=CONV1)
+    y = F.max_pool2d(y, 2, 2)
+    fc = F.linear(y.flatten(), t["fc.w"], t["fc.b"])
+    return {"fc": fc.numpy(), "out": torch.softmax(fc, 0).numpy()}
+
+
+def run_ncnn(w: dict[str, np.ndarray], x: np.ndarray, fp16: bool) -> dict[str, np.ndarray]:
+    """The net on ncnn's Vulkan device: {"fc", "out"} as float32 arrays."""
+    try:
+        import ncnn
+    except ImportError:
+        raise Missing("expected ncnn's wheel (pip install ncnn, or ./setup.sh peers), found none") from None
+    if ncnn.get_gpu_count() < 1:
+        raise Missing("expected a Vulkan device for ncnn, it found none (ncnn.get_gpu_count() == 0)")
+    net = ncnn.Net()
+    try:
+        net.opt.use_vulkan_compute = True
+        net.opt.use_fp16_storage = fp16
+        net.opt.use_fp16_packed = fp16
+        net.opt.use_fp16_arithmetic = False
+        if net.load_param_mem(PARAM) != 0:
+            raise Missing("expected ncnn to load the net written here, it refused its .param (another ncnn version?)")
+        net.load_model_mem(model_bytes(w))  # the binding returns nothing; a short .bin shows as wrong outputs
+        found = {}
+        extractor = net.create_extractor()
+        extractor.input("data", ncnn.Mat(np.ascontiguousarray(x)))
+        for name in ("fc", "out"):
+            status, mat = extractor.extract(name)
+            if status != 0:
+                raise Missing(f"expected ncnn to compute blob {name!r}, it returned {status}")
+            found[name] = np.array(mat, dtype=np.float32).ravel().copy()
+        del extractor
+    finally:
+        del net
+        ncnn.destroy_gpu_instance()
+    return found
+
+
+def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], tolerance: float) -> list[tuple[bool, str]]:
+    """(ok, one line) per output: max |got - want| / (1 + |want|) against `tolerance`."""
+    lines = []
+    for name, reference_values in want.items():
+        values = got[name]
+        if values.shape != reference_values.shape:
+            lines.append((False, f"{name}: expected {reference_values.shape[0]} values, got {values.shape[0]}"))
+            continue
+        error = float(np.max(np.abs(values.astype(np.float64) - reference_values) / (1 + np.abs(reference_values))))
+        lines.append((error <= tolerance, f"{name}: max relative error {error:.2e} (tolerance {tolerance:.0e})"))
+    return lines
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workbench.capture.engines.ncnn", description=__doc__.split("\n")[0])
+    parser.add_argument("--fp16", action="store_true", help="fp16 storage and packing between layers")
+    parser.add_argument("--seed", type=int, default=0, help="weights' and input's seed (default 0)")
+    args = parser.parse_args(argv)
+    w = weights(args.seed)
+    x = np.random.default_rng(args.seed + 1).standard_normal((C, H, W)).astype(np.float32)
+    storage = "fp16" if args.fp16 else "fp32"
+    try:
+        want = reference(w, x)
+        got = run_ncnn(w, x, args.fp16)
+    except Missing as exc:
+        print(f"ncnn {storage}: {exc}", file=sys.stderr)
+        return 2
+    failed = False
+    for ok, line in compare(got, want, TOLERANCE[args.fp16]):
+        print(f"ncnn {storage} net (conv3x3+relu, conv1x1, dwconv3x3, maxpool, innerproduct, softmax): {line}: "
+              f"{'matches' if ok else 'DIFFERS from'} torch")
+        failed |= not ok
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
