@@ -8,11 +8,11 @@ import argparse
 import os
 import sys
 
-from . import adreno, bench, capture, compilers, devices, etvk, fanout, layout, main_job, tune, validate
+from . import adreno, bench, capture, compilers, devices, etvk, fanout, isa, layout, main_job, tune, validate
 from .common import RESULTS_DIRS, TRACEBACK_VAR, close_opened, error_line, expected_errors, interrupted
 
 # In the order `workbench --help` lists them.
-FAMILIES = (devices, bench, fanout, layout, main_job, compilers, adreno, etvk, capture, validate, tune)
+FAMILIES = (devices, bench, fanout, layout, main_job, compilers, adreno, isa, etvk, capture, validate, tune)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -165,7 +165,7 @@ _IR3_CAT = {
              "shps", "shpe", "getone", "getlast", "predt", "predf", "prede", "chmask", "chsh", "call", "ret",
              "flow_rev", "bkt", "stks", "stkr", "prede"),
     "cat1": ("mov", "cov", "movmsk", "swz", "gat", "sct", "movs", "mova", "mova1", "movp", "movs"),
-    "cat3": ("mad", "sel", "sad", "shrm", "shlm", "shrg", "shlg", "andg", "dp2acc", "dp4acc", "wmm"),
+    "cat3": ("mad", "madsh", "sel", "sad", "shrm", "shlm", "shrg", "shlg", "andg", "dp2acc", "dp4acc", "wmm"),
     "cat4": ("rcp", "rsq", "log2", "exp2", "sin", "cos", "sqrt", "hrsq", "hlog2", "hexp2"),
     "cat5": ("isam", "isaml", "isamm", "sam", "samb", "saml", "samgq", "getlod", "conv", "convm", "getsize",
              "getbuf", "getpos", "getinfo", "dsx", "dsy", "gather4r", "gather4g", "gather4b", "gather4a", "samgp0",
@@ -252,7 +252,7 @@ def ir3_footer(text: str) -> dict:
     """ir3's own counts at the end of its disassembly: {"cat0": n, ..., "(ss)": n, "(sy)": n, "sstall": n,
     "systall": n, "instr": n, "nops": n} ({} when absent)."""
     out = {}
-    for m in re.finditer(r"(\d+) (cat\d|\(ss\)|\(sy\)|sstall|systall|instr|nops|non-nops|mov|cov|dwords)\b", text):
+    for m in re.finditer(r"(\d+) (cat\d|\(ss\)|\(sy\)|sstall|systall|instr|nops|non-nops|mov|cov|dwords)(?=[\s,]|$)", text):
         out.setdefault(m.group(2), int(m.group(1)))
     return out
 
@@ -320,7 +320,7 @@ def _mali(n: int, line: str, bifrost: bool) -> Instruction | None:
 
 
 # --- ACO (AMD GCN / RDNA) -----------------------------------------------------------------------------------------
-_ACO_LINE = re.compile(r"^(?:[sv]\d+:\s*%\S+(?:,\s*[sv]\d+:\s*%\S+)*\s*=\s*)?([a-z_][a-z0-9_]*)\b")
+_ACO_LINE = re.compile(r"^(?:[sv]\d+[a-z]*:\s*%\S+(?:,\s*[sv]\d+[a-z]*:\s*%\S+)*\s*=\s*)?([a-z_][a-z0-9_]*)\b")
 _ACO_TRANS = ("v_exp", "v_log", "v_rcp", "v_rsq", "v_sqrt", "v_sin", "v_cos", "v_frexp", "v_ldexp")
 
 
