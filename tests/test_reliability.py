@@ -112,6 +112,71 @@ def test_sigkill_loses_at_most_the_row_in_flight(tmp_path):
     assert rows >= 3
 
 
+
+def _ctrl_c_right_after_the_submit(monkeypatch, device):
+    """Ctrl-C lands just after vkQueueSubmit returns (the window that crashed the CLI); wait_fence calls counted."""
+    import vulkan
+    real_submit, real_wait, waits = vulkan.vkQueueSubmit, device.wait_fence, []
+
+    def submit_then_ctrl_c(*args):
+        real_submit(*args)
+        os.kill(os.getpid(), signal.SIGINT)
+    monkeypatch.setattr(vulkan, "vkQueueSubmit", submit_then_ctrl_c)
+    monkeypatch.setattr(device, "wait_fence", lambda *a, **k: waits.append(real_wait(*a, **k)))
+    return waits
+
+
+def test_ctrl_c_after_a_submit_surfaces_once_the_queue_is_done(device, monkeypatch):
+    """Root cause of the flaky SIGINT test (rc -11, no line, ~1 run in 30): a KeyboardInterrupt between the submit
+    and the fence wait skipped the wait, and the recording's `with` destroyed its query pool, command buffer and
+    fence while lavapipe still ran them. Now it is raised after the wait, then everything closes safely."""
+    import vulkan
+    spv = compile_shader("copy")
+    src = device.buffer(np.arange(256, dtype=np.uint32))
+    with device.pipeline(spv, local_size=(64, 1, 1)) as p, device.buffer(nbytes=1024) as dst:
+        waits = _ctrl_c_right_after_the_submit(monkeypatch, device)
+        with pytest.raises(KeyboardInterrupt), device.record("interrupted") as rec:
+            rec.dispatch(p, [dst, src], (64, 1, 1), np.uint32([64]))
+            rec.submit()
+        assert len(waits) == 1 and rec.host_ns is not None
+        with pytest.raises(KeyboardInterrupt):  # a one-shot transfer (device._one_shot) alike
+            device.copy_buffer(src, dst, 1024)
+        assert len(waits) == 2
+        monkeypatch.undo()
+        np.testing.assert_array_equal(dst.download(np.uint32), np.arange(256, dtype=np.uint32))
+    src.close()
+    assert vulkan.vkQueueSubmit is not None
+
+
+def test_a_deferred_ctrl_c_is_not_raised_inside_by_another_thread(tmp_path):
+    """The writer once deferred Ctrl-C with pthread_sigmask: the kernel then gave SIGINT to another thread (here a
+    sleeping one; in the CLI lavapipe's, pyarrow's, tqdm's) and the main thread raised mid-row all the same."""
+    import threading
+
+    from workbench.measure import ResultsWriter
+    from workbench.vk.interrupts import sigint_deferred
+    threading.Thread(target=time.sleep, args=(2,), daemon=True).start()
+    seen = []
+    with pytest.raises(KeyboardInterrupt):
+        with sigint_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            sum(range(200_000))  # many bytecodes: an undeferred signal is raised here
+            seen.append("block done")
+    assert seen == ["block done"] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    writer = ResultsWriter(tmp_path / "rows")
+    real = writer._write_companions
+
+    def ctrl_c_mid_row():
+        os.kill(os.getpid(), signal.SIGINT)
+        return real()
+    writer._write_companions = ctrl_c_mid_row
+    with pytest.raises(KeyboardInterrupt):
+        writer.append({"device": "d", "GB/s": 1.0})
+    assert writer.parquet_path.exists(), "the Ctrl-C was raised half-way through the row"  # before close() mends it
+    assert len(pd.read_csv(writer.csv_path)) == len(pd.read_parquet(writer.parquet_path)) == 1
+    del writer._write_companions
+    writer.close()
+
 # --- concurrent use ----------------------------------------------------------------------------------------------
 COMPILE_BOTH = """
 import sys, time

@@ -2,16 +2,14 @@
 each replaced atomically), the one naming rule for a device's folder, and the reader of such folders."""
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import json
 import os
-import signal
-import threading
 from pathlib import Path
 
 import pandas as pd
 
+from ..vk.interrupts import sigint_deferred
 from .rows import REPO
 
 
@@ -36,7 +34,7 @@ class ResultsWriter:
         OPEN_WRITERS.append(self)
 
     def append(self, row: dict) -> None:
-        with _sigint_deferred():  # a Ctrl-C lands after the row is on disk, not half-way through it
+        with sigint_deferred():  # a Ctrl-C lands after the row is on disk, not half-way through it
             self._append(row)
 
     def _append(self, row: dict) -> None:
@@ -78,18 +76,6 @@ class ResultsWriter:
 
 
 OPEN_WRITERS: list[ResultsWriter] = []  # writers of this process not closed yet (the CLI reports them on Ctrl-C)
-
-
-@contextlib.contextmanager
-def _sigint_deferred():
-    can_block = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
-    if can_block:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        if can_block:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def atomic_write(path: Path, write) -> None:

@@ -8,6 +8,7 @@ import vulkan as vk
 
 from . import discovery
 from .errors import Closable, ClosedError, FenceTimeoutError, MissingFeatureError
+from .interrupts import sigint_deferred
 from .memory import Buffer, Image
 from .pipeline import Pipeline, destroy_pipeline_objects
 from .recording import Recording, fence_timeout_s
@@ -309,9 +310,10 @@ class Device(Closable):
         vk.vkEndCommandBuffer(cmd)
         fence = vk.vkCreateFence(self.handle, vk.VkFenceCreateInfo(), None)
         submit_info = vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[cmd])
-        vk.vkQueueSubmit(self.queue, 1, [submit_info], fence)
         try:
-            self.wait_fence(fence, fence_timeout_s(), what=what)
+            with sigint_deferred():  # a Ctrl-C after the submit must not free what the queue still runs (a crash)
+                vk.vkQueueSubmit(self.queue, 1, [submit_info], fence)
+                self.wait_fence(fence, fence_timeout_s(), what=what)
         finally:
             vk.vkDestroyFence(self.handle, fence, None)
             vk.vkFreeCommandBuffers(self.handle, self.command_pool, 1, [cmd])

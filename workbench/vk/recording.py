@@ -17,6 +17,7 @@ import numpy as np
 import vulkan as vk
 
 from .errors import BindingError, ClosedError, FenceTimeoutError
+from .interrupts import sigint_deferred
 from .memory import Buffer, Image
 from .pipeline import DESCRIPTOR_TYPES, Pipeline
 from .spirv import COMBINED_IMAGE_SAMPLER
@@ -248,13 +249,14 @@ class Recording:
             self._build()
         dev = self.device
         timeout_s = fence_timeout_s() if timeout_s is None else timeout_s
-        vk.vkResetFences(dev.handle, 1, [self._fence])
         submit_info = vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[self._cmd])
         printed = len(dev.instance.printf)
-        start = time.perf_counter_ns()
-        vk.vkQueueSubmit(dev.queue, 1, [submit_info], self._fence)
-        dev.wait_fence(self._fence, timeout_s, on_timeout=self._mark_stuck, what=self.label or "recording")
-        self.host_ns = time.perf_counter_ns() - start
+        with sigint_deferred():  # a Ctrl-C after the submit must not close what the queue still runs (a crash)
+            vk.vkResetFences(dev.handle, 1, [self._fence])
+            start = time.perf_counter_ns()
+            vk.vkQueueSubmit(dev.queue, 1, [submit_info], self._fence)
+            dev.wait_fence(self._fence, timeout_s, on_timeout=self._mark_stuck, what=self.label or "recording")
+            self.host_ns = time.perf_counter_ns() - start
         self.printf = dev.instance.printf[printed:]  # one queue, waited for: all of it is this submit's
         self.timings = self._read_timings()
         return self.timings
