@@ -20,15 +20,19 @@ import pandas as pd
 from .format import CaptureError
 
 COLUMNS = ["engine", "program", "dispatch", "shader", "entry_point", "local_size", "groups", "exact", "reason",
-           "hidden_extensions", "capture_s", "bare_s", "capture_overhead_s", "folder_bytes", "capture_bytes",
+           "hidden_extensions", "capture_s", "bare_s", "capture_overhead_s", "convert_dump_s", "folder_bytes",
+           "capture_bytes",
            "list_s", "replay_s", "device", "driver", "commit", "date"]
 
 
-def rows(folder, *, engine: str, program: str, device=None, bare_seconds: float | None = None) -> pd.DataFrame:
+def rows(folder, *, engine: str, program: str, device=None, bare_seconds: float | None = None,
+         capture_seconds: float | None = None) -> pd.DataFrame:
     """Every dispatch of the capture `folder` replayed alone (`capture.replay`, a few samples) as coverage rows: the
     capture's costs (from its manifest: the program's seconds under capture, the folder's and the capture file's
-    bytes; `bare_seconds`: the same program's seconds without capture, whose difference is the overhead), the list
-    and replay seconds (this call's, per capture)."""
+    bytes; `bare_seconds`: the same program's seconds without capture, whose difference is the overhead;
+    `capture_seconds`: the program's seconds under capture where measured better than the manifest's one run, e.g.
+    the fastest of several), GFXReconstruct's convert and dump seconds, the list and replay seconds (this call's,
+    per capture)."""
     from . import manifest, open as open_capture, replay
     if not str(engine).strip() or not str(program).strip():
         raise CaptureError(f"expected an engine and a program name for the coverage rows, got {engine!r} and "
@@ -40,7 +44,9 @@ def rows(folder, *, engine: str, program: str, device=None, bare_seconds: float 
     replayed = replay(folder, device=device, quick=True)
     replay_s = time.perf_counter() - started
     info = manifest(folder)
-    capture_s = (info.get("seconds") or {}).get("program")
+    seconds = info.get("seconds") or {}
+    capture_s = capture_seconds if capture_seconds is not None else seconds.get("program")
+    convert_dump = sum(seconds.get(k) or 0 for k in ("convert", "dump")) if seconds else None
     found = []
     for (_, listing), (_, row) in zip(listed.iterrows(), replayed.iterrows()):
         reason = row.get("reason") or ("" if row["exact"] else row.get("mismatch") or "differs")
@@ -50,7 +56,8 @@ def rows(folder, *, engine: str, program: str, device=None, bare_seconds: float 
             "exact": bool(row["exact"]), "reason": reason,
             "hidden_extensions": ",".join(info.get("hidden_extensions") or []),
             "capture_s": capture_s, "bare_s": bare_seconds,
-            "capture_overhead_s": None if capture_s is None or bare_seconds is None else capture_s - bare_seconds,
+            "capture_overhead_s": None if capture_s is None or bare_seconds is None else
+            round(capture_s - bare_seconds, 3), "convert_dump_s": convert_dump,
             "folder_bytes": info.get("folder_bytes"), "capture_bytes": info.get("capture_bytes"),
             "list_s": round(list_s, 3), "replay_s": round(replay_s, 3),
             "device": row.get("device"), "driver": row.get("driver"), "commit": row.get("commit"),
@@ -85,7 +92,8 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["engine", "program", "dispatches", "exact", "exact_pct"])
     grouped = table.groupby(["engine", "program"], sort=True)
     out = grouped.agg(dispatches=("dispatch", "size"), exact=("exact", "sum"))
-    for column in ("capture_s", "bare_s", "capture_overhead_s", "folder_bytes", "list_s", "replay_s"):
+    for column in ("capture_s", "bare_s", "capture_overhead_s", "convert_dump_s", "folder_bytes", "list_s",
+                   "replay_s"):
         if column in table:
             out[column] = grouped[column].first()
     out["exact_pct"] = (100 * out["exact"] / out["dispatches"]).round(1)

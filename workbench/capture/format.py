@@ -48,6 +48,13 @@ IMAGE_KINDS = {"VK_DESCRIPTOR_TYPE_STORAGE_IMAGE": "storage_image", "VK_DESCRIPT
                "sampled_image", "VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER": "combined_image_sampler"}
 
 
+# why a binding pushed through a descriptor update template has no dump (GFXReconstruct 1.0.5 and its main branch
+# of August 2026 track sets and plain pushes only), and what to do
+TEMPLATE_NOT_DUMPED = ("no dump: GFXReconstruct's --dump-resources does not follow a push through a descriptor update "
+                       "template (vkCmdPushDescriptorSetWithTemplate*); capture again with --hide-extension "
+                       "VK_KHR_push_descriptor (ncnn then binds descriptor sets)")
+
+
 class CaptureError(ValueError):
     """A capture folder, a capture or a program that cannot be read: one line saying what was expected and found."""
 
@@ -244,7 +251,7 @@ def _recordings(calls: list[dict], templates: dict | None = None, sets: dict | N
                 if name in PUSH_CALLS and info.get("pipelineBindPoint") and \
                         "COMPUTE" not in str(info.get("pipelineBindPoint")):
                     continue
-                pushed = ("push", index)
+                pushed = ("push template" if name in PUSH_TEMPLATE_CALLS else "push", index)
                 sets[pushed] = (_writes(info.get("pDescriptorWrites")) if name in PUSH_CALLS else
                                 _template_writes((templates.get(info.get("descriptorUpdateTemplate")) or {})
                                                  .get("pDescriptorUpdateEntries"), info.get("pData")))
@@ -457,6 +464,9 @@ def _dispatch(number, rec, state, modules, pipelines, buffers, views, images, se
         for binding, (kind, desc) in sorted(sets.get(dset, {}).items()):
             bindings.append(_binding(set_number, binding, kind, desc, buffers, views, images,
                                      (dumped or {}).get((set_number, binding)), folder, where))
+            if isinstance(dset, tuple) and dset[0] == "push template" and bindings[-1].after is None \
+                    and bindings[-1].source == "dump":
+                bindings[-1].source = TEMPLATE_NOT_DUMPED
     return CapturedDispatch(
         dispatch=number, index=state["index"], command_buffer=rec["command_buffer"], begin_index=rec["begin"],
         submit=rec["submit"], pipeline=state["pipeline"], spirv=spirv, entry_point=stage.get("pName") or "main",

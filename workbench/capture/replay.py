@@ -76,7 +76,7 @@ def _check(d: CapturedDispatch, reflection: sp.Reflection) -> dict:
                                 "buffers, storage, sampled and combined-sampler images")
         if c.kind in IMAGE_KINDS:
             image_format(c)
-        if c.source.startswith("stale dump"):
+        if c.source.startswith(("stale dump", "no dump")):
             raise NotReplayable(c.source)
         if c.after is None or (c.kind in WRITABLE and c.before is None):
             raise NotReplayable(f"binding {b.set}.{b.binding} ({b.name}) has no dump "
