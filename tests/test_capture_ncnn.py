@@ -116,6 +116,12 @@ def test_the_coverage_table_keeps_other_engines_rows(tmp_path):
     assert summary.set_index("engine").loc["ncnn", "exact_pct"] == 100.0
     with pytest.raises(CaptureError, match="lack exact"):
         coverage.write_rows(pd.DataFrame({"engine": ["x"], "program": ["y"], "dispatch": [0], "reason": [""]}), path)
+    (tmp_path / "bad.csv").write_text('a,b\n"x\n1,2,3\n')
+    with pytest.raises(CaptureError, match="expected .*bad.csv to be a coverage table"):
+        coverage.write_rows(ncnn, tmp_path / "bad.csv")
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(CaptureError, match="with columns engine and program, found a, b"):
+        coverage.write_rows(ncnn, tmp_path / "other.csv")
 
 
 @needs_ncnn

@@ -74,7 +74,16 @@ def write_rows(new: pd.DataFrame, csv) -> pd.DataFrame:
     if missing:
         raise CaptureError(f"expected coverage rows with columns engine, program, dispatch, exact, reason; these "
                            f"lack {', '.join(missing)}")
-    old = pd.read_csv(path) if path.is_file() and path.stat().st_size else pd.DataFrame(columns=new.columns)
+    old = pd.DataFrame(columns=new.columns)
+    if path.is_file() and path.stat().st_size:
+        try:
+            old = pd.read_csv(path)
+        except (ValueError, UnicodeDecodeError) as exc:  # pandas' ParserError is a ValueError
+            raise CaptureError(f"expected {path} to be a coverage table (CSV), cannot read it: "
+                               f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        if len(old.columns) and not {"engine", "program"} <= set(old.columns):
+            raise CaptureError(f"expected {path} to be a coverage table with columns engine and program, found "
+                               f"{', '.join(map(str, old.columns[:6]))}")
     pairs = set(zip(new["engine"], new["program"]))
     keep = old[[(e, p) not in pairs for e, p in zip(old.get("engine", []), old.get("program", []))]] \
         if len(old) else old
