@@ -2,7 +2,7 @@
 
     python tools/capture_coverage_ncnn.py [OUT_CSV] [--captures DIR]
 
-For fp32 and fp16 storage: the net of `workbench.capture.engines.ncnn` run 3 times without capture and 3 times under
+For fp32 and fp16 storage, small and wide shapes: the net of `workbench.capture.engines.ncnn` run 3 times without capture and 3 times under
 it, interleaved (the fastest of each are `bare_s` and `capture_s`: the machine is shared), captured with
 VK_KHR_push_descriptor hidden (`workbench capture run --hide-extension`), every dispatch
 replayed alone and compared byte for byte (`capture.coverage.rows`); and once more in fp32 without hiding the
@@ -22,6 +22,7 @@ from workbench.measure import results_folder_name
 
 PUSH = "VK_KHR_push_descriptor"
 PROGRAMS = [("net fp32", [], [PUSH]), ("net fp16", ["--fp16"], [PUSH]),
+            ("wide net fp32", ["--shape", "wide"], [PUSH]), ("wide net fp16", ["--shape", "wide", "--fp16"], [PUSH]),
             ("net fp32, templated pushes (no --hide-extension)", [], [])]
 
 

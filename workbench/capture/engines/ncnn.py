@@ -2,12 +2,13 @@
 3x3, max pooling, inner product, softmax) with random weights, run by ncnn on its Vulkan device, checked against torch
 on the CPU (an independent reference).
 
-    python -m workbench.capture.engines.ncnn [--fp16]          # exit 0: the GPU output matches torch
+    python -m workbench.capture.engines.ncnn [--fp16] [--shape wide]   # exit 0: the GPU output matches torch
     workbench capture run --hide-extension VK_KHR_push_descriptor --out cap -- python -m workbench.capture.engines.ncnn
 
 Needs ``pip install ncnn`` (``./setup.sh peers``); nothing of ncnn is copied here, the wheel (which loads
 ``libvulkan.so`` itself) is imported at run time. ``--fp16``: fp16 storage and packing between layers (fp32
-arithmetic), checked with a looser tolerance. Prints one line per output; exits 0 when every output matches torch, 1
+arithmetic), checked with a looser tolerance. ``--shape wide``: 32 → 64 channels at 32×32 (ncnn picks other
+kernels there: Winograd, GEMM-style convolutions, packs of 4 and 8). Prints one line per output; exits 0 when every output matches torch, 1
 when one differs, 2 when ncnn (or torch) is missing or ncnn finds no Vulkan device.
 
 Why ``--hide-extension VK_KHR_push_descriptor`` under capture: on a device with that extension ncnn binds every
@@ -18,25 +19,43 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 
-C, H, W = 8, 16, 16  # the input blob (ncnn's c, h, w = torch's C, H, W)
-CONV3, CONV1, OUT = 16, 16, 10  # conv 3x3's outputs, conv 1x1's outputs, inner product's outputs
 
-# ncnn's .param text: layer type, name, bottoms, tops, then id=value (Convolution: 0 outputs, 1 kernel, 4 pad, 5 bias,
-# 6 weight count, 9 activation (1 = ReLU); ConvolutionDepthWise: 7 groups; Pooling: 0 kind (0 = max), 1 kernel,
-# 2 stride; InnerProduct: 0 outputs, 1 bias, 2 weight count)
-PARAM = f"""7767517
+@dataclass(frozen=True)
+class Shape:
+    """The net's sizes: the input blob (ncnn's c, h, w = torch's C, H, W), conv 3x3's and conv 1x1's (and the
+    depthwise conv's) outputs, the inner product's outputs."""
+    c: int
+    h: int
+    w: int
+    conv3: int
+    conv1: int
+    out: int
+
+    @property
+    def fc_in(self) -> int:
+        return self.conv1 * (self.h // 2) * (self.w // 2)
+
+    def param(self) -> str:
+        """ncnn's .param text: layer type, name, bottoms, tops, then id=value (Convolution: 0 outputs, 1 kernel,
+        4 pad, 5 bias, 6 weight count, 9 activation (1 = ReLU); ConvolutionDepthWise: 7 groups; Pooling: 0 kind
+        (0 = max), 1 kernel, 2 stride; InnerProduct: 0 outputs, 1 bias, 2 weight count)."""
+        return f"""7767517
 7 7
-Input            data  0 1 data 0={W} 1={H} 2={C}
-Convolution      conv3 1 1 data c3 0={CONV3} 1=3 4=1 5=1 6={CONV3 * C * 9} 9=1
-Convolution      conv1 1 1 c3 c1 0={CONV1} 1=1 5=1 6={CONV1 * CONV3}
-ConvolutionDepthWise dw 1 1 c1 dw 0={CONV1} 1=3 4=1 5=1 6={CONV1 * 9} 7={CONV1}
+Input            data  0 1 data 0={self.w} 1={self.h} 2={self.c}
+Convolution      conv3 1 1 data c3 0={self.conv3} 1=3 4=1 5=1 6={self.conv3 * self.c * 9} 9=1
+Convolution      conv1 1 1 c3 c1 0={self.conv1} 1=1 5=1 6={self.conv1 * self.conv3}
+ConvolutionDepthWise dw 1 1 c1 dw 0={self.conv1} 1=3 4=1 5=1 6={self.conv1 * 9} 7={self.conv1}
 Pooling          pool  1 1 dw pool 0=0 1=2 2=2
-InnerProduct     fc    1 1 pool fc 0={OUT} 1=1 2={OUT * CONV1 * (H // 2) * (W // 2)}
+InnerProduct     fc    1 1 pool fc 0={self.out} 1=1 2={self.out * self.fc_in}
 Softmax          prob  1 1 fc out
 """
+
+
+SHAPES = {"small": Shape(8, 16, 16, 16, 16, 10), "wide": Shape(32, 32, 32, 64, 64, 64)}
 # fp32 relative tolerance (sums of <= 1024 products in another order) and with fp16 storage between layers
 TOLERANCE = {False: 1e-4, True: 1e-2}
 
@@ -45,7 +64,7 @@ class Missing(Exception):
     """A wheel or device this program needs is absent (the message says which and how to get it)."""
 
 
-def weights(seed: int = 0) -> dict[str, np.ndarray]:
+def weights(shape: Shape, seed: int = 0) -> dict[str, np.ndarray]:
     """The net's random weights in torch's shapes (ncnn's weight order is the same: out, in, kh, kw), scaled by
     1/sqrt(fan-in) so that every layer's values stay near 1."""
     rng = np.random.default_rng(seed)
@@ -54,9 +73,11 @@ def weights(seed: int = 0) -> dict[str, np.ndarray]:
         fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
         return (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32)
 
-    return {"conv3.w": tensor(CONV3, C, 3, 3), "conv3.b": tensor(CONV3), "conv1.w": tensor(CONV1, CONV3, 1, 1),
-            "conv1.b": tensor(CONV1), "dw.w": tensor(CONV1, 1, 3, 3), "dw.b": tensor(CONV1),
-            "fc.w": tensor(OUT, CONV1 * (H // 2) * (W // 2)), "fc.b": tensor(OUT)}
+    s = shape
+    return {"conv3.w": tensor(s.conv3, s.c, 3, 3), "conv3.b": tensor(s.conv3),
+            "conv1.w": tensor(s.conv1, s.conv3, 1, 1), "conv1.b": tensor(s.conv1),
+            "dw.w": tensor(s.conv1, 1, 3, 3), "dw.b": tensor(s.conv1), "fc.w": tensor(s.out, s.fc_in),
+            "fc.b": tensor(s.out)}
 
 
 def model_bytes(w: dict[str, np.ndarray]) -> bytes:
@@ -78,13 +99,13 @@ def reference(w: dict[str, np.ndarray], x: np.ndarray) -> dict[str, np.ndarray]:
     t = {k: torch.from_numpy(v).double() for k, v in w.items()}
     y = F.relu(F.conv2d(torch.from_numpy(x).double()[None], t["conv3.w"], t["conv3.b"], padding=1))
     y = F.conv2d(y, t["conv1.w"], t["conv1.b"])
-    y = F.conv2d(y, t["dw.w"], t["dw.b"], padding=1, groups=CONV1)
+    y = F.conv2d(y, t["dw.w"], t["dw.b"], padding=1, groups=t["dw.w"].shape[0])
     y = F.max_pool2d(y, 2, 2)
     fc = F.linear(y.flatten(), t["fc.w"], t["fc.b"])
     return {"fc": fc.numpy(), "out": torch.softmax(fc, 0).numpy()}
 
 
-def run_ncnn(w: dict[str, np.ndarray], x: np.ndarray, fp16: bool) -> dict[str, np.ndarray]:
+def run_ncnn(shape: Shape, w: dict[str, np.ndarray], x: np.ndarray, fp16: bool) -> dict[str, np.ndarray]:
     """The net on ncnn's Vulkan device: {"fc", "out"} as float32 arrays."""
     try:
         import ncnn
@@ -98,7 +119,7 @@ def run_ncnn(w: dict[str, np.ndarray], x: np.ndarray, fp16: bool) -> dict[str, n
         net.opt.use_fp16_storage = fp16
         net.opt.use_fp16_packed = fp16
         net.opt.use_fp16_arithmetic = False
-        if net.load_param_mem(PARAM) != 0:
+        if net.load_param_mem(shape.param()) != 0:
             raise Missing("expected ncnn to load the net written here, it refused its .param (another ncnn version?)")
         net.load_model_mem(model_bytes(w))  # the binding returns nothing; a short .bin shows as wrong outputs
         found = {}
@@ -132,14 +153,17 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], tolerance: 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workbench.capture.engines.ncnn", description=__doc__.split("\n")[0])
     parser.add_argument("--fp16", action="store_true", help="fp16 storage and packing between layers")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="small",
+                        help="small: 8 → 16 channels at 16×16 (default); wide: 32 → 64 channels at 32×32")
     parser.add_argument("--seed", type=int, default=0, help="weights' and input's seed (default 0)")
     args = parser.parse_args(argv)
-    w = weights(args.seed)
-    x = np.random.default_rng(args.seed + 1).standard_normal((C, H, W)).astype(np.float32)
-    storage = "fp16" if args.fp16 else "fp32"
+    shape = SHAPES[args.shape]
+    w = weights(shape, args.seed)
+    x = np.random.default_rng(args.seed + 1).standard_normal((shape.c, shape.h, shape.w)).astype(np.float32)
+    storage = f"fp16 {args.shape}" if args.fp16 else f"fp32 {args.shape}"
     try:
         want = reference(w, x)
-        got = run_ncnn(w, x, args.fp16)
+        got = run_ncnn(shape, w, x, args.fp16)
     except Missing as exc:
         print(f"ncnn {storage}: {exc}", file=sys.stderr)
         return 2
