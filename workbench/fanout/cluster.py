@@ -14,6 +14,8 @@ Everything listens on 127.0.0.1 unless given a scheduler address.
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -33,12 +35,17 @@ def resource_name(device_key: str) -> str:
 
 
 class DevicePlugin(WorkerPlugin):
-    """Probes the worker's Vulkan device and advertises both of its keys as resources."""
+    """Probes the worker's Vulkan device and advertises both of its keys as resources. A worker under a nanny
+    leaves Ctrl-C to the process that owns the nanny: a terminal's Ctrl-C reaches the whole process group, and a
+    worker that took it died mid-item with a traceback, racing its nanny (which may restart it) while the sweep's
+    process cancelled the items and closed the cluster."""
 
     name = PLUGIN_NAME
 
     async def setup(self, worker):
         global _probe
+        if worker.nanny is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         _probe = probe_device(worker.address)
         if _probe["error"] is None:
             await worker.set_resources(**{resource_name(_probe["key"]): 1, resource_name(_probe["physical_key"]): 1})
@@ -110,15 +117,14 @@ def run_sweep(sweep, *, scheduler: str | None = None, workers=None, each_device:
     Ctrl-C (KeyboardInterrupt) cancels what is left and is raised again with `.partial`, the SweepResult so far."""
     from distributed import Client
     t0 = time.perf_counter()
-    cluster = None
-    if scheduler is None:
-        cluster, selectors = start_local_cluster(workers)
-        client = Client(cluster, timeout=connect_timeout)
-        client.wait_for_workers(len(selectors), timeout=connect_timeout)
-    else:
-        client = Client(scheduler, timeout=connect_timeout)
-    gather = None
-    try:
+    cluster = client = gather = None
+    try:  # a Ctrl-C during start-up closes what was started, too
+        if scheduler is None:
+            cluster, selectors = start_local_cluster(workers)
+            client = Client(cluster, timeout=connect_timeout)
+            client.wait_for_workers(len(selectors), timeout=connect_timeout)
+        else:
+            client = Client(scheduler, timeout=connect_timeout)
         client.register_plugin(DevicePlugin(), name=PLUGIN_NAME)
         probes = {addr: p for addr, p in client.run(worker_probe).items() if p is not None}
         startup_s = time.perf_counter() - t0
@@ -133,7 +139,8 @@ def run_sweep(sweep, *, scheduler: str | None = None, workers=None, each_device:
             interrupt.partial = gather.result(probes, startup_s, client.scheduler.address)
         raise
     finally:
-        client.close()
+        if client is not None:
+            client.close()
         if cluster is not None:
             cluster.close()
 
