@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from ..toolchain import gfxreconstruct, hide_layer
+from . import waits
 from .format import (BINARIES_DIR, CALLS_NAME, DUMP_JSON_SUFFIXES, DUMPS_DIR, MANIFEST_NAME, CaptureError, dump_plan,
                      needed_calls, read_calls, unknown_dispatch)
 
@@ -61,6 +62,8 @@ def capture_env(layer_dir: Path, capture_file: Path, base=None) -> dict:
         "GFXRECON_CAPTURE_FILE": str(capture_file),
         "GFXRECON_CAPTURE_FILE_TIMESTAMP": "false",  # else the layer appends the time to the file name
         "GFXRECON_LOG_LEVEL": "warning",
+        # uncompressed: `waits.patch` can then make a wait that a one-thread replay never leaves non-blocking
+        "GFXRECON_CAPTURE_COMPRESSION_TYPE": "NONE",
     })
     return env
 
@@ -232,6 +235,8 @@ def process(capture_file, out_dir, *, command=None, program_s: float | None = No
             also = f"; only {', '.join(others)}, which the reader does not replay" if others else ""
             raise CaptureError(f"expected at least one submitted vkCmdDispatch in {capture}, found none "
                                f"({len(calls)} calls{also}{problems})")
+        stuck = waits.stuck_waits(calls)
+        unpatched = waits.patch(capture, stuck)
         kept = needed_calls(calls)
         (out / BINARIES_DIR).mkdir()
         with open(out / CALLS_NAME, "w") as handle:
@@ -245,8 +250,9 @@ def process(capture_file, out_dir, *, command=None, program_s: float | None = No
         plan_file = Path(tmp) / "dump_plan.json"
         plan_file.write_text(json.dumps(plan))
         (out / DUMPS_DIR).mkdir()
-        seconds["dump"], _ = _tool([found["gfxrecon-replay"], "--dump-resources", plan_file, "--dump-resources-dir",
-                                    out / DUMPS_DIR, capture], "gfxrecon-replay --dump-resources", tool_log)
+        seconds["dump"], stopped = _dump([found["gfxrecon-replay"], "--dump-resources", plan_file,
+                                          "--dump-resources-dir", out / DUMPS_DIR, capture], plan, out / DUMPS_DIR,
+                                         tool_log)
     _relative_dumps(out / DUMPS_DIR)
     manifest = {
         "command": command, "gfxreconstruct": gfxreconstruct.VERSION, "tag": gfxreconstruct.TAG,
@@ -255,8 +261,78 @@ def process(capture_file, out_dir, *, command=None, program_s: float | None = No
         "folder_bytes": sum(p.stat().st_size for p in out.rglob("*") if p.is_file()),
         "made_at": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
+    if stopped:
+        manifest["dump_stopped"] = stopped
+    if stuck:  # host waits on a later call's signal (IREE's threads): made non-blocking, or why not
+        manifest["waits_patched"] = {"blocks": stuck, "problem": unpatched}
     (out / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+DUMP_TIMEOUT_S = 900.0  # the whole dump step; WORKBENCH_CAPTURE_DUMP_TIMEOUT_S overrides
+DUMP_IDLE_S = 10.0  # once every planned dispatch is in the dump index, this long without a new file ends the tool
+
+
+def _dumped_all(dumps: Path, plan: dict) -> bool:
+    """Whether the dump index in `dumps` lists every dispatch of `plan` (it is rewritten after each dumped submit)."""
+    wanted = {int(i) for indices in plan["Dispatch"] for i in indices}
+    for path in (p for s in DUMP_JSON_SUFFIXES for p in dumps.glob(f"*{s}")):
+        try:
+            document = json.loads(path.read_text())
+        except (OSError, ValueError):  # being written
+            return False
+        parts = document if isinstance(document, list) else [document]
+        found = {int(e.get("dispatchIndex", -1)) for part in parts if isinstance(part, dict)
+                 for e in part.get("dispatchCommands") or []}
+        return wanted <= found
+    return False
+
+
+def _dump(command: list, plan: dict, dumps: Path, log: Path) -> tuple[float, str]:
+    """Run ``gfxrecon-replay --dump-resources``: (seconds, "" or why it was stopped). GFXReconstruct 1.0.5 can hang
+    after its last dump: on IREE's captures it waits forever in a vkWaitSemaphores on a timeline semaphore that the
+    submit it replaced by its own copy was to signal. Once the dump index lists every planned dispatch and no file
+    was written for DUMP_IDLE_S, the tool is ended and the capture kept (the manifest's ``dump_stopped`` says so);
+    a tool still short of that after the timeout is a CaptureError, never a hang."""
+    limit = float(os.environ.get("WORKBENCH_CAPTURE_DUMP_TIMEOUT_S", DUMP_TIMEOUT_S))
+    started = time.perf_counter()
+    with open(log, "a") as handle:
+        handle.write("$ " + " ".join(str(c) for c in command) + "\n")
+        handle.flush()
+        proc = subprocess.Popen([str(c) for c in command], stdout=handle, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+        stopped, last_change, newest = "", time.perf_counter(), 0.0
+        try:
+            while proc.poll() is None:
+                time.sleep(0.2)
+                now = time.perf_counter()
+                mtime = max((p.stat().st_mtime for p in dumps.iterdir()), default=0.0) if dumps.is_dir() else 0.0
+                if mtime != newest:
+                    newest, last_change = mtime, now
+                if now - last_change >= DUMP_IDLE_S and _dumped_all(dumps, plan):
+                    stopped = (f"gfxrecon-replay --dump-resources was ended {DUMP_IDLE_S:.0f} s after its last dump "
+                               "(every planned dispatch dumped; it did not exit: GFXReconstruct 1.0.5 waits forever "
+                               "on a timeline semaphore after some programs' last dumped submit, IREE's among them)")
+                    break
+                if now - started > limit:
+                    raise CaptureError(f"gfxrecon-replay --dump-resources did not finish in {limit:.0f} s and had not "
+                                       f"dumped every planned dispatch (log {log})")
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+    if not stopped and proc.returncode != 0:
+        lines = [l.strip() for l in log.read_text(errors="replace").splitlines() if l.strip()]
+        raise CaptureError(f"gfxrecon-replay --dump-resources failed with exit status {proc.returncode}: "
+                           f"{lines[-1] if lines else 'no output'} (full log {log})")
+    if stopped:
+        with open(log, "a") as handle:
+            handle.write(f"[workbench] {stopped}\n")
+    return time.perf_counter() - started, stopped
 
 
 def _relative_dumps(dumps: Path) -> None:

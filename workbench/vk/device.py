@@ -112,6 +112,11 @@ class Device(Closable):
                 extensions.append(discovery.EXT_MAINTENANCE4)
             head = vk.VkPhysicalDeviceMaintenance4Features(pNext=head, maintenance4=True)
             chained.append(head)
+        if features.get("buffer_device_address"):  # pointers (PhysicalStorageBuffer): buffers made with addresses
+            if self.info.api_version < "1.2":
+                extensions.append("VK_KHR_buffer_device_address")
+            head = vk.VkPhysicalDeviceBufferDeviceAddressFeatures(pNext=head, bufferDeviceAddress=True)
+            chained.append(head)
         core = vk.VkPhysicalDeviceFeatures(shaderInt16=features.get("shader_int16", False),
                                            shaderInt64=features.get("shader_int64", False))
         features2 = vk.VkPhysicalDeviceFeatures2(pNext=head, features=core)
@@ -231,16 +236,20 @@ class Device(Closable):
         return discovery.cooperative_matrix_flexible_properties(self.instance, self.physical_device)
 
     # --- factories -------------------------------------------------------------------------------------------
-    def buffer(self, data=None, *, nbytes: int | None = None, name: str = "") -> Buffer:
-        """A storage buffer holding `data` (numpy / torch CPU / bytes), or a zero-filled one of `nbytes`."""
+    def buffer(self, data=None, *, nbytes: int | None = None, name: str = "", device_address: bool = False) -> Buffer:
+        """A storage buffer holding `data` (numpy / torch CPU / bytes), or a zero-filled one of `nbytes`;
+        `device_address`: one a shader can reach by pointer (`Buffer.device_address`; the device's
+        bufferDeviceAddress feature, else MissingFeatureError)."""
         self.check_open("create a buffer")
         if (data is None) == (nbytes is None):
             raise ValueError("give either data or nbytes")
+        if device_address:
+            self.require("buffer_device_address")
         if data is None:
-            return Buffer(self, nbytes, name=name)
+            return Buffer(self, nbytes, name=name, device_address=device_address)
         from .memory import as_numpy
         array = as_numpy(data)
-        return Buffer(self, max(array.nbytes, 1), name=name).upload(array)
+        return Buffer(self, max(array.nbytes, 1), name=name, device_address=device_address).upload(array)
 
     def uniform(self, data, name: str = "") -> Buffer:
         self.check_open("create a uniform buffer")

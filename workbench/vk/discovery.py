@@ -385,6 +385,9 @@ def _query_features(physical_device, extensions):
     memory_model = None
     if "VK_KHR_vulkan_memory_model" in extensions:
         memory_model = head = vk.VkPhysicalDeviceVulkanMemoryModelFeatures(pNext=head)
+    address = None  # buffer device addresses (PhysicalStorageBufferAddresses: pointers in push constants, buffers)
+    if "VK_KHR_buffer_device_address" in extensions:
+        address = head = vk.VkPhysicalDeviceBufferDeviceAddressFeatures(pNext=head)
     maintenance4 = None  # LocalSizeId (glslang's local_size_*_id at Vulkan 1.3) needs it
     if EXT_MAINTENANCE4 in extensions:
         maintenance4 = head = vk.VkPhysicalDeviceMaintenance4Features(pNext=head)
@@ -416,6 +419,7 @@ def _query_features(physical_device, extensions):
     extra["vulkan_memory_model_device_scope"] = (bool(memory_model.vulkanMemoryModelDeviceScope)
                                                  if memory_model is not None else False)
     extra["maintenance4"] = bool(maintenance4.maintenance4) if maintenance4 is not None else False
+    extra["buffer_device_address"] = bool(address.bufferDeviceAddress) if address is not None else False
     extra["cooperative_matrix2_nv"] = coop2 is not None and all(
         coop2[4 + _COOPERATIVE_MATRIX2_OFFSETS[f]] for f in COOPERATIVE_MATRIX2_FIELDS)
     return {

@@ -12,6 +12,9 @@ from .errors import Closable, ClosedError
 
 HOST_VISIBLE = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
 DEVICE_LOCAL = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+# the binding (1.3.275.1) leaves these two None: Vulkan's values
+SHADER_DEVICE_ADDRESS = 0x00020000  # VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT
+ALLOCATE_DEVICE_ADDRESS = 0x00000002  # VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT
 
 
 def as_numpy(data) -> np.ndarray:
@@ -76,7 +79,8 @@ class _DeviceMemory(Closable):
 class Buffer(_DeviceMemory):
     """A storage (or uniform) buffer of `nbytes` bytes."""
 
-    def __init__(self, device, nbytes: int, *, uniform: bool = False, host_visible: bool = False, name: str = ""):
+    def __init__(self, device, nbytes: int, *, uniform: bool = False, host_visible: bool = False, name: str = "",
+                 device_address: bool = False):
         if int(nbytes) <= 0:
             raise ValueError(f"a buffer needs at least 1 byte, got {nbytes}")
         self.device = device
@@ -85,7 +89,8 @@ class Buffer(_DeviceMemory):
         self.name = name
         self.alloc_size = (self.nbytes + 15) // 16 * 16  # vec4 over-reads stay inside the buffer
         usage = (vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
-                 | (vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT if uniform else vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT))
+                 | (vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT if uniform else vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT)
+                 | (SHADER_DEVICE_ADDRESS if device_address else 0))
         create_info = vk.VkBufferCreateInfo(size=self.alloc_size, usage=usage,
                                             sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
         handle = device.handle
@@ -94,9 +99,16 @@ class Buffer(_DeviceMemory):
         requirements = vk.vkGetBufferMemoryRequirements(handle, self.handle)
         wanted = HOST_VISIBLE if host_visible else DEVICE_LOCAL
         index, flags = _memory_type(device, requirements, wanted, HOST_VISIBLE)
-        alloc_info = vk.VkMemoryAllocateInfo(allocationSize=requirements.size, memoryTypeIndex=index)
+        flags_info = vk.VkMemoryAllocateFlagsInfo(flags=ALLOCATE_DEVICE_ADDRESS) \
+            if device_address else None
+        alloc_info = vk.VkMemoryAllocateInfo(pNext=flags_info, allocationSize=requirements.size,
+                                             memoryTypeIndex=index)
         self.memory = vk.vkAllocateMemory(handle, alloc_info, None)
         vk.vkBindBufferMemory(handle, self.handle, self.memory, 0)
+        self.device_address = None  # where a shader's pointers reach it (the binding's wrapper returns its input)
+        if device_address:
+            info = vk.VkBufferDeviceAddressInfo(buffer=self.handle)
+            self.device_address = int(vk.lib.vkGetBufferDeviceAddress(handle, vk.ffi.addressof(info)))
         self.mappable = (flags & HOST_VISIBLE) == HOST_VISIBLE
         self._mapped = vk.vkMapMemory(handle, self.memory, 0, self.alloc_size, 0) if self.mappable else None
         if self._mapped is not None:

@@ -24,6 +24,7 @@ OP_ENTRY_POINT, EXECUTION_MODEL_GL_COMPUTE = 15, 5
 DEC_SPEC_ID, DEC_BLOCK, DEC_BUFFER_BLOCK, DEC_ARRAY_STRIDE, DEC_MATRIX_STRIDE = 1, 2, 3, 6, 7
 DEC_BUILTIN, DEC_BINDING, DEC_DESCRIPTOR_SET, DEC_OFFSET = 11, 33, 34, 35
 SC_UNIFORM_CONSTANT, SC_UNIFORM, SC_PUSH_CONSTANT, SC_STORAGE_BUFFER = 0, 2, 9, 12
+SC_PHYSICAL_STORAGE_BUFFER = 5349  # buffer device addresses
 EXEC_LOCAL_SIZE, EXEC_LOCAL_SIZE_ID = 17, 38
 BUILTIN_WORKGROUP_SIZE = 25
 
@@ -56,6 +57,9 @@ class Reflection:
     spec_defaults: dict[int, int] = field(default_factory=dict)  # SpecId → its default word (a pipeline's value
     # where it does not specialize the constant)
     entry_points: list[str] = field(default_factory=list)  # the names of the module's compute entry points
+    # buffer device addresses: where the module reads pointers (PhysicalStorageBuffer), {"push" or (set, binding):
+    # [byte offsets of 8-byte pointer members of the block, arrays of pointers unrolled to their declared length]}
+    pointers: dict = field(default_factory=dict)
 
 
 def _string(words: list[int]) -> str:
@@ -147,6 +151,8 @@ def reflect(code: bytes) -> Reflection:
             return t[1] // 8
         if t[0] == "bool":
             return 4
+        if t[0] == "pointer":  # a PhysicalStorageBuffer pointer: a 64-bit address
+            return 8
         if t[0] == "vector":
             return size_of(t[1]) * t[2]
         if t[0] == "matrix":
@@ -160,6 +166,19 @@ def reflect(code: bytes) -> Reflection:
             return max((offsets.get(k, 0) + size_of(m) for k, m in enumerate(t[1])), default=0)
         return 0
 
+    def pointer_offsets(type_id: int, base: int = 0) -> list[int]:
+        """Byte offsets of the PhysicalStorageBuffer pointers in a block (structs and sized arrays walked)."""
+        t = types.get(type_id, ("?",))
+        if t[0] == "pointer" and t[1] == SC_PHYSICAL_STORAGE_BUFFER:
+            return [base]
+        if t[0] == "struct":
+            offsets = member_offsets.get(type_id, {})
+            return [o for k, m in enumerate(t[1]) for o in pointer_offsets(m, base + offsets.get(k, 0))]
+        if t[0] == "array" and t[2] in constants:
+            stride = decorations.get(type_id, {}).get(DEC_ARRAY_STRIDE, [8])[0]
+            return [o for n in range(constants[t[2]]) for o in pointer_offsets(t[1], base + n * stride)]
+        return []
+
     refl = Reflection()
     for ptr_type, var_id, storage_class in variables:
         if storage_class not in (SC_UNIFORM_CONSTANT, SC_UNIFORM, SC_PUSH_CONSTANT, SC_STORAGE_BUFFER):
@@ -171,6 +190,8 @@ def reflect(code: bytes) -> Reflection:
         name = names.get(var_id) or names.get(pointee, f"%{var_id}")
         if storage_class == SC_PUSH_CONSTANT:
             refl.push_constant_size = size_of(pointee)
+            if pointer_offsets(pointee):
+                refl.pointers["push"] = pointer_offsets(pointee)
             continue
         if DEC_BINDING not in dec:
             continue
@@ -187,6 +208,8 @@ def reflect(code: bytes) -> Reflection:
             dims = IMAGE_DIMS.get(types[types[pointee][1]][2])
         else:
             raise ValueError(f"unsupported descriptor kind for variable {name!r} (storage class {storage_class})")
+        if kind in (STORAGE_BUFFER, UNIFORM_BUFFER) and pointer_offsets(pointee):
+            refl.pointers[(dec.get(DEC_DESCRIPTOR_SET, [0])[0], dec[DEC_BINDING][0])] = pointer_offsets(pointee)
         block_size = size_of(pointee) if kind == UNIFORM_BUFFER else None
         refl.bindings.append(Binding(dec.get(DEC_DESCRIPTOR_SET, [0])[0], dec[DEC_BINDING][0], kind, name, dims,
                                      block_size))
@@ -303,6 +326,8 @@ CAPABILITY_FEATURES = {
     6022: CapabilityFeature("cooperative_matrix_khr", "cooperativeMatrix",
                             "cooperative matrices (VK_KHR_cooperative_matrix)"),
     5345: CapabilityFeature("vulkan_memory_model", "vulkanMemoryModel", "the Vulkan memory model"),
+    5347: CapabilityFeature("buffer_device_address", "bufferDeviceAddress",
+                            "buffer device addresses (PhysicalStorageBufferAddresses)"),
 }
 
 
