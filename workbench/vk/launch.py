@@ -40,6 +40,7 @@ class Launch:
     name: str | None = None
     label: str | None = None
     barrier: object = True  # the recording's barrier before it; or a `Barrier` (or several) as a program recorded
+    base_group: tuple = (0, 0, 0)  # the first work group's id (vkCmdDispatchBase); (0, 0, 0): vkCmdDispatch
 
     def __post_init__(self):
         if (self.groups is None) == (self.global_size is None):
@@ -55,19 +56,20 @@ class Launch:
         code = bytes(getattr(self.code, "code", self.code))
         local = None if self.local_size is None else tuple(self.local_size)
         return (code, tuple(sorted((int(k), v) for k, v in dict(self.spec_constants).items())), local,
-                self.entry_point)
+                self.entry_point, any(self.base_group))
 
     def pipeline(self, device, *, capture_statistics: bool = False) -> Pipeline:
         """A new pipeline for this launch; the caller closes it (or uses `with`)."""
         return device.pipeline(self.code, spec_constants=self.spec_constants, local_size=self.local_size,
                                capture_statistics=capture_statistics, name=self.title,
-                               entry_point=self.entry_point)
+                               entry_point=self.entry_point, dispatch_base=any(self.base_group))
 
     def record(self, rec, pipeline: Pipeline, *, barrier=None, label: str | None = None):
         """Bind and dispatch into the recording `rec` with `pipeline` (this launch's, or an equal one)."""
         return rec.dispatch(pipeline, self.resources, self.global_size, self.push_constants,
                             label=label or self.label or pipeline.name,
-                            barrier=self.barrier if barrier is None else barrier, groups=self.groups)
+                            barrier=self.barrier if barrier is None else barrier, groups=self.groups,
+                            base_group=self.base_group)
 
 
 class Launches(Closable):

@@ -21,6 +21,7 @@ SPEC_FORMATS = {"int": "<i", "uint": "<I", "float": "<f", "bool": "<I"}
 DEFAULT_LOCAL_SIZE = (64, 1, 1)
 CAPTURE_STATISTICS = 0x00000040  # VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR
 CAPTURE_INTERNAL = 0x00000080    # VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR
+DISPATCH_BASE = 0x00000010       # VK_PIPELINE_CREATE_DISPATCH_BASE_BIT: vkCmdDispatchBase from a non-zero group
 
 
 def _spec_bytes(kind: str, value, spec_id: int) -> bytes:
@@ -52,7 +53,7 @@ class Pipeline(Closable):
 
     def __init__(self, device, code: bytes, *, spec_constants=None, local_size=None,
                  capture_statistics: bool = False, name: str = "kernel", entry_point: str = "main",
-                 capture_internal: bool = False):
+                 capture_internal: bool = False, dispatch_base: bool = False):
         self.device = device
         self.name = name
         if hasattr(code, "code"):  # a workbench.toolchain.shaders.Spirv
@@ -86,6 +87,7 @@ class Pipeline(Closable):
                                       f"Vulkan 1.3 targets), which needs maintenance4; {device.info.name} lacks it")
         self.capture_statistics = capture_statistics
         self.capture_internal = bool(capture_internal)
+        self.dispatch_base = bool(dispatch_base)  # dispatched from a base group (a captured vkCmdDispatchBase)
         self.entry_point = str(entry_point)
         if self.entry_point not in self.reflection.entry_points:
             raise BindingError(f"{name}: no compute entry point {self.entry_point!r} in the module (it has "
@@ -164,7 +166,8 @@ class Pipeline(Closable):
                                                    pName=self.entry_point, pSpecializationInfo=spec_info)
         pipeline_info = vk.VkComputePipelineCreateInfo(stage=stage, layout=self.layout,
                                                        flags=(CAPTURE_STATISTICS if capture_statistics else 0)
-                                                       | (CAPTURE_INTERNAL if self.capture_internal else 0))
+                                                       | (CAPTURE_INTERNAL if self.capture_internal else 0)
+                                                       | (DISPATCH_BASE if self.dispatch_base else 0))
         self.handle = vk.vkCreateComputePipelines(handle, None, 1, [pipeline_info], None)[0]
         self.device.name_object(vk.VK_OBJECT_TYPE_PIPELINE, self.handle, self.name)  # layer messages name it
 

@@ -69,6 +69,7 @@ class _Command:
     src: Buffer | None = None
     dst: Buffer | None = None
     nbytes: int = 0
+    base_group: tuple = (0, 0, 0)  # dispatches: vkCmdDispatchBase from this group where not (0, 0, 0)
     barrier: object = True  # True: the recording's barrier before this command (after the previous one); a Barrier
 
 
@@ -115,7 +116,7 @@ class Recording:
 
     # --- collecting commands -------------------------------------------------------------------------------
     def dispatch(self, pipeline: Pipeline, resources, global_size=None, push_constants=b"",
-                 label: str | None = None, barrier: bool = True, *, groups=None):
+                 label: str | None = None, barrier: bool = True, *, groups=None, base_group=(0, 0, 0)):
         """Add one dispatch. `resources`: in the order of the pipeline's bindings, or a mapping binding number →
         resource (bindings the shader does not use are left out). The size is `global_size` (threads, rounded up
         to whole work groups) or `groups` (work-group counts, as vkCmdDispatch takes them). `barrier=False` leaves
@@ -144,8 +145,13 @@ class Recording:
         if any(g > m for g, m in zip(groups, limit)):
             raise ValueError(f"{pipeline.name}: {groups} workgroups for global size {global_size} exceed the "
                              f"device's maxComputeWorkGroupCount {limit}")
+        base_group = _three(base_group) if any(base_group) else (0, 0, 0)
+        if any(base_group) and not getattr(pipeline, "dispatch_base", False):
+            raise ValueError(f"{pipeline.name}: a dispatch from base group {base_group} needs a pipeline made with "
+                             "dispatch_base=True")
         self.commands.append(_Command("dispatch", label or pipeline.name, pipeline, tuple(resources), global_size,
-                                      groups, as_push_constants(pipeline, push_constants), barrier=barrier))
+                                      groups, as_push_constants(pipeline, push_constants), barrier=barrier,
+                                      base_group=base_group))
         return self
 
     def copy(self, src: Buffer, dst: Buffer, nbytes: int | None = None, label: str = "copy"):
@@ -225,7 +231,10 @@ class Recording:
                     data = vk.ffi.new("char[]", c.push_constants)
                     vk.vkCmdPushConstants(cmd, p.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(c.push_constants),
                                           data)
-                vk.vkCmdDispatch(cmd, *c.groups)
+                if any(c.base_group):
+                    vk.vkCmdDispatchBase(cmd, *c.base_group, *c.groups)
+                else:
+                    vk.vkCmdDispatch(cmd, *c.groups)
             else:
                 region = vk.VkBufferCopy(srcOffset=0, dstOffset=0, size=c.nbytes)
                 vk.vkCmdCopyBuffer(cmd, c.src.handle, c.dst.handle, 1, [region])
