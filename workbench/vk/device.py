@@ -279,11 +279,12 @@ class Device(Closable):
         return self._samplers[dims]
 
     def pipeline(self, spirv, *, spec_constants=None, local_size=None, capture_statistics=False,
-                 name: str = "kernel", entry_point: str = "main", capture_internal: bool = False) -> Pipeline:
+                 name: str = "kernel", entry_point: str = "main", capture_internal: bool = False,
+                 dispatch_base: bool = False) -> Pipeline:
         self.check_open("create a pipeline")
         return Pipeline(self, spirv, spec_constants=spec_constants, local_size=local_size,
                         capture_statistics=capture_statistics, name=name, entry_point=entry_point,
-                        capture_internal=capture_internal)
+                        capture_internal=capture_internal, dispatch_base=dispatch_base)
 
     def record(self, label: str = "", timestamps: bool = True, barrier_timed: bool = False,
                full_barriers: bool = False) -> Recording:
