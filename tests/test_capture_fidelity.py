@@ -8,6 +8,7 @@ import math
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -182,17 +183,23 @@ def test_in_order_timing_of_a_capture_without_executorch(device):
     rows = time_in_order(device, found, sampling=quick)
     assert rows["dispatch"].tolist() == [d.dispatch for d in found]
     assert rows["exact"].all() and (rows["median_us"] > 0).all() and (rows["way"] == "in-order").all()
-    assert (rows["barriers"] == "captured").all()  # the capture kept ET-VK's barriers
+    assert (rows["barriers"] == "captured").all()  # the capture kept ET-VK's barriers, and its sampler
+    sampled = [b for d in found for b in d.bindings if b.kind == "combined_image_sampler"]
+    assert sampled and all(b.sampler["addressModeU"] == "VK_SAMPLER_ADDRESS_MODE_REPEAT"
+                           and b.sampler["unnormalizedCoordinates"] is False for b in sampled)
     assert all(d.barriers is not None for d in found) and any(d.barriers for d in found)
-    light = time_in_order(device, found, sampling=quick, barriers="light")
-    assert light["exact"].all() and (light["barriers"] == "light").all()
+    assert (rows["memory"] == "pooled").all()  # bound into one arena, as VMA does ET-VK's tensors
+    light = time_in_order(device, found, sampling=quick, barriers="light", memory="own")
+    assert light["exact"].all() and (light["barriers"] == "light").all() and (light["memory"] == "own").all()
+    with pytest.raises(ValueError, match="memory is one of pooled, own, got 'vma'"):
+        time_in_order(device, found, memory="vma")
     unkept = [dataclasses.replace(d, barriers=None) for d in found]  # a folder converted before barriers were kept
     assert (time_in_order(device, unkept, sampling=quick)["barriers"] == "light").all()
     with pytest.raises(ValueError, match="barriers is one of captured, light, full, got 'some'"):
         time_in_order(device, found, barriers="some")
-    broken = [dataclasses.replace(found[0], command="vkCmdDispatchIndirect")] + found[1:]
+    broken = [dataclasses.replace(found[0], command="vkCmdDispatchGraphAMDX")] + found[1:]
     rows = time_in_order(device, broken, sampling=quick)
-    assert "vkCmdDispatchIndirect" in rows.loc[rows["dispatch"] == found[0].dispatch, "reason"].item()
+    assert "vkCmdDispatchGraphAMDX" in rows.loc[rows["dispatch"] == found[0].dispatch, "reason"].item()
     assert rows["median_us"].notna().sum() == len(found) - 1
 
 
@@ -201,8 +208,38 @@ def test_cli_in_order_with_chains(tmp_path, capsys):
     inspector()
     out = tmp_path / "rows.csv"
     assert main(["capture", "fidelity", str(ETVK_DATA), "--ways", "in-order", "--chains", "2", "--quick",
-                 "--barriers", "captured,light", "--warm-seconds", "0", "--csv", str(out)]) == 0
+                 "--barriers", "captured,light", "--memory", "pooled,own", "--warm-seconds", "0",
+                 "--csv", str(out)]) == 0
     rows = pd.read_csv(out)
     assert (rows["chains"] == 2).all() and (rows["way"] == "in-order").all() and rows["exact"].all()
-    assert rows.groupby("barriers").size().to_dict() == {"captured": 9, "light": 9}
+    assert rows.groupby(["barriers", "memory"]).size().to_dict() == {
+        ("captured", "own"): 9, ("captured", "pooled"): 9, ("light", "own"): 9, ("light", "pooled"): 9}
     assert "in-order:" in capsys.readouterr().out
+
+
+def test_etvk_times_are_read_from_the_etdumps_integers():
+    """ET-VK logs its dispatches at the GPU's absolute timestamps (about 1.8e18 ns on the H200); ExecuTorch's
+    Inspector makes float milliseconds of them before subtracting, so its durations come in 2^-12 ms (244 ns) steps.
+    The workbench's reading (`events.dispatch_rows`) takes end - start from the ETDump's integers instead: within
+    two steps of the Inspector's, and exact (an H200 run's ETDump, committed)."""
+    inspector()
+    from workbench.etvk.model import events as E
+    etdump = HERE / "capture_data" / "nvidia_h200" / "residual_add_run.etdp"
+    exact = E.exact_durations_ns(etdump)
+    frame = E.inspector_frame(etdump)
+    dispatches = frame[frame["event_name"].astype(str).str.startswith("{")]
+    assert len(dispatches) >= 9
+    step_ns = 1e6 / 4096
+    off = []
+    for name, raw in zip(dispatches["event_name"], dispatches["raw"]):
+        whole = np.array(exact[name], dtype=np.int64)
+        inspected = np.array(raw) * 1e6
+        assert len(whole) == len(inspected) and (whole > 0).all()
+        assert np.all(np.abs(inspected - whole) <= 2 * step_ns)  # both ends rounded to the step
+        off.append(np.abs(inspected - whole).max())
+    assert max(off) > 32  # the Inspector's steps, not the GPU's 32 ns ticks
+    rows = E.dispatch_rows(etdump)
+    first = dispatches["event_name"].iloc[0]
+    got = rows[rows["dispatch_id"] == E.parse_event_name(first)["dispatch_id"]]["gpu_us"].to_numpy()
+    np.testing.assert_array_equal(got * 1e3, np.array(exact[first], dtype=float))
+    assert E.exact_durations_ns(HERE / "capture_data" / "push" / "calls.jsonl") == {}  # not an ETDump: the Inspector's

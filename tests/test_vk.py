@@ -496,3 +496,37 @@ def test_recorded_barriers_move_image_layouts_as_a_program_did(device, tiling):
             image.close()
     with pytest.raises(ValueError, match="image tiling is one of"):
         device.image(extent, "rgba32f", tiling="swizzled")
+
+
+def test_a_programs_own_sampler(device):
+    """`Device.sampler(dims, fields)`: a captured program's sampler (fields by VK_* name, as converted), made once
+    and kept apart from the device's own; a field Vulkan does not have is refused in one line."""
+    etvk = {"addressModeU": "VK_SAMPLER_ADDRESS_MODE_REPEAT", "maxLod": 1000.0, "unnormalizedCoordinates": False,
+            "borderColor": "VK_BORDER_COLOR_FLOAT_TRANSPARENT_BLACK"}
+    own = device.sampler(2, etvk)
+    assert own == device.sampler(2, dict(etvk)) and own != device.sampler(2)
+    with pytest.raises(ValueError, match="expected VkSamplerCreateInfo fields with Vulkan values, got swizzle"):
+        device.sampler(2, {"swizzle": 1})
+    with pytest.raises(ValueError, match="got addressModeU=None"):
+        device.sampler(2, {"addressModeU": "VK_NO_SUCH_MODE"})
+
+
+def test_an_arena_holds_many_resources_in_few_blocks(device, scale_add):
+    """`vk.Arena`: buffers and images bound one after another into shared blocks (as VMA suballocates ET-VK's
+    tensors); each reads and writes its own range, a dispatch over them is right, a resource too big for a block
+    gets a block of its own, closing the resources then the arena frees everything."""
+    values = np.random.default_rng(3).integers(-1000, 1000, 1000).astype(np.int32)
+    texels = _texels((2, 3, 5, 4), np.float32, seed=2)
+    with device.arena(block_bytes=1 << 16) as arena:
+        inp, out = device.buffer(values, arena=arena), device.buffer(nbytes=values.nbytes, arena=arena)
+        ubo = device.uniform(np.array([values.size, 7, 0, 0], np.int32), arena=arena)
+        big = device.buffer(nbytes=1 << 17, arena=arena)  # larger than a block
+        image = device.image((5, 3, 2), arena=arena).upload(texels)
+        assert inp.memory == out.memory == ubo.memory and big.memory != inp.memory
+        with device.pipeline(scale_add, spec_constants={3: 3}, local_size=(64, 1, 1)) as p:
+            device.run(p, [out, inp, ubo], (values.size,), push_constants=np.int32([5]))
+        np.testing.assert_array_equal(inp.download(np.int32), values)  # neighbours untouched
+        np.testing.assert_array_equal(out.download(np.int32), values * 3 + 5 + 7)
+        np.testing.assert_array_equal(image.download(), texels)
+        for r in (inp, out, ubo, big, image):
+            r.close()

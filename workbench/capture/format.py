@@ -36,8 +36,11 @@ READ_CALLS = frozenset({
     "vkUpdateDescriptorSets", "vkBeginCommandBuffer", "vkEndCommandBuffer", "vkCmdBindPipeline",
     "vkCmdPushConstants", "vkCmdDispatch", "vkCmdDispatchBase", "vkQueueSubmit", "vkQueueSubmit2",
     "vkQueueSubmit2KHR", *PUSH_CALLS, *PUSH_TEMPLATE_CALLS, *TEMPLATE_CALLS, *UPDATE_TEMPLATE_CALLS,
-    *BIND_SETS_CALLS, "vkCmdPipelineBarrier",
+    *BIND_SETS_CALLS, "vkCmdPipelineBarrier", "vkCreateSampler",
 })
+# the VkSamplerCreateInfo fields a replay makes its sampler with (`CapturedBinding.sampler`)
+SAMPLER_FIELDS = ("magFilter", "minFilter", "mipmapMode", "addressModeU", "addressModeV", "addressModeW",
+                  "mipLodBias", "minLod", "maxLod", "borderColor", "unnormalizedCoordinates")
 # how GFXReconstruct's convert decodes a template's data: the infos of each kind, in the template's entry order
 TEMPLATE_DATA_KEYS = {"buffer": "bufferInfos", "image": "imageInfos", "texel": "texelBufferViews"}
 DISPATCH_CALLS = ("vkCmdDispatch", "vkCmdDispatchBase")
@@ -75,6 +78,7 @@ class CapturedBinding:
     image: int | None = None  # images: the capture's image id (the view's image)
     source: str = "dump"  # where before/after come from: "dump", or "dispatch N" (see `_read_only_contents`)
     layout: str | None = None  # images: the VK_IMAGE_LAYOUT_* the descriptor names
+    sampler: dict | None = None  # combined image samplers: the sampler's SAMPLER_FIELDS as created (None: unread)
 
 
 @dataclass
@@ -376,7 +380,7 @@ def read_folder(folder) -> list[CapturedDispatch]:
                            f"{sorted(p.name for p in folder.iterdir())[:8] or 'an empty folder'}")
     calls = read_calls(calls_path)
     binaries = folder / BINARIES_DIR
-    modules, pipelines, buffers, views, images, sets, templates = {}, {}, {}, {}, {}, {}, {}
+    modules, pipelines, buffers, views, images, sets, templates, samplers = {}, {}, {}, {}, {}, {}, {}, {}
     for call in sorted(calls, key=lambda c: c.get("index", 0)):
         name, args = _function(call)
         if name == "vkCreateShaderModule":
@@ -390,6 +394,9 @@ def read_folder(folder) -> list[CapturedDispatch]:
             images[args.get("pImage")] = args.get("pCreateInfo") or {}
         elif name == "vkCreateImageView":
             views[args.get("pView")] = args.get("pCreateInfo") or {}
+        elif name == "vkCreateSampler":
+            info = args.get("pCreateInfo") or {}
+            samplers[args.get("pSampler")] = {k: info[k] for k in SAMPLER_FIELDS if k in info}
         elif name == "vkUpdateDescriptorSets":
             for write in args.get("pDescriptorWrites") or []:
                 sets.setdefault(write.get("dstSet"), {}).update(_writes([write]))
@@ -406,6 +413,8 @@ def read_folder(folder) -> list[CapturedDispatch]:
             found.append(_dispatch(len(found), rec, state, modules, pipelines, buffers, views, images, sets,
                                    dumps.get(state["index"]), binaries, folder))
             found[-1].barriers = state["barriers"] if kept_barriers else None
+            for b in found[-1].bindings:
+                b.sampler = samplers.get(b.sampler)
     if not found:
         raise CaptureError(f"expected at least one vkCmdDispatch in {calls_path}, found none ({len(calls)} calls)")
     _read_only_contents(found)
@@ -507,7 +516,9 @@ def _binding(set_number, binding, kind, desc, buffers, views, images, dumped, fo
         found = CapturedBinding(set_number, binding, IMAGE_KINDS[kind], desc.get("imageView"),
                                 format=view.get("format") or image.get("format"),
                                 extent=extent if size else None, tiling=image.get("tiling"), image=view.get("image"),
-                                layout=desc.get("imageLayout"))
+                                layout=desc.get("imageLayout"),
+                                sampler=desc.get("sampler") if kind == "VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER"
+                                else None)  # its id here; its create info once read_folder has them all
     else:
         found = CapturedBinding(set_number, binding, str(kind), None)
     dumped_buffer = (dumped or {}).get("bufferId")

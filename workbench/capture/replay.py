@@ -92,17 +92,18 @@ def image_format(c) -> str:
     return VK_IMAGE_FORMATS[c.format]
 
 
-def _image(dev, c, name: str, captured_tiling: bool = False):
+def _image(dev, c, name: str, captured_tiling: bool = False, arena=None):
     """The captured image re-made on `dev` (format and extent as captured; the runtime's optimal tiling, which a
     linear one reads the same through the shader, or with `captured_tiling` the captured one where the device can
     make it) and filled with its 'before' texels."""
     image = None
     if captured_tiling and c.tiling == "VK_IMAGE_TILING_LINEAR":
         try:
-            image = dev.image(c.extent, image_format(c), name=name, tiling="linear")
+            image = dev.image(c.extent, image_format(c), name=name, tiling="linear", arena=arena)
         except ValueError:  # optional for 3-D images: a capture from another device
             image = None
-    image = image or dev.image(c.extent, image_format(c), name=name)
+    image = image or dev.image(c.extent, image_format(c), name=name, arena=arena)
+    image.sampler_fields = c.sampler  # sampled through the program's own sampler
     data = c.before if c.before is not None else c.after
     if len(data) != image.nbytes:
         image.close()
@@ -178,7 +179,8 @@ def bound_launch(d: CapturedDispatch, reflection: sp.Reflection, local, resource
     push = d.push_constants[:reflection.push_constant_size]
     push += b"\0" * (reflection.push_constant_size - len(push))
     return vk.Launch(d.spirv, resources, groups=tuple(d.groups), push_constants=push, spec_constants=spec,
-                     local_size=local, entry_point=d.entry_point, name=f"dispatch{d.dispatch}", label=label)
+                     local_size=local, entry_point=d.entry_point, name=f"dispatch{d.dispatch}", label=label,
+                     base_group=tuple(d.base_group))
 
 
 @contextmanager

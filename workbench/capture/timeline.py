@@ -18,7 +18,6 @@ import dataclasses
 
 import numpy as np
 import pandas as pd
-import vulkan
 
 from .. import vk
 from ..measure import environment, sample_each, summarize_ns
@@ -29,6 +28,7 @@ from .replay import (IMAGE_KINDS, WRITABLE, NotReplayable, _check, _image, bound
 
 WAY = {"way": "in-order", "timestamps": "etvk", "barriers": "captured", "between": "in order", "back_to_back": 1}
 BARRIERS = ("captured", "light", "full")
+MEMORY = ("pooled", "own")  # the chain's resources bound into one arena (as VMA does ET-VK's), or each its own
 
 
 def _initial_layouts(chain: list, made: dict) -> tuple:
@@ -43,14 +43,14 @@ def _initial_layouts(chain: list, made: dict) -> tuple:
             c = captured[(b.set, b.binding)]
             if c.image is not None and c.layout:
                 first.setdefault(("image", c.image), c.layout)
-    keep = (vulkan.VK_IMAGE_LAYOUT_GENERAL, vulkan.VK_IMAGE_LAYOUT_UNDEFINED)
-    moves = tuple((made[key], 0, ACCESS, vulkan.VK_IMAGE_LAYOUT_GENERAL, _layout(layout))
+    keep = (vk.enum("VK_IMAGE_LAYOUT_GENERAL"), vk.enum("VK_IMAGE_LAYOUT_UNDEFINED"))
+    moves = tuple((made[key], 0, ACCESS, keep[0], _layout(layout))
                   for key, layout in first.items() if key in made and _layout(layout) not in keep)
     return (vk.Barrier(STAGES, STAGES, images=moves),) if moves else ()
 
 
-ACCESS = vulkan.VK_ACCESS_SHADER_READ_BIT | vulkan.VK_ACCESS_SHADER_WRITE_BIT
-STAGES = vulkan.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+ACCESS = vk.enum("VK_ACCESS_SHADER_READ_BIT") | vk.enum("VK_ACCESS_SHADER_WRITE_BIT")
+STAGES = vk.enum("VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT")
 
 
 def _captured_barriers(d: CapturedDispatch, made: dict) -> tuple:
@@ -68,17 +68,17 @@ def _captured_barriers(d: CapturedDispatch, made: dict) -> tuple:
 
 def _layout(name) -> int:
     """A converted layout (its name, or its number where convert wrote one) as a VK_IMAGE_LAYOUT_* value."""
-    value = int(name) if isinstance(name, int) or str(name).isdigit() else getattr(vulkan, str(name), None)
-    if not isinstance(value, int):
-        raise NotReplayable(f"expected a VK_IMAGE_LAYOUT_* in a captured barrier, found {name!r}")
-    return value
+    try:
+        return vk.enum(name)
+    except ValueError:
+        raise NotReplayable(f"expected a VK_IMAGE_LAYOUT_* in a captured barrier, found {name!r}") from None
 
 
-def _resources(dev, chain: list, captured_tiling: bool = False) -> dict:
+def _resources(dev, chain: list, captured_tiling: bool = False, arena=None) -> dict:
     """{resource key: the runtime's buffer or image}: one per captured resource, sized for its largest binding,
     filled with the bytes the first dispatch to bind it read; images with the captured tiling where
-    `captured_tiling` and the device can make it."""
-    first, largest = {}, {}
+    `captured_tiling` and the device can make it; all bound into `arena` where one is given."""
+    first, largest, samplers = {}, {}, {}
     for d, reflection, captured, _ in chain:
         for b in reflection.bindings:
             c = captured[(b.set, b.binding)]
@@ -86,16 +86,20 @@ def _resources(dev, chain: list, captured_tiling: bool = False) -> dict:
             data = c.before if c.before is not None else c.after
             first.setdefault(key, (c, data))
             largest[key] = max(largest.get(key, 0), len(data))
+            if c.sampler:
+                samplers.setdefault(key, c.sampler)
     made = {}
     try:
         for key, (c, data) in first.items():
             name = f"capture {key[0]} {key[1]}"
             if c.kind in IMAGE_KINDS:
-                made[key] = _image(dev, c, name, captured_tiling)
+                made[key] = _image(dev, c, name, captured_tiling, arena)
+                made[key].sampler_fields = samplers.get(key)  # sampled through the program's own sampler
             else:
                 raw = np.zeros(largest[key], np.uint8)
                 raw[:len(data)] = np.frombuffer(data, np.uint8)
-                made[key] = dev.uniform(raw, name=name) if c.kind == sp.UNIFORM_BUFFER else dev.buffer(raw, name=name)
+                made[key] = dev.uniform(raw, name=name, arena=arena) if c.kind == sp.UNIFORM_BUFFER \
+                    else dev.buffer(raw, name=name, arena=arena)
     except BaseException:
         for r in made.values():
             r.close()
@@ -103,21 +107,24 @@ def _resources(dev, chain: list, captured_tiling: bool = False) -> dict:
     return made
 
 
-def time_in_order(dev, found: list[CapturedDispatch], *, barriers: str = "captured",
+def time_in_order(dev, found: list[CapturedDispatch], *, barriers: str = "captured", memory: str = "pooled",
                   sampling: dict | None = None, chains: int = 1) -> pd.DataFrame:
     """The dispatches of `found` (one execution, in order) timed in order (module docstring): a row per dispatch
     with its median / p10 / p90 / min µs, samples, `exact` (the chain's), `reason` (why it was left out), the way's
     columns (WAY; `barriers` says which were recorded: "captured" falls back to "light" for a capture whose calls
-    kept none), the clock columns and the environment. `sampling`: `measure.sample_each`'s options. `chains`:
+    kept none; `memory`: MEMORY), the clock columns and the environment. `sampling`: `measure.sample_each`'s
+    options. `chains`:
     the whole chain that many times in one command buffer (each dispatch's samples pooled over them), which keeps
     a GPU whose clock sags under a short chain busy (`chains` is a column)."""
     if isinstance(chains, bool) or not isinstance(chains, int) or chains < 1:
         raise ValueError(f"chains must be a whole number >= 1, got {chains!r}")
     if barriers not in BARRIERS:
         raise ValueError(f"barriers is one of {', '.join(BARRIERS)}, got {barriers!r}")
+    if memory not in MEMORY:
+        raise ValueError(f"memory is one of {', '.join(MEMORY)}, got {memory!r}")
     if barriers == "captured" and any(d.barriers is None for d in found):
         barriers = "light"
-    way = {**WAY, "barriers": barriers}
+    way = {**WAY, "barriers": barriers, "memory": memory}
     chain, rows = [], []
     for d in found:
         try:
@@ -127,7 +134,13 @@ def time_in_order(dev, found: list[CapturedDispatch], *, barriers: str = "captur
             rows.append({"dispatch": d.dispatch, "pipeline": d.spirv_hash, "reason": str(exc)})
             continue
         chain.append((d, reflection, captured, local))
-    made = _resources(dev, chain, barriers == "captured") if chain else {}
+    arena = dev.arena() if memory == "pooled" and chain else None
+    try:
+        made = _resources(dev, chain, barriers == "captured", arena) if chain else {}
+    except BaseException:
+        if arena is not None:
+            arena.close()
+        raise
     launches = []
     try:
         for d, reflection, captured, local in chain:
@@ -156,6 +169,8 @@ def time_in_order(dev, found: list[CapturedDispatch], *, barriers: str = "captur
     finally:
         for r in made.values():
             r.close()
+        if arena is not None:
+            arena.close()
     return pd.DataFrame(rows).assign(**way).sort_values("dispatch", ignore_index=True)
 
 

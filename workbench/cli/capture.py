@@ -356,6 +356,9 @@ def _register_fidelity(verbs) -> None:
                     help="in-order: the barriers before each dispatch: captured (the program's own, its image "
                          "layouts and tiling; light where the capture kept none), light, full; several are each "
                          "timed (default captured)")
+    fd.add_argument("--memory", default="pooled", metavar="KIND[,KIND]",
+                    help="in-order: the chain's resources pooled (bound into large blocks, as ET-VK's VMA does) or "
+                         "own (an allocation each); several are each timed (default pooled)")
     fd.add_argument("--warm-seconds", type=float, default=1.0, help="GPU kept busy before each dispatch (default 1)")
     fd.add_argument("--quick", action="store_true", help="fewer timing samples")
     fd.add_argument("--samples", type=int, default=None, metavar="N",
@@ -369,11 +372,12 @@ def _register_fidelity(verbs) -> None:
     fd.set_defaults(fn=_fidelity)
 
 
-def _barrier_kinds(text: str) -> tuple:
-    from ..capture.timeline import BARRIERS
+def _kinds(text: str, option: str) -> tuple:
+    from ..capture.timeline import BARRIERS, MEMORY
+    known = {"barriers": BARRIERS, "memory": MEMORY}[option]
     kinds = tuple(k.strip() for k in text.split(",") if k.strip())
-    if not kinds or any(k not in BARRIERS for k in kinds):
-        raise ValueError(f"--barriers takes {', '.join(BARRIERS)} (comma-separated), got {text!r}")
+    if not kinds or any(k not in known for k in kinds):
+        raise ValueError(f"--{option} takes {', '.join(known)} (comma-separated), got {text!r}")
     return kinds
 
 
@@ -385,7 +389,8 @@ def _fidelity(args) -> int:
                                    warm_seconds=args.warm_seconds, quick=args.quick, samples=args.samples,
                                    names=_names(args), device=None if args.device is None else _plain_device(args),
                                    echo=lambda m: print(m, file=sys.stderr, flush=True),
-                                   in_order={"chains": args.chains, "barriers": _barrier_kinds(args.barriers)})
+                                   in_order={"chains": args.chains, "barriers": _kinds(args.barriers, "barriers"),
+                                             "memory": _kinds(args.memory, "memory")})
     print(table(summary.reindex(columns=FIDELITY_COLUMNS)))
     for way in summary["way"].unique():
         every = summary[(summary["way"] == way) & (summary["family"] == "(all)")].iloc[0]

@@ -11,11 +11,11 @@ from .discovery import (DeviceInfo, LayerMessage, instance, instances, list_devi
 from .errors import (BindingError, ClosedError, DeviceNotFoundError, FenceTimeoutError, MissingFeatureError, ValidationError,
                      VulkanError)
 from .launch import Launch, Launches
-from .memory import Buffer, Image
+from .memory import Arena, Buffer, Image
 from .pipeline import Pipeline
-from .recording import Barrier, DispatchTiming, Recording
+from .recording import Barrier, DispatchTiming, Recording, enum
 
-__all__ = ["Barrier", "Device", "get_device", "set_device", "DeviceInfo", "instance", "instances", "list_devices", "select_device",
+__all__ = ["Arena", "Barrier", "enum", "Device", "get_device", "set_device", "DeviceInfo", "instance", "instances", "list_devices", "select_device",
            "validation_messages", "validation_details", "validation_modes", "LayerMessage",
            "BindingError", "ClosedError", "DeviceNotFoundError", "FenceTimeoutError", "MissingFeatureError", "ValidationError",
            "VulkanError", "Buffer", "Image", "Pipeline", "DispatchTiming", "Recording", "Launch", "Launches"]

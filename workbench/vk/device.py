@@ -9,7 +9,7 @@ import vulkan as vk
 from . import discovery
 from .errors import Closable, ClosedError, FenceTimeoutError, MissingFeatureError
 from .interrupts import sigint_deferred
-from .memory import Buffer, Image
+from .memory import Arena, Buffer, Image
 from .pipeline import Pipeline, destroy_pipeline_objects
 from .recording import Recording, fence_timeout_s
 
@@ -236,47 +236,61 @@ class Device(Closable):
         return discovery.cooperative_matrix_flexible_properties(self.instance, self.physical_device)
 
     # --- factories -------------------------------------------------------------------------------------------
-    def buffer(self, data=None, *, nbytes: int | None = None, name: str = "", device_address: bool = False) -> Buffer:
+    def buffer(self, data=None, *, nbytes: int | None = None, name: str = "", device_address: bool = False,
+               arena=None) -> Buffer:
         """A storage buffer holding `data` (numpy / torch CPU / bytes), or a zero-filled one of `nbytes`;
         `device_address`: one a shader can reach by pointer (`Buffer.device_address`; the device's
-        bufferDeviceAddress feature, else MissingFeatureError)."""
+        bufferDeviceAddress feature, else MissingFeatureError); `arena`: bound into it (`vk.Arena`)."""
         self.check_open("create a buffer")
         if (data is None) == (nbytes is None):
             raise ValueError("give either data or nbytes")
         if device_address:
             self.require("buffer_device_address")
         if data is None:
-            return Buffer(self, nbytes, name=name, device_address=device_address)
+            return Buffer(self, nbytes, name=name, device_address=device_address, arena=arena)
         from .memory import as_numpy
         array = as_numpy(data)
-        return Buffer(self, max(array.nbytes, 1), name=name, device_address=device_address).upload(array)
+        return Buffer(self, max(array.nbytes, 1), name=name, device_address=device_address,
+                      arena=arena).upload(array)
 
-    def uniform(self, data, name: str = "") -> Buffer:
+    def uniform(self, data, name: str = "", arena=None) -> Buffer:
         self.check_open("create a uniform buffer")
         from .memory import as_numpy
         array = as_numpy(data)
-        return Buffer(self, array.nbytes, uniform=True, name=name).upload(array)
+        return Buffer(self, array.nbytes, uniform=True, name=name, arena=arena).upload(array)
 
-    def image(self, extent, fmt: str = "rgba32f", name: str = "", tiling: str = "optimal") -> Image:
+    def image(self, extent, fmt: str = "rgba32f", name: str = "", tiling: str = "optimal", arena=None) -> Image:
         """A 2-D ((x, y)) or 3-D ((x, y, z)) image, bindable as a storage image and as a sampled image; `tiling`
-        "optimal" or "linear" (as ET-VK makes its images where the device allows)."""
+        "optimal" or "linear" (as ET-VK makes its images where the device allows); `arena`: bound into it."""
         self.check_open("create an image")
-        return Image(self, extent, fmt, name=name, tiling=tiling)
+        return Image(self, extent, fmt, name=name, tiling=tiling, arena=arena)
 
-    def sampler(self, dims: int):
-        """The device's one nearest-filter, clamp-to-edge sampler for `dims`-D images (made once).
+    def arena(self, block_bytes: int = 64 << 20) -> Arena:
+        """Memory that buffers and images are bound into one after another (`vk.Arena`); close it after them."""
+        self.check_open("create an arena")
+        return Arena(self, block_bytes)
 
-        2-D images get unnormalised coordinates, like ET-VK's texel reads; Vulkan allows those only for 1-D and
-        2-D views, so 3-D images get normalised ones. texelFetch ignores the sampler's coordinates either way."""
-        if dims not in self._samplers:
+    def sampler(self, dims: int, fields: dict | None = None):
+        """The device's nearest-filter, clamp-to-edge sampler for `dims`-D images (made once), or one made with
+        `fields` (VkSamplerCreateInfo fields by name, values or their VK_* names: a captured program's sampler).
+
+        2-D images get unnormalised coordinates; Vulkan allows those only for 1-D and 2-D views, so 3-D images get
+        normalised ones. texelFetch ignores the sampler's coordinates either way (the hardware may not: a replay
+        uses the program's own sampler)."""
+        key = (dims, tuple(sorted((fields or {}).items())))
+        if key not in self._samplers:
             clamp = vk.VK_SAMPLER_ADDRESS_MODE_CLAMP_TO_EDGE
-            info = vk.VkSamplerCreateInfo(magFilter=vk.VK_FILTER_NEAREST, minFilter=vk.VK_FILTER_NEAREST,
-                                          mipmapMode=vk.VK_SAMPLER_MIPMAP_MODE_NEAREST, addressModeU=clamp,
-                                          addressModeV=clamp, addressModeW=clamp, maxLod=0.0,
-                                          borderColor=vk.VK_BORDER_COLOR_INT_TRANSPARENT_BLACK,
-                                          unnormalizedCoordinates=vk.VK_TRUE if dims == 2 else vk.VK_FALSE)
-            self._samplers[dims] = vk.vkCreateSampler(self.handle, info, None)
-        return self._samplers[dims]
+            info = dict(magFilter=vk.VK_FILTER_NEAREST, minFilter=vk.VK_FILTER_NEAREST,
+                        mipmapMode=vk.VK_SAMPLER_MIPMAP_MODE_NEAREST, addressModeU=clamp, addressModeV=clamp,
+                        addressModeW=clamp, maxLod=0.0, borderColor=vk.VK_BORDER_COLOR_INT_TRANSPARENT_BLACK,
+                        unnormalizedCoordinates=vk.VK_TRUE if dims == 2 else vk.VK_FALSE)
+            for name, value in (fields or {}).items():
+                value = getattr(vk, value, None) if isinstance(value, str) else value  # a VK_* name
+                if name not in info and name not in ("mipLodBias", "minLod") or value is None:
+                    raise ValueError(f"expected VkSamplerCreateInfo fields with Vulkan values, got {name}={value!r}")
+                info[name] = int(value) if isinstance(value, bool) else value
+            self._samplers[key] = vk.vkCreateSampler(self.handle, vk.VkSamplerCreateInfo(**info), None)
+        return self._samplers[key]
 
     def pipeline(self, spirv, *, spec_constants=None, local_size=None, capture_statistics=False,
                  name: str = "kernel", entry_point: str = "main", capture_internal: bool = False,

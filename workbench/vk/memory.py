@@ -58,6 +58,48 @@ def _memory_type(device, requirements, wanted: int, fallback: int) -> tuple[int,
                       f"{requirements.memoryTypeBits:#x} on {device.info.name}")
 
 
+class Arena(Closable):
+    """Device memory that many buffers and images are bound into, one after another, as VMA suballocates ET-VK's
+    tensors from large blocks (the GPU then walks a few large pages, not one allocation a resource): blocks of
+    `block_bytes` (or larger for one big resource) per memory type, made as resources ask; a resource made in an
+    arena frees nothing on close, the arena frees its blocks on close (after its resources)."""
+
+    def __init__(self, device, block_bytes: int = 64 << 20):
+        self.device, self.block_bytes = device, int(block_bytes)
+        self._blocks: dict[tuple, list] = {}  # (memory type, optimal image) -> [[memory, size, used, mapping], …]
+        self.handle = True
+
+    def take(self, requirements, wanted: int, fallback: int, optimal_image: bool = False) -> tuple:
+        """(memory, offset, type flags, mapping of the range or None) for `requirements`; optimal-tiled images in
+        blocks of their own (no bufferImageGranularity to keep from linear neighbours)."""
+        index, flags = _memory_type(self.device, requirements, wanted, fallback)
+        granule = max(int(requirements.alignment), 256)
+        size = int(requirements.size)
+        blocks = self._blocks.setdefault((index, optimal_image), [])
+        block = blocks[-1] if blocks else None
+        offset = 0 if block is None else -(-block[2] // granule) * granule
+        if block is None or offset + size > block[1]:
+            total = max(self.block_bytes, size)
+            memory = vk.vkAllocateMemory(self.device.handle, vk.VkMemoryAllocateInfo(allocationSize=total,
+                                                                                     memoryTypeIndex=index), None)
+            mapping = vk.vkMapMemory(self.device.handle, memory, 0, total, 0) \
+                if (flags & HOST_VISIBLE) == HOST_VISIBLE else None
+            block, offset = [memory, total, 0, mapping], 0
+            blocks.append(block)
+        block[2] = offset + size
+        view = None if block[3] is None else memoryview(block[3])[offset:offset + size]
+        return block[0], offset, flags, view
+
+    def close(self):
+        for blocks in self._blocks.values():
+            for memory, _, _, mapping in blocks:
+                if mapping is not None:
+                    vk.vkUnmapMemory(self.device.handle, memory)
+                vk.vkFreeMemory(self.device.handle, memory, None)
+        self._blocks.clear()
+        self.handle = None
+
+
 class _DeviceMemory(Closable):
     """What buffers and images share: one handle bound to its own device memory, tracked by the device until
     close()."""
@@ -71,7 +113,8 @@ class _DeviceMemory(Closable):
             return
         handle = self.device.handle
         self._destroy(handle)
-        vk.vkFreeMemory(handle, self.memory, None)
+        if not getattr(self, "in_arena", False):  # an arena's blocks are freed by the arena
+            vk.vkFreeMemory(handle, self.memory, None)
         self.handle = None
         self.device._untrack(self)
 
@@ -80,7 +123,7 @@ class Buffer(_DeviceMemory):
     """A storage (or uniform) buffer of `nbytes` bytes."""
 
     def __init__(self, device, nbytes: int, *, uniform: bool = False, host_visible: bool = False, name: str = "",
-                 device_address: bool = False):
+                 device_address: bool = False, arena: Arena | None = None):
         if int(nbytes) <= 0:
             raise ValueError(f"a buffer needs at least 1 byte, got {nbytes}")
         self.device = device
@@ -98,19 +141,25 @@ class Buffer(_DeviceMemory):
         device.name_object(vk.VK_OBJECT_TYPE_BUFFER, self.handle, name)  # sync validation names the buffer
         requirements = vk.vkGetBufferMemoryRequirements(handle, self.handle)
         wanted = HOST_VISIBLE if host_visible else DEVICE_LOCAL
-        index, flags = _memory_type(device, requirements, wanted, HOST_VISIBLE)
-        flags_info = vk.VkMemoryAllocateFlagsInfo(flags=ALLOCATE_DEVICE_ADDRESS) \
-            if device_address else None
-        alloc_info = vk.VkMemoryAllocateInfo(pNext=flags_info, allocationSize=requirements.size,
-                                             memoryTypeIndex=index)
-        self.memory = vk.vkAllocateMemory(handle, alloc_info, None)
-        vk.vkBindBufferMemory(handle, self.handle, self.memory, 0)
+        self.in_arena = arena is not None and not device_address
+        if self.in_arena:
+            self.memory, offset, flags, self._mapped = arena.take(requirements, wanted, HOST_VISIBLE)
+            vk.vkBindBufferMemory(handle, self.handle, self.memory, offset)
+        else:
+            index, flags = _memory_type(device, requirements, wanted, HOST_VISIBLE)
+            flags_info = vk.VkMemoryAllocateFlagsInfo(flags=ALLOCATE_DEVICE_ADDRESS) \
+                if device_address else None
+            alloc_info = vk.VkMemoryAllocateInfo(pNext=flags_info, allocationSize=requirements.size,
+                                                 memoryTypeIndex=index)
+            self.memory = vk.vkAllocateMemory(handle, alloc_info, None)
+            vk.vkBindBufferMemory(handle, self.handle, self.memory, 0)
         self.device_address = None  # where a shader's pointers reach it (the binding's wrapper returns its input)
         if device_address:
             info = vk.VkBufferDeviceAddressInfo(buffer=self.handle)
             self.device_address = int(vk.lib.vkGetBufferDeviceAddress(handle, vk.ffi.addressof(info)))
         self.mappable = (flags & HOST_VISIBLE) == HOST_VISIBLE
-        self._mapped = vk.vkMapMemory(handle, self.memory, 0, self.alloc_size, 0) if self.mappable else None
+        if not self.in_arena:
+            self._mapped = vk.vkMapMemory(handle, self.memory, 0, self.alloc_size, 0) if self.mappable else None
         if self._mapped is not None:
             np.frombuffer(self._mapped, dtype=np.uint8)[:] = 0
         else:
@@ -161,9 +210,9 @@ class Buffer(_DeviceMemory):
         return tensor.view(torch.bfloat16) if dtype == torch.bfloat16 else tensor
 
     def _destroy(self, handle) -> None:
-        if self._mapped is not None:
+        if self._mapped is not None and not self.in_arena:
             vk.vkUnmapMemory(handle, self.memory)
-            self._mapped = None
+        self._mapped = None
         vk.vkDestroyBuffer(handle, self.handle, None)
 
 
@@ -186,7 +235,8 @@ class Image(_DeviceMemory):
     tensor written as an image by one kernel is read through a sampler by the next.
     """
 
-    def __init__(self, device, extent, fmt: str = "rgba32f", name: str = "", tiling: str = "optimal"):
+    def __init__(self, device, extent, fmt: str = "rgba32f", name: str = "", tiling: str = "optimal",
+                 arena: Arena | None = None):
         extent = tuple(int(e) for e in extent)
         if len(extent) not in (2, 3) or min(extent) < 1:
             raise ValueError(f"an image extent is 2 or 3 positive ints ((x, y) or (x, y, z)), got {extent}")
@@ -197,6 +247,7 @@ class Image(_DeviceMemory):
         if fmt not in IMAGE_FORMATS:
             raise ValueError(f"unknown image format {fmt!r}; expected one of {sorted(IMAGE_FORMATS)}")
         self.device, self.extent, self.format, self.name = device, extent, fmt, name
+        self.sampler_fields = None  # how a combined image sampler binds it: `Device.sampler`'s fields, or its own
         vk_format, self.dtype = IMAGE_FORMATS[fmt]
         self.dtype = np.dtype(self.dtype)
         self.shape = tuple(reversed(extent)) + (4,)
@@ -233,10 +284,14 @@ class Image(_DeviceMemory):
             sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE, initialLayout=vk.VK_IMAGE_LAYOUT_UNDEFINED)
         self.handle = vk.vkCreateImage(handle, create_info, None)
         requirements = vk.vkGetImageMemoryRequirements(handle, self.handle)
-        index, _ = _memory_type(device, requirements, DEVICE_LOCAL, 0)
-        alloc_info = vk.VkMemoryAllocateInfo(allocationSize=requirements.size, memoryTypeIndex=index)
-        self.memory = vk.vkAllocateMemory(handle, alloc_info, None)
-        vk.vkBindImageMemory(handle, self.handle, self.memory, 0)
+        self.in_arena = arena is not None
+        if self.in_arena:
+            self.memory, offset, _, _ = arena.take(requirements, DEVICE_LOCAL, 0, optimal_image=tiling == "optimal")
+        else:
+            index, _ = _memory_type(device, requirements, DEVICE_LOCAL, 0)
+            alloc_info = vk.VkMemoryAllocateInfo(allocationSize=requirements.size, memoryTypeIndex=index)
+            self.memory, offset = vk.vkAllocateMemory(handle, alloc_info, None), 0
+        vk.vkBindImageMemory(handle, self.handle, self.memory, offset)
         subresource = vk.VkImageSubresourceRange(aspectMask=vk.VK_IMAGE_ASPECT_COLOR_BIT, baseMipLevel=0,
                                                  levelCount=1, baseArrayLayer=0, layerCount=1)
         view_info = vk.VkImageViewCreateInfo(image=self.handle, format=vk_format, subresourceRange=subresource,

@@ -42,6 +42,14 @@ class Barrier:
     images: tuple = ()
 
 
+def enum(value) -> int:
+    """A Vulkan enum or flag value from its VK_* name (as a capture's converted calls write it) or its number."""
+    found = int(value) if isinstance(value, int) or str(value).isdigit() else getattr(vk, str(value), None)
+    if not isinstance(found, int) or isinstance(found, bool):
+        raise ValueError(f"expected a Vulkan VK_* enum name or number, got {value!r}")
+    return found
+
+
 def fence_timeout_s() -> float:
     return float(os.environ.get("WORKBENCH_FENCE_TIMEOUT_S", "120"))
 
@@ -420,7 +428,7 @@ def _write_descriptors(device_handle, descriptor_set, command: _Command, layouts
     keep = []  # the info structs must outlive vkUpdateDescriptorSets
     for b, r in zip(command.pipeline.bindings, command.resources):
         if isinstance(r, Image):
-            sampler = r.device.sampler(r.dims) if b.kind == COMBINED_IMAGE_SAMPLER else None
+            sampler = r.device.sampler(r.dims, r.sampler_fields) if b.kind == COMBINED_IMAGE_SAMPLER else None
             info = vk.VkDescriptorImageInfo(sampler=sampler, imageView=r.view,
                                             imageLayout=layouts.get(r, vk.VK_IMAGE_LAYOUT_GENERAL))
             keep.append(info)

@@ -49,7 +49,7 @@ PROGRAM_DIR = "program"               # the lowered program, run by profile.exec
 CAPTURED_ETDUMP = "run.etdp"          # the captured execution's ETDump (capture_program)
 TABLE_COLUMNS = ["model", "order", "dispatch", "variant", "family", "operator", "kernel", "way", "etvk_us",
                  "etvk_runs", "replay_us", "ratio", "within_10pct", "exact", "replay_p10_us", "replay_p90_us",
-                 "samples", "timestamps", "barriers", "between", "back_to_back", "chains", "replay_sm_clock_mhz",
+                 "samples", "timestamps", "barriers", "memory", "between", "back_to_back", "chains", "replay_sm_clock_mhz",
                  "etvk_sm_clock_mhz", "etvk_from", "joined_by", "reason", "device", "driver", "commit"]
 PACKED = (TIMED_NAME, f"*/{DISPATCHES_NAME}", "*/capture.json", f"*/{CAPTURED_ETDUMP}",
           f"*/{PROGRAM_DIR}/summary.json", f"*/{PROGRAM_DIR}/run.json", f"*/{PROGRAM_DIR}/run.etdp")
@@ -165,13 +165,17 @@ def time_capture(folder, dispatches, *, ways: dict, warm_seconds: float = 1.0, s
     rows = []
     if IN_ORDER in ways:
         options = dict(in_order or {})
-        wanted_barriers = options.pop("barriers", ("captured",))
-        for barriers in [wanted_barriers] if isinstance(wanted_barriers, str) else wanted_barriers:
-            timed = timeline.time_in_order(device, found, sampling=sampling, barriers=barriers, **options)
-            if echo:
-                echo(f"{Path(folder).name}: {len(found)} dispatches in order ({timed['barriers'].iloc[0]} "
-                     f"barriers), {timed['median_us'].sum():.1f} µs, exact {bool(timed['exact'].all())}")
-            rows.extend(timed.to_dict("records"))
+        listed = {k: [options.pop(k)] if isinstance(options.get(k), str) else list(options.pop(k, [default]))
+                  for k, default in (("barriers", "captured"), ("memory", "pooled"))}
+        for barriers in listed["barriers"]:
+            for memory in listed["memory"]:
+                timed = timeline.time_in_order(device, found, sampling=sampling, barriers=barriers, memory=memory,
+                                               **options)
+                if echo:
+                    echo(f"{Path(folder).name}: {len(found)} dispatches in order ({timed['barriers'].iloc[0]} "
+                         f"barriers, {memory} memory), {timed['median_us'].sum():.1f} µs, "
+                         f"exact {bool(timed['exact'].all())}")
+                rows.extend(timed.to_dict("records"))
         if all(way is None for way in ways.values()):
             found = []
     for n, d in enumerate(found, 1):
@@ -320,8 +324,9 @@ def table(model: str, frame: pd.DataFrame, events: pd.DataFrame, timed: pd.DataF
 def summary(rows: pd.DataFrame) -> pd.DataFrame:
     """Per way, per family and "(all)": dispatches, median ratio with p10–p90, the share within 10 %, ET-VK's and
     the replays' µs summed, all exact (:func:`fidelity.summary` on these rows)."""
+    rows = rows.assign(memory=rows["memory"].astype(object).fillna("own") if "memory" in rows else "own")  # alone
     as_fidelity = rows.rename(columns={"etvk_us": "runtime_us", "replay_us": "workbench_us", "exact": "correct"})
-    modes = ["timestamps", "between", "barriers"]
+    modes = ["timestamps", "between", "barriers", "memory"]
     out = fidelity.summary(as_fidelity.dropna(subset=["ratio", *modes]))
     ways = rows.dropna(subset=modes).drop_duplicates(modes)[["way", *modes]]
     out = ways.merge(out, on=modes).rename(columns={"runtime_us": "etvk_us", "workbench_us": "replay_us",
