@@ -300,14 +300,15 @@ def test_a_dispatch_command_the_reader_does_not_know_is_listed_not_replayed(devi
     folder = _copy(tmp_path)
     calls = (folder / "calls.jsonl").read_text().splitlines()
     second = [i for i, line in enumerate(calls) if '"vkCmdDispatch"' in line][1]
-    calls[second] = calls[second].replace('"vkCmdDispatch"', '"vkCmdDispatchIndirect"')
+    calls[second] = calls[second].replace('"vkCmdDispatch"', '"vkCmdDispatchGraphAMDX"')
     (folder / "calls.jsonl").write_text("\n".join(calls) + "\n")
     frame = capture.open(folder)
-    assert frame["command"].tolist() == ["vkCmdDispatch", "vkCmdDispatchIndirect", "vkCmdDispatch"]
+    assert frame["command"].tolist() == ["vkCmdDispatch", "vkCmdDispatchGraphAMDX", "vkCmdDispatch"]
     assert frame["groups"][1] == (0, 0, 0)
     replayed = capture.replay(folder, device=device, time_it=False)
     assert replayed["exact"].tolist() == [True, False, True]
-    assert replayed["reason"][1].startswith("vkCmdDispatchIndirect: expected vkCmdDispatch or vkCmdDispatchBase")
+    assert replayed["reason"][1].startswith("vkCmdDispatchGraphAMDX: expected vkCmdDispatch, vkCmdDispatchBase or "
+                                            "vkCmdDispatchIndirect")
     assert capture.format.dump_plan(capture.format.read_calls(folder / "calls.jsonl"))["Dispatch"] == [
         [capture.dispatches(folder)[0].index], [capture.dispatches(folder)[2].index]]
 
@@ -459,14 +460,14 @@ def test_a_capture_with_nothing_replayable_still_writes_every_row(tmp_path, caps
     folder = tmp_path / "indirect"
     shutil.copytree(DATA, folder)
     calls = folder / "calls.jsonl"
-    calls.write_text(calls.read_text().replace('"name":"vkCmdDispatch"', '"name":"vkCmdDispatchIndirect"'))
+    calls.write_text(calls.read_text().replace('"name":"vkCmdDispatch"', '"name":"vkCmdDispatchGraphAMDX"'))
     frame = capture.replay(folder, device=device, quick=True)
     assert len(frame) == 3 and not frame["exact"].any() and frame["gpu_us_median"].isna().all()
-    assert frame["reason"].str.startswith("vkCmdDispatchIndirect: expected vkCmdDispatch").all()
+    assert frame["reason"].str.startswith("vkCmdDispatchGraphAMDX: expected vkCmdDispatch").all()
     out = tmp_path / "replay.csv"
     assert cli_main(["capture", "replay", str(folder), "--quick", "--csv", str(out)]) == 1
     printed = capsys.readouterr().out
-    assert "0 of 3 dispatches replayed exact" in printed and "not replayed (3): vkCmdDispatchIndirect" in printed
+    assert "0 of 3 dispatches replayed exact" in printed and "not replayed (3): vkCmdDispatchGraphAMDX" in printed
     import pandas as pd
     written = pd.read_csv(out)
     assert len(written) == 3 and written["reason"].notna().all()
@@ -478,13 +479,13 @@ def test_notebook_07_on_a_capture_with_nothing_replayable(tmp_path, monkeypatch)
     folder = tmp_path / "indirect"
     shutil.copytree(DATA, folder)
     calls = folder / "calls.jsonl"
-    calls.write_text(calls.read_text().replace('"name":"vkCmdDispatch"', '"name":"vkCmdDispatchIndirect"'))
+    calls.write_text(calls.read_text().replace('"name":"vkCmdDispatch"', '"name":"vkCmdDispatchGraphAMDX"'))
     monkeypatch.setenv("WORKBENCH_VALIDATION", "1")
     executed = nb.execute(nb.REPO / "notebooks" / "07_capture.ipynb",
                           parameters={"FULL": False, "RESULTS_DIR": str(tmp_path / "out"), "CAPTURE": str(folder)},
                           extra_cells=[nb.VALIDATION_CHECK_CELL], timeout=600)
     text = "".join(o.get("text", "") for c in executed.cells if c.cell_type == "code" for o in c.outputs)
-    assert "not replayed (3 dispatches): vkCmdDispatchIndirect" in text and "validation: silent" in text
+    assert "not replayed (3 dispatches): vkCmdDispatchGraphAMDX" in text and "validation: silent" in text
 
 
 def renamed_entry_point(tmp_path, name: str = "mm_r"):
@@ -621,3 +622,58 @@ def test_live_capture_of_template_written_sets(device, tmp_path):
     capture.run([sys.executable, PUSH_PROGRAM, *push_shaders(tmp_path), tmp_path / "out.bin", "--sets"],
                 tmp_path / "cap")
     check_template_sets(tmp_path / "cap", device)
+
+
+# tests/capture_data/launch: `workbench capture run` on tests/capture_program_launch.py (lavapipe, GFXReconstruct
+# 1.0.5): vkCmdDispatchBase, a dispatch writing group counts into a buffer, vkCmdDispatchIndirect reading them
+LAUNCH_DATA = HERE / "capture_data" / "launch"
+LAUNCH_PROGRAM = HERE / "capture_program_launch.py"
+
+
+def check_launch_capture(folder, device):
+    """The indirect dispatch's groups are what the GPU wrote into the indirect buffer at that dispatch (2, 1, 1; the
+    host wrote 9s) and it replays exact; the base dispatch is listed with its base and named (no dump of it)."""
+    import capture_program_launch as launch
+    found = capture.dispatches(folder)
+    assert [d.command for d in found] == ["vkCmdDispatchBase", "vkCmdDispatch", "vkCmdDispatchIndirect"]
+    assert found[0].base_group == (launch.BASE, 0, 0) and found[0].groups == (launch.GROUPS, 1, 1)
+    assert found[2].groups == (launch.N_INDIRECT // launch.LOCAL, 1, 1)
+    assert found[2].bindings[0].after == launch.expected()[1].tobytes()
+    replayed = capture.replay(folder, device=device, quick=True)
+    assert replayed["exact"].tolist() == [False, True, True], replayed[["dispatch", "mismatch", "reason"]]
+    assert replayed["reason"][0].startswith("vkCmdDispatchBase: GFXReconstruct 1.0.5's --dump-resources does not")
+    return found
+
+
+def test_indirect_dispatches_replay_with_the_groups_read_at_that_dispatch(device):
+    check_launch_capture(LAUNCH_DATA, device)
+
+
+def test_a_base_group_replays_through_the_runtime(device):
+    """vkCmdDispatchBase's launch: the captured stamp shader from group (2, 0, 0), its bytes given (the capture has
+    none for it), equal to the program's numpy reference."""
+    import dataclasses
+
+    import capture_program_launch as launch
+    from workbench.capture.replay import replay_one
+    indirect = capture.dispatches(LAUNCH_DATA)[2]
+    based, _ = launch.expected()
+    out = dataclasses.replace(indirect.bindings[0], before=bytes(based.nbytes), after=based.tobytes(),
+                              size=based.nbytes)
+    tagged = indirect.push_constants[:0] + (7).to_bytes(4, "little")
+    d = dataclasses.replace(indirect, command="vkCmdDispatch", groups=(launch.GROUPS, 1, 1),
+                            base_group=(launch.BASE, 0, 0), push_constants=tagged, bindings=[out])
+    row = replay_one(device, d, time_it=False)
+    assert row["exact"], row
+
+
+@needs_tools
+def test_live_capture_of_base_and_indirect_dispatches(device, tmp_path):
+    from workbench.toolchain.shaders import compile_glsl
+    import capture_program_launch as launch
+    spv = []
+    for name, text in (("stamp", launch.STAMP_GLSL), ("count", launch.COUNT_GLSL)):
+        spv.append(tmp_path / f"{name}.spv")
+        spv[-1].write_bytes(compile_glsl(text, name=name).code)
+    capture.run([sys.executable, LAUNCH_PROGRAM, *spv, tmp_path / "out.bin"], tmp_path / "cap")
+    check_launch_capture(tmp_path / "cap", device)

@@ -34,7 +34,8 @@ BIND_SETS_CALLS = ("vkCmdBindDescriptorSets", "vkCmdBindDescriptorSets2KHR", "vk
 READ_CALLS = frozenset({
     "vkCreateShaderModule", "vkCreateComputePipelines", "vkCreateBuffer", "vkCreateImage", "vkCreateImageView",
     "vkUpdateDescriptorSets", "vkBeginCommandBuffer", "vkEndCommandBuffer", "vkCmdBindPipeline",
-    "vkCmdPushConstants", "vkCmdDispatch", "vkCmdDispatchBase", "vkQueueSubmit", "vkQueueSubmit2",
+    "vkCmdPushConstants", "vkCmdDispatch", "vkCmdDispatchBase", "vkCmdDispatchIndirect", "vkQueueSubmit",
+    "vkQueueSubmit2",
     "vkQueueSubmit2KHR", *PUSH_CALLS, *PUSH_TEMPLATE_CALLS, *TEMPLATE_CALLS, *UPDATE_TEMPLATE_CALLS,
     *BIND_SETS_CALLS, "vkCmdPipelineBarrier", "vkCreateSampler",
 })
@@ -43,7 +44,15 @@ SAMPLER_FIELDS = ("magFilter", "minFilter", "mipmapMode", "addressModeU", "addre
                   "mipLodBias", "minLod", "maxLod", "borderColor", "unnormalizedCoordinates")
 # how GFXReconstruct's convert decodes a template's data: the infos of each kind, in the template's entry order
 TEMPLATE_DATA_KEYS = {"buffer": "bufferInfos", "image": "imageInfos", "texel": "texelBufferViews"}
-DISPATCH_CALLS = ("vkCmdDispatch", "vkCmdDispatchBase")
+# vkCmdDispatchIndirect's group counts are in a buffer: read from the resource dump's "parameters", which
+# GFXReconstruct fills from the indirect buffer at that dispatch
+DISPATCH_CALLS = ("vkCmdDispatch", "vkCmdDispatchBase", "vkCmdDispatchIndirect")
+# what GFXReconstruct 1.0.5's --dump-resources dumps: it replays vkCmdDispatchBase as a plain command, and a plan
+# naming one dumps nothing of its command buffer
+DUMPED_CALLS = ("vkCmdDispatch", "vkCmdDispatchIndirect")
+NOT_DUMPED = ("vkCmdDispatchBase: GFXReconstruct 1.0.5's --dump-resources does not dump at a vkCmdDispatchBase (it "
+              "replays it as a plain command, and a dump plan naming one dumps nothing of its command buffer): its "
+              "bindings have no bytes; the runtime replays a base group where they are given")
 BUFFER_KINDS = {"VK_DESCRIPTOR_TYPE_STORAGE_BUFFER": "storage_buffer", "VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER":
                 "uniform_buffer", "VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC": "storage_buffer_dynamic",
                 "VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER_DYNAMIC": "uniform_buffer_dynamic"}
@@ -174,7 +183,7 @@ def dump_plan(calls: list[dict]) -> dict:
     plan = {"DumpResourcesOptions": options,
             "BeginCommandBuffer": [], "Dispatch": [], "QueueSubmit": []}
     for rec in recordings:
-        known = [d["index"] for d in rec["dispatches"] if d["command"] in DISPATCH_CALLS]
+        known = [d["index"] for d in rec["dispatches"] if d["command"] in DUMPED_CALLS]
         if known and rec["submit"] is not None:
             plan["BeginCommandBuffer"].append(rec["begin"])
             plan["Dispatch"].append(known)
@@ -270,7 +279,7 @@ def _recordings(calls: list[dict], templates: dict | None = None, sets: dict | N
                     "index": index, "pipeline": rec["pipeline"], "sets": dict(rec["sets"]),
                     "push": dict(rec["push"]), "base": base, "command": name, "barriers": tuple(rec["barriers"]),
                     "groups": tuple(int(args.get(k, 1)) for k in ("groupCountX", "groupCountY", "groupCountZ"))
-                    if name in DISPATCH_CALLS else (0, 0, 0)})
+                    if name in DISPATCH_CALLS and "groupCountX" in args else (0, 0, 0)})
                 rec["barriers"] = []
     return recordings
 
@@ -351,6 +360,7 @@ def _dispatch_dumps(folder: Path) -> dict[int, dict]:
                 for k, v in item.items():
                     if k not in ("descriptor", "set", "binding"):
                         slot.setdefault(k, v)
+        per_binding["parameters"] = entry.get("parameters") or {}  # the group counts it ran (indirect ones read)
         found[int(entry["dispatchIndex"])] = per_binding
     return found
 
@@ -476,10 +486,13 @@ def _dispatch(number, rec, state, modules, pipelines, buffers, views, images, se
             if isinstance(dset, tuple) and dset[0] == "push template" and bindings[-1].after is None \
                     and bindings[-1].source == "dump":
                 bindings[-1].source = TEMPLATE_NOT_DUMPED
+    groups, dumped_groups = state["groups"], (dumped or {}).get("parameters") or {}
+    if state["command"] == "vkCmdDispatchIndirect" and "groupCountX" in dumped_groups:
+        groups = tuple(int(dumped_groups.get(k, 1)) for k in ("groupCountX", "groupCountY", "groupCountZ"))
     return CapturedDispatch(
         dispatch=number, index=state["index"], command_buffer=rec["command_buffer"], begin_index=rec["begin"],
         submit=rec["submit"], pipeline=state["pipeline"], spirv=spirv, entry_point=stage.get("pName") or "main",
-        spec_data=spec_data, spec_entries=entries, push_constants=bytes(push), groups=state["groups"],
+        spec_data=spec_data, spec_entries=entries, push_constants=bytes(push), groups=groups,
         base_group=state["base"], command=state["command"], bindings=bindings)
 
 
