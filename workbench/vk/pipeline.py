@@ -117,7 +117,7 @@ class Pipeline(Closable):
         # lavapipe never frees a compiled pipeline's JIT code (~100 KiB each, tools/pipeline_churn.py): re-use a
         # closed pipeline with the same code and constants instead of compiling it again.
         self._reuse_key = (bytes(code), tuple(sorted(self.spec_constants.items())), self.local_size,
-                           capture_statistics, self.entry_point, self.capture_internal)
+                           capture_statistics, self.entry_point, self.capture_internal, self.dispatch_base)
         parked = device._unpark_pipeline(self._reuse_key)
         if parked is not None:
             self.set_layout, self.layout, self.module, self.handle = parked
