@@ -13,7 +13,7 @@ from .. import vk
 from ..checks.mismatch import mismatch_report
 from ..measure import sampling, summarize_ns
 from ..vk import spirv as sp
-from .format import DISPATCH_CALLS, CapturedDispatch, spec_values
+from .format import DISPATCH_CALLS, DUMPED_CALLS, NOT_DUMPED, CapturedDispatch, spec_values
 
 # SPIR-V capabilities a compute shader declares → (the runtime's feature name, Vulkan's): replaying it needs them.
 # None: a feature the runtime does not enable.
@@ -59,14 +59,19 @@ def local_size_ids(reflection: sp.Reflection) -> set[int]:
 def _check(d: CapturedDispatch, reflection: sp.Reflection) -> dict:
     """{(set, binding): captured binding} for the shader's bindings; NotReplayable naming what is missing."""
     if d.command not in DISPATCH_CALLS:
-        raise NotReplayable(f"{d.command}: expected vkCmdDispatch or vkCmdDispatchBase, whose group counts the "
-                            "capture's calls hold; this one is listed, not replayed")
-    if any(d.base_group):
-        raise NotReplayable(f"vkCmdDispatchBase from group {d.base_group}: the runtime dispatches from 0")
+        raise NotReplayable(f"{d.command}: expected vkCmdDispatch, vkCmdDispatchBase or vkCmdDispatchIndirect, "
+                            "whose group counts the capture holds; this one is listed, not replayed")
+    if min(d.groups) < 1:
+        raise NotReplayable(f"{d.command} of {tuple(d.groups)} groups: "
+                            + ("no group counts in the resource dump (GFXReconstruct reads them from the indirect "
+                               "buffer when it dumps the dispatch)" if d.command == "vkCmdDispatchIndirect" else
+                               "no work to replay"))
     if d.submit is None:
         raise NotReplayable("recorded but never submitted in this capture (a command buffer recorded before a "
                             "trimmed range, or never run): no dump of its bindings")
     captured = {(b.set, b.binding): b for b in d.bindings}
+    if d.command not in DUMPED_CALLS and not any(b.after is not None for b in d.bindings):
+        raise NotReplayable(NOT_DUMPED)
     for b in reflection.bindings:
         c = captured.get((b.set, b.binding))
         if c is None:
