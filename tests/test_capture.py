@@ -677,3 +677,62 @@ def test_live_capture_of_base_and_indirect_dispatches(device, tmp_path):
         spv[-1].write_bytes(compile_glsl(text, name=name).code)
     capture.run([sys.executable, LAUNCH_PROGRAM, *spv, tmp_path / "out.bin"], tmp_path / "cap")
     check_launch_capture(tmp_path / "cap", device)
+
+
+# tests/capture_data/bda: `workbench capture run` on tests/capture_program_bda.py (lavapipe, GFXReconstruct 1.0.5):
+# pointers in push constants and in a bound buffer. lavapipe has bufferDeviceAddress but not
+# bufferDeviceAddressCaptureReplay: GFXReconstruct replays the captured pointers and crashes, so nothing is dumped
+BDA_DATA = HERE / "capture_data" / "bda"
+BDA_PROGRAM = HERE / "capture_program_bda.py"
+
+
+def check_bda_capture(folder, device):
+    """Every dispatch listed with where its shader reads pointers; each named, not replayed; `capture run` said why
+    (its manifest's dump_failed) and what the layer said."""
+    found = capture.dispatches(folder)
+    assert len(found) == 3
+    from workbench.vk import spirv as sp
+    assert [sp.reflect(d.spirv).pointers for d in found] == [{"push": [0, 8]}, {(0, 0): [0, 8]}, {"push": [0, 8]}]
+    info = capture.manifest(folder)
+    assert "bufferDeviceAddressCaptureReplay" in " ".join(info["layer_messages"])
+    assert "buffer device addresses" in info["dump_failed"]
+    replayed = capture.replay(folder, device=device, quick=True)
+    assert not replayed["exact"].any()
+    assert replayed["reason"].str.startswith("buffer device addresses (").all()
+    assert "push constants at bytes 0, 8" in replayed["reason"][0] and "binding 0.0" in replayed["reason"][1]
+
+
+def test_buffer_device_addresses_are_named_per_dispatch(device):
+    check_bda_capture(BDA_DATA, device)
+
+
+def test_the_runtime_enables_buffer_device_addresses(device):
+    """What a pointer-passing shader declares (PhysicalStorageBufferAddresses) is a feature the runtime enables
+    where the device has it: a buffer made with an address is reached through a pointer in push constants."""
+    import capture_program_bda as bda
+    from workbench import vk
+    from workbench.capture.replay import missing_features
+    from workbench.toolchain.shaders import compile_glsl
+    code = compile_glsl(bda.PUSH_GLSL, name="bda_push").code
+    if not device.info.features.get("buffer_device_address"):
+        pytest.skip("this device lacks bufferDeviceAddress")
+    assert missing_features(device, code) == []
+    x = (np.arange(bda.N) * 5 - 100).astype(np.int32)
+    with device.buffer(x, device_address=True) as src, device.buffer(nbytes=x.nbytes, device_address=True) as dst:
+        push = np.array([dst.device_address, src.device_address], np.uint64).tobytes() + \
+            np.array([bda.N, 11], np.int32).tobytes()
+        with vk.Launches(device, [vk.Launch(code, {0: src}, groups=(1, 1, 1), push_constants=push)]) as launches:
+            launches.run()
+        assert np.array_equal(dst.download(np.int32), x * 2 + 11 + x[0])
+
+
+@needs_tools
+def test_live_capture_of_buffer_device_addresses(device, tmp_path):
+    from workbench.toolchain.shaders import compile_glsl
+    import capture_program_bda as bda
+    spv = []
+    for name, text in (("bda_push", bda.PUSH_GLSL), ("bda_table", bda.TABLE_GLSL)):
+        spv.append(tmp_path / f"{name}.spv")
+        spv[-1].write_bytes(compile_glsl(text, name=name).code)
+    capture.run([sys.executable, BDA_PROGRAM, *spv, tmp_path / "out.bin"], tmp_path / "cap")
+    check_bda_capture(tmp_path / "cap", device)

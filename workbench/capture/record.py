@@ -220,6 +220,7 @@ def process(capture_file, out_dir, *, command=None, program_s: float | None = No
         _clear(out, keep=(CAPTURE_NAME, LOG_NAME))
     capture = out / CAPTURE_NAME
     seconds = {} if program_s is None else {"program": program_s}
+    dump_failed = ""
     tool_log = out / TOOLS_LOG
     with tempfile.TemporaryDirectory(prefix="workbench-capture-") as tmp:
         converted = Path(tmp) / "calls.jsonl"
@@ -250,9 +251,25 @@ def process(capture_file, out_dir, *, command=None, program_s: float | None = No
         plan_file = Path(tmp) / "dump_plan.json"
         plan_file.write_text(json.dumps(plan))
         (out / DUMPS_DIR).mkdir()
-        seconds["dump"], stopped = _dump([found["gfxrecon-replay"], "--dump-resources", plan_file,
-                                          "--dump-resources-dir", out / DUMPS_DIR, capture], plan, out / DUMPS_DIR,
-                                         tool_log)
+        addresses = sorted({str((c.get("function") or {}).get("name")) for c in calls
+                            if str((c.get("function") or {}).get("name")).startswith("vkGetBufferDeviceAddress")})
+        try:
+            seconds["dump"], stopped = _dump([found["gfxrecon-replay"], "--dump-resources", plan_file,
+                                              "--dump-resources-dir", out / DUMPS_DIR, capture], plan,
+                                             out / DUMPS_DIR, tool_log)
+        except CaptureError as exc:
+            if not addresses:
+                raise
+            # GFXReconstruct 1.0.5 replays a capture that took buffer device addresses on a device without
+            # bufferDeviceAddressCaptureReplay (lavapipe) with the captured pointers, and crashes: the folder is
+            # kept with an empty dump index, each dispatch listed and named (`replay.NO_DUMP_POINTERS`)
+            seconds["dump"], stopped = 0.0, ""
+            dump_failed = (f"{exc} — the program took buffer device addresses ({', '.join(addresses)}) and "
+                           "GFXReconstruct replays them as captured")
+            for stale in (out / DUMPS_DIR).iterdir():
+                stale.unlink()
+            (out / DUMPS_DIR / f"{capture.stem}{DUMP_JSON_SUFFIXES[0]}").write_text(
+                json.dumps([{"dumpFailed": dump_failed}, {"dispatchCommands": []}]) + "\n")
     _relative_dumps(out / DUMPS_DIR)
     manifest = {
         "command": command, "gfxreconstruct": gfxreconstruct.VERSION, "tag": gfxreconstruct.TAG,
@@ -263,6 +280,8 @@ def process(capture_file, out_dir, *, command=None, program_s: float | None = No
     }
     if stopped:
         manifest["dump_stopped"] = stopped
+    if dump_failed:
+        manifest["dump_failed"] = dump_failed
     if stuck:  # host waits on a later call's signal (IREE's threads): made non-blocking, or why not
         manifest["waits_patched"] = {"blocks": stuck, "problem": unpatched}
     (out / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")

@@ -70,6 +70,15 @@ def _check(d: CapturedDispatch, reflection: sp.Reflection) -> dict:
         raise NotReplayable("recorded but never submitted in this capture (a command buffer recorded before a "
                             "trimmed range, or never run): no dump of its bindings")
     captured = {(b.set, b.binding): b for b in d.bindings}
+    if reflection.pointers and not any(b.after is not None for b in d.bindings):
+        where = "; ".join(f"{'push constants' if k == 'push' else f'binding {k[0]}.{k[1]}'} at bytes "
+                          f"{', '.join(map(str, v))}" for k, v in reflection.pointers.items())
+        raise NotReplayable(f"buffer device addresses ({where}): no dump of its bindings — GFXReconstruct 1.0.5 "
+                            "replays a capture's pointers as captured unless the capture device has "
+                            "bufferDeviceAddressCaptureReplay (lavapipe has not), and its replay crashed")
+    if reflection.pointers:
+        raise NotReplayable("buffer device addresses: the dumped bytes hold pointers of GFXReconstruct's replay; "
+                            "rebasing them onto the runtime's buffers is not done yet")
     if d.command not in DUMPED_CALLS and not any(b.after is not None for b in d.bindings):
         raise NotReplayable(NOT_DUMPED)
     for b in reflection.bindings:

@@ -78,6 +78,13 @@ def _run(args) -> int:
         print(f"the program ran without {', '.join(summary['hidden_extensions'])} (--hide-extension)")
     for line in summary.get("layer_messages", []):  # what the layer could not capture: never only in a log
         print(f"the capture layer said: {line}")
+    for key in ("dump_failed", "dump_stopped"):  # what the dump step could not do, or was ended after
+        if summary.get(key):
+            print(f"warning: {summary[key]}")
+    if (summary.get("waits_patched") or {}).get("blocks"):
+        patched = summary["waits_patched"]
+        print(f"host waits a one-thread replay never leaves (blocks {patched['blocks']}): "
+              f"{patched['problem'] or 'made non-blocking in the capture file'}")
     print(f"captured {summary['dispatches']} dispatches of `{' '.join(args.cmd)}` into {args.out} "
           f"(capture {summary['capture_bytes'] / 1024:,.0f} KiB; program {summary['seconds']['program']:.1f} s, "
           f"convert {summary['seconds']['convert']:.1f} s, dump {summary['seconds']['dump']:.1f} s)")
