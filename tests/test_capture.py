@@ -736,3 +736,53 @@ def test_live_capture_of_buffer_device_addresses(device, tmp_path):
         spv[-1].write_bytes(compile_glsl(text, name=name).code)
     capture.run([sys.executable, BDA_PROGRAM, *spv, tmp_path / "out.bin"], tmp_path / "cap")
     check_bda_capture(tmp_path / "cap", device)
+
+
+def test_host_waits_a_one_thread_replay_never_leaves_are_patched(tmp_path):
+    """A vkWaitSemaphores that returned before the vkSignalSemaphore it waited for (two threads; IREE's) is found in
+    the calls and its block's result rewritten to VK_TIMEOUT; a compressed block is left alone, with why."""
+    import struct as st
+    from workbench.capture import waits
+
+    def call(index, name, ret=None, **args):
+        return {"index": index, "function": {"name": name, "return": ret, "args": args}}
+
+    calls = [call(1, "vkCreateSemaphore", pSemaphore=7, pCreateInfo={"pNext": {"initialValue": 0}}),
+             call(2, "vkWaitSemaphores", "VK_SUCCESS", pWaitInfo={"flags": "0x00000000", "pSemaphores": [7],
+                                                                  "pValues": [1]}),
+             call(3, "vkSignalSemaphore", pSignalInfo={"semaphore": 7, "value": 1}),
+             call(4, "vkWaitSemaphores", "VK_SUCCESS", pWaitInfo={"flags": "0x00000000", "pSemaphores": [7],
+                                                                  "pValues": [1]})]
+    assert waits.stuck_waits(calls) == [2]
+
+    def block(kind, api, payload=b""):
+        body = st.pack("<IQ", api, 1) + payload
+        return st.pack("<QI", len(body), kind) + body
+
+    wait = 0x11184
+    blocks = [block(4, 0x11000), block(4, 0x11001), block(4, wait, st.pack("<Qi", 0, 0)), block(4, 0x11002)]
+    path = tmp_path / "capture.gfxr"
+    path.write_bytes(st.pack("<4sIII", b"GFXR", 0, 1, 0) + b"".join(blocks))
+    assert waits.patch(path, [2]) == ""
+    assert st.unpack_from("<i", path.read_bytes(), len(path.read_bytes()) - len(blocks[3]) - 4)[0] == 2
+    blocks[2] = block(0x80000004, wait, st.pack("<Qi", 0, 0))
+    path.write_bytes(st.pack("<4sIII", b"GFXR", 0, 1, 0) + b"".join(blocks))
+    assert waits.patch(path, [2]).startswith("not patched: block 2 is compressed")
+
+
+def test_iree_programs_check_their_outputs():
+    """IREE's programs written here run on its Vulkan driver and match numpy (exit 0), or say in one line that IREE is
+    missing (exit 2)."""
+    import subprocess
+    out = subprocess.run([sys.executable, "-m", "workbench.capture.engines.iree", "elementwise"],
+                         capture_output=True, text=True, timeout=300)
+    try:
+        import iree.runtime  # noqa: F401
+    except ImportError:
+        assert out.returncode == 2 and "expected IREE's wheels" in out.stderr
+        return
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.count("matches the reference") == 2
+    bad = subprocess.run([sys.executable, "-m", "workbench.capture.engines.iree", "nope"], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.strip().startswith("expected programs among matmul")
