@@ -97,7 +97,8 @@ class Recording:
                  full_barriers: bool = False):
         """`barrier_timed`: each command's start timestamp goes before the barrier that precedes it, so the
         barrier's cost counts in that command's time. ET-VK's runtime times its dispatches this way
-        (DispatchNode::encode writes the start timestamp, then inserts the dispatch's barrier); by default the
+        (DispatchNode::encode writes the start timestamp, binds the pipeline and descriptor set, then inserts the
+        dispatch's barrier, pushes its constants and dispatches: the order recorded here too); by default the
         barrier sits between two commands' intervals and counts in neither. `full_barriers`: all commands → all
         commands, memory read / write, the barrier ET-VK widens a write-after-read hazard to
         (vTensorStorage::transition), instead of compute / transfer shader and transfer access."""
@@ -223,6 +224,8 @@ class Recording:
             self._recording_at = i
             if self.timestamps and self.barrier_timed:
                 vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self._query_pool, 2 * i)
+            if c.kind == "dispatch" and self.barrier_timed:  # ET-VK's order: the binds, then the barrier
+                _bind(cmd, c.pipeline, next(set_iter))
             if _barriers_of(c):  # as the program recorded them
                 for b in _barriers_of(c):
                     _record_barrier(cmd, b, layouts)
@@ -232,9 +235,8 @@ class Recording:
                 vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self._query_pool, 2 * i)
             if c.kind == "dispatch":
                 p = c.pipeline
-                vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.handle)
-                vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, [next(set_iter)],
-                                           0, None)
+                if not self.barrier_timed:
+                    _bind(cmd, p, next(set_iter))
                 if p.push_constant_size:
                     data = vk.ffi.new("char[]", c.push_constants)
                     vk.vkCmdPushConstants(cmd, p.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(c.push_constants),
@@ -385,6 +387,12 @@ class Recording:
                 self.submit()
         finally:
             self.close()
+
+
+def _bind(cmd, pipeline: Pipeline, descriptor_set) -> None:
+    vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle)
+    vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout, 0, 1, [descriptor_set], 0,
+                               None)
 
 
 def _barriers_of(c: _Command) -> tuple:
