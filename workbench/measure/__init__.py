@@ -8,7 +8,9 @@
 - rows.py: one tidy row per measurement with its metadata (`environment`, `measurement_row`, `Rows`, `git_commit`);
 - results.py: results folders (`ResultsWriter`, `ResultsReader`, `atomic_write`, `results_folder_name`);
 - clocks.py: the clocks of an NVIDIA GPU at one moment (`nvml_clocks`) and sampled while work runs (`ClockSampler`);
-- cache.py: the cache regime of a row (hot, or cold: inputs rotated through 4x the last-level cache).
+- cache.py: the cache regime of a row (hot, or cold: inputs rotated through 4x the last-level cache);
+- ab.py: two dispatches timed interleaved (A B A B …), the ratio B/A with a bootstrap interval and a verdict
+  (`sample_interleaved`, `ratio_ci`, `verdict`, `ab_frame`).
 
 It knows only the runtime (`workbench.vk`). The public names are re-exported here: ``from workbench.measure
 import X``.

@@ -164,6 +164,10 @@ class ClockSampler:
             self.note = f"{self.source} gave no samples"
         return False
 
+    def latest(self) -> float:
+        """The SM clock (MHz) of the latest reading, NaN where none was taken (no clock source): a sample's clock."""
+        return self.samples[-1][0] if self.samples else float("nan")
+
     def columns(self) -> dict:
         """The row columns (CLOCK_COLUMNS): NaN with `clock_note` saying why where no sample was taken."""
         import math
