@@ -8,11 +8,12 @@ import argparse
 import os
 import sys
 
-from . import ab, adreno, bench, capture, compilers, devices, etvk, fanout, isa, layout, main_job, tune, validate
+from . import (ab, adreno, bench, capture, compilers, devices, etvk, fanout, isa, layout, main_job, phone, tune,
+               validate)
 from .common import RESULTS_DIRS, TRACEBACK_VAR, close_opened, error_line, expected_errors, interrupted
 
 # In the order `workbench --help` lists them.
-FAMILIES = (devices, bench, fanout, layout, main_job, compilers, adreno, isa, ab, etvk, capture, validate, tune)
+FAMILIES = (devices, bench, fanout, layout, main_job, compilers, adreno, isa, ab, etvk, capture, phone, validate, tune)
 
 
 def build_parser() -> argparse.ArgumentParser:
