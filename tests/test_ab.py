@@ -123,3 +123,15 @@ def test_the_isas_beside(device):
     assert list(isa.index) == ["A", "B"] and (isa["gpu"] == "a740").all() and isa["error"].isna().all()
     assert (isa["instructions"] > 0).all() and isa.loc["A", "loads"] == isa.loc["B", "loads"] == 1
     assert (isa["registers"] > 0).all() and (isa["occupancy"] > 0).all()
+
+
+def test_two_settings_of_an_etvk_family(device):
+    import os
+    if not os.environ.get("WORKBENCH_EXECUTORCH"):
+        pytest.skip("needs an ExecuTorch checkout ($WORKBENCH_EXECUTORCH)")
+    got = ab.compare(device, "linear_q4gsw_coop:weight_storage=buffer", "linear_q4gsw_coop:weight_storage=texture2d",
+                     regimes="hot", min_pairs=4, min_time_s=0.01)
+    assert got.checks == {"A": "", "B": ""}, got.checks  # each against torch
+    assert got.same_output == ""  # the same NCHW output from the two weight storages
+    with pytest.raises(ValueError, match="unexpected keyword argument"):
+        ab.compare(device, "linear_q4gsw_coop:no_such=1", "linear_q4gsw_coop")

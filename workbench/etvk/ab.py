@@ -40,6 +40,7 @@ class Side:
     make: object
     working_set: int
     reference: object = None
+    decode: object = None           # families: outputs → the output as a torch tensor (NCHW), compared A vs B
 
 
 @dataclasses.dataclass
@@ -203,9 +204,10 @@ def _family_side(text: str, executorch) -> Side:
         return "" if c["correct"] else f"max |diff| {c['max_abs_diff']:.3g} vs torch ({c['mismatch_map']})"
     job = {"shader": spirv.code, "name": f"{text} ({d.variant})", "spec_constants": dict(d.spec_constants),
            "local_size": tuple(d.local_size)}
-    return Side(text, "family", job, make, int(d.bytes_moved or sum(getattr(r, "nbytes", 0) or
-                                                                   len(getattr(r, "data", b"") or b"")
-                                                                   for r in d.resources)), reference)
+    working_set = int(d.bytes_moved or sum(r.nbytes or len(r.data if r.data is not None else b"")
+                                           for r in d.resources))
+    return Side(text, "family", job, make, working_set, reference,
+                lambda outputs: d.decode(read_back(outputs[0][1])))
 
 
 def side(text: str, *, like: Side | None = None, like_dispatch=None, groups=None, push=None, nbytes: int = 1 << 20,
@@ -273,6 +275,15 @@ def _outputs_differ(out_a, out_b) -> str:
             return (f"A and B differ at {name}: {diff.size} of {n} bytes, the first at byte {int(diff[0])}" if diff.size
                     else f"A and B differ at {name}: {len(ga)} vs {len(gb)} bytes")
     return ""
+
+
+def _tensors_differ(a, b) -> str:
+    if tuple(a.shape) != tuple(b.shape):
+        return f"A and B differ: outputs of shapes {tuple(a.shape)} and {tuple(b.shape)}"
+    diff = (a.double() - b.double()).abs()
+    wrong = int((diff > 0).sum())
+    return f"A and B differ at {wrong} of {diff.numel()} output elements, max |diff| {float(diff.max()):.3g}" \
+        if wrong else ""
 
 
 def _check_side(s: Side, outputs, got: list) -> str:
@@ -348,8 +359,10 @@ def compare(dev, a: str, b: str | None = None, *, shader=None, regimes=("hot", "
             got_a = [_bytes(r) for _, r, _ in oa]
             got_b = [_bytes(r) for _, r, _ in ob]
             checks = {"A": _check_side(side_a, oa, got_a), "B": _check_side(side_b, ob, got_b)}
-            if "family" in (side_a.kind, side_b.kind) and [len(g) for g in got_a] != [len(g) for g in got_b]:
-                differ = "A and B write outputs of different sizes (each checked against torch instead)"
+            if side_a.decode is not None and side_b.decode is not None:
+                differ = _tensors_differ(side_a.decode(oa), side_b.decode(ob))
+            elif "family" in (side_a.kind, side_b.kind):
+                differ = "A and B write outputs of different kinds (each checked against its reference instead)"
             else:
                 differ = _outputs_differ((oa, got_a), (ob, got_b))
             sets, extra = [], {}
