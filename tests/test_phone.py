@@ -108,3 +108,27 @@ def test_bad_input_is_refused_in_one_line(capsys, tmp_path):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and expected in err[0], err
+
+
+def test_the_floor_that_fits_reported_shares():
+    """`fit_floor` finds the fixed cost per dispatch that brings the shares closest: two groups of 1 dispatch of
+    8 µs and 4 dispatches of 0.5 µs reach 50 / 50 at a floor of 2 µs (8 + 2 = 4 × (0.5 + 2))."""
+    rows = pd.DataFrame({"time_us": [8.0, 0.5, 0.5, 0.5, 0.5], "floor_us": 0.0})
+    floor, rms = phone.fit_floor(rows, ["big", "small", "small", "small", "small"], {"big": 0.5, "small": 0.5})
+    assert floor == pytest.approx(2.0) and rms == pytest.approx(0.0, abs=1e-9)  # 10 = 4 × 2.5
+    floor, _ = phone.fit_floor(rows, ["big"] + ["small"] * 4, {"big": 0.8, "small": 0.2})
+    assert floor == 0.0  # 8 / 10 already: no floor
+
+
+def test_exclude_and_the_issue_groups(mesa_build):
+    from workbench.cli.phone import ISSUE_22968, _group, issue_check, profile
+    assert _group("q4gsw_linear_gemv_coop__w_4x8_nc_buffer_g1w64_texture3d_float", "linear_q4gsw") == "4-bit GEMV"
+    assert _group("embedding_q4gsw_float_scales", "embedding_q4gsw") == "other"
+    assert _group("sdpa_compute_out_gqa_coop_texture3d", "sdpa_with_kv_cache") == "SDPA"
+    assert _group("view_texture_float", "view_copy") == "view copies"
+    rows, _, _ = profile(CAPTURE, ["a740"])
+    first = rows["family"].iloc[0]
+    kept, _, _ = profile(CAPTURE, ["a740"], exclude=f"^{first}$|{first}")
+    assert first not in set(kept["family"]) and len(kept) < len(rows)
+    t = issue_check(rows)
+    assert set(t["group"]) == {*ISSUE_22968, "other"} and t.groupby("model")["share"].sum().round(6).eq(1).all()

@@ -23,7 +23,11 @@ def register(subparsers) -> None:
     p.add_argument("--measured", help="a capture_fidelity*.csv with model, dispatch, variant, family, etvk_us: "
                                       "the dispatches it lists, their families and the shares check")
     p.add_argument("--model", help="the model's name in --measured (default: DIR's name)")
-    p.add_argument("--issue-22968", action="store_true", help="group the families as #22968 does and compare")
+    p.add_argument("--issue-22968", action="store_true", help="group the families as #22968 does and compare, "
+                                                              "as predicted and with a fitted per-dispatch floor")
+    p.add_argument("--exclude", metavar="REGEX", help="leave out the dispatches whose variant or family matches "
+                                                     "(e.g. a gather whose whole table counts as read)")
+    p.add_argument("--floor-us", type=float, default=0.0, help="a fixed cost per dispatch, µs (default 0)")
     p.set_defaults(fn=cmd_phone)
 
 
@@ -37,7 +41,7 @@ def _variants(folder: Path, found) -> dict:
     return {int(d): str(v).split("|")[0] for d, v in zip(frame["dispatch"], frame.get("variant", [])) if v == v}
 
 
-def profile(folder, gpus, measured=None, model=None):
+def profile(folder, gpus, measured=None, model=None, floor_us: float = 0.0, exclude: str | None = None):
     """(rows, families, check): the per-dispatch rows, the per-family sums, the shares check (or None)."""
     import pandas as pd
 
@@ -47,6 +51,8 @@ def profile(folder, gpus, measured=None, model=None):
     phones = [phone.check_phone(g) for g in gpus]
     if not phones:
         raise ValueError("phone: expected --gpu with at least one GPU name, got none")
+    if not 0 <= floor_us < 1e6:
+        raise ValueError(f"phone: expected --floor-us between 0 and 1e6, got {floor_us}")
     if not mesa.is_set_up():
         raise ValueError(f"phone: expected Mesa's vendor compilers built in {mesa.cache_root()} "
                          "(`workbench compilers setup`), found none")
@@ -60,8 +66,13 @@ def profile(folder, gpus, measured=None, model=None):
     listed = [{"dispatch": d.dispatch, "pipeline": d.spirv_hash, "groups": tuple(d.groups),
                "local_size": _local(d), "family": families.get(d.dispatch, names.get(d.dispatch, d.spirv_hash)),
                "bytes": sum(phone.binding_bytes(b.size, b.format, b.extent) for b in d.bindings)} for d in found]
+    if exclude:
+        listed = [d for d in listed if not re.search(exclude, f"{names.get(d['dispatch'], '')} {d['family']}")]
+        found = [d for d in found if d.dispatch in {x["dispatch"] for x in listed}]
+        if table is not None:
+            table = table[table["dispatch"].isin([x["dispatch"] for x in listed])]
     frame = stats.stats(found, gpus=[p.gpu for p in phones], driver=False, lint=False)
-    rows = phone.predict(listed, frame, [p.gpu for p in phones])
+    rows = phone.predict(listed, frame, [p.gpu for p in phones], floor_us=floor_us)
     rows.insert(2, "variant", [names.get(int(n), "") for n in rows["dispatch"]])
     fam = phone.by_family(rows)
     check = None
@@ -108,14 +119,27 @@ def _local(d):
         return (1, 1, 1)
 
 
+def _group(variant, family) -> str:
+    return next((g for g, rx in ISSUE_GROUPS if re.search(rx, f"{variant} {family}")), "other")
+
+
 def issue_check(rows) -> "pd.DataFrame":
-    """Per GPU, the predicted shares of #22968's four groups (variant names matched by ISSUE_GROUPS) beside its."""
+    """Per GPU, the predicted shares of #22968's four groups (variant names matched by ISSUE_GROUPS) beside its, as
+    predicted and with the per-dispatch floor that fits them best (`phone.fit_floor`: the calibration)."""
     import pandas as pd
-    group = [next((g for g, rx in ISSUE_GROUPS if re.search(rx, f"{v} {f}")), "other")
-             for v, f in zip(rows["variant"], rows["family"])]
-    t = rows.assign(group=group).groupby(["gpu", "group"])["time_us"].sum().reset_index()
-    t["share"] = t["time_us"] / t.groupby("gpu")["time_us"].transform("sum")
-    t["reported_share"] = t["group"].map(ISSUE_22968)
+
+    from ..vendors import phone
+    out = []
+    for gpu, part in rows.groupby("gpu", sort=False):
+        groups = [_group(v, f) for v, f in zip(part["variant"], part["family"])]
+        floor, rms = phone.fit_floor(part, groups, ISSUE_22968)
+        fitted = part["time_us"] - part["floor_us"] + floor
+        for label, t in (("as predicted", part["time_us"]), (f"floor {floor:g} us", fitted)):
+            share = t.groupby(groups).sum() / t.sum()
+            for g in [*ISSUE_22968, "other"]:
+                out.append({"gpu": gpu, "model": label, "group": g, "time_us": t[[x == g for x in groups]].sum(),
+                            "share": share.get(g, 0.0), "reported_share": ISSUE_22968.get(g)})
+    t = pd.DataFrame(out)
     t["error_points"] = 100 * (t["share"] - t["reported_share"])
     return t
 
@@ -125,7 +149,8 @@ def cmd_phone(args) -> int:
     folder = Path(args.dir)
     if not folder.is_dir():
         raise ValueError(f"phone: expected a capture folder, got {args.dir!r} (not a folder)")
-    rows, fam, check = profile(folder, [g for g in args.gpu.split(",") if g.strip()], args.measured, args.model)
+    rows, fam, check = profile(folder, [g for g in args.gpu.split(",") if g.strip()], args.measured, args.model,
+                              args.floor_us, args.exclude)
     with pd.option_context("display.width", 200, "display.max_rows", 200, "display.max_columns", 20):
         print(fam.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
         if check is not None:

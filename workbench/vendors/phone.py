@@ -21,7 +21,7 @@ import math
 import re
 
 __all__ = ["Phone", "PHONES", "check_phone", "cycles_per_invocation", "predict", "by_family", "binding_bytes",
-           "COLUMNS"]
+           "fit_floor", "COLUMNS"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +52,7 @@ PHONES = {p.gpu: p for p in (
           "bit; estimate: 12 CUs, 1095 MHz (reported, not published)"),
 )}
 COLUMNS = ("dispatch", "family", "gpu", "soc", "invocations", "cycles_per_invocation", "pipe", "bytes",
-           "arithmetic_us", "memory_us", "bound", "time_us", "reason")
+           "arithmetic_us", "memory_us", "bound", "floor_us", "time_us", "reason")
 
 
 def check_phone(gpu) -> Phone:
@@ -84,8 +84,9 @@ def cycles_per_invocation(row: dict) -> tuple[float, str]:
     return math.nan, f"no cost figures from {compiler or 'this row'}"
 
 
-def predict(dispatches: list[dict], stats, gpus) -> "pd.DataFrame":
-    """A row per dispatch × GPU (COLUMNS): the two bounds, the larger named, the time in µs."""
+def predict(dispatches: list[dict], stats, gpus, floor_us: float = 0.0) -> "pd.DataFrame":
+    """A row per dispatch × GPU (COLUMNS): the two bounds, the larger named, the time in µs (plus `floor_us`, a
+    fixed cost per dispatch: 0 unless calibrated, `fit_floor`)."""
     import pandas as pd
     phones = [check_phone(g) for g in gpus]
     by_key = {(int(n), r["gpu"]): r for r in stats.to_dict("records") for n in str(r["dispatches"]).split()}
@@ -106,8 +107,8 @@ def predict(dispatches: list[dict], stats, gpus) -> "pd.DataFrame":
                      else f"arithmetic:{pipe}") if ok else ""
             rows.append({"dispatch": d["dispatch"], "family": d.get("family", ""), "gpu": p.gpu, "soc": p.soc,
                          "invocations": inv, "cycles_per_invocation": cycles, "pipe": pipe if ok else "",
-                         "bytes": d["bytes"], "arithmetic_us": arith, "memory_us": memory, "bound": bound,
-                         "time_us": max(arith, memory) if ok else math.nan, "reason": "" if ok else pipe})
+                         "bytes": d["bytes"], "arithmetic_us": arith, "memory_us": memory, "bound": bound, "floor_us": floor_us,
+                         "time_us": max(arith, memory) + floor_us if ok else math.nan, "reason": "" if ok else pipe})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -120,6 +121,23 @@ def by_family(rows) -> "pd.DataFrame":
                 bounds=("bound", lambda b: ", ".join(f"{k} {v}" for k, v in b.value_counts().items()))).reset_index()
     out["share"] = out["time_us"] / out.groupby("gpu")["time_us"].transform("sum")
     return out
+
+
+def fit_floor(rows, groups, reported: dict, top_us: float = 50.0) -> tuple[float, float]:
+    """(floor µs, RMS share error in points): the fixed cost per dispatch (0 … `top_us`, 0.1 µs steps) that brings
+    the predicted shares of `groups` (a label per row) closest to `reported` ({label: share})."""
+    import numpy as np
+    base = rows["time_us"].to_numpy(float) - rows["floor_us"].to_numpy(float)
+    labels = np.asarray(groups)
+    best = (0.0, math.inf)
+    for floor in np.arange(0.0, top_us + 1e-9, 0.1):
+        t = base + floor
+        total = np.nansum(t)
+        err = [100 * (np.nansum(t[labels == g]) / total - share) for g, share in reported.items()]
+        rms = float(np.sqrt(np.mean(np.square(err))))
+        if rms < best[1] - 1e-12:
+            best = (round(float(floor), 1), rms)
+    return best
 
 
 def binding_bytes(size, fmt, extent) -> int:
