@@ -73,6 +73,14 @@ def test_a_captured_model_gives_a_row_per_dispatch(mesa_build, tmp_path):
     assert (ok["time_us"] == ok[["arithmetic_us", "memory_us"]].max(axis=1)).all()
     assert set(fam["gpu"]) == set(GPUS)
     assert fam.groupby("gpu")["share"].sum().round(6).eq(1).all()
+    # beside a measured table: each row's measured µs and share error, each family's shares
+    n0 = sorted(rows["dispatch"].unique())
+    pd.DataFrame({"model": "m", "dispatch": n0, "family": "f", "etvk_us": 1.0, "device": "D"}).to_csv(
+        tmp_path / "m.csv", index=False)
+    measured, fam2, check = profile(CAPTURE, ["a740"], measured=tmp_path / "m.csv", model="m")
+    assert check is not None and fam2["measured_share"].tolist() == [1.0] and fam2["share"].round(6).tolist() == [1.0]
+    assert (measured["measured_device"] == "D").all() and (measured["measured_us"] == 1.0).all()
+    assert measured["share_error_points"].sum() == pytest.approx(0.0, abs=1e-6)
     assert main(["phone", str(CAPTURE), "--gpu", "a740", "--csv", str(tmp_path / "p.csv")]) == 0
     assert len(pd.read_csv(tmp_path / "p.csv")) == n and (tmp_path / "p_families.csv").is_file()
 

@@ -20,7 +20,8 @@ def register(subparsers) -> None:
     p.add_argument("dir", help="a capture folder (`workbench capture run`)")
     p.add_argument("--gpu", default="a740,mali-g610", help="comma-separated: " + ", ".join(PHONES))
     p.add_argument("--csv", help="write the rows (a row per dispatch × GPU) here; the families beside it")
-    p.add_argument("--measured", help="a capture_fidelity*.csv with model, dispatch, variant, family, etvk_us: "
+    p.add_argument("--measured", help="a capture_fidelity*.csv (model, dispatch, family, etvk_us) or capture_coverage"
+                                      ".csv (model, dispatch, phase, operator, variant, etvk_gpu_us): "
                                       "the dispatches it lists, their families and the shares check")
     p.add_argument("--model", help="the model's name in --measured (default: DIR's name)")
     p.add_argument("--issue-22968", action="store_true", help="group the families as #22968 does and compare, "
@@ -77,6 +78,11 @@ def profile(folder, gpus, measured=None, model=None, floor_us: float = 0.0, excl
     fam = phone.by_family(rows)
     check = None
     if measured is not None:
+        on = table.set_index("dispatch")
+        rows["measured_device"] = rows["dispatch"].map(on["device"]) if "device" in on else Path(measured).parent.name
+        rows["measured_us"] = rows["dispatch"].map(on["measured_us"])
+        rows["share_error_points"] = 100 * (rows["time_us"] / rows.groupby("gpu")["time_us"].transform("sum")
+                                            - rows["measured_us"] / on["measured_us"].sum())
         shares = table.groupby("family")["measured_us"].sum() / table["measured_us"].sum()
         fam["measured_share"] = fam["family"].map(shares)
         fam["share_error_points"] = 100 * (fam["share"] - fam["measured_share"])

@@ -44,8 +44,8 @@ PHONES = {p.gpu: p for p in (
           "x 64 bit; estimate: 1024 lanes"),
     Phone("mali-g610", "Dimensity 8100 (G610 MC6)", 6, 1, 860, 51.2, "MediaTek Dimensity 8100 spec: Mali-G610 MC6, "
           "LPDDR5 6400 Mbps x 64 bit; estimate: 860 MHz"),
-    Phone("mali-g52", "Helio G85 (G52 MC2)", 2, 1, 1000, 14.9, "MediaTek Helio G85 spec: Mali-G52 MC2 1 GHz, "
-          "LPDDR4X 1866 MHz x 32 bit"),
+    Phone("mali-g52", "Helio G85 (G52 MC2)", 2, 1, 1000, 14.4, "MediaTek Helio G85 spec: Mali-G52 MC2 1 GHz, "
+          "LPDDR4X 1800 MHz x 32 bit"),
     Phone("rdna2", "Exynos 2200 (Xclipse 920)", 6, 2, 1306, 51.2, "Samsung Exynos 2200: LPDDR5 x 64 bit; "
           "estimate: 6 CUs (3 WGPs), 1306 MHz (reported, not published)"),
     Phone("rdna3", "Exynos 2400 (Xclipse 940)", 12, 2, 1095, 68.3, "Samsung Exynos 2400: LPDDR5X 8533 Mbps x 64 "
