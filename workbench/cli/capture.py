@@ -53,6 +53,7 @@ def register(sub) -> None:
     _register_microscope(verbs)
     _register_fidelity(verbs)
     _register_coverage(verbs)
+    _register_compare(verbs)
 
 
 def _etvk_options(p) -> None:
@@ -417,3 +418,92 @@ def _fidelity(args) -> int:
         _write_csv(both, args.handport_csv)
     return 0
 
+
+
+# --- compare: the field's kernels beside ET-VK's -------------------------------------------------------------------
+
+COMPARE_COLUMNS = ["engine", "op", "kernel", "dispatch", "groups", "local_size", "bytes", "exact", "way", "us",
+                   "GB/s", "copy_fraction", "reason"]
+
+
+def _register_compare(verbs) -> None:
+    cp = verbs.add_parser("compare", help="several engines' captures of the same ops (the field's: conv 3x3, conv "
+                                          "1x1, depthwise 3x3, linear) in one table: a row per dispatch and way, "
+                                          "µs, GB/s, % of copy, vendor statistics; a summary per op and engine")
+    cp.add_argument("sources", nargs="+", metavar="DIR[=ENGINE]",
+                    help="capture folders, each with its engine (etvk, ncnn, iree; default: from the captured command)")
+    cp.add_argument("--csv", required=True, help="the table (a row per dispatch and way) to write")
+    cp.add_argument("--summary-csv", default=None, help="also write the summary (op x way x engine) to this CSV")
+    cp.add_argument("--ways", default="warm,cold", help="warm, cold (comma-separated; default warm,cold)")
+    cp.add_argument("--gpus", default="a740,g610,rdna3",
+                    help="offline GPUs for registers / instructions / spills (Mesa; 'none': no statistics)")
+    cp.add_argument("--cold-between", default=None, metavar="shader:MIB",
+                    help="what the cold way streams before each copy (default: fidelity's, shader:128)")
+    cp.add_argument("--back-to-back", type=int, default=20, help="copies per submit (default 20)")
+    cp.add_argument("--warm-seconds", type=float, default=1.0, help="GPU kept busy before each dispatch (default 1)")
+    cp.add_argument("--samples", type=int, default=None, metavar="N", help="exactly N samples per way")
+    cp.add_argument("--quick", action="store_true", help="fewer timing samples and quick copies")
+    cp.add_argument("--no-copy", action="store_true", help="leave out the copy at the same traffic (%% of copy)")
+    cp.add_argument("--names", default=None, metavar="JSON",
+                    help="ET-VK's {SPIR-V hash: variant} (capture_join.variant_names() saved), instead of --executorch")
+    _etvk_options(cp)
+    cp.set_defaults(fn=_compare)
+
+
+def _compare(args) -> int:
+    import sys
+    from ..capture import compare
+    from ..capture.format import CaptureError
+    from ..etvk.model import capture_fidelity as cf
+    sources = compare.parse_sources(args.sources)
+    ways = [w.strip() for w in args.ways.split(",") if w.strip()]
+    if not ways or any(w not in compare.REGIME_OF_WAY for w in ways):
+        raise CaptureError(f"expected --ways among {', '.join(compare.REGIME_OF_WAY)} (comma-separated), "
+                           f"got {args.ways!r}")
+    text = args.gpus.strip()
+    gpus = [] if text.lower() == "none" else [g.strip() for g in text.split(",") if g.strip()]
+    if gpus:
+        from ..vendors import mesa
+        gpus = [mesa.check_gpu(g).name for g in gpus]
+    dev = _plain_device(args)
+    timing = cf.ways_of(ways, cold_between=args.cold_between or cf.COLD_BETWEEN, back_to_back=args.back_to_back)
+    options = cf.sampling_options(args.quick, args.samples)
+
+    def timer(device, d):
+        return cf.time_dispatch(device, d, timing, warm_seconds=args.warm_seconds, sampling=options)
+
+    def join(frame, folder):
+        from ..etvk.model import capture_join
+        etdump = Path(folder) / "run.etdp"
+        if not etdump.is_file():
+            return frame
+        try:
+            return capture_join.join_events(frame, etdump)
+        except ImportError:  # no ExecuTorch (a GPU host): the execution's dispatches from the ETDump's strings
+            kernels = cf.etdump_kernels(etdump)
+            execute = cf.execution_dispatches(frame, kernels)
+            kernel_of = dict(zip(execute, kernels))
+            return frame.assign(phase=["execute" if n in kernel_of else "prepack" for n in frame["dispatch"]],
+                                kernel=[kernel_of.get(n, "") for n in frame["dispatch"]])
+
+    copies = None
+    if not args.no_copy:
+        from .. import capture
+        from ..benchmarks.copy import CopyAtTraffic
+        traffic = {sum(b.size or 0 for b in d.bindings) for folder, _ in sources for d in capture.dispatches(folder)}
+        copies = CopyAtTraffic(dev, sorted(t for t in traffic if t), quick=args.quick, show_progress=False,
+                               regimes=tuple(compare.REGIME_OF_WAY[w] for w in ways))
+    names = _names(args)
+    if args.names:
+        import json
+        names = json.loads(Path(args.names).read_text())
+    rows = compare.table(sources, timer=timer, ways=ways, copies=copies, gpus=gpus, names=names, join=join,
+                         device=dev, echo=lambda m: print(m, file=sys.stderr, flush=True))
+    _write_csv(rows, args.csv)
+    print(table(rows.reindex(columns=COMPARE_COLUMNS)))
+    summary = compare.summary(rows)
+    print(table(summary))
+    for way in ways:
+        print(compare.headline(summary, way))
+    _write_csv(summary, args.summary_csv)
+    return 0

@@ -2,6 +2,7 @@
 IREE's ``vulkan`` driver, their outputs checked against numpy / torch (an independent reference).
 
     python -m workbench.capture.engines.iree [PROGRAM ...]      # matmul, elementwise, torch-mlp; default: all
+    python -m workbench.capture.engines.iree field             # the field's ops (`capture compare`)
     workbench capture run --out cap -- python -m workbench.capture.engines.iree matmul
 
 Needs ``pip install iree-base-compiler iree-base-runtime`` (3.13; ``./setup.sh peers``); ``torch-mlp`` also needs
@@ -82,13 +83,25 @@ class Missing(Exception):
     """A wheel this program needs is not installed (the message says which and how to install it)."""
 
 
+VMFB_DIR = "WORKBENCH_IREE_VMFB_DIR"   # compiled modules by the MLIR's hash: filled here, carried to a GPU host
+
+
 def _iree():
+    """(iree.compiler or None where only the runtime is installed and $WORKBENCH_IREE_VMFB_DIR holds the modules,
+    iree.runtime)."""
+    import os
     try:
-        import iree.compiler as compiler
         import iree.runtime as runtime
     except ImportError:
         raise Missing("expected IREE's wheels (pip install iree-base-compiler iree-base-runtime, or ./setup.sh "
                       "peers), found none") from None
+    try:
+        import iree.compiler as compiler
+    except ImportError:
+        if not os.environ.get(VMFB_DIR):
+            raise Missing("expected IREE's compiler (pip install iree-base-compiler), or modules compiled elsewhere "
+                          f"in ${VMFB_DIR}; found neither") from None
+        compiler = None
     return compiler, runtime
 
 
@@ -106,7 +119,7 @@ class Session:
         self.context.add_vm_module(self.rt.VmModule.copy_buffer(self.context.instance, vmfb))
 
     def compile(self, mlir: str):
-        self.load(self.compiler.compile_str(mlir, target_backends=["vulkan-spirv"]))
+        self.load(compiled(mlir, self.compiler))
 
     def call(self, module: str, function: str, *args) -> list[np.ndarray]:
         out = self.context.modules[module][function](*args)
@@ -125,6 +138,25 @@ class Session:
         device.queue_copy(source, staging, [], [(done, 1)])
         done.wait(1)
         return np.array(staging.map().asarray(list(array.shape), np.dtype(array.dtype)), copy=True)
+
+
+def compiled(mlir: str, compiler=None) -> bytes:
+    """`mlir` compiled for ``vulkan-spirv``; with $WORKBENCH_IREE_VMFB_DIR, read from / written to
+    <dir>/<sha256 of the MLIR, 16 digits>.vmfb (a GPU host without IREE's compiler reads what was compiled here)."""
+    import hashlib
+    import os
+    from pathlib import Path
+    folder = os.environ.get(VMFB_DIR)
+    path = Path(folder) / f"{hashlib.sha256(mlir.encode()).hexdigest()[:16]}.vmfb" if folder else None
+    if path is not None and path.is_file():
+        return path.read_bytes()
+    if compiler is None:
+        raise Missing(f"expected a module compiled elsewhere at {path} (${VMFB_DIR}) or IREE's compiler, found neither")
+    code = bytes(compiler.compile_str(mlir, target_backends=["vulkan-spirv"]))
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(code)
+    return code
 
 
 def _inputs(seed: int, *shapes) -> list[np.ndarray]:
@@ -190,11 +222,87 @@ def torch_mlp(session: Session) -> list[tuple[bool, str]]:
     return [_close("torch mlp 64-128-32 + softmax", got, want, 1e-5)]
 
 
-PROGRAMS = {"matmul": matmul, "elementwise": elementwise, "torch-mlp": torch_mlp}
+def field_mlir() -> str:
+    """The field's ops (`workbench.capture.engines.field`) as four MLIR functions named as `field.OPS`: IREE's
+    entry points begin with the function's name (``conv3x3_dispatch_0_…``), which `capture compare` reads as the
+    op. NCHW tensors, weights and biases as arguments (computed on the device each call)."""
+    from . import field as f
+    c, o, h, w, n = f.C_IN, f.C_OUT, f.H, f.W, f.FEATURES
+
+    def conv(name, cin, kernel, op, weight, pad):
+        padded = f"1x{cin}x{h + 2 * pad}x{w + 2 * pad}xf32"
+        pad_text = (f"""  %p = tensor.pad %x low[0, 0, {pad}, {pad}] high[0, 0, {pad}, {pad}] {{
+  ^bb0(%i0: index, %i1: index, %i2: index, %i3: index):
+    tensor.yield %z : f32
+  }} : tensor<1x{cin}x{h}x{w}xf32> to tensor<{padded}>
+""" if pad else "")
+        source = "%p" if pad else "%x"
+        return f"""
+func.func @{name}(%x: tensor<1x{cin}x{h}x{w}xf32>, %k: tensor<{weight}xf32>, %b: tensor<{o}xf32>)
+    -> tensor<1x{o}x{h}x{w}xf32> {{
+  %z = arith.constant 0.0 : f32
+{pad_text}  %e = tensor.empty() : tensor<1x{o}x{h}x{w}xf32>
+  %bb = linalg.generic {{indexing_maps = [affine_map<(n, c, y, x) -> (c)>, affine_map<(n, c, y, x) -> (n, c, y, x)>],
+                         iterator_types = ["parallel", "parallel", "parallel", "parallel"]}}
+        ins(%b : tensor<{o}xf32>) outs(%e : tensor<1x{o}x{h}x{w}xf32>) {{
+  ^bb0(%v: f32, %q: f32):
+    linalg.yield %v : f32
+  }} -> tensor<1x{o}x{h}x{w}xf32>
+  %r = linalg.{op} {{dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}}
+       ins({source}, %k : tensor<{padded if pad else f"1x{cin}x{h}x{w}xf32"}>, tensor<{weight}xf32>)
+       outs(%bb : tensor<1x{o}x{h}x{w}xf32>) -> tensor<1x{o}x{h}x{w}xf32>
+  return %r : tensor<1x{o}x{h}x{w}xf32>
+}}
+"""
+    linear = f"""
+func.func @linear(%v: tensor<1x{n}xf32>, %wt: tensor<{n}x{n}xf32>, %b: tensor<{n}xf32>) -> tensor<1x{n}xf32> {{
+  %e = tensor.empty() : tensor<1x{n}xf32>
+  %bb = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>],
+                         iterator_types = ["parallel", "parallel"]}}
+        ins(%b : tensor<{n}xf32>) outs(%e : tensor<1x{n}xf32>) {{
+  ^bb0(%x: f32, %q: f32):
+    linalg.yield %x : f32
+  }} -> tensor<1x{n}xf32>
+  %r = linalg.generic {{indexing_maps = [affine_map<(i, j, k) -> (i, k)>, affine_map<(i, j, k) -> (j, k)>,
+                                         affine_map<(i, j, k) -> (i, j)>],
+                        iterator_types = ["parallel", "parallel", "reduction"]}}
+       ins(%v, %wt : tensor<1x{n}xf32>, tensor<{n}x{n}xf32>) outs(%bb : tensor<1x{n}xf32>) {{
+  ^bb0(%a: f32, %c: f32, %acc: f32):
+    %m = arith.mulf %a, %c : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }} -> tensor<1x{n}xf32>
+  return %r : tensor<1x{n}xf32>
+}}
+"""
+    return (conv("conv3x3", c, 3, "conv_2d_nchw_fchw", f"{o}x{c}x3x3", 1)
+            + conv("conv1x1", o, 1, "conv_2d_nchw_fchw", f"{o}x{o}x1x1", 0)
+            + conv("dwconv3x3", o, 3, "depthwise_conv_2d_nchw_chw", f"{o}x3x3", 1) + linear)
+
+
+def field(session: Session) -> list[tuple[bool, str]]:
+    """The field's ops, each its own function called in `field.OPS` order (the conv chain fed each one's output),
+    against torch in float64."""
+    from . import field as f
+    session.compile(field_mlir())
+    w = f.weights(0)
+    x, v = f.inputs(0)
+    want = f.reference(w, x, v)
+    y = x
+    for op in f.OPS[:3]:
+        weight = w[f"{op}.w"].reshape(f.C_OUT, 3, 3) if op == "dwconv3x3" else w[f"{op}.w"]
+        y, = session.call("module", op, y, weight, w[f"{op}.b"])
+    got, = session.call("module", "linear", v, w["linear.w"], w["linear.b"])
+    return [_close("field conv3x3 > conv1x1 > dwconv3x3", y, want["conv"], 1e-4),
+            _close("field linear 1024", got, want["linear"], 1e-4)]
+
+
+
+PROGRAMS = {"matmul": matmul, "elementwise": elementwise, "torch-mlp": torch_mlp, "field": field}
 
 
 def main(argv=None) -> int:
-    names = list(sys.argv[1:] if argv is None else argv) or list(PROGRAMS)
+    names = list(sys.argv[1:] if argv is None else argv) or [p for p in PROGRAMS if p != "field"]
     unknown = [n for n in names if n not in PROGRAMS]
     if unknown:
         print(f"expected programs among {', '.join(PROGRAMS)}, got {', '.join(unknown)}", file=sys.stderr)

@@ -3,6 +3,7 @@
 on the CPU (an independent reference).
 
     python -m workbench.capture.engines.ncnn [--fp16] [--shape wide]   # exit 0: the GPU output matches torch
+    python -m workbench.capture.engines.ncnn --net field               # the field's ops (`capture compare`)
     workbench capture run --hide-extension VK_KHR_push_descriptor --out cap -- python -m workbench.capture.engines.ncnn
 
 Needs ``pip install ncnn`` (``./setup.sh peers``); nothing of ncnn is copied here, the wheel (which loads
@@ -107,6 +108,14 @@ def reference(w: dict[str, np.ndarray], x: np.ndarray) -> dict[str, np.ndarray]:
 
 def run_ncnn(shape: Shape, w: dict[str, np.ndarray], x: np.ndarray, fp16: bool) -> dict[str, np.ndarray]:
     """The net on ncnn's Vulkan device: {"fc", "out"} as float32 arrays."""
+    return run_net(shape.param(), model_bytes(w), {"data": x}, ("fc", "out"), fp16)
+
+
+def run_net(param: str, model: bytes, feeds: dict[str, np.ndarray], outputs, fp16: bool,
+            keep_instance: bool = False) -> dict[str, np.ndarray]:
+    """Any net written here (.param text, .bin bytes) on ncnn's Vulkan device: its `feeds` (blob name → array)
+    in, each of `outputs` extracted in order as a flat float32 array (ncnn's GPU instance destroyed after, unless
+    `keep_instance`)."""
     try:
         import ncnn
     except ImportError:
@@ -119,13 +128,14 @@ def run_ncnn(shape: Shape, w: dict[str, np.ndarray], x: np.ndarray, fp16: bool) 
         net.opt.use_fp16_storage = fp16
         net.opt.use_fp16_packed = fp16
         net.opt.use_fp16_arithmetic = False
-        if net.load_param_mem(shape.param()) != 0:
+        if net.load_param_mem(param) != 0:
             raise Missing("expected ncnn to load the net written here, it refused its .param (another ncnn version?)")
-        net.load_model_mem(model_bytes(w))  # the binding returns nothing; a short .bin shows as wrong outputs
+        net.load_model_mem(model)  # the binding returns nothing; a short .bin shows as wrong outputs
         found = {}
         extractor = net.create_extractor()
-        extractor.input("data", ncnn.Mat(np.ascontiguousarray(x)))
-        for name in ("fc", "out"):
+        for blob, array in feeds.items():
+            extractor.input(blob, ncnn.Mat(np.ascontiguousarray(array)))
+        for name in outputs:
             status, mat = extractor.extract(name)
             if status != 0:
                 raise Missing(f"expected ncnn to compute blob {name!r}, it returned {status}")
@@ -133,19 +143,61 @@ def run_ncnn(shape: Shape, w: dict[str, np.ndarray], x: np.ndarray, fp16: bool) 
         del extractor
     finally:
         del net
-        ncnn.destroy_gpu_instance()
+        if not keep_instance:
+            ncnn.destroy_gpu_instance()
     return found
 
 
-def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], tolerance: float) -> list[tuple[bool, str]]:
-    """(ok, one line) per output: max |got - want| / (1 + |want|) against `tolerance`."""
+# --- the field's ops (`workbench.capture.engines.field`): the net `capture compare` puts beside ET-VK and IREE --------
+
+FIELD_LAYERS = {  # op → (its input's shape (c, h, w) as ncnn's Input takes it, the layer's line)
+    "conv3x3": "Convolution      conv3x3 1 1 in out 0={C_OUT} 1=3 4=1 5=1 6={w3}",
+    "conv1x1": "Convolution      conv1x1 1 1 in out 0={C_OUT} 1=1 5=1 6={w1}",
+    "dwconv3x3": "ConvolutionDepthWise dwconv3x3 1 1 in out 0={C_OUT} 1=3 4=1 5=1 6={wd} 7={C_OUT}",
+    "linear": "InnerProduct     linear 1 1 in out 0={F} 1=1 2={wl}",
+}
+
+
+def field_param(op: str) -> str:
+    """The field's op `op` as a one-layer ncnn net (Input `in` → the layer → `out`)."""
+    from . import field as f
+    inputs = {"conv3x3": f"0={f.W} 1={f.H} 2={f.C_IN}", "linear": f"0={f.FEATURES}"}
+    layer = FIELD_LAYERS[op].format(C_OUT=f.C_OUT, F=f.FEATURES, w3=f.C_OUT * f.C_IN * 9, w1=f.C_OUT * f.C_OUT,
+                                    wd=f.C_OUT * 9, wl=f.FEATURES * f.FEATURES)
+    return f"7767517\n2 2\nInput            in 0 1 in {inputs.get(op, f'0={f.W} 1={f.H} 2={f.C_OUT}')}\n{layer}\n"
+
+
+def field_model_bytes(w: dict[str, np.ndarray], op: str) -> bytes:
+    """ncnn's .bin of op `op`'s net: its weights after a 4-byte fp32 tag, then its bias."""
+    return np.zeros(1, np.uint32).tobytes() + w[f"{op}.w"].tobytes() + w[f"{op}.b"].tobytes()
+
+
+def run_field(fp16: bool, seed: int = 0) -> list[tuple[bool, str]]:
+    """The field's ops on ncnn, one single-layer net each, in `field.OPS` order (each net's run is one queue submit
+    of its own: `capture compare` names ncnn's dispatches by it), the conv chain fed each net's output; against
+    torch: (ok, one line) per output (the conv chain's, the linear's)."""
+    from . import field as f
+    w = f.weights(seed)
+    x, v = f.inputs(seed)
+    want = f.reference(w, x, v)
+    try:
+        blob, got = x[0], {}
+        for op in f.OPS:
+            feed = v[0] if op == "linear" else blob
+            out = run_net(field_param(op), field_model_bytes(w, op), {"in": feed}, ("out",), fp16,
+                          keep_instance=True)["out"]
+            if op == "linear":
+                got["linear"] = out
+            else:
+                blob = out.reshape(f.C_OUT, f.H, f.W)
+        got["conv"] = blob
+    finally:
+        import ncnn
+        ncnn.destroy_gpu_instance()
+    tolerance = TOLERANCE[fp16]
     lines = []
-    for name, reference_values in want.items():
-        values = got[name]
-        if values.shape != reference_values.shape:
-            lines.append((False, f"{name}: expected {reference_values.shape[0]} values, got {values.shape[0]}"))
-            continue
-        error = float(np.max(np.abs(values.astype(np.float64) - reference_values) / (1 + np.abs(reference_values))))
+    for name in ("conv", "linear"):
+        error = f.max_relative_error(got[name], want[name])
         lines.append((error <= tolerance, f"{name}: max relative error {error:.2e} (tolerance {tolerance:.0e})"))
     return lines
 
@@ -156,7 +208,21 @@ def main(argv=None) -> int:
     parser.add_argument("--shape", choices=sorted(SHAPES), default="small",
                         help="small: 8 → 16 channels at 16×16 (default); wide: 32 → 64 channels at 32×32")
     parser.add_argument("--seed", type=int, default=0, help="weights' and input's seed (default 0)")
+    parser.add_argument("--net", choices=("ops", "field"), default="ops",
+                        help="ops: the net of --shape (default); field: the field's ops (conv 3x3, conv 1x1, "
+                             "depthwise 3x3, linear) at the shapes `capture compare` puts beside ET-VK and IREE")
     args = parser.parse_args(argv)
+    if args.net == "field":
+        storage = "fp16" if args.fp16 else "fp32"
+        try:
+            results = run_field(args.fp16, args.seed)
+        except (Missing, ImportError) as exc:
+            print(f"ncnn field {storage}: {exc}", file=sys.stderr)
+            return 2
+        for ok, line in results:
+            print(f"ncnn field {storage} (conv3x3, conv1x1, dwconv3x3, linear): {line}: "
+                  f"{'matches' if ok else 'DIFFERS from'} torch")
+        return 0 if all(ok for ok, _ in results) else 1
     shape = SHAPES[args.shape]
     w = weights(shape, args.seed)
     x = np.random.default_rng(args.seed + 1).standard_normal((shape.c, shape.h, shape.w)).astype(np.float32)
