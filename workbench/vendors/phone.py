@@ -10,7 +10,8 @@
   memory     = the dispatch's bytes (its bindings' sizes) / the phone's memory bandwidth;
   time = the larger, with its bound named ("arithmetic:<pipe>", "load/store" or "memory").
 Cycles per invocation: Turnip (ir3) — (instructions + its estimated (ss) + (sy) stall cycles) per lane; PanVK — Mesa's
-`Cycles` (the slowest pipe, already per core: its divisors are a core's per-cycle rates), lanes 1; RADV — ACO's
+pipe cycles (already per core: its divisors are G78's per-core rates per thread, 64 FMA ... 4 texture, but "1 load/
+store operation per cycle" is one warp's message, so ls / ldst are divided by the warp width), the slowest pipe, lanes 1; RADV — ACO's
 `Inverse Throughput` (cycles of one wave on a SIMD) / the wave size, lanes = SIMDs per CU. Static counts: a loop's body
 counts once (no trip counts), so a loop-heavy kernel's arithmetic time is a floor. docs/phone.md shows the GPU table.
 """
@@ -75,10 +76,12 @@ def cycles_per_invocation(row: dict) -> tuple[float, str]:
         stalls = _num(row, "Estimated cycles stalled on SS") + _num(row, "Estimated cycles stalled on SY")
         return _num(row, "Instruction Count") + stalls, "issue"
     if "PanVK" in compiler:
-        pipes = {p: _num(row, f"Cycles {p}") for p in ("fma", "cvt", "sfu", "v", "t", "ls", "arith", "texture",
-                                                       "ldst") if f"Cycles {p}" in row}
+        from . import mesa
+        warp = dict(mesa.check_gpu(row["gpu"]).model).get("warp_size", 1)  # Mesa's LS rate is a warp's message
+        pipes = {p: _num(row, f"Cycles {p}") / (warp if p in ("ls", "ldst") else 1)
+                 for p in ("fma", "cvt", "sfu", "v", "t", "ls", "arith", "texture", "ldst") if f"Cycles {p}" in row}
         pipe = max(pipes, key=pipes.get) if pipes else "all"
-        return max(_num(row, "Cycles"), max(pipes.values(), default=0.0)), pipe
+        return (pipes[pipe], pipe) if pipes else (_num(row, "Cycles"), pipe)
     if "RADV" in compiler:
         return _num(row, "Inverse Throughput") / max(_num(row, "subgroup_size"), 1.0), "issue"
     return math.nan, f"no cost figures from {compiler or 'this row'}"
