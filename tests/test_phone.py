@@ -83,7 +83,8 @@ def test_a_captured_model_gives_a_row_per_dispatch(mesa_build, tmp_path):
     pd.DataFrame({"model": "m", "dispatch": n0, "family": "f", "etvk_us": 1.0, "device": "D"}).to_csv(
         tmp_path / "m.csv", index=False)
     measured, fam2, check = profile(CAPTURE, ["a740"], measured=tmp_path / "m.csv", model="m")
-    assert check is not None and fam2["measured_share"].tolist() == [1.0] and fam2["share"].round(6).tolist() == [1.0]
+    assert check is not None and fam2["measured_share"].tolist() == [1.0]
+    assert fam2["share"].round(6).tolist() == [1.0]
     assert (measured["measured_device"] == "D").all() and (measured["measured_us"] == 1.0).all()
     assert measured["share_error_points"].sum() == pytest.approx(0.0, abs=1e-6)
     assert main(["phone", str(CAPTURE), "--gpu", "a740", "--csv", str(tmp_path / "p.csv")]) == 0
@@ -91,7 +92,7 @@ def test_a_captured_model_gives_a_row_per_dispatch(mesa_build, tmp_path):
 
 
 def test_a_planted_dispatch_with_4x_the_invocations(mesa_build):
-    """The same pipeline with 4x the work groups: ~4x the arithmetic time (the compiler's figures are per invocation)."""
+    """The same pipeline with 4x the work groups: ~4x the arithmetic time (the figures are per invocation)."""
     from workbench.capture import dispatches, stats
     from workbench.capture.replay import launch_parameters
     found = dispatches(CAPTURE)

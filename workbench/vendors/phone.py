@@ -9,9 +9,10 @@
                invocation / (cores × lanes × clock);
   memory     = the dispatch's bytes (its bindings' sizes) / the phone's memory bandwidth;
   time = the larger, with its bound named ("arithmetic:<pipe>", "load/store" or "memory").
-Cycles per invocation: Turnip (ir3) — (instructions + its estimated (ss) + (sy) stall cycles) per lane; PanVK — Mesa's
-pipe cycles (already per core: its divisors are G78's per-core rates per thread, 64 FMA ... 4 texture, but "1 load/
-store operation per cycle" is one warp's message, so ls / ldst are divided by the warp width), the slowest pipe, lanes 1; RADV — ACO's
+Cycles per invocation: Turnip (ir3) — (instructions + its estimated (ss) + (sy) stall cycles) per lane;
+PanVK — Mesa's pipe cycles, the slowest pipe named (already per core: its divisors are G78's per-core rates per
+thread, 64 FMA … 4 texture, but its "1 load/store operation per cycle" is a warp's message, so ls / ldst are
+divided by the warp width), lanes 1; RADV — ACO's
 `Inverse Throughput` (cycles of one wave on a SIMD) / the wave size, lanes = SIMDs per CU. Static counts: a loop's body
 counts once (no trip counts), so a loop-heavy kernel's arithmetic time is a floor. docs/phone.md shows the GPU table.
 """
@@ -110,7 +111,8 @@ def predict(dispatches: list[dict], stats, gpus, floor_us: float = 0.0) -> "pd.D
                      else f"arithmetic:{pipe}") if ok else ""
             rows.append({"dispatch": d["dispatch"], "family": d.get("family", ""), "gpu": p.gpu, "soc": p.soc,
                          "invocations": inv, "cycles_per_invocation": cycles, "pipe": pipe if ok else "",
-                         "bytes": d["bytes"], "arithmetic_us": arith, "memory_us": memory, "bound": bound, "floor_us": floor_us,
+                         "bytes": d["bytes"], "arithmetic_us": arith, "memory_us": memory, "bound": bound,
+                         "floor_us": floor_us,
                          "time_us": max(arith, memory) + floor_us if ok else math.nan, "reason": "" if ok else pipe})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
