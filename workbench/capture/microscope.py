@@ -6,7 +6,11 @@ validation layer's modes, every run compared bitwise with the captured output an
     microscope.shake("caps/prog", local_sizes=[(32, 1, 1)])      # these local sizes only
     microscope.shake("caps/prog", validate="sync,gpu")           # + the layer's messages, per row
 
-CLI: ``workbench capture shake DIR [--dispatch N…] [--runs N] [--local-size X,Y,Z…] [--stress] [--validate MODES]``.
+CLI: ``workbench capture shake DIR [--dispatch N…] [--runs N] [--local-size X,Y,Z…] [--stress] [--validate MODES]``;
+``workbench capture races DIR [--dispatch N…] [--layer built|FOLDER]``: `races` replays each dispatch once at its
+captured local size under GPU-AV's shared-memory race detection (a layer from 2026, `toolchain.validation`; the
+messages read by `checks.races`): one row per dispatch with `shared_memory`, `races` (how many reports), `found` (each
+report in one line), `other_messages`, `clean` and the replay's `exact`.
 
 What a run is: the dispatch alone through the one launch path (`replay.launch_of`), every binding it may write
 (storage buffers and images) set back to its captured 'before' bytes first, then its outputs read. The families'
@@ -43,7 +47,7 @@ from ..checks.shake import (SIZES_1D, SIZES_3D, as3, check_local_sizes, repeated
 from .format import CapturedDispatch, CaptureError, read_folder
 from .replay import IMAGE_KINDS, NotReplayable, launch_of, launch_parameters, resource_bytes, running
 
-__all__ = ["shake", "select", "at_local_size", "default_local_sizes", "validating_device"]
+__all__ = ["shake", "races", "select", "at_local_size", "default_local_sizes", "validating_device"]
 
 MESSAGE_CHARS = 240  # first_message is cut here: the whole text stays in the device's validation_details()
 
@@ -223,3 +227,31 @@ def _shake_dispatch(dev, d: CapturedDispatch, given, captured_only: bool, *, run
             row.update(_layer_columns(dev))
         rows.append(row)
     return rows
+
+
+def races(source, dispatches=None, *, layer, device=None, runs: int = 1):
+    """Each dispatch of `source` replayed `runs` times at its captured local size under GPU-AV with shared-memory
+    race detection, through the validation layer in the folder `layer` (`toolchain.validation.layer_dir()`): one
+    row per dispatch (module docstring). A dispatch whose SPIR-V declares no shared variable runs too (the layer's
+    other GPU-AV checks still speak) and says so in `shared_memory`."""
+    import pandas as pd
+    from ..checks import races as race_check
+    found = select(source, dispatches)
+    base = device or vk.get_device()
+    dev = race_check.race_device(base, layer)
+    rows = []
+    try:
+        race_check.take(dev)
+        for d in found:
+            shared = race_check.uses_shared_memory(d.spirv) if d.spirv else None
+            row = _shake_dispatch(dev, d, None, True, runs=runs, stress=False, layer=False)[0]
+            said = race_check.take(dev)
+            rows.append({"dispatch": d.dispatch, "pipeline": d.spirv_hash, "local_size": row.get("local_size"),
+                         "groups": row.get("groups"), "shared_memory": shared, "races": len(said["races"]),
+                         "found": " | ".join(dict.fromkeys(said["races"])),
+                         "other_messages": " | ".join(dict.fromkeys(said["other"])),
+                         "clean": not said["races"] and not said["other"] and not row.get("reason"),
+                         "exact": bool(row.get("exact")), "reason": row.get("reason", "")})
+    finally:
+        dev.close()
+    return pd.DataFrame(rows)

@@ -35,6 +35,9 @@ def main(argv=None) -> int:
     since = time.time() - 1  # file mtimes have coarse resolution on some filesystems
     RESULTS_DIRS.clear()
     try:
+        if os.environ.get("WORKBENCH_VALIDATION_LAYER", "").strip() == "built":  # the folder vk.Device takes
+            from ..toolchain.validation import resolve_layer
+            os.environ["WORKBENCH_VALIDATION_LAYER"] = resolve_layer("built")
         return args.fn(args)
     except KeyboardInterrupt:
         return interrupted(since)

@@ -229,6 +229,15 @@ def _register_microscope(verbs) -> None:
     sh.add_argument("--csv", default=None, help="also write the table to this CSV file")
     add_validation_flags(sh)
     sh.set_defaults(fn=_shake)
+    rc = verbs.add_parser("races", help="replay each captured dispatch under GPU-assisted validation's shared-memory "
+                                        "race detection (the layer ./setup.sh validation builds): a row per dispatch, "
+                                        "each race the layer found in one line (exit status 1 on any)")
+    _folder_options(rc)
+    rc.add_argument("--layer", default="built", help="the validation layer: 'built' (default: ./setup.sh validation's) "
+                                                     "or a folder holding a VkLayer_khronos_validation.json of 2026")
+    rc.add_argument("--runs", type=int, default=1, help="runs per dispatch (default 1)")
+    rc.add_argument("--csv", default=None, help="also write the table to this CSV file")
+    rc.set_defaults(fn=_races)
     st = verbs.add_parser("stats", help="each captured pipeline through the vendors' compilers (Mesa: Adreno, Mali, "
                                         "AMD), the device's driver and the lint: a row per pipeline × GPU")
     _folder_options(st, dispatch_help="only these dispatches' pipelines")
@@ -279,6 +288,27 @@ def _shake(args) -> int:
           + (f"; the layer ({frame['validation'].iloc[0]}) reported {messages} message(s)" if validate else ""))
     _write_csv(frame.drop(columns=["wrong"], errors="ignore"), args.csv)
     return 1 if bad or messages or not frame["exact"].all() else 0
+
+
+RACES_COLUMNS = ["dispatch", "pipeline", "local_size", "groups", "shared_memory", "races", "clean", "exact", "found",
+                 "other_messages", "reason"]
+
+
+def _races(args) -> int:
+    from ..capture import microscope
+    from ..toolchain.validation import resolve_layer
+    layer = resolve_layer(args.layer)
+    if layer is None:
+        raise ValueError("expected --layer 'built' or a folder of a 2026 validation layer, got 'system' (Debian 12's "
+                         "layer 1.3.239 has no shared-memory race detection)")
+    frame = microscope.races(args.dir, args.dispatch, layer=layer, device=_plain_device(args), runs=args.runs)
+    print(table(frame.reindex(columns=RACES_COLUMNS)))
+    raced = int((frame["races"] > 0).sum())
+    shared = int(frame["shared_memory"].fillna(False).astype(bool).sum())
+    print(f"{len(frame)} dispatches ({shared} with shared memory): {raced} with races, "
+          f"{int(frame['clean'].sum())} clean")
+    _write_csv(frame, args.csv)
+    return 1 if raced else 0
 
 
 def _stats(args) -> int:
@@ -422,7 +452,7 @@ def _fidelity(args) -> int:
 
 # --- compare: the field's kernels beside ET-VK's -------------------------------------------------------------------
 
-COMPARE_COLUMNS = ["engine", "op", "kernel", "dispatch", "groups", "local_size", "bytes", "exact", "way", "us",
+COMPARE_COLUMNS = ["engine", "op", "kernel", "dispatch", "groups", "local_size", "bytes", "exact", "way", "median_us",
                    "GB/s", "copy_fraction", "reason"]
 
 

@@ -151,11 +151,13 @@ def expected_errors() -> tuple:
     from ..toolchain.debian_source import SetupError
     from ..toolchain.glslang import GlslangError
     from ..toolchain.shaders import ShaderCompileError, ToolNotFoundError
+    from ..toolchain.validation import ValidationLayerError
     from ..vendors.mesa import MesaError
     from ..vk import VulkanError
     return (ValueError, UnknownKernelError, OSError, NotImplementedError, ModuleNotFoundError,
             VulkanError, ShaderCompileError, ToolNotFoundError, GlslangError, MesaError, SetupError,
-            RuntimeBuildError, RuntimeRunError, LoweringError, RevisionLoweringError, HarnessError)
+            RuntimeBuildError, RuntimeRunError, LoweringError, RevisionLoweringError, HarnessError,
+            ValidationLayerError)
 
 
 TRACEBACK_VAR = "WORKBENCH_TRACEBACK"  # set to 1: an expected error raises with its traceback, every line of it

@@ -21,15 +21,17 @@ class Device(Closable):
     """One Vulkan device, ready for compute. Close it (or use `with`) to release every object it made."""
 
     def __init__(self, selector=None, validation: bool | None = None, *, sync_validation: bool = False,
-                 gpu_assisted: bool = False, debug_printf: bool = False, modes=None):
+                 gpu_assisted: bool = False, debug_printf: bool = False, modes=None, layer=None):
         """`validation`: the validation layer (default: WORKBENCH_VALIDATION). The modes, each of which turns the
         layer on: `sync_validation` (synchronization hazards between commands), `gpu_assisted` (GPU-assisted
         validation: out-of-bounds descriptor accesses, checked in instrumented shaders), `debug_printf`
         (debugPrintfEXT output, collected per dispatch: `printf_messages()`); `modes` also takes them as text
-        ("sync,gpu") or an iterable. Without any, WORKBENCH_VALIDATION may name modes (e.g. "sync,printf")."""
+        ("sync,gpu") or an iterable. Without any, WORKBENCH_VALIDATION may name modes (e.g. "sync,printf").
+        `layer`: the folder of another validation layer's manifest (a newer one: `toolchain.validation`), default
+        WORKBENCH_VALIDATION_LAYER, else the system's."""
         chosen = discovery.validation_modes(modes, sync_validation=sync_validation, gpu_assisted=gpu_assisted,
                                             debug_printf=debug_printf)
-        self.instance = discovery.instance(validation, chosen if chosen else None)
+        self.instance = discovery.instance(validation, chosen if chosen else None, layer)
         self.modes = self.instance.modes
         devices = [discovery._describe(i, pd) for i, pd in enumerate(self.instance.physical_devices)]
         self.info = discovery.select_device(selector, devices)

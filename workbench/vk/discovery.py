@@ -1,6 +1,7 @@
 """Instances, physical devices (`DeviceInfo`: properties, features, extensions) and device selection."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -129,12 +130,44 @@ class LayerMessage:
         return f"[{where}] {self.text}" if where else self.text
 
 
+def env_layer() -> str | None:
+    """WORKBENCH_VALIDATION_LAYER: empty / "system": the system's layer (None); else the folder of another
+    VkLayer_khronos_validation.json (`workbench.toolchain.validation.resolve_layer` turns "built" into its folder)."""
+    text = os.environ.get("WORKBENCH_VALIDATION_LAYER", "").strip()
+    if text in ("", "system"):
+        return None
+    if not os.path.isfile(os.path.join(text, "VkLayer_khronos_validation.json")):
+        raise ValidationError(f"WORKBENCH_VALIDATION_LAYER: expected 'system' or a folder holding "
+                              f"VkLayer_khronos_validation.json, got {text!r} ('built' is resolved by the CLI and "
+                              "workbench.toolchain.validation.resolve_layer)")
+    return text
+
+
+@contextlib.contextmanager
+def layer_path(folder: str | None):
+    """VK_LAYER_PATH = `folder` while the loader reads layer manifests (the system's validation layer hidden),
+    restored after; nothing when `folder` is None."""
+    if folder is None:
+        yield
+        return
+    before = os.environ.get("VK_LAYER_PATH")
+    os.environ["VK_LAYER_PATH"] = str(folder)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("VK_LAYER_PATH", None)
+        else:
+            os.environ["VK_LAYER_PATH"] = before
+
+
 class Instance:
     """A VkInstance, with the validation layer and a messenger that collects its messages when asked for."""
 
-    def __init__(self, validation: bool, modes: frozenset = frozenset()):
-        self.validation = validation or bool(modes)
+    def __init__(self, validation: bool, modes: frozenset = frozenset(), layer: str | None = None):
+        self.validation = validation or bool(modes) or layer is not None
         self.modes = frozenset(modes)
+        self.layer = layer  # None: the system's validation layer; else the folder of another one's manifest
         self.messages: list[str] = []  # every validation message (not printf output), as text
         self.details: list[LayerMessage] = []  # the same, attributed
         self.printf: list[LayerMessage] = []  # debugPrintfEXT output (mode "printf")
@@ -143,9 +176,15 @@ class Instance:
         self.dispatch_index_reliable = False
         layers = []
         extensions = []
+        with layer_path(layer):  # the loader reads the manifests while it enumerates and creates
+            self._create(layers, extensions)
+
+    def _create(self, layers, extensions):
         if self.validation:
             available = {p.layerName for p in vk.vkEnumerateInstanceLayerProperties()}
             if VALIDATION_LAYER not in available:
+                if self.layer is not None:
+                    raise ValidationError(f"expected {VALIDATION_LAYER} in {self.layer}, found {sorted(available)}")
                 raise ValidationError(
                     f"validation was requested but {VALIDATION_LAYER} is not installed "
                     f"(Debian/Ubuntu package: vulkan-validationlayers); available layers: {sorted(available)}")
@@ -295,10 +334,11 @@ _instances: dict[tuple, Instance] = {}
 _instances_lock = threading.Lock()
 
 
-def instance(validation: bool | None = None, modes=None) -> Instance:
-    """The process's instance for (validation, modes); both default to the WORKBENCH_VALIDATION environment
+def instance(validation: bool | None = None, modes=None, layer: str | None = None) -> Instance:
+    """The process's instance for (validation, modes, layer); both default to the WORKBENCH_VALIDATION environment
     variable (1: the layer; "sync", "gpu", "printf" or a comma list of them: the layer with those modes). Any mode
-    turns the layer on."""
+    turns the layer on. `layer`: a folder holding another validation layer's manifest (default
+    WORKBENCH_VALIDATION_LAYER; None: the system's), used only where validation is on."""
     env_on, env_modes = env_validation()
     if validation is None and modes is None:
         validation, modes = env_on, env_modes
@@ -306,10 +346,11 @@ def instance(validation: bool | None = None, modes=None) -> Instance:
         validation = env_on
     modes = validation_modes(modes)
     validation = bool(validation) or bool(modes)
-    key = (validation, modes)
+    layer = (str(layer) if layer is not None else env_layer()) if validation else None
+    key = (validation, modes, layer)
     with _instances_lock:
         if key not in _instances:
-            _instances[key] = Instance(validation, modes)
+            _instances[key] = Instance(validation, modes, layer)
         return _instances[key]
 
 
