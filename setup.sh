@@ -7,6 +7,9 @@
 #                             and AMD statistics); `./setup.sh adreno` is the same
 #   ./setup.sh capture [ARGS…] set up, then build GFXReconstruct's capture layer and tools (~8 min on 2 cores; for
 #                             `workbench capture`; fetched from GitHub, or WORKBENCH_GFXRECON_SOURCE names a checkout)
+#   ./setup.sh validation     set up, then build the Khronos validation layer of vulkan-sdk-1.4.357.0 (GPU-AV's
+#                             shared-memory race detection, for `workbench capture races`; ~35 min on 2 cores; fetched
+#                             from GitHub, or WORKBENCH_VVL_SOURCE / WORKBENCH_VVL_GIT name the trees)
 #   ./setup.sh peers          set up, then install other engines' wheels into the venv (ncnn, iree-base-compiler,
 #                             iree-base-runtime: the programs of workbench.capture.engines, captured and replayed)
 #   ./setup.sh                set up only
@@ -91,9 +94,10 @@ case "$mode" in
   lab)  exec "$venv/bin/jupyter" lab --notebook-dir="$PWD" "$@" ;;
   compilers|adreno) exec "$venv/bin/workbench" compilers setup "$@" ;;
   capture) exec "$venv/bin/python" -m workbench.toolchain.gfxreconstruct setup "$@" ;;
+  validation) exec "$venv/bin/python" -m workbench.toolchain.validation setup "$@" ;;
   peers) pip_quiet "$venv/bin/python" -m pip install -q --disable-pip-version-check "ncnn==1.0.20261020" \
            "iree-base-compiler==3.13.0" "iree-base-runtime==3.13.0" "$@"
          echo "setup: done ($venv, with ncnn, iree-base-compiler and iree-base-runtime)" ;;
   setup) echo "setup: done ($venv)" ;;
-  *) echo "setup: unknown mode '$mode' (expected main, test, lab, compilers, capture, peers or nothing)" >&2; exit 2 ;;
+  *) echo "setup: unknown mode '$mode' (expected main, test, lab, compilers, capture, validation, peers or nothing)" >&2; exit 2 ;;
 esac
