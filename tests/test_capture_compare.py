@@ -38,7 +38,7 @@ def test_each_engine_names_its_ops():
 
 def test_summary_sums_an_ops_dispatches_and_names_the_fastest():
     rows = pd.DataFrame({"engine": ["etvk", "ncnn", "ncnn", "iree", "etvk"], "op": ["linear"] * 4 + [""],
-                         "way": ["warm"] * 5, "us": [30.0, 10.0, 5.0, 60.0, 99.0], "dispatch": range(5),
+                         "way": ["warm"] * 5, "median_us": [30.0, 10.0, 5.0, 60.0, 99.0], "dispatch": range(5),
                          "exact": [True] * 5, "bytes": [1] * 5})
     s = compare.summary(rows).set_index("engine")
     assert s.loc["ncnn", "us"] == 15 and s.loc["ncnn", "dispatches"] == 2
@@ -99,4 +99,4 @@ def test_live_ncnn_field_net_captured_and_compared(tmp_path):
     assert cli_main(["capture", "compare", str(folder), "--csv", str(out), "--gpus", "none", "--no-copy",
                      "--ways", "warm", "--warm-seconds", "0", "--samples", "1", "--back-to-back", "1"]) == 0
     rows = pd.read_csv(out)
-    assert set(rows["op"]) == set(field.OPS) and rows["exact"].all() and (rows["us"] > 0).all()
+    assert set(rows["op"]) == set(field.OPS) and rows["exact"].all() and (rows["median_us"] > 0).all()

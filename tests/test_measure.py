@@ -319,8 +319,10 @@ def test_the_copy_check_flags_a_row_faster_than_its_copy():
     above = dict(base, copy_fraction=1.06)
     old = {k: v for k, v in above.items() if k not in ("copy_p90_us", "cache")}    # a row before the columns
     diag = dict(above, diagnostic=2)
-    checked = RC.check_copy_rows([pd.DataFrame([ok, noise, above, old, diag])])
-    assert checked["above_copy"].tolist() == [False, False, True, False, False]
+    captured = dict(above, traffic_upper_bound=True)   # bytes = the ranges bound to a captured dispatch
+    checked = RC.check_copy_rows([pd.DataFrame([ok, noise, above, old, diag, captured])])
+    assert checked["above_copy"].tolist() == [False, False, True, False, False, False]
+    assert "upper bound" in checked["copy_excluded"].iloc[5]
     assert checked["copy_slack"].iloc[0] == pytest.approx(10.0 / 9.8 * 5.1 / 5.0)
     assert checked["copy_slack"].iloc[3] == pytest.approx(10.0 / 9.8 * 1.10)           # the method's bound
     assert checked["cache"].tolist()[3] == "unknown" and checked["copy_excluded"].notna().tolist()[4]

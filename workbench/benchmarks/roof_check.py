@@ -297,7 +297,9 @@ READ_ONLY_ALLOWANCE = 1.0
 #: The noise of a copy whose spread a row does not record (rows older than copy_p90_us): the method's own bound on
 #: a kept sample set's p10..p90 spread (measure.method.STABILITY_SPREAD).
 UNRECORDED_COPY_NOISE = 0.10
-COPY_NOT_CHECKED = {"diagnostic": "a diagnostic build (wrong by design: it moves fewer bytes than its row counts)"}
+COPY_NOT_CHECKED = {"diagnostic": "a diagnostic build (wrong by design: it moves fewer bytes than its row counts)",
+                    "traffic_upper_bound": "a captured dispatch: its bytes are the ranges bound to it, an upper bound "
+                                           "on what it moves (its % of copy is one too)"}
 
 
 def copy_slack(row: dict) -> float:

@@ -31,7 +31,8 @@ from .format import CaptureError
 ENGINES = ("etvk", "ncnn", "iree")
 REGIME_OF_WAY = {"warm": "hot", "cold": "cold"}     # a way of timing → the copy's cache regime
 COLUMNS = ["engine", "op", "kernel", "dispatch", "pipeline", "entry_point", "groups", "local_size", "shape", "bytes",
-           "exact", "way", "us", "us_p10", "us_p90", "GB/s", "copy_GBps", "copy_fraction", "reason"]
+           "exact", "way", "cache", "median_us", "p10_us", "p90_us", "GB/s", "copy_GBps", "copy_fraction",
+           "copy_p90_us", "dispatch_floor_us", "traffic_upper_bound", "reason"]
 STAT_COLUMNS = ("registers", "instructions", "spills", "occupancy")
 ETVK_OPS = (("conv2d_pw", "conv1x1"), ("conv2d_dw", "dwconv3x3"), ("conv2d", "conv3x3"), ("linear", "linear"),
             ("addmm", "linear"), ("matmul", "linear"))
@@ -136,17 +137,19 @@ def table(sources, *, timer, ways=("warm", "cold"), copies=None, gpus=(), names=
             head = {"engine": engine, "op": item["op"], "kernel": item["kernel"], "dispatch": int(item["dispatch"]),
                     "pipeline": item["pipeline"], "entry_point": item["entry_point"], "groups": item["groups"],
                     "local_size": item["local_size"], "shape": shapes().get(item["op"], ""),
-                    "bytes": int(sum(b.size or 0 for b in d.bindings))}
+                    "bytes": int(sum(b.size or 0 for b in d.bindings)), "traffic_upper_bound": True}  # bound ranges
             for timed in timer(device, d):
                 way = timed.get("way")
                 row = {**head, "way": way, "exact": bool(timed.get("exact")), "reason": timed.get("reason") or "",
-                       "us": timed.get("median_us", np.nan), "us_p10": timed.get("p10_us", np.nan),
-                       "us_p90": timed.get("p90_us", np.nan), "GB/s": timed.get("GB/s", np.nan),
+                       "cache": REGIME_OF_WAY.get(way, "unknown"), "median_us": timed.get("median_us", np.nan),
+                       "p10_us": timed.get("p10_us", np.nan), "p90_us": timed.get("p90_us", np.nan),
+                       "GB/s": timed.get("GB/s", np.nan),
                        **{k: timed[k] for k in ("device", "driver", "commit") if k in timed}}
                 if copies is not None and not row["reason"] and way in REGIME_OF_WAY:
-                    annotated = copies.annotate({"GB/s": row["GB/s"], "median_us": row["us"]}, head["bytes"],
+                    annotated = copies.annotate({"GB/s": row["GB/s"], "median_us": row["median_us"]}, head["bytes"],
                                                 REGIME_OF_WAY[way])
-                    row.update(copy_GBps=annotated["copy_GBps"], copy_fraction=annotated["copy_fraction"])
+                    row.update({k: annotated.get(k, np.nan) for k in ("copy_GBps", "copy_fraction", "copy_p90_us",
+                                                                      "dispatch_floor_us")})
                 rows.append(row)
         frame = pd.DataFrame(rows)
         if len(stats.columns) > 1 and len(frame):
@@ -164,9 +167,9 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
     if not len(found):
         return pd.DataFrame(columns=["op", "way", "engine", "us", "dispatches", "exact", "fastest", "vs_fastest"])
     grouped = found.groupby(["op", "way", "engine"], sort=False)
-    out = grouped.agg(us=("us", "sum"), dispatches=("dispatch", "size"), exact=("exact", "all"),
+    out = grouped.agg(us=("median_us", "sum"), dispatches=("dispatch", "size"), exact=("exact", "all"),
                       bytes=("bytes", "sum")).reset_index()
-    out.loc[~grouped["us"].apply(lambda s: s.notna().all()).values, "us"] = np.nan
+    out.loc[~grouped["median_us"].apply(lambda s: s.notna().all()).values, "us"] = np.nan
     best = out.groupby(["op", "way"])["us"].transform("min")
     out["vs_fastest"] = out["us"] / best
     fastest = out.loc[out.groupby(["op", "way"])["us"].idxmin().dropna()].set_index(["op", "way"])["engine"]
