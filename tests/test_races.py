@@ -136,3 +136,12 @@ def test_recipe_pins_the_tag_and_its_known_good_dependencies():
     assert all(len(commit) == 40 for _, commit in validation.REPOS.values())
     status = validation.status(str(validation.cache_root()))
     assert set(status) >= {"set_up", "root", "missing", "tools"}
+
+
+def test_etvk_shared_memory_families_run_under_race_detection(device, built_layer, real):
+    from workbench.etvk.checks import check_races
+    rows = check_races(device, real, ["q8ta_linear_gemv", "q8ta_clone"], layer=built_layer)
+    gemv, clone = rows
+    assert gemv["shared_memory"] and not clone["shared_memory"]
+    assert gemv["correct"] and clone["correct"], rows
+    assert clone["races"] == 0 and clone["clean"], clone

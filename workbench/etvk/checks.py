@@ -1,6 +1,7 @@
 """The correctness checks of ``workbench.checks`` applied to ET-VK's checkout: lint every variant compiled
 (``lint``), the push-constant / UBO ranges of every family's dispatches (``check_families``), and the kernel names
-ET-VK's C++ asks for against the checkout's variants (``check_names``)."""
+ET-VK's C++ asks for against the checkout's variants (``check_names``), and each family's dispatch run under GPU-AV's
+shared-memory race detection (``check_races``, the layer `toolchain.validation` builds)."""
 from __future__ import annotations
 
 import time
@@ -10,7 +11,7 @@ from ..checks.interfaces import check_dispatch
 from ..checks.lint import COLUMNS, lint_spirv
 from ..checks.names import IMPL_DIR, UTILS_DIR, Report, check_tree
 
-__all__ = ["lint", "check_families", "check_names", "cpp_tree"]
+__all__ = ["lint", "check_families", "check_races", "check_names", "cpp_tree"]
 
 
 def lint(gen, names=None, *, jobs: int | None = None, show_progress: bool = False):
@@ -65,6 +66,38 @@ class _StepView:
     def __init__(self, step, resources):
         self.variant, self.push_constants = step.variant, step.push_constants
         self.resources, self.bindings = resources, tuple(step.bindings)
+
+
+def check_races(device, gen, kernels, *, layer, options=None) -> list[dict]:
+    """Each ET-VK family of `kernels` made with `options[kernel]` (default: the family's own shapes) and run once on
+    a device with GPU-assisted validation's shared-memory race detection (`checks.races.race_device(device, layer)`):
+    one row per family — variant, shared_memory, races (reports), found (each in one line), other_messages, correct
+    (against torch), clean."""
+    from ..checks import races
+    from .run import execute, make
+    options = options or {}
+    dev = races.race_device(device, layer)
+    rows = []
+    try:
+        races.take(dev)
+        for kernel in kernels:
+            head = {"kernel": kernel, **{k: str(v) for k, v in options.get(kernel, {}).items()}}
+            try:
+                d = make(gen, kernel, **options.get(kernel, {}))
+                head.update(variant=d.variant, local_size="x".join(map(str, d.local_size)),
+                            shared_memory=races.uses_shared_memory(gen.compile(d.variant).code))
+                row = execute(dev, gen, d, measure=False)
+                reason = ""
+            except (ValueError, RuntimeError) as exc:  # a family that cannot run here is a row, not the end
+                row, reason = {}, str(exc).splitlines()[0][:200]
+            said = races.take(dev)
+            rows.append({**head, "races": len(said["races"]), "found": " | ".join(dict.fromkeys(said["races"])),
+                         "other_messages": " | ".join(dict.fromkeys(said["other"])),
+                         "correct": bool(row.get("correct", False)), "reason": reason,
+                         "clean": not said["races"] and not said["other"] and not reason})
+    finally:
+        dev.close()
+    return rows
 
 
 def cpp_tree(src) -> Path:
