@@ -156,3 +156,14 @@ def test_whatif_bad_input_is_one_line(device, tmp_path):
         whatif.whatif(DATA, 7, _edited(tmp_path), device=device)
     with pytest.raises(CaptureError, match="expected a shader file"):
         whatif.whatif(DATA, 0, tmp_path / "missing.glsl", device=device)
+
+
+def test_engines_side_by_side_chart():
+    """`plot_compare`: a panel per way, a bar per engine and op, each bar's ratio to the fastest written on it (the
+    committed H200 summary of `capture compare`)."""
+    summary = pd.read_csv(Path(__file__).parents[1] / "data" / "NVIDIA_H200" / "capture_compare_summary.csv")
+    fig = views.plot_compare(summary, device="NVIDIA H200")
+    axes = fig.axes
+    assert len(axes) == 2 and [a.get_title().split(",")[1].split("·")[0].strip() for a in axes] == ["warm", "cold"]
+    labels = {t.get_text() for t in axes[0].texts}
+    assert "1x" in labels and len(axes[0].patches) == len(set(summary["op"])) * len(set(summary["engine"]))

@@ -5,6 +5,7 @@ DataFrames of `capture.open` / `replay` / `edit` and `capture.whatif`, bytes of 
     fig = plot_edit(edit_rows, outputs)      # captured vs edited shader: time side by side, the mismatch map
     fig = plot_whatif(table)                 # every dispatch in order: edited, changed downstream, unchanged
     explorer = DispatchExplorer(frame, texts)   # a Dropdown; its readout: bindings, groups, local size, constants
+    fig = plot_compare(summary)              # engines side by side per op (`capture.compare.summary`), warm and cold
 
 A frame's `label` column names its pipeline (a shader name, ET-VK's variant); without one the `variant` column where
 filled, else the SPIR-V hash. Titles name the device of the `device` column, or the `device` argument.
@@ -24,7 +25,7 @@ from .figure import Figure
 from .titles import with_device
 
 __all__ = ["pipeline_labels", "pipeline_colors", "plot_timeline", "word_map", "plot_edit", "plot_whatif",
-           "DispatchExplorer", "dispatch_readout"]
+           "plot_compare", "DispatchExplorer", "dispatch_readout"]
 
 TIME_COLUMN = "gpu_us_median"
 WORDS_PER_ROW = 32
@@ -183,6 +184,38 @@ def plot_whatif(table, *, device: str | None = None, title: str = "What-if"):
     ax.set_title(with_device(f"{title}: dispatch{'es' if len(edited) > 1 else ''} {', '.join(map(str, edited))} "
                              f"edited; {changed} later dispatch{'es' if changed != 1 else ''} compute otherwise",
                              table, device=device), fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+ENGINE_COLORS = {"etvk": "#1f78b4", "ncnn": "#33a02c", "iree": "#ff7f00"}
+
+
+def plot_compare(summary, *, device: str | None = None, title: str = "Engines side by side"):
+    """One panel per way of timing (warm, cold): per op, a bar per engine (µs of the op's dispatches summed), its
+    ratio to the fastest written above it; `summary` is `capture.compare.summary`'s frame."""
+    ways = [w for w in ("warm", "cold") if w in set(summary["way"])] or sorted(set(summary["way"]))
+    ops = list(dict.fromkeys(summary["op"]))
+    engines = list(dict.fromkeys(summary["engine"]))
+    fig = Figure(figsize=(5.2 * len(ways), 3.4))
+    width = 0.8 / max(len(engines), 1)
+    for k, way in enumerate(ways):
+        ax = fig.add_subplot(1, len(ways), k + 1)
+        part = summary[summary["way"] == way].set_index(["op", "engine"])
+        for e, engine in enumerate(engines):
+            xs = [i + (e - (len(engines) - 1) / 2) * width for i in range(len(ops))]
+            us = [part["us"].get((op, engine), np.nan) for op in ops]
+            ax.bar(xs, us, width=width * 0.95, color=ENGINE_COLORS.get(engine, "#999999"), label=engine)
+            for x, op, u in zip(xs, ops, us):
+                ratio = part["vs_fastest"].get((op, engine), np.nan)
+                if np.isfinite(u):
+                    ax.text(x, u, f"{ratio:.2g}x", ha="center", va="bottom", fontsize=6)
+        ax.set_xticks(range(len(ops)))
+        ax.set_xticklabels(ops, fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylabel("µs (the op's dispatches)")
+        ax.set_title(with_device(f"{title}, {way}", summary, device=device), fontsize=9)
+        ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     return fig
 
