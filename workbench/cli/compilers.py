@@ -42,9 +42,15 @@ def add_commands(p, family: str, *, default_gpu: str) -> None:
     s.add_argument("--no-install", action="store_true",
                    help="do not apt-get install missing prerequisites (fail and name them)")
     s.add_argument("--quiet", action="store_true", help="no progress output")
+    s.add_argument("--mesa", default=None, metavar="SOURCE",
+                   help="build the newer Mesa instead (Turnip + PanVK for Adreno 8xx and 5th-gen Mali: "
+                        "workbench.vendors.mesa_newer) from SOURCE: a Mesa checkout, a release tarball or a git "
+                        "directory[@commit] (tested: 26.2.0-rc1); cache $WORKBENCH_MESA_NEWER_DIR or "
+                        "~/.cache/workbench/mesa/mesa-newer")
     s.set_defaults(fn=setup, family=family)
     s = sub.add_parser("status", help="is the Mesa build set up, where, built when")
     s.add_argument("--dir", default=None)
+    s.add_argument("--newer", action="store_true", help="the newer Mesa's build (setup --mesa) instead")
     s.set_defaults(fn=status, family=family)
     s = sub.add_parser("stats", help="every statistic of shaders (names in shaders/, .glsl or .spv files) per GPU")
     s.add_argument("shaders", nargs="+")
@@ -99,6 +105,14 @@ def _gpus(text: str) -> list:
 
 def setup(args) -> int:
     def run():
+        if getattr(args, "mesa", None) is not None:
+            from ..vendors import mesa_newer
+            try:
+                mesa_newer.setup(args.mesa, args.dir, force=args.force, jobs=args.jobs, keep_build=args.keep_build,
+                                 install_prerequisites=not args.no_install, progress=not args.quiet)
+            except ValueError as exc:  # not a Mesa source: one line
+                raise mesa.MesaSetupError("source", str(exc)) from None
+            return 0
         mesa.setup(args.dir, force=args.force, jobs=args.jobs, keep_build=args.keep_build,
                    install_prerequisites=not args.no_install, progress=not args.quiet)
         return 0
@@ -107,14 +121,16 @@ def setup(args) -> int:
 
 def status(args) -> int:
     def run():
-        print(json.dumps(mesa.status(args.dir), indent=2))
-        return 0 if mesa.is_set_up(args.dir) else 1
+        build = "newer" if getattr(args, "newer", False) else "stable"
+        print(json.dumps(mesa.status(args.dir, build), indent=2))
+        return 0 if mesa.is_set_up(args.dir, build) else 1
     return _reported(args.family, run)
 
 
 def gpus(args) -> int:
     for g in mesa.GPUS.values():
-        print(f"{g.name:<14} {g.vendor:<7} {mesa.DRIVER_TITLES[g.driver]:<24} {g.arch:<20} "
+        where = "unreachable" if g.note else g.build + ("" if mesa.is_set_up(build=g.build) else " (not built)")
+        print(f"{g.name:<14} {g.vendor:<7} {mesa.DRIVER_TITLES[g.driver]:<24} {g.arch:<20} {where:<18} "
               f"{' '.join(f'{k}={v}' for k, v in g.env)}   aliases: {', '.join(g.aliases)}")
     return 0
 

@@ -75,7 +75,7 @@ import time
 from pathlib import Path
 
 from ..toolchain import debian_source
-from . import stats_cache
+from . import mesa_newer_recipe, stats_cache
 
 __all__ = [
     "MESA_VERSION", "LIBDRM_VERSION", "Gpu", "GPUS", "DEFAULT_GPU", "DEFAULT_GPUS", "DRIVERS", "APT_PACKAGES",
@@ -113,22 +113,27 @@ class Gpu:
     aliases: tuple = ()
     model: tuple = ()
     note: str = ""  # what is known about this GPU's driver support, quoted in errors
+    build: str = "stable"  # which Mesa build compiles for it: "stable" (25.0.7) or "newer" (mesa_newer)
 
 
-def _adreno(gpu_id: int, arch: str) -> Gpu:
+def _adreno(gpu_id: int, arch: str, build: str = "stable", aliases=()) -> Gpu:
     # Turnip names it "Turnip Adreno (TM) 740"; a bare "740" would be taken for a device index
     return Gpu(f"a{gpu_id}", "adreno", "turnip", (("FD_GPU_ID", str(gpu_id)),), f"Adreno (TM) {gpu_id}", arch, 16,
-               (str(gpu_id), f"adreno {gpu_id}", f"adreno{gpu_id}", f"adreno-{gpu_id}"), (("gpu", gpu_id),))
+               (str(gpu_id), f"adreno {gpu_id}", f"adreno{gpu_id}", f"adreno-{gpu_id}") + tuple(aliases),
+               (("gpu", gpu_id),), build=build)
 
 
-def _mali(name: str, prod_id: int, arch: str, warp: int, bifrost: bool, aliases=(), note: str = "") -> Gpu:
-    env = (("PAN_GPU_ID", f"{prod_id:x}"), ("BIFROST_MESA_DEBUG", "shaderdb"))
-    if bifrost:  # PanVK refuses v6/v7 without it ("not well-tested")
+def _mali(name: str, prod_id: int, arch: str, warp: int, bifrost: bool, aliases=(), note: str = "",
+          variant: int | None = None, build: str = "stable") -> Gpu:
+    # PAN_GPU_ID: GPU_PROD_ID in hex, ":variant" where the model table needs one (Mesa 26's 5th-gen Malis: 4)
+    env = (("PAN_GPU_ID", f"{prod_id:x}" + (f":{variant:x}" if variant is not None else "")),
+           ("BIFROST_MESA_DEBUG", "shaderdb"))
+    if bifrost:  # PanVK refuses v6/v7 (and Mesa 26.2: v14) without it ("not well-tested")
         env += (("PAN_I_WANT_A_BROKEN_VULKAN_DRIVER", "1"),)
     short = name.split("-", 1)[1]
     return Gpu(name, "mali", "panvk", env, short.upper(), arch, 2,
                (short, f"mali {short}", f"mali{short}", f"{prod_id:#x}") + tuple(aliases), (("warp_size", warp),),
-               note)
+               note, build)
 
 
 def _amd(name: str, family: str, gfx: str, model_family: str, aliases=()) -> Gpu:
@@ -145,10 +150,24 @@ GPUS: dict[str, Gpu] = {g.name: g for g in (
     _mali("mali-g610", 0xA867, "valhall v10 (CSF)", 16, False, ("valhall",)),
     _mali("mali-g310", 0xAC74, "valhall v10 (CSF)", 16, False),
     _mali("mali-g52", 0x7212, "bifrost v7", 8, True, ("bifrost",)),
-    # Valhall v9 (job manager): Mesa 25.0.7's PanVK has no v9 backend; kept so that rows can say so.
+    # Valhall v9 (job manager): no PanVK of either build has a v9 backend; kept so that rows can say so.
     _mali("mali-g57", 0x9093, "valhall v9 (JM)", 16, False, note=(
-        "Mali-G57 is Valhall v9 (job manager); Mesa 25.0.7's PanVK builds backends for v6, v7 and v10 only (src/panfrost/vulkan/meson.build) and fails "
-        "any other arch in panvk_physical_device_init (\"%s not supported\"): no Mali-G57/G77/G78 here")),
+        "Mali-G57/G77/G78 are Valhall v9 (job manager); PanVK builds no v9 backend, neither Mesa 25.0.7 (v6, v7, v10) "
+        "nor Mesa 26.2.0-rc1 (v6, v7, v10, v12, v13, v14: the foreach in src/panfrost/vulkan/meson.build), and "
+        "panvk_physical_device_init fails any other arch (\"%s not supported\"); Mesa's GL driver (panfrost) does "
+        "compile v9, but takes no SPIR-V: no Mali-G57/G77/G78 here")),
+    # The newer build (workbench.vendors.mesa_newer, Mesa 26.2): 5th-gen Mali (PanVK v12/v13/v14, CSF). The model
+    # table (src/panfrost/model/pan_model.c) keys them by product id and variant 4; v14 needs the "broken" flag.
+    _mali("mali-g720", 0xC800, "5th gen v12 (CSF)", 16, False, ("immortalis-g720",), variant=4, build="newer"),
+    _mali("mali-g725", 0xD800, "5th gen v13 (CSF)", 16, False, ("immortalis-g925", "g925", "mali-g925"), variant=4,
+          build="newer"),
+    _mali("mali-g1-ultra", 0xE800, "5th gen v14 (CSF)", 16, True, ("mali-g1", "g1", "immortalis-g1-ultra"),
+          variant=4, build="newer"),
+    # Adreno 8xx (Snapdragon 8 Elite: a830; 8 Elite Gen 5: a840): Turnip of Mesa 26.2. Its shim lists 810 and 830;
+    # mesa_newer adds 840 (chip id 0x44050a31, freedreno_devices.py's "Adreno (TM) 840") to the shim's table.
+    _adreno(830, "a8xx gen1", "newer", ("8 elite", "snapdragon 8 elite")),
+    _adreno(840, "a8xx gen2", "newer", ("8 elite gen 5", "snapdragon 8 elite gen 5")),
+    _adreno(810, "a8xx gen1", "newer"),
     # RADV_FORCE_FAMILY takes the family name (strcasecmp against ac_get_family_name), not the gfx number.
     _amd("rdna2", "navi21", "gfx1030", "rdna2", ("rx6800", "rdna-2")),
     _amd("rdna3", "navi31", "gfx1100", "rdna3", ("rx7900", "rdna-3")),
@@ -254,21 +273,53 @@ class MesaCompileError(MesaError):
 # Where things are
 # ----------------------------------------------------------------------------------------------------------------
 
-def cache_root(root=None) -> Path:
+@dataclasses.dataclass(frozen=True)
+class Build:
+    """One Mesa build: "stable" (this module's recipe, Debian 13's 25.0.7) or "newer" (`mesa_newer`'s: a newer
+    Mesa from a source the user names, for the GPUs 25.0.7 lacks). Each GPU says which one compiles for it."""
+    name: str
+    title: str
+    env_var: str        # the variable that moves its cache folder
+    folder: str         # its default folder under ~/.cache/workbench/mesa
+    drivers: tuple      # the DRIVERS it builds
+    recipe_id: str
+    how: str            # how to set it up, quoted when it is missing
+
+
+BUILD_NAMES = ("stable", "newer")
+
+
+def build_spec(build: str = "stable") -> Build:
+    """The `Build` named `build` ("stable" or "newer"); ValueError otherwise."""
+    if build == "stable":
+        return Build("stable", f"Mesa {MESA_VERSION} (Debian 13)", "WORKBENCH_MESA_DIR", f"mesa-{MESA_VERSION}",
+                     tuple(DRIVERS), RECIPE_ID,
+                     "Run `workbench compilers setup` (or `./setup.sh compilers`): it fetches Debian 13's Mesa and "
+                     "libdrm sources and builds the drivers once, about 10 minutes on 2 cores")
+    if build == "newer":
+        return Build("newer", mesa_newer_recipe.TITLE, mesa_newer_recipe.ENV_VAR, mesa_newer_recipe.FOLDER,
+                     mesa_newer_recipe.DRIVERS_BUILT, mesa_newer_recipe.RECIPE_ID, mesa_newer_recipe.HOW)
+    raise ValueError(f"unknown Mesa build {build!r}; expected one of {', '.join(BUILD_NAMES)}")
+
+
+def cache_root(root=None, build: str = "stable") -> Path:
     """The build cache: `root`, else $WORKBENCH_MESA_DIR, else $WORKBENCH_ADRENO_DIR (its older name), else
-    ~/.cache/workbench/mesa/mesa-25.0.7."""
-    if root is None and not os.environ.get("WORKBENCH_MESA_DIR") and os.environ.get("WORKBENCH_ADRENO_DIR"):
+    ~/.cache/workbench/mesa/mesa-25.0.7; for build="newer" `root`, else $WORKBENCH_MESA_NEWER_DIR, else
+    ~/.cache/workbench/mesa/mesa-newer."""
+    spec = build_spec(build)
+    if build == "stable" and root is None and not os.environ.get("WORKBENCH_MESA_DIR") \
+            and os.environ.get("WORKBENCH_ADRENO_DIR"):
         return debian_source.cache_dir(None, "WORKBENCH_ADRENO_DIR", Path())
-    return debian_source.cache_dir(root, "WORKBENCH_MESA_DIR",
-                                   Path.home() / ".cache" / "workbench" / "mesa" / f"mesa-{MESA_VERSION}")
+    return debian_source.cache_dir(root, spec.env_var, Path.home() / ".cache" / "workbench" / "mesa" / spec.folder)
 
 
-def build_files(root=None) -> dict[str, Path]:
+def build_files(root=None, build: str = "stable") -> dict[str, Path]:
     """Paths of the set-up's products (present or not): "<driver>" and "<driver> shim" and "<driver> icd" for
-    turnip / panvk / radv, "stamp", "logs"."""
-    r = cache_root(root)
+    turnip / panvk / radv (the newer build: turnip / panvk), "stamp", "logs"."""
+    r = cache_root(root, build)
     files = {"stamp": r / STAMP_NAME, "logs": r / "logs"}
-    for name, d in DRIVERS.items():
+    for name in build_spec(build).drivers:
+        d = DRIVERS[name]
         files[name] = r / "lib" / d.lib
         files[f"{name} icd"] = r / "lib" / d.icd
         if d.shim:
@@ -276,43 +327,44 @@ def build_files(root=None) -> dict[str, Path]:
     return files
 
 
-def _read_stamp(root=None) -> dict | None:
-    return debian_source.read_stamp(build_files(root)["stamp"])
+def _read_stamp(root=None, build: str = "stable") -> dict | None:
+    return debian_source.read_stamp(build_files(root, build)["stamp"])
 
 
-def _missing_products(root=None) -> list[str]:
-    files = build_files(root)
+def _missing_products(root=None, build: str = "stable") -> list[str]:
+    files = build_files(root, build)
     missing = [str(p) for k, p in files.items() if k not in ("stamp", "logs") and not p.is_file()]
-    return missing + debian_source.stamp_missing(files["stamp"], RECIPE_ID)
+    return missing + debian_source.stamp_missing(files["stamp"], build_spec(build).recipe_id)
 
 
-def is_set_up(root=None) -> bool:
-    """True when the cache holds a complete build of this recipe (stamp + every driver, shim and ICD manifest)."""
-    return not _missing_products(root)
+def is_set_up(root=None, build: str = "stable") -> bool:
+    """True when the cache holds a complete build of this recipe (stamp + every driver, shim and ICD manifest);
+    build="newer" asks about the newer Mesa (`mesa_newer`)."""
+    return not _missing_products(root, build)
 
 
-def _require_set_up(root=None) -> dict[str, Path]:
-    missing = _missing_products(root)
+def _require_set_up(root=None, build: str = "stable") -> dict[str, Path]:
+    missing = _missing_products(root, build)
     if missing:
+        spec = build_spec(build)
         raise MesaNotSetUpError(
-            f"the offline vendor compilers (Mesa {MESA_VERSION}: Turnip, PanVK, RADV + the no-op DRM shims) are not "
-            f"set up in {cache_root(root)} (missing: {', '.join(missing)}).\nRun `workbench compilers setup` (or "
-            "`./setup.sh compilers`, or `python -c 'from workbench.vendors import mesa; mesa.setup()'`): it "
-            "fetches Debian 13's Mesa and libdrm sources and builds the drivers once, about 10 minutes on 2 cores. "
-            "$WORKBENCH_MESA_DIR chooses the cache folder.")
-    return build_files(root)
+            f"the offline vendor compilers of {spec.title} ({', '.join(DRIVER_TITLES[d] for d in spec.drivers)} + "
+            f"the no-op DRM shims) are not set up in {cache_root(root, build)} (missing: {', '.join(missing)}).\n"
+            f"{spec.how}. ${spec.env_var} chooses the cache folder.")
+    return build_files(root, build)
 
 
-def status(root=None) -> dict:
+def status(root=None, build: str = "stable") -> dict:
     """What the cache holds: set_up, root, missing, and the stamp (versions, build time, sizes)."""
-    missing = _missing_products(root)
-    return {"set_up": not missing, "root": str(cache_root(root)), "missing": missing,
-            "stamp": _read_stamp(root)}
+    missing = _missing_products(root, build)
+    return {"set_up": not missing, "build": build, "root": str(cache_root(root, build)), "missing": missing,
+            "stamp": _read_stamp(root, build)}
 
 
-def gpu_names(vendor: str | None = None) -> list[str]:
-    """The canonical GPU names, optionally of one vendor ("adreno", "mali", "amd")."""
-    return [g.name for g in GPUS.values() if vendor in (None, g.vendor)]
+def gpu_names(vendor: str | None = None, build: str | None = None) -> list[str]:
+    """The canonical GPU names, optionally of one vendor ("adreno", "mali", "amd") and one build ("stable",
+    "newer")."""
+    return [g.name for g in GPUS.values() if vendor in (None, g.vendor) and build in (None, g.build)]
 
 
 def check_gpu(gpu) -> Gpu:
@@ -351,7 +403,7 @@ def shim_env(gpu=DEFAULT_GPU, root=None, base: dict | None = None) -> dict:
     """
     g = check_gpu(gpu)
     driver = DRIVERS[g.driver]
-    files = build_files(root)
+    files = build_files(root, g.build)
     env = dict(os.environ if base is None else base)
     chip_vars = {k for other in GPUS.values() for k, _ in other.env}
     for name in ("VK_ADD_DRIVER_FILES", "VK_INSTANCE_LAYERS", "VK_LOADER_LAYERS_ENABLE", "WORKBENCH_DEVICE",
@@ -361,7 +413,8 @@ def shim_env(gpu=DEFAULT_GPU, root=None, base: dict | None = None) -> dict:
     env["VK_DRIVER_FILES"] = str(files[f"{g.driver} icd"])
     env["VK_LOADER_LAYERS_DISABLE"] = "~all~"
     env["NODEVICE_SELECT"] = "1"
-    shims = {str(files[f"{d} shim"]) for d in DRIVERS if DRIVERS[d].shim}
+    shims = {str(build_files(root, b)[f"{d} shim"]) for b in BUILD_NAMES for d in build_spec(b).drivers
+             if DRIVERS[d].shim}
     preload = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split() if p and p not in shims]
     if driver.shim:
         preload.insert(0, str(files[f"{g.driver} shim"]))
@@ -732,16 +785,16 @@ def _watch_worker(command, env, cwd, result_path: Path, limits: list[float]) -> 
         return rc, sink.read().decode(errors="replace")
 
 
-def _compiler_id(root=None) -> str:
+def _compiler_id(root=None, build: str = "stable") -> str:
     """The compiler build's identity for the statistics cache: the stamp's recipe, Debian version and build time."""
-    stamp = _read_stamp(root) or {}
+    stamp = _read_stamp(root, build) or {}
     return f"mesa {stamp.get('debian_version', MESA_VERSION)} recipe {stamp.get('recipe')} built " \
            f"{stamp.get('built_at')}"
 
 
-def statistics_cache(root=None) -> stats_cache.StatsCache:
+def statistics_cache(root=None, build: str = "stable") -> stats_cache.StatsCache:
     """The statistics cache of the build in `root` (see `workbench.vendors.stats_cache`)."""
-    return stats_cache.StatsCache(stats_cache.folder(cache_root(root)), _compiler_id(root))
+    return stats_cache.StatsCache(stats_cache.folder(cache_root(root, build)), _compiler_id(root, build))
 
 
 def _worker_count(jobs: int) -> int:
@@ -857,10 +910,10 @@ def _run_worker(jobs: list[dict], g: Gpu, root, timeout: float | None,
     Results come from the statistics cache where it has them (`statistics_cache`; `refresh` or $WORKBENCH_MESA_REFRESH
     = "failures" / "all" compiles them again); the rest are compiled by `_worker_count` child processes at once,
     the shaders dealt out in turn, and recorded, failures included."""
-    _require_set_up(root)
+    _require_set_up(root, g.build)
     refresh = stats_cache.check_refresh(refresh)
     limits = [_check_timeout(job.get("timeout") if job.get("timeout") is not None else timeout) for job in jobs]
-    cache = statistics_cache(root)
+    cache = statistics_cache(root, g.build)
     keys = [cache.key(job, g.name, g.env) for job in jobs]
     results: list[dict | None] = [cache.get(key, limit, refresh) for key, limit in zip(keys, limits)]
     pending = [i for i, r in enumerate(results) if r is None]

@@ -295,7 +295,8 @@ def _adreno_family(ids: Iterable[int], generation: str, reg_size_vec4: int, **ex
 
 # freedreno_devices.py: a6xx_gen1_low (a610/a612) 48 vec4, 16 KiB shared, single waves,
 # no wave128; a6xx_gen1 and gen2 96; a6xx_gen3 (a650) and gen4 (a660, a690, a643/7c+
-# Gen 3) 64; a7xx_base (a725, a730, a735, a740, a750) 96.
+# Gen 3) 64; a7xx_base (a725, a730, a735, a740, a750) 96; Mesa 26.2's a8xx_gen1 (a810, a830) 96 and a8xx_gen2
+# (a829, a840) 128 (the newer build of workbench.vendors.mesa_newer; tests/test_mesa_compilers.py checks them).
 ADRENO_GPUS: dict[int, AdrenoGpu] = {
     **_adreno_family((610, 612), "a6xx gen1_low", 48, shared_memory_bytes=16 * 1024,
                      wave_granularity=1, supports_double_threadsize=False),
@@ -304,6 +305,8 @@ ADRENO_GPUS: dict[int, AdrenoGpu] = {
     **_adreno_family((650,), "a6xx gen3", 64),
     **_adreno_family((643, 660, 690), "a6xx gen4", 64),
     **_adreno_family((725, 730, 735, 740, 750), "a7xx", 96),
+    **_adreno_family((810, 830), "a8xx gen1", 96),
+    **_adreno_family((829, 840), "a8xx gen2", 128),
 }
 
 # ir3_ra.h RA_FULL_SIZE: the register allocator never goes past r47 (48 vec4); it
