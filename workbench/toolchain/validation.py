@@ -210,8 +210,8 @@ def _sources(root: Path, source, git, log: Path, echo) -> tuple[Path, dict]:
     table = base / "Vulkan-ValidationLayers" / VUID_TABLE
     if not table.is_file():
         table.write_text(_EMPTY_VUID_TABLE)
-        found["Vulkan-ValidationLayers"]["empty_vuid_table"] = True
         echo(f"    {VUID_TABLE} absent from the snapshot: written as an empty table (no specification sentences)")
+    found["Vulkan-ValidationLayers"]["empty_vuid_table"] = table.read_text().startswith(_EMPTY_VUID_TABLE[:40])
     return base, found
 
 
