@@ -3,6 +3,7 @@ stable build (a known shader's registers and occupancy against the compiler's ow
 without the build; the compiles skip with a reason where `workbench compilers setup --mesa SOURCE` has not run."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -119,6 +120,29 @@ def test_a_git_directory_at_a_commit_is_a_source(tmp_path):
         mesa_newer.resolve_source(f"{tree}@0000000bad")
 
 
+def test_drivers_are_turnip_or_turnip_and_panvk():
+    assert mesa_newer.check_drivers("turnip") == ("turnip",)
+    assert mesa_newer.check_drivers("panvk,turnip") == ("turnip", "panvk")
+    for bad in ("radv", "", "turnip,turnip", None):
+        with pytest.raises(ValueError, match="expected the drivers turnip or turnip,panvk"):
+            mesa_newer.check_drivers(bad)
+    assert "-Dllvm=disabled" in mesa_newer.meson_options(("turnip",))
+    assert {"-Dvulkan-drivers=freedreno,panfrost", "-Dllvm=enabled"} <= set(mesa_newer.MESON_OPTIONS)
+    assert mesa_newer.recipe_id(("turnip",)) != mesa_newer.RECIPE_ID
+
+
+def test_a_turnip_only_newer_build_serves_adreno_and_names_what_mali_lacks(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_MESA_NEWER_DIR", str(tmp_path))
+    (tmp_path / "lib").mkdir()
+    for name in ("libvulkan_freedreno.so", "libfreedreno_noop_drm_shim.so", "freedreno_icd.json"):
+        (tmp_path / "lib" / name).write_text("x")
+    (tmp_path / "setup.json").write_text(json.dumps({"recipe": mesa_newer.recipe_id(("turnip",))}))
+    assert mesa.is_set_up(build="newer") and mesa.built_drivers(build="newer") == ("turnip",)
+    assert mesa._missing_products(build="newer", driver="turnip") == []
+    with pytest.raises(mesa.MesaNotSetUpError, match=r"PanVK \(bifrost/valhall\) \(this build holds turnip only\)"):
+        mesa.stats(trivial_spirv(), gpu="mali-g720")
+
+
 def test_cli_setup_with_a_bad_source_is_one_line(capsys):
     from workbench.cli import main
     assert main(["compilers", "setup", "--mesa", "/nonexistent/mesa", "--quiet"]) == 1
@@ -134,6 +158,14 @@ def newer_build():
         pytest.skip(f"the newer Mesa build is not set up in {mesa.cache_root(build='newer')} (missing "
                     f"{mesa.status(build='newer')['missing'][0]}); run `workbench compilers setup --mesa SOURCE`")
     return mesa.cache_root(build="newer")
+
+
+@pytest.fixture(scope="module")
+def newer_panvk(newer_build):
+    if "panvk" not in mesa.built_drivers(build="newer"):
+        pytest.skip(f"the newer Mesa build in {newer_build} holds Turnip only (`--mesa-drivers turnip`); PanVK needs "
+                    "`workbench compilers setup --mesa SOURCE --mesa-drivers turnip,panvk`")
+    return newer_build
 
 
 @pytest.mark.parametrize("gpu", ["a830", "a840", "a810"])
@@ -160,7 +192,7 @@ def test_the_a840s_larger_register_file_shows(newer_build):
 
 
 @pytest.mark.parametrize("gpu, arch_word", [("mali-g720", "G720"), ("mali-g725", "G725"), ("mali-g1-ultra", "G1")])
-def test_panvk_fifth_gen_statistics(newer_build, gpu, arch_word):
+def test_panvk_fifth_gen_statistics(newer_panvk, gpu, arch_word):
     small = mesa.stats(trivial_spirv(), gpu=gpu, local_size=(64, 1, 1))
     assert small["Instructions"] > 0 and small["Threads"] == 2 and small["Work register allocation"] == 32
     big = mesa.stats(mesa.live_vec4_shader(16), gpu=gpu, local_size=(64, 1, 1))
@@ -170,7 +202,7 @@ def test_panvk_fifth_gen_statistics(newer_build, gpu, arch_word):
 
 
 @pytest.mark.parametrize("gpu", ["mali-g720", "mali-g725"])
-def test_occupancy_model_matches_panvk_fifth_gen(newer_build, gpu):
+def test_occupancy_model_matches_panvk_fifth_gen(newer_panvk, gpu):
     df = mesa.check_occupancy_model([4, 8, 12, 16, 20, 24, 28, 32, 40, 48], gpu=gpu)
     assert df["agree"].all(), "\n" + df.to_string()
     assert df["occupancy"].iloc[0] == 1.0 and df["occupancy"].iloc[-1] < 1.0
@@ -186,6 +218,6 @@ def test_mali_g57_is_still_refused_with_the_reason():
 def test_stats_of_newer_and_stable_gpus_in_one_table(newer_build):
     if not mesa.is_set_up():
         pytest.skip(f"the stable build is not set up in {mesa.cache_root()}")
-    df = mesa.stats_rows([trivial_spirv()], gpu=["a740", "a830", "mali-g610", "mali-g720"])
-    assert list(df["gpu"]) == ["a740", "a830", "mali-g610", "mali-g720"] and df["registers"].notna().all()
+    df = mesa.stats_rows([trivial_spirv()], gpu=["a740", "a830", "mali-g610"])
+    assert list(df["gpu"]) == ["a740", "a830", "mali-g610"] and df["registers"].notna().all()
     assert os.environ.get("LD_PRELOAD", "").find("drm_shim") < 0

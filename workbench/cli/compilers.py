@@ -47,6 +47,9 @@ def add_commands(p, family: str, *, default_gpu: str) -> None:
                         "workbench.vendors.mesa_newer) from SOURCE: a Mesa checkout, a release tarball or a git "
                         "directory[@commit] (tested: 26.2.0-rc1); cache $WORKBENCH_MESA_NEWER_DIR or "
                         "~/.cache/workbench/mesa/mesa-newer")
+    s.add_argument("--mesa-drivers", default="turnip,panvk",
+                   help="with --mesa: turnip,panvk (default; PanVK needs LLVM 15 and SPIRV-Tools, built first) or "
+                        "turnip (Adreno 8xx only, no LLVM, about half the build)")
     s.set_defaults(fn=setup, family=family)
     s = sub.add_parser("status", help="is the Mesa build set up, where, built when")
     s.add_argument("--dir", default=None)
@@ -108,8 +111,9 @@ def setup(args) -> int:
         if getattr(args, "mesa", None) is not None:
             from ..vendors import mesa_newer
             try:
-                mesa_newer.setup(args.mesa, args.dir, force=args.force, jobs=args.jobs, keep_build=args.keep_build,
-                                 install_prerequisites=not args.no_install, progress=not args.quiet)
+                mesa_newer.setup(args.mesa, args.dir, drivers=args.mesa_drivers, force=args.force, jobs=args.jobs,
+                                 keep_build=args.keep_build, install_prerequisites=not args.no_install,
+                                 progress=not args.quiet)
             except ValueError as exc:  # not a Mesa source: one line
                 raise mesa.MesaSetupError("source", str(exc)) from None
             return 0

@@ -38,6 +38,13 @@ The drivers (one meson build of all three, one cache folder)
     $WORKBENCH_MESA_WORKERS) per call and GPU, the shaders dealt out in turn; a driver crash ends only its child
     (the shader in flight gets an error, a new child takes the rest).
 
+The newer build (``workbench.vendors.mesa_newer``; ``workbench compilers setup --mesa SOURCE``)
+    Mesa 25.0.7 knows no Adreno 8xx and no 5th-gen Mali. A second build, Turnip + PanVK of a newer Mesa from a
+    source the user names (tested: 26.2.0-rc1), compiles for a810 / a830 / a840 and Mali-G720 (v12), G725 /
+    Immortalis-G925 (v13) and G1-Ultra (v14); each `Gpu` names its `build` and every function here picks that build's
+    cache ($WORKBENCH_MESA_NEWER_DIR, else ~/.cache/workbench/mesa/mesa-newer). Mali-G57/G77/G78 (Valhall v9) stay
+    out of reach: no PanVK builds a v9 backend (its note says so).
+
 Statistics cache (``workbench.vendors.stats_cache``, :func:`statistics_cache`)
     Every compile's result is kept on disk by SPIR-V hash, specialization constants, local size, subgroup size, GPU
     and compiler build, failures included: a rejected shader, a driver crash, a compile past its time limit (kept
@@ -284,6 +291,7 @@ class Build:
     drivers: tuple      # the DRIVERS it builds
     recipe_id: str
     how: str            # how to set it up, quoted when it is missing
+    variants: tuple = ()  # (recipe id, drivers) of the smaller builds it may also be (the newer one: Turnip alone)
 
 
 BUILD_NAMES = ("stable", "newer")
@@ -298,7 +306,8 @@ def build_spec(build: str = "stable") -> Build:
                      "libdrm sources and builds the drivers once, about 10 minutes on 2 cores")
     if build == "newer":
         return Build("newer", mesa_newer_recipe.TITLE, mesa_newer_recipe.ENV_VAR, mesa_newer_recipe.FOLDER,
-                     mesa_newer_recipe.DRIVERS_BUILT, mesa_newer_recipe.RECIPE_ID, mesa_newer_recipe.HOW)
+                     mesa_newer_recipe.DRIVERS_BUILT, mesa_newer_recipe.RECIPE_ID, mesa_newer_recipe.HOW,
+                     tuple(mesa_newer_recipe.VARIANTS.items()))
     raise ValueError(f"unknown Mesa build {build!r}; expected one of {', '.join(BUILD_NAMES)}")
 
 
@@ -313,12 +322,19 @@ def cache_root(root=None, build: str = "stable") -> Path:
     return debian_source.cache_dir(root, spec.env_var, Path.home() / ".cache" / "workbench" / "mesa" / spec.folder)
 
 
+def built_drivers(root=None, build: str = "stable") -> tuple:
+    """The drivers the cache's build holds: the build's own list, or a smaller variant's its stamp names."""
+    spec = build_spec(build)
+    stamp = debian_source.read_stamp(cache_root(root, build) / STAMP_NAME) or {}
+    return dict(spec.variants).get(stamp.get("recipe"), spec.drivers)
+
+
 def build_files(root=None, build: str = "stable") -> dict[str, Path]:
     """Paths of the set-up's products (present or not): "<driver>" and "<driver> shim" and "<driver> icd" for
-    turnip / panvk / radv (the newer build: turnip / panvk), "stamp", "logs"."""
+    turnip / panvk / radv (the newer build: turnip / panvk, or what its stamp says it holds), "stamp", "logs"."""
     r = cache_root(root, build)
     files = {"stamp": r / STAMP_NAME, "logs": r / "logs"}
-    for name in build_spec(build).drivers:
+    for name in built_drivers(root, build):
         d = DRIVERS[name]
         files[name] = r / "lib" / d.lib
         files[f"{name} icd"] = r / "lib" / d.icd
@@ -331,10 +347,17 @@ def _read_stamp(root=None, build: str = "stable") -> dict | None:
     return debian_source.read_stamp(build_files(root, build)["stamp"])
 
 
-def _missing_products(root=None, build: str = "stable") -> list[str]:
+def _missing_products(root=None, build: str = "stable", driver: str | None = None) -> list[str]:
     files = build_files(root, build)
     missing = [str(p) for k, p in files.items() if k not in ("stamp", "logs") and not p.is_file()]
-    return missing + debian_source.stamp_missing(files["stamp"], build_spec(build).recipe_id)
+    spec = build_spec(build)
+    stamp = debian_source.read_stamp(files["stamp"]) or {}
+    if stamp.get("recipe") not in dict(spec.variants):
+        missing += debian_source.stamp_missing(files["stamp"], spec.recipe_id)
+    drivers = built_drivers(root, build)
+    if driver is not None and driver not in drivers:
+        missing.append(f"{DRIVER_TITLES[driver]} (this build holds {', '.join(drivers)} only)")
+    return missing
 
 
 def is_set_up(root=None, build: str = "stable") -> bool:
@@ -343,8 +366,8 @@ def is_set_up(root=None, build: str = "stable") -> bool:
     return not _missing_products(root, build)
 
 
-def _require_set_up(root=None, build: str = "stable") -> dict[str, Path]:
-    missing = _missing_products(root, build)
+def _require_set_up(root=None, build: str = "stable", driver: str | None = None) -> dict[str, Path]:
+    missing = _missing_products(root, build, driver)
     if missing:
         spec = build_spec(build)
         raise MesaNotSetUpError(
@@ -413,7 +436,7 @@ def shim_env(gpu=DEFAULT_GPU, root=None, base: dict | None = None) -> dict:
     env["VK_DRIVER_FILES"] = str(files[f"{g.driver} icd"])
     env["VK_LOADER_LAYERS_DISABLE"] = "~all~"
     env["NODEVICE_SELECT"] = "1"
-    shims = {str(build_files(root, b)[f"{d} shim"]) for b in BUILD_NAMES for d in build_spec(b).drivers
+    shims = {str(cache_root(root, b) / "lib" / DRIVERS[d].shim) for b in BUILD_NAMES for d in build_spec(b).drivers
              if DRIVERS[d].shim}
     preload = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split() if p and p not in shims]
     if driver.shim:
@@ -910,7 +933,7 @@ def _run_worker(jobs: list[dict], g: Gpu, root, timeout: float | None,
     Results come from the statistics cache where it has them (`statistics_cache`; `refresh` or $WORKBENCH_MESA_REFRESH
     = "failures" / "all" compiles them again); the rest are compiled by `_worker_count` child processes at once,
     the shaders dealt out in turn, and recorded, failures included."""
-    _require_set_up(root, g.build)
+    _require_set_up(root, g.build, g.driver)
     refresh = stats_cache.check_refresh(refresh)
     limits = [_check_timeout(job.get("timeout") if job.get("timeout") is not None else timeout) for job in jobs]
     cache = statistics_cache(root, g.build)

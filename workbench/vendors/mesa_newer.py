@@ -44,8 +44,9 @@ from pathlib import Path
 from ..toolchain import debian_source
 from . import mesa
 from . import mesa_newer_recipe as _recipe
-from .mesa_newer_recipe import (DRIVERS_BUILT, LLVM, MESON_OPTIONS, RECIPE_ID, SOURCE_EDITS, SOURCE_ENV,
-                                SPIRV_CMAKE_OPTIONS, SPIRV_PACKAGES, SPIRV_TARGETS, TARGETS, TESTED)
+from .mesa_newer_recipe import (DRIVER_SETS, DRIVERS_BUILT, LLVM, MESON_OPTIONS, RECIPE_ID, SOURCE_EDITS,
+                                SOURCE_ENV, SPIRV_CMAKE_OPTIONS, SPIRV_PACKAGES, SPIRV_TARGETS, TARGETS, TESTED,
+                                meson_options, needs_clc, recipe_id, targets)
 
 __all__ = ["TESTED", "SOURCE_ENV", "APT_PACKAGES", "MESON_OPTIONS", "SOURCE_EDITS", "SPIRV_PACKAGES", "RECIPE_ID",
            "BUILD", "GPUS", "SMOKE_GPUS", "resolve_source", "knows", "setup"]
@@ -135,7 +136,7 @@ def _bring_source(found: dict, src: Path, log_path: Path, echo) -> tuple[Path, d
     """The source into src/mesa (replacing what was there), edited; (tree, what the stamp says about it)."""
     tree = src / "mesa"
     marker = tree / ".workbench-source.json"
-    wanted = dict(found, recipe=RECIPE_ID)
+    wanted = dict(found, edits=debian_source.recipe_id({"edits": SOURCE_EDITS}))
     if marker.is_file() and json.loads(marker.read_text()) == wanted:
         echo(f"    reusing {tree}")
         return tree, json.loads(marker.read_text())
@@ -207,7 +208,8 @@ def knows(tree) -> dict:
 
 def _spirv_tools(root: Path, deps: Path, env: dict, ninja: str, jobs: int, log_path: Path, echo) -> None:
     """Debian 13's spirv-headers + spirv-tools sources, SPIRV-Tools built static into deps/ (with its .pc files)."""
-    if (deps / "lib" / "pkgconfig" / "SPIRV-Tools.pc").is_file():
+    if all((deps / "lib" / name).is_file() for name in ("pkgconfig/SPIRV-Tools.pc", "libSPIRV-Tools.a",
+                                                         "libSPIRV-Tools-opt.a", "libSPIRV-Tools-link.a")):
         echo(f"    reusing {deps}")
         return
     trees = {}
@@ -246,10 +248,22 @@ def _build_env(venv_bin: Path, deps: Path, glslang_bin: Path) -> dict:
                                    VIRTUAL_ENV=str(venv_bin.parent), PKG_CONFIG_PATH=str(deps / "lib" / "pkgconfig"))
 
 
-def setup(source=None, root=None, *, force: bool = False, jobs: int | None = None, keep_build: bool = False,
-          install_prerequisites: bool = True, progress: bool = True, smoke_test: bool = True) -> dict:
-    """Build Turnip + PanVK + the two no-op shims of the Mesa in `source` (default $WORKBENCH_MESA_SOURCE; see
-    `resolve_source`) into the newer build's cache, once.
+def check_drivers(drivers) -> tuple:
+    """("turnip",) or ("turnip", "panvk") from a tuple or "turnip,panvk"; ValueError naming both otherwise."""
+    items = tuple(d.strip() for d in drivers.split(",") if d.strip()) if isinstance(drivers, str) else \
+        tuple(drivers or ())
+    for known in DRIVER_SETS:
+        if set(items) == set(known) and len(items) == len(known):
+            return known
+    raise ValueError(f"expected the drivers turnip or turnip,panvk; got {drivers!r}")
+
+
+def setup(source=None, root=None, *, drivers=DRIVERS_BUILT, force: bool = False, jobs: int | None = None,
+          keep_build: bool = False, install_prerequisites: bool = True, progress: bool = True,
+          smoke_test: bool = True) -> dict:
+    """Build Turnip + PanVK (or, drivers="turnip", Turnip alone: no LLVM, about half the steps) + their no-op
+    shims of the Mesa in `source` (default $WORKBENCH_MESA_SOURCE; see `resolve_source`) into the newer build's
+    cache, once.
 
     Steps (each logged to <root>/logs/): 1 Debian prerequisites (LLVM 15, Clang, libclc, LLVMSPIRVLib, cmake, ...),
     2 the private venv (meson, mako, pyyaml, packaging), 3 the source copied / unpacked / extracted into src/mesa
@@ -259,9 +273,12 @@ def setup(source=None, root=None, *, force: bool = False, jobs: int | None = Non
     """
     source = source if source is not None else os.environ.get(SOURCE_ENV)
     found = resolve_source(source)
+    drivers = check_drivers(drivers)
+    recipe, options, build_targets = recipe_id(drivers), list(meson_options(drivers)), targets(drivers)
     root = mesa.cache_root(root, "newer")
     echo = (lambda text: print(text, flush=True)) if progress else (lambda text: None)
-    if not force and mesa.is_set_up(root, "newer"):
+    stamp = mesa._read_stamp(root, "newer") or {}
+    if not force and mesa.is_set_up(root, "newer") and stamp.get("recipe") == recipe:
         stamp = mesa._read_stamp(root, "newer")
         echo(f"compilers setup --mesa: already set up in {root} (Mesa {stamp.get('mesa')}, built "
              f"{stamp.get('built_at')}); force=True rebuilds")
@@ -272,10 +289,12 @@ def setup(source=None, root=None, *, force: bool = False, jobs: int | None = Non
     stamp_path = mesa.build_files(root, "newer")["stamp"]
     with debian_source.setup_session(root, steps=7, error=MesaNewerSetupError, what="`workbench compilers setup "
                                      "--mesa`", echo=echo) as steps:
-        echo(f"compilers setup --mesa: Turnip + PanVK + no-op DRM shims of {found['path']} into {root}")
-        with steps.step("prerequisites", "Debian build prerequisites (LLVM 15, Clang, libclc, LLVMSPIRVLib)") as log:
-            debian_source.install_prerequisites(APT_PACKAGES, log, install_prerequisites, echo,
-                                                error=MesaNewerSetupError)
+        titles = " + ".join(mesa.DRIVER_TITLES[d] for d in drivers)
+        echo(f"compilers setup --mesa: {titles} + no-op DRM shims of {found['path']} into {root}")
+        with steps.step("prerequisites", "Debian build prerequisites" + (" (LLVM 15, Clang, libclc, LLVMSPIRVLib)"
+                                                                         if needs_clc(drivers) else "")) as log:
+            debian_source.install_prerequisites(APT_PACKAGES if needs_clc(drivers) else mesa.APT_PACKAGES, log,
+                                                install_prerequisites, echo, error=MesaNewerSetupError)
         with steps.step("venv", "private Python venv: " + " ".join(mesa.PIP_PACKAGES)) as log:
             venv_bin = mesa._make_venv(root / "venv", log)
         with steps.step("source", f"the Mesa source ({found['kind']}) into src/mesa, edited") as log:
@@ -287,35 +306,39 @@ def setup(source=None, root=None, *, force: bool = False, jobs: int | None = Non
         env = _build_env(venv_bin, deps, glslang_bin)
         ninja = shutil.which("ninja", path=env["PATH"]) or "ninja"
         with steps.step("spirv-tools", f"SPIRV-Tools {SPIRV_PACKAGES['spirv-tools']} (Debian 13), static, into "
-                                       "deps/") as log:
-            _spirv_tools(root, deps, env, ninja, jobs, log, echo)
+                                       "deps/" if needs_clc(drivers) else "SPIRV-Tools: not needed") as log:
+            if needs_clc(drivers):
+                _spirv_tools(root, deps, env, ninja, jobs, log, echo)
         build = root / "build"
-        native = root / "llvm-native.ini"
-        native.write_text(f"[binaries]\nllvm-config = '/usr/bin/llvm-config-{LLVM}'\n")
-        options = [*MESON_OPTIONS, f"--native-file={native}"]
-        with steps.step("configure", "meson configure (Turnip, PanVK + drm-shim; LLVM for mesa_clc only)") as log:
+        if needs_clc(drivers):
+            native = root / "llvm-native.ini"
+            native.write_text(f"[binaries]\nllvm-config = '/usr/bin/llvm-config-{LLVM}'\n")
+            options.append(f"--native-file={native}")
+        with steps.step("configure", f"meson configure ({titles} + drm-shim"
+                                     + ("; LLVM for mesa_clc only)" if needs_clc(drivers) else ")")) as log:
             debian_source.configure_once(
                 build, "workbench-meson-options.json", [str(tree), str(deps), *options],
                 lambda: mesa._run_logged("configure", [str(venv_bin / "meson"), "setup", str(build), str(tree),
                                                        *options], log, env=env, what="meson setup"),
                 force=force, echo=echo)
-        with steps.step("build", "ninja " + " ".join(Path(t).name for t in TARGETS)) as log:
+        with steps.step("build", "ninja " + " ".join(Path(t).name for t in build_targets)) as log:
             handler = debian_source.ninja_progress(echo, every=5, detail=True, bar=progress)
             try:
-                mesa._run_logged("build", [ninja, "-C", str(build), "-j", str(jobs), *TARGETS], log, env=env,
+                mesa._run_logged("build", [ninja, "-C", str(build), "-j", str(jobs), *build_targets], log, env=env,
                                  on_line=handler, what="ninja")
             finally:
                 handler.close()
-        with steps.step("install", f"install into lib/, test compiles ({', '.join(SMOKE_GPUS)}), stamp") as log:
+        smoke = [g for g in SMOKE_GPUS if mesa.GPUS[g].driver in drivers]
+        with steps.step("install", f"install into lib/, test compiles ({', '.join(smoke)}), stamp") as log:
             lib = root / "lib"
-            products = [(t, Path(t).name) for t in TARGETS]
+            products = [(t, Path(t).name) for t in build_targets]
             debian_source.copy_products(build, lib, products, log, error=MesaNewerSetupError)
-            for name in DRIVERS_BUILT:
+            for name in drivers:
                 mesa._write_icd(lib, mesa.DRIVERS[name], build / mesa.DRIVERS[name].devenv_icd)
             stamp = {
-                "recipe": RECIPE_ID, "mesa": info["version"], "debian_version": f"{info['version']} (newer build)",
+                "recipe": recipe, "mesa": info["version"], "debian_version": f"{info['version']} (newer build)",
                 "source": {k: info[k] for k in ("kind", "path", "commit")}, "missing_files": info["missing_files"],
-                "knows": info["knows"], "drivers": list(DRIVERS_BUILT), "llvm": LLVM,
+                "knows": info["knows"], "drivers": list(drivers), "llvm": LLVM if needs_clc(drivers) else None,
                 "built_at": time.strftime("%Y-%m-%d %H:%M:%S"), "meson_options": list(options),
                 "build_dir_bytes": debian_source.dir_bytes(build),
                 "files": {name: {"path": str(lib / name), "bytes": (lib / name).stat().st_size}
@@ -323,7 +346,7 @@ def setup(source=None, root=None, *, force: bool = False, jobs: int | None = Non
             }
             debian_source.write_stamp(stamp_path, stamp)
             if smoke_test:
-                for gpu in SMOKE_GPUS:
+                for gpu in smoke:
                     g = mesa.check_gpu(gpu)
                     try:
                         found_stats = mesa.stats(mesa._smoke_spirv(), gpu=g, root=root, name="setup_smoke_test")
