@@ -1,8 +1,14 @@
 """Numbers that hold up, on a GPU host (data/NVIDIA_H200/NOTES.md, fifth wave): the GEMV's builds of every family
 cold and hot beside ET-VK's GEMV and the copy of the same traffic in the same regime, and the pixel shuffle at its
 small (PERF) shapes cold; each row with its clock columns, its cache regime and the run's floors.
+`--field` (issue 43, item 1): the field's GEMVs through torch (torch's int4 tinygemm op, torchao's CUDA path, and
+cuBLAS's fp16 GEMV; `workbench.benchmarks.field_gemv`, CUDA events) beside the workbench's best builds
+(FIELD_BUILDS, per data/NVIDIA_H200/q4_gemv.csv), cold and hot, group 32, M = 1, at Llama-3.1-8B's three shapes
+then Llama-3.2-1B's three, in one run of under 5 minutes (a shape not begun by FIELD_BUDGET_S is left out and
+named): OUT/q4_gemv_field.*. Needs no ET-VK checkout and no torchao (torch's core op): carry `.gl` and `.whl_field`
+(vulkan, cffi, pycparser, nvidia_ml_py) on a host with CUDA torch.
 
-    python3 tools/gpu_numbers.py OUT [--gemv] [--pixel]       (both when neither is given)
+    python3 tools/gpu_numbers.py OUT [--gemv] [--pixel] [--field]       (--gemv and --pixel when none is given)
 
 Carry .carry_h200/h2.tar.xz (`glslang/`: the workbench's glslang build, for ET-VK's GLSL dialect;
 `executorch/backends/vulkan`: the checkout's shaders and generator) and `.whl` (torchao, nvidia-ml-py) with
@@ -27,7 +33,7 @@ from workbench.measure.results import ResultsWriter
 
 out = Path(sys.argv[1])
 out.mkdir(parents=True, exist_ok=True)
-both = not ({"--gemv", "--pixel"} & set(sys.argv))
+both = not ({"--gemv", "--pixel", "--field"} & set(sys.argv))
 device = vk.get_device()
 half = {"reduce": "subgroup", "scale_dtype": "half", "act_dtype": "half", "dequant": "half2"}
 tiled = dict(half, layout="tiled")
@@ -36,7 +42,42 @@ BUILDS = [dict(half, threads_k=64), dict(half, rows=2, threads_k=64), dict(tiled
           dict(xregs, dequant="dq8", act_dtype="int8", lane_chunks=True),
           dict(xregs, diagnostic=2),                              # the weights-only stream (wrong by design)
           dict(tiled, threads_k=64, unroll=2, diagnostic=5)]      # the arithmetic on 8 tiles' data (cache-resident)
+#: the best builds of data/NVIDIA_H200/q4_gemv.csv at the field run's shapes, group 32: the int8-activation build
+#: (4096→4096, 4096→14336, 8192→2048, 2048→8192), the half2 rows builds (14336→4096 cold / hot), activations in
+#: registers (2048→2048)
+FIELD_BUILDS = [dict(xregs, dequant="dq8", act_dtype="int8", lane_chunks=True), dict(half, rows=2, threads_k=64),
+                dict(half, threads_k=64), xregs]
+FIELD_SHAPES = [s for s in B.SHAPES if s.model == "Llama-3.1-8B"] + [s for s in B.SHAPES if s.model == "Llama-3.2-1B"]
+FIELD_BUDGET_S = 200  # a shape takes ~30-40 s: the run ends under 5 minutes
 started = time.time()
+if "--field" in sys.argv:
+    writer = ResultsWriter(out / "q4_gemv_field")
+    for i, shape in enumerate(FIELD_SHAPES):
+        if time.time() - started > FIELD_BUDGET_S:
+            left = ", ".join(f"{s.k}->{s.n}" for s in FIELD_SHAPES[i:])
+            print(f"field run: {FIELD_BUDGET_S} s spent; left out {left}", flush=True)
+            break
+        valid = []
+        for options in FIELD_BUILDS:
+            try:
+                B.Q4GemvSpec(shape.n, shape.k, 32, **options)
+            except ValueError:
+                continue
+            valid.append(options)
+        df = B.bench_suite(device, writer, shapes=(shape,), group_sizes=(32,), ms=(1,), variants=valid,
+                           caches=("cold", "hot"), show_progress=False, field=True)
+        ok = df[df.impl.isin(["workbench", "torch-int4-tinygemm", "cublas-fp16"]) & (df.status == "ok")]
+        figures = {"us": ("median_us", "min"), "copy": ("copy_fraction", "max"),
+                   "cuda_copy": ("cuda_copy_fraction", "max")}
+        best = ok.groupby(["impl", "cache"]).agg(**{k: v for k, v in figures.items() if v[0] in ok})
+        print(f"{shape.k}->{shape.n} g32 ({time.time() - started:.0f} s)\n{best.round(3).to_string()}", flush=True)
+        bad = df[df.impl.isin(["torch-int4-tinygemm", "cublas-fp16"]) & ~df.get("correct", False).fillna(False)
+                 .astype(bool)]
+        for r in bad.itertuples():
+            why = getattr(r, "reason", "") if r.status != "ok" else \
+                f"max_abs_diff {r.max_abs_diff:.3g} > tolerance {r.tolerance:.3g}"
+            print(f"  {r.impl} {getattr(r, 'cache', '')}: {r.status}, not correct: {why}", flush=True)
+    writer.close()
 if both or "--gemv" in sys.argv:
     writer = ResultsWriter(out / "q4_gemv")
     for shape in B.SHAPES:

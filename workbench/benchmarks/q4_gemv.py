@@ -16,7 +16,10 @@ Rows (``impl``):
   ``workbench.etvk.run`` at M = 1 (fp32 IO, no bias, its weight packed on the host as its prepack does), and at
   M > 1 what ET-VK's ``q4gsw_linear`` dispatches there (the fp32 GEMM ``q4gsw_linear_gemm__w_4x8``); without a
   checkout one ``etvk`` row per shape says why (``status`` "skipped", ``reason``);
-* ``copy`` — :class:`workbench.benchmarks.copy.CopyAtTraffic` at every kernel's traffic.
+* ``copy`` — :class:`workbench.benchmarks.copy.CopyAtTraffic` at every kernel's traffic;
+* with ``field=True`` (`--field`), the field's GEMVs through torch at the same shapes and regimes, M = 1
+  (``torch-int4-tinygemm``, ``cublas-fp16``: `workbench.benchmarks.field_gemv`, timed with CUDA events), or where
+  torch sees no CUDA GPU one skipped row per impl.
 
 Both kernels are timed the same way: `_repeats_for` back-to-back dispatches in one recording (ET-VK's through
 ``execute(back_to_back=…)``), the time per dispatch, in each cache regime of `caches` (``measure.cache``; default
@@ -145,10 +148,10 @@ def _labels(shape: Shape, group: int, m: int) -> dict:
 
 
 def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True, caches=("cold",),
-                **narrow) -> pd.DataFrame:
+                field: bool = False, **narrow) -> pd.DataFrame:
     """The workbench's GEMV variants and ET-VK's GEMV at decode shapes → a tidy DataFrame (module docstring).
-    `caches`: the regimes measured ("cold", "hot"); `narrow`: `specs`' shapes / group_sizes / ms / variants, to run
-    part of the suite."""
+    `caches`: the regimes measured ("cold", "hot"); `field`: the field's GEMVs through torch too (`field_gemv`);
+    `narrow`: `specs`' shapes / group_sizes / ms / variants, to run part of the suite."""
     env, rows, kw = environment(device), Rows(writer), sampling(quick)
     caches = parse_regimes(caches)
     todo = specs(quick, **narrow)
@@ -159,6 +162,15 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
         if key not in etvk_cases:
             etvk_cases[key] = _etvk_dispatch(gen, shape, spec.group_size, spec.m) if gen is not None else None
     traffic = [s.bytes_moved() for _, s in todo] + [d.bytes_moved for d in etvk_cases.values() if d is not None]
+    field_cases, field_ok, field_why = [], False, ""
+    if field:
+        from . import field_gemv
+        shapes = list(dict.fromkeys(shape for shape, _ in todo))
+        groups = tuple(dict.fromkeys(spec.group_size for _, spec in todo))
+        field_cases = field_gemv.cases(shapes, groups, ms=(1,))
+        field_ok, field_why = field_gemv.available()
+        if field_ok:
+            traffic += [c.bytes_moved for c in field_cases]
     copies = CopyAtTraffic(device, traffic, quick=quick, show_progress=show_progress, regimes=caches)
     rows.extend(copies.frame.assign(impl="copy").to_dict("records"))
 
@@ -209,6 +221,12 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
                                   reason="", **checked, exact=checked["correct"], timer="vulkan timestamps",
                                   **figures, **rot.columns())
             rows.append(copies.annotate(row, spec.bytes_moved()))
+    if field:
+        if field_ok:
+            rows.extend(field_gemv.field_rows(field_cases, caches=caches, quick=quick, env=env, copies=copies,
+                                              repeats_for=_repeats_for))
+        else:
+            rows.extend(field_gemv.skipped_rows(field_cases, field_why, env))
     rows.extend(copies.finish().assign(impl="copy").to_dict("records"))
     return pd.DataFrame(rows)
 

@@ -143,12 +143,20 @@ def sample_recording(rec, *, repeats: int = 1, labels=None, warmup: int = 2, min
 
 
 def sample_callable(fn, *, sync=None, warmup: int = 2, min_samples: int = 10, max_samples: int = 200,
-                    min_time_s: float = 0.2, max_time_s: float = 10.0, cuda_events: bool = False):
-    """Time a Python callable (e.g. a torch op): CUDA events when asked, else wall time around fn + sync."""
+                    min_time_s: float = 0.2, max_time_s: float = 10.0, cuda_events: bool = False,
+                    repeats: int = 1, warmup_s: float = 0.0):
+    """Time a Python callable (e.g. a torch op): CUDA events when asked, else wall time around fn + sync.
+    `repeats`: the operations one call of `fn` runs (a CUDA graph of several launches): each sample is the time per
+    operation; `warmup_s`: `fn` called for this long first (a GPU's clock ramps up under load: GPU_WARMUP_S)."""
     for _ in range(warmup):
         fn()
         if sync:
             sync()
+    until = time.perf_counter() + warmup_s
+    while time.perf_counter() < until:
+        fn()
+    if warmup_s and sync:
+        sync()
     out = []
     start = time.perf_counter()
     while True:
@@ -159,13 +167,13 @@ def sample_callable(fn, *, sync=None, warmup: int = 2, min_samples: int = 10, ma
             fn()
             end.record()
             end.synchronize()
-            out.append(begin.elapsed_time(end) * 1e6)
+            out.append(begin.elapsed_time(end) * 1e6 / repeats)
         else:
             t0 = time.perf_counter_ns()
             fn()
             if sync:
                 sync()
-            out.append(time.perf_counter_ns() - t0)
+            out.append((time.perf_counter_ns() - t0) / repeats)
         elapsed = time.perf_counter() - start
         if len(out) >= max_samples or elapsed >= max_time_s:
             break
