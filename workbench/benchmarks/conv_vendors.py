@@ -20,8 +20,9 @@ __all__ = ["conv_pw_vendor_tiles", "vendor_tile_winners", "tile_compiler_columns
            "COMPILER_GPUS", "NOT_BUILT", "SKIP_ACCUMULATORS", "skip_reason"]
 
 VENDOR_TILE_GPUS = ("a740", "a750", "a730", "mali-g610", "mali-g52", "rdna2", "rdna3")
-#: Every GPU a driver of the build compiles for (those with a note, such as Mali-G57, it refuses).
-COMPILER_GPUS = tuple(g.name for g in mesa.GPUS.values() if not g.note)
+#: Every GPU a driver of the stable build compiles for (those with a note, such as Mali-G57, it refuses; those of the
+#: newer build, Adreno 8xx and 5th-gen Mali, need `workbench compilers setup --mesa SOURCE` and are asked for by name).
+COMPILER_GPUS = tuple(g.name for g in mesa.GPUS.values() if not g.note and g.build == "stable")
 NOT_BUILT = "vendor compilers not built: run ./setup.sh compilers"
 
 # PanVK (Mesa 25.0.7) spills on every tile of 32 accumulators or more (Threads 1), and its spilling register

@@ -137,9 +137,13 @@ def _bring_source(found: dict, src: Path, log_path: Path, echo) -> tuple[Path, d
     tree = src / "mesa"
     marker = tree / ".workbench-source.json"
     wanted = dict(found, edits=debian_source.recipe_id({"edits": SOURCE_EDITS}))
-    if marker.is_file() and json.loads(marker.read_text()) == wanted:
-        echo(f"    reusing {tree}")
-        return tree, json.loads(marker.read_text())
+    if marker.is_file():
+        known = json.loads(marker.read_text())
+        if {k: known.get(k) for k in wanted} == wanted:
+            echo(f"    reusing {tree}")
+            return tree, known
+    if tree.is_symlink():
+        tree.unlink()
     shutil.rmtree(tree, ignore_errors=True)
     src.mkdir(parents=True, exist_ok=True)
     missing: list[str] = []
