@@ -320,8 +320,10 @@ def test_the_copy_check_flags_a_row_faster_than_its_copy():
     old = {k: v for k, v in above.items() if k not in ("copy_p90_us", "cache")}    # a row before the columns
     diag = dict(above, diagnostic=2)
     captured = dict(above, traffic_upper_bound=True)   # bytes = the ranges bound to a captured dispatch
-    checked = RC.check_copy_rows([pd.DataFrame([ok, noise, above, old, diag, captured])])
-    assert checked["above_copy"].tolist() == [False, False, True, False, False, False]
+    cuda = dict(above, timer="cuda events (a CUDA graph of 6 calls)")  # the field's GEMVs through torch
+    checked = RC.check_copy_rows([pd.DataFrame([ok, noise, above, old, diag, captured, cuda])])
+    assert checked["above_copy"].tolist() == [False, False, True, False, False, False, False]
+    assert checked["copy_excluded"].iloc[6] == RC.OTHER_API and RC.instruction_path(cuda) is None
     assert "upper bound" in checked["copy_excluded"].iloc[5]
     assert checked["copy_slack"].iloc[0] == pytest.approx(10.0 / 9.8 * 5.1 / 5.0)
     assert checked["copy_slack"].iloc[3] == pytest.approx(10.0 / 9.8 * 1.10)           # the method's bound

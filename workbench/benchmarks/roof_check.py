@@ -81,6 +81,12 @@ class FolderRoofs:
         return "\n".join(lines)
 
 
+def other_api(row: dict) -> bool:
+    """A row timed through another API than Vulkan (the field's GEMVs through torch: `timer` "cuda events …"): the
+    probes' roofs and the Vulkan copy are not its own."""
+    return str(row.get("timer", "")).startswith("cuda")
+
+
 def is_etvk(row: dict) -> bool:
     """A row of ET-VK's own shaders: `workbench etvk run-items` (a family) or `etvk bench` (impl ET-VK)."""
     return isinstance(row.get("family"), str) or row.get("impl") in ("ET-VK", "etvk")
@@ -91,7 +97,7 @@ def instruction_path(row: dict) -> str | None:
     by these probes); a RoofCheckError naming the row when there is no rule for it."""
     kernel, method, variant = (str(row.get(c, "") if isinstance(row.get(c), str) else "") for c in
                                ("kernel", "method", "variant"))
-    if method.startswith("torch") or kernel.startswith("torch"):
+    if method.startswith("torch") or kernel.startswith("torch") or other_api(row):
         return None
     if is_etvk(row):
         family = row.get("family") if isinstance(row.get("family"), str) else kernel
@@ -294,6 +300,8 @@ def tables_of(folder, select) -> list[pd.DataFrame]:
 #: on the H200 the GEMV's weights-only streams (read-only, `diagnostic=2`) ran at 90-98 % of the copy of their bytes
 #: (data/NVIDIA_H200/NOTES.md, third session), so the allowance is 1.0, stated here rather than guessed per row.
 READ_ONLY_ALLOWANCE = 1.0
+OTHER_API = ("timed through CUDA: its copy_fraction is against the Vulkan copy, another API's dispatch floor "
+             "(cuda_copy_fraction is against its own)")
 #: The noise of a copy whose spread a row does not record (rows older than copy_p90_us): the method's own bound on
 #: a kept sample set's p10..p90 spread (measure.method.STABILITY_SPREAD).
 UNRECORDED_COPY_NOISE = 0.10
@@ -343,6 +351,8 @@ def check_copy_rows(frames) -> pd.DataFrame:
             value = row.get(column)
             if value not in (None, 0, False, "0", "False", "") and value == value:
                 why = reason
+        if why is None and other_api(row):
+            why = OTHER_API
         excluded.append(why)
     df = df.drop(columns=[c for c in ("copy_slack", "above_copy", "copy_excluded") if c in df])
     df["cache"] = df["cache"].fillna("unknown") if "cache" in df else "unknown"
