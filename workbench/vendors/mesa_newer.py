@@ -26,6 +26,8 @@ Everything else (the GPU table, the worker, the statistics cache, `summary`, the
   own glslang build (``workbench.toolchain.glslang``) is put first on PATH.
 
 RADV is not part of it (the stable build has RDNA2/3; Mesa 26's RADV needs libdrm_amdgpu >= 2.4.133).
+``drivers="turnip"`` (``--mesa-drivers turnip``) builds Turnip alone: no LLVM, no SPIRV-Tools, about 700 ninja steps
+against about 1,230 + SPIRV-Tools; the stamp's recipe says which drivers a cache holds (`mesa.built_drivers`).
 
 Cache: $WORKBENCH_MESA_NEWER_DIR, else ~/.cache/workbench/mesa/mesa-newer: lib/ (two drivers, two shims, two ICD
 manifests), logs/, setup.json (the Mesa version, where the source came from, what it knows, the step times);
@@ -49,7 +51,7 @@ from .mesa_newer_recipe import (DRIVER_SETS, DRIVERS_BUILT, LLVM, MESON_OPTIONS,
                                 meson_options, needs_clc, recipe_id, targets)
 
 __all__ = ["TESTED", "SOURCE_ENV", "APT_PACKAGES", "MESON_OPTIONS", "SOURCE_EDITS", "SPIRV_PACKAGES", "RECIPE_ID",
-           "BUILD", "GPUS", "SMOKE_GPUS", "resolve_source", "knows", "setup"]
+           "BUILD", "GPUS", "SMOKE_GPUS", "resolve_source", "knows", "check_drivers", "setup"]
 
 APT_PACKAGES = mesa.APT_PACKAGES + _recipe.APT_EXTRA
 BUILD = mesa.build_spec("newer")
