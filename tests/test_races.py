@@ -145,3 +145,35 @@ def test_etvk_shared_memory_families_run_under_race_detection(device, built_laye
     assert gemv["shared_memory"] and not clone["shared_memory"]
     assert gemv["correct"] and clone["correct"], rows
     assert clone["races"] == 0 and clone["clean"], clone
+
+
+def test_sources_from_a_git_directory_leave_absent_blobs_out_and_resume(tmp_path, monkeypatch):
+    """The recipe's source step on a git directory made here whose generated VUID table's blob is gone (as in a
+    partial snapshot): the tree comes without it, the empty table is written, and a second set-up keeps the tree."""
+    import subprocess
+    repo = tmp_path / "git" / "Vulkan-ValidationLayers"
+    table = repo / validation.VUID_TABLE
+    table.parent.mkdir(parents=True)
+    table.write_text("// the real table\n")
+    (repo / "CMakeLists.txt").write_text("project(VVL)\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "x"], check=True)
+    commit = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    blob = subprocess.run(git + ["rev-parse", f"HEAD:{validation.VUID_TABLE}"], capture_output=True,
+                          text=True).stdout.strip()
+    (repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+    monkeypatch.setattr(validation, "REPOS", {"Vulkan-ValidationLayers": ("unused", commit)})
+    root, log = tmp_path / "cache", tmp_path / "log"
+    base, found = validation._sources(root, None, str(tmp_path / "git" / "{name}") + "/.git", log, lambda t: None)
+    tree = base / "Vulkan-ValidationLayers"
+    assert found["Vulkan-ValidationLayers"]["absent"] == [validation.VUID_TABLE]
+    assert found["Vulkan-ValidationLayers"]["empty_vuid_table"] is True
+    assert (tree / "CMakeLists.txt").is_file() and "GetVuidMap" in (tree / validation.VUID_TABLE).read_text()
+    said = []
+    validation._sources(root, None, "/nowhere/{name}", log, said.append)  # kept: the git directory is not read
+    assert any("kept" in line for line in said), said
+    monkeypatch.setattr(validation, "REPOS", {"Vulkan-ValidationLayers": ("unused", "0" * 40)})
+    with pytest.raises(validation.ValidationLayerSetupError, match="expected commit 0000000000"):
+        validation._sources(root, None, str(tmp_path / "git" / "{name}") + "/.git", log, lambda t: None)

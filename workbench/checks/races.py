@@ -64,6 +64,7 @@ def race_device(base, layer: str) -> "vk.Device":
         dev.close()
         raise vk.ValidationError(f"expected a validation layer from 1.4.3xx (GPU-AV race detection) in {layer}, "
                                  f"found {version}")
+    dev.take_validation_messages()  # what the layer says while it sets GPU-AV up is no dispatch's
     return dev
 
 

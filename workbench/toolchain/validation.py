@@ -71,6 +71,7 @@ REPOS = {
 }
 # the generated file a snapshot may lack, and the empty table written in its place
 VUID_TABLE = "layers/vulkan/generated/vk_validation_error_messages.cpp"
+SOURCE_MARKER = ".workbench-source.json"  # in each tree of <cache>/src: where it came from, its commit
 _EMPTY_VUID_TABLE = """\
 // Written by workbench.toolchain.validation: the source snapshot lacked this generated table of the specification's
 // sentences per VUID (made from Vulkan-Headers' registry/validusage.json). An empty table: messages keep their VUID
@@ -199,6 +200,12 @@ def _sources(root: Path, source, git, log: Path, echo) -> tuple[Path, dict]:
     else:
         base = root / "src"
         for name, (url, commit) in REPOS.items():
+            marker = base / name / SOURCE_MARKER
+            kept = json.loads(marker.read_text()) if marker.is_file() else {}
+            if kept.get("commit") == commit:  # a tree of an earlier (interrupted) set-up: its build resumes
+                echo(f"    {name} {commit[:10]}: the tree of an earlier set-up, kept")
+                found[name] = kept
+                continue
             if git:
                 git_dir = git.replace("{name}", name)
                 echo(f"    git archive {name} {commit[:10]} from {git_dir}")
@@ -207,8 +214,10 @@ def _sources(root: Path, source, git, log: Path, echo) -> tuple[Path, dict]:
                 echo(f"    git fetch {url} {commit[:10]}")
                 _fetch(url, commit, base / name, log)
                 found[name] = {"from": url, "commit": commit, "absent": []}
+            marker.write_text(json.dumps(found[name]))
     table = base / "Vulkan-ValidationLayers" / VUID_TABLE
     if not table.is_file():
+        table.parent.mkdir(parents=True, exist_ok=True)
         table.write_text(_EMPTY_VUID_TABLE)
         echo(f"    {VUID_TABLE} absent from the snapshot: written as an empty table (no specification sentences)")
     found["Vulkan-ValidationLayers"]["empty_vuid_table"] = table.read_text().startswith(_EMPTY_VUID_TABLE[:40])
