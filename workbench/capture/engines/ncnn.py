@@ -194,9 +194,15 @@ def run_field(fp16: bool, seed: int = 0) -> list[tuple[bool, str]]:
     finally:
         import ncnn
         ncnn.destroy_gpu_instance()
-    tolerance = TOLERANCE[fp16]
+    return compare({k: got[k] for k in ("conv", "linear")}, want, TOLERANCE[fp16])
+
+
+def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], tolerance: float) -> list[tuple[bool, str]]:
+    """(ok, one line) per output of `want`: its max relative error (`field.max_relative_error`) against
+    `tolerance`."""
+    from . import field as f
     lines = []
-    for name in ("conv", "linear"):
+    for name in want:
         error = f.max_relative_error(got[name], want[name])
         lines.append((error <= tolerance, f"{name}: max relative error {error:.2e} (tolerance {tolerance:.0e})"))
     return lines
