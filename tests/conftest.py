@@ -105,3 +105,18 @@ def etvk_row(device):
             assert row["ref64_mismatch"] < 0.05, row
         return row
     return run
+
+
+@pytest.fixture(scope="module")
+def mesa_build():
+    """The offline vendor compilers' cache (Mesa's Turnip / PanVK / RADV): skip with the reason where
+    `workbench compilers setup` has not filled it, or fail where WORKBENCH_REQUIRE_MESA=1 asks for it."""
+    from workbench.vendors import mesa
+    if not mesa.is_set_up():
+        reason = (f"the offline vendor compilers are not set up in {mesa.cache_root()} (missing "
+                  f"{mesa.status()['missing'][0]}); run `workbench compilers setup`")
+        if any(os.environ.get(v, "").strip() in ("1", "true", "yes")
+               for v in ("WORKBENCH_REQUIRE_MESA", "WORKBENCH_REQUIRE_ADRENO")):
+            pytest.fail(f"WORKBENCH_REQUIRE_MESA=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+    return mesa.cache_root()

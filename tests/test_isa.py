@@ -130,16 +130,6 @@ def test_bad_input_is_refused_in_one_line(capsys):
 
 # ---- the offline compilers (the Mesa build) ----------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def mesa_build():
-    if not mesa.is_set_up():
-        reason = f"the offline vendor compilers are not set up in {mesa.cache_root()}; run `workbench compilers setup`"
-        if os.environ.get("WORKBENCH_REQUIRE_MESA", "").strip() in ("1", "true", "yes"):
-            pytest.fail(f"WORKBENCH_REQUIRE_MESA=1 but {reason}", pytrace=False)
-        pytest.skip(reason)
-    return mesa.cache_root()
-
-
 HEAD = """#version 450
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int8 : require

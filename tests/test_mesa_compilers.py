@@ -465,18 +465,6 @@ def test_kernel_commands_join_the_adreno_cli():
 
 # ------------------------------------------------------------------------------------------------ build needed
 
-@pytest.fixture(scope="module")
-def mesa_build():
-    if not mesa.is_set_up():
-        reason = (f"the offline vendor compilers are not set up in {mesa.cache_root()} (missing "
-                  f"{mesa.status()['missing'][0]}); run `workbench compilers setup`")
-        if any(os.environ.get(v, "").strip() in ("1", "true", "yes")
-               for v in ("WORKBENCH_REQUIRE_MESA", "WORKBENCH_REQUIRE_ADRENO")):
-            pytest.fail(f"WORKBENCH_REQUIRE_MESA=1 but {reason}", pytrace=False)
-        pytest.skip(reason)
-    return mesa.cache_root()
-
-
 def test_trivial_shader_statistics_turnip(mesa_build):
     stats = mesa.stats(trivial_spirv(), local_size=(64, 1, 1), spec_constants={3: 5})
     assert stats["Registers used"] >= 1

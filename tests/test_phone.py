@@ -3,7 +3,6 @@ GPUs from their compilers' cost figures, its bound named; 4x the invocations is 
 one line. The model on the machinery needs no compiler; the capture's rows need Mesa's build (skipped without it)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -14,16 +13,6 @@ from workbench.vendors import mesa, phone
 
 CAPTURE = Path(__file__).parent / "capture_data" / "etvk_residual_add"
 GPUS = ["a740", "mali-g610", "rdna2"]
-
-
-@pytest.fixture(scope="module")
-def mesa_build():
-    if not mesa.is_set_up():
-        reason = f"the offline vendor compilers are not set up in {mesa.cache_root()}; run `workbench compilers setup`"
-        if os.environ.get("WORKBENCH_REQUIRE_MESA", "").strip() in ("1", "true", "yes"):
-            pytest.fail(f"WORKBENCH_REQUIRE_MESA=1 but {reason}", pytrace=False)
-        pytest.skip(reason)
-    return mesa.cache_root()
 
 
 def _stats(gpu, compiler, **figures):
