@@ -786,3 +786,26 @@ def test_iree_programs_check_their_outputs():
     bad = subprocess.run([sys.executable, "-m", "workbench.capture.engines.iree", "nope"], capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.strip().startswith("expected programs among matmul")
+
+
+def test_a_set_from_a_descriptor_buffer_is_named(device, tmp_path):
+    """VK_EXT_descriptor_buffer: a set bound from a descriptor buffer (vkCmdSetDescriptorBufferOffsetsEXT) is read
+    and named — its dispatches are listed, and replay says why it cannot run them, in one line."""
+    import json
+    import shutil
+    folder = tmp_path / "descriptor_buffer"
+    shutil.copytree(DATA, folder)
+    lines = (folder / "calls.jsonl").read_text().splitlines()
+    calls = [json.loads(line) for line in lines]
+    first = next(c for c in calls if c["function"]["name"] == "vkCmdDispatch")
+    call = {"index": first["index"] - 0.5, "function": {
+        "name": "vkCmdSetDescriptorBufferOffsetsEXT", "thread": 1, "return": None,
+        "args": {"commandBuffer": first["function"]["args"]["commandBuffer"], "pipelineBindPoint":
+                 "VK_PIPELINE_BIND_POINT_COMPUTE", "layout": 1, "firstSet": 0, "setCount": 1,
+                 "pBufferIndices": [0], "pOffsets": [0]}}}
+    (folder / "calls.jsonl").write_text("\n".join(lines + [json.dumps(call)]) + "\n")
+    found = capture.dispatches(folder)
+    assert found[0].descriptor_buffer_sets == (0,) and not found[0].bindings
+    rows = capture.replay(folder, [found[0].dispatch], device=device, quick=True)
+    reason = rows["reason"].iloc[0]
+    assert "descriptor buffer (VK_EXT_descriptor_buffer)" in reason and "\n" not in reason

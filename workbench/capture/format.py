@@ -31,13 +31,15 @@ PUSH_TEMPLATE_CALLS = ("vkCmdPushDescriptorSetWithTemplateKHR", "vkCmdPushDescri
 TEMPLATE_CALLS = ("vkCreateDescriptorUpdateTemplate", "vkCreateDescriptorUpdateTemplateKHR")
 UPDATE_TEMPLATE_CALLS = ("vkUpdateDescriptorSetWithTemplate", "vkUpdateDescriptorSetWithTemplateKHR")
 BIND_SETS_CALLS = ("vkCmdBindDescriptorSets", "vkCmdBindDescriptorSets2KHR", "vkCmdBindDescriptorSets2")
+# VK_EXT_descriptor_buffer: sets whose descriptors live in a buffer's bytes (listed, named, not decoded)
+DESCRIPTOR_BUFFER_CALLS = ("vkCmdSetDescriptorBufferOffsetsEXT", "vkCmdSetDescriptorBufferOffsets2EXT")
 READ_CALLS = frozenset({
     "vkCreateShaderModule", "vkCreateComputePipelines", "vkCreateBuffer", "vkCreateImage", "vkCreateImageView",
     "vkUpdateDescriptorSets", "vkBeginCommandBuffer", "vkEndCommandBuffer", "vkCmdBindPipeline",
     "vkCmdPushConstants", "vkCmdDispatch", "vkCmdDispatchBase", "vkCmdDispatchIndirect", "vkQueueSubmit",
     "vkQueueSubmit2",
     "vkQueueSubmit2KHR", *PUSH_CALLS, *PUSH_TEMPLATE_CALLS, *TEMPLATE_CALLS, *UPDATE_TEMPLATE_CALLS,
-    *BIND_SETS_CALLS, "vkCmdPipelineBarrier", "vkCreateSampler",
+    *BIND_SETS_CALLS, "vkCmdPipelineBarrier", "vkCreateSampler", *DESCRIPTOR_BUFFER_CALLS,
 })
 # the VkSamplerCreateInfo fields a replay makes its sampler with (`CapturedBinding.sampler`)
 SAMPLER_FIELDS = ("magFilter", "minFilter", "mipmapMode", "addressModeU", "addressModeV", "addressModeW",
@@ -111,6 +113,7 @@ class CapturedDispatch:
     # the vkCmdPipelineBarriers recorded since the command buffer's previous dispatch (`_barrier`); None where the
     # capture's calls hold none at all (a folder converted before barriers were kept)
     barriers: tuple | None = None
+    descriptor_buffer_sets: tuple = ()  # set numbers bound from a descriptor buffer (VK_EXT_descriptor_buffer)
 
     @property
     def spirv_hash(self) -> str:
@@ -273,6 +276,11 @@ def _recordings(calls: list[dict], templates: dict | None = None, sets: dict | N
                 rec["push"][int(args.get("offset", 0))] = (int(args.get("size", 0)), args.get("pValues"))
             elif name == "vkCmdPipelineBarrier":
                 rec["barriers"].append(_barrier(args))
+            elif name in DESCRIPTOR_BUFFER_CALLS:
+                info = args.get("pSetDescriptorBufferOffsetsInfo") or args
+                first = int(info.get("firstSet", 0))
+                for k in range(int(info.get("setCount", 0))):
+                    rec["sets"][first + k] = (("descriptor buffer", index), [])
             elif name in DISPATCH_CALLS or unknown_dispatch(name):
                 base = tuple(int(args.get(k, 0)) for k in ("baseGroupX", "baseGroupY", "baseGroupZ"))
                 rec["dispatches"].append({
@@ -423,6 +431,8 @@ def read_folder(folder) -> list[CapturedDispatch]:
             found.append(_dispatch(len(found), rec, state, modules, pipelines, buffers, views, images, sets,
                                    dumps.get(state["index"]), binaries, folder))
             found[-1].barriers = state["barriers"] if kept_barriers else None
+            found[-1].descriptor_buffer_sets = tuple(n for n, (dset, _) in sorted(state["sets"].items())
+                                                     if isinstance(dset, tuple) and dset[0] == "descriptor buffer")
             for b in found[-1].bindings:
                 b.sampler = samplers.get(b.sampler)
     if not found:

@@ -83,6 +83,10 @@ def _check(d: CapturedDispatch, reflection: sp.Reflection) -> dict:
         raise NotReplayable(NOT_DUMPED)
     for b in reflection.bindings:
         c = captured.get((b.set, b.binding))
+        if c is None and b.set in d.descriptor_buffer_sets:
+            raise NotReplayable(f"binding {b.set}.{b.binding} ({b.name}) comes from a descriptor buffer "
+                                "(VK_EXT_descriptor_buffer): its descriptors are bytes of a buffer, which neither "
+                                "GFXReconstruct's dump nor the reader decodes")
         if c is None:
             raise NotReplayable(f"binding {b.set}.{b.binding} ({b.name}) was not bound at the dispatch")
         if c.kind not in (sp.STORAGE_BUFFER, sp.UNIFORM_BUFFER, *IMAGE_KINDS):
