@@ -6,7 +6,9 @@ cuBLAS's fp16 GEMV; `workbench.benchmarks.field_gemv`, CUDA events) beside the w
 (FIELD_BUILDS, per data/NVIDIA_H200/q4_gemv.csv), cold and hot, group 32, M = 1, at Llama-3.1-8B's three shapes
 then Llama-3.2-1B's three, in one run of under 5 minutes (a shape not begun by FIELD_BUDGET_S is left out and
 named): OUT/q4_gemv_field.*. Needs no ET-VK checkout and no torchao (torch's core op): carry `.gl` and `.whl_field`
-(vulkan, cffi, pycparser, nvidia_ml_py) on a host with CUDA torch.
+(vulkan, cffi, pycparser, nvidia_ml_py) on a host with CUDA torch. With $WORKBENCH_GGML (a ggml or llama.cpp
+checkout) and GFXReconstruct's tools ($WORKBENCH_GFXRECON_DIR), llama.cpp's Vulkan GEMV too (both paths; built,
+captured once at every field shape before the first is timed, then replayed: `workbench.benchmarks.field_ggml`).
 
     python3 tools/gpu_numbers.py OUT [--gemv] [--pixel] [--field]       (--gemv and --pixel when none is given)
 
@@ -22,6 +24,7 @@ registers, the int8-activation build, and two diagnostics: the weights-only stre
 arithmetic; group 32 at every shape, group 128 for the first three; M = 1) and OUT/pixel_shuffle_perf.* (the
 pixel-shuffle suite at ET-VK's PERF shapes, cold), and prints per shape the best build against the copy.
 """
+import os
 import sys
 import time
 from pathlib import Path
@@ -49,9 +52,17 @@ FIELD_BUILDS = [dict(xregs, dequant="dq8", act_dtype="int8", lane_chunks=True), 
                 dict(half, threads_k=64), xregs]
 FIELD_SHAPES = [s for s in B.SHAPES if s.model == "Llama-3.1-8B"] + [s for s in B.SHAPES if s.model == "Llama-3.2-1B"]
 FIELD_BUDGET_S = 200  # a shape takes ~30-40 s: the run ends under 5 minutes
+GGML = os.environ.get("WORKBENCH_GGML") or None
 started = time.time()
 if "--field" in sys.argv:
     writer = ResultsWriter(out / "q4_gemv_field")
+    if GGML:  # build and capture before the clock of the budget starts
+        from workbench.benchmarks import field_ggml
+        for path in field_ggml.GGML_PATHS:
+            field_ggml.capture_for(GGML, path, [(s.k, s.n) for s in FIELD_SHAPES], field_ggml.device_key(device),
+                                   echo=lambda text: print(text, flush=True))
+        print(f"ggml built and captured ({time.time() - started:.0f} s)", flush=True)
+        started = time.time()
     for i, shape in enumerate(FIELD_SHAPES):
         if time.time() - started > FIELD_BUDGET_S:
             left = ", ".join(f"{s.k}->{s.n}" for s in FIELD_SHAPES[i:])
@@ -65,8 +76,10 @@ if "--field" in sys.argv:
                 continue
             valid.append(options)
         df = B.bench_suite(device, writer, shapes=(shape,), group_sizes=(32,), ms=(1,), variants=valid,
-                           caches=("cold", "hot"), show_progress=False, field=True)
-        ok = df[df.impl.isin(["workbench", "torch-int4-tinygemm", "cublas-fp16"]) & (df.status == "ok")]
+                           caches=("cold", "hot"), show_progress=False, field=True, ggml=GGML,
+                           ggml_captured=[(s.k, s.n) for s in FIELD_SHAPES])
+        ok = df[(df.impl.isin(["workbench", "torch-int4-tinygemm", "cublas-fp16"]) |
+                 df.impl.astype(str).str.startswith("llama.cpp")) & (df.status == "ok")]
         figures = {"us": ("median_us", "min"), "copy": ("copy_fraction", "max"),
                    "cuda_copy": ("cuda_copy_fraction", "max")}
         best = ok.groupby(["impl", "cache"]).agg(**{k: v for k, v in figures.items() if v[0] in ok})

@@ -148,9 +148,11 @@ def _labels(shape: Shape, group: int, m: int) -> dict:
 
 
 def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True, caches=("cold",),
-                field: bool = False, **narrow) -> pd.DataFrame:
+                field: bool = False, ggml: str | None = None, ggml_captured=None, **narrow) -> pd.DataFrame:
     """The workbench's GEMV variants and ET-VK's GEMV at decode shapes → a tidy DataFrame (module docstring).
     `caches`: the regimes measured ("cold", "hot"); `field`: the field's GEMVs through torch too (`field_gemv`);
+    `ggml`: a ggml / llama.cpp checkout: llama.cpp's Vulkan GEMV (both paths) captured and replayed (`field_ggml`;
+    `ggml_captured`: the (K, N) its capture holds, default the suite's shapes);
     `narrow`: `specs`' shapes / group_sizes / ms / variants, to run part of the suite."""
     env, rows, kw = environment(device), Rows(writer), sampling(quick)
     caches = parse_regimes(caches)
@@ -171,6 +173,10 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
         field_ok, field_why = field_gemv.available()
         if field_ok:
             traffic += [c.bytes_moved for c in field_cases]
+    ggml_shapes = list(dict.fromkeys((shape.k, shape.n) for shape, _ in todo if shape.k % 32 == 0)) if ggml else []
+    if ggml:
+        from . import field_ggml
+        traffic += [field_ggml.traffic(k, n) for k, n in ggml_shapes]
     copies = CopyAtTraffic(device, traffic, quick=quick, show_progress=show_progress, regimes=caches)
     rows.extend(copies.frame.assign(impl="copy").to_dict("records"))
 
@@ -227,6 +233,12 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
                                               repeats_for=_repeats_for))
         else:
             rows.extend(field_gemv.skipped_rows(field_cases, field_why, env))
+    if ggml:
+        labels = {(shape.k, shape.n): _labels(shape, 32, 1) for shape, _ in todo}
+        for row in field_ggml.ggml_rows(device, ggml_shapes, checkout=ggml, caches=caches, quick=quick, env=env,
+                                        copies=copies, captured=ggml_captured,
+                                        echo=print if show_progress else (lambda text: None)):
+            rows.append({**labels.get((row.get("k"), row.get("n")), {}), **row})
     rows.extend(copies.finish().assign(impl="copy").to_dict("records"))
     return pd.DataFrame(rows)
 

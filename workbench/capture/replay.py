@@ -250,21 +250,36 @@ def replay_one(dev, d: CapturedDispatch, *, time_it: bool = True, quick: bool = 
 
 
 def _timed(dev, d: CapturedDispatch, launches, cache, quick):
-    """(gpu_ns, host_ns, the regime's columns) of a captured dispatch whose pipeline `launches` holds: the first set
-    of resources is the launch's own, the others made from the captured bytes again (`launch_of`)."""
+    """(gpu_ns, host_ns, the regime's columns) of a captured dispatch whose pipeline `launches` holds."""
+    return time_chain(dev, [d], launches, cache=cache, quick=quick)
+
+
+def time_chain(dev, ds, launches, *, cache=None, quick: bool = False, label: str | None = None):
+    """(gpu_ns, host_ns, the regime's columns) of captured dispatches `ds` run one after another (a barrier before
+    each, as `vk.Launches` records them), timed as one: each sample the time of the whole chain. `launches` (a
+    `vk.Launches` of their `launch_of` launches) is the first set of resources, the others made from the captured
+    bytes again, as many sets as the regime `cache` needs (default: cold where their bytes fit the last-level cache,
+    `measure.cache.default_regime`); each set is dispatched in turn (`measure.sample_rotated`)."""
     from ..kernels.copy import flush_for
     from ..measure.cache import default_regime, rotation, sample_rotated
-    working_set = max(16, sum(len(b.after or b"") for b in d.bindings))
+    working_set = max(16, sum(len(b.after or b"") for d in ds for b in d.bindings))
     rot = rotation(dev, working_set, cache or default_regime(dev, working_set), quick=quick)
     extra = []
+
+    def record(rec, i):
+        for j, launch in enumerate(sets[i]):
+            launch.record(rec, launches.pipeline_of(j))
     try:
-        extra = [launch_of(dev, d)[0] for _ in range(rot.copies - 1)]
-        sets = [launches.launches[0]] + extra
+        for _ in range(rot.copies - 1):
+            extra.append([])
+            for d in ds:
+                extra[-1].append(launch_of(dev, d)[0])
+        sets = [launches.launches] + extra
         with flush_for(dev, rot) as flush:
-            gpu, host, _ = sample_rotated(dev, rot, lambda rec, i: sets[i].record(rec, launches.pipeline_of(0)),
-                                          label=f"capture dispatch {d.dispatch}", flush=flush, **sampling(quick))
+            gpu, host, _ = sample_rotated(dev, rot, record, flush=flush, **sampling(quick),
+                                          label=label or "capture dispatch " + "+".join(str(d.dispatch) for d in ds))
     finally:
-        for launch in extra:
+        for launch in (launch for chain in extra for launch in chain):
             for resource in launch.resources.values():
                 resource.close()
     return gpu, host, rot.columns()

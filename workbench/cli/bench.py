@@ -23,6 +23,9 @@ def register(sub) -> None:
     p.add_argument("--field", action="store_true",
                    help="q4-gemv only: the field's GEMVs through torch too (torchao's int4 tinygemm op, cuBLAS fp16; "
                         "CUDA events; skipped rows without CUDA torch)")
+    p.add_argument("--ggml", metavar="CHECKOUT", default=None,
+                   help="q4-gemv only: llama.cpp's Vulkan GEMV (q4_0, both paths) from this ggml or llama.cpp "
+                        "checkout, built at run time, captured and replayed the workbench's way")
     add_validation_flags(p)
     p.set_defaults(fn=_bench)
     p = sub.add_parser("roofline-check", help="check that no compute row of a results folder beats the roof of its instruction path")
@@ -33,11 +36,15 @@ def register(sub) -> None:
 
 
 def _bench(args) -> int:
-    if getattr(args, "field", False) and args.suite != "q4-gemv":
-        raise ValueError(f"--field applies to the q4-gemv suite, got suite {args.suite!r}")
+    for flag in ("field", "ggml"):
+        if getattr(args, flag, None) and args.suite != "q4-gemv":
+            raise ValueError(f"--{flag} applies to the q4-gemv suite, got suite {args.suite!r}")
+    if getattr(args, "ggml", None):
+        from ..toolchain.ggml import checkout
+        checkout(args.ggml)  # a one-line error before any measurement
     dev = device(args)
     status = run_suite(dev, args.suite, results_dir(args.out, dev), quick=args.quick, sizes=args.sizes,
-                       field=getattr(args, "field", False))
+                       field=getattr(args, "field", False), ggml=getattr(args, "ggml", None))
     if getattr(args, "validate", None) is not None:
         return 1 if report_validation(dev, args) and status == 0 else status
     return status
@@ -53,9 +60,10 @@ def write_chart(suite: str, df, stem) -> None:
         print(f"wrote {png}")
 
 
-def run_suite(device, suite: str, out, *, quick: bool = False, sizes: str | None = None, field: bool = False) -> int:
+def run_suite(device, suite: str, out, *, quick: bool = False, sizes: str | None = None, field: bool = False,
+              ggml: str | None = None) -> int:
     """Run one suite (or `overhead`) on `device`, writing its rows into `out` as they come; print the table.
-    `field`: the q4-gemv suite's field rows too (`benchmarks.field_gemv`)."""
+    `field`: the q4-gemv suite's field rows too (`benchmarks.field_gemv`); `ggml`: llama.cpp's (`field_ggml`)."""
     from .. import benchmarks, measure
     from ..measure import QUICK_NOTE
     from ..benchmarks.copy import bench_copy, bench_dispatch_overhead, peak_copy_gbps
@@ -77,7 +85,8 @@ def run_suite(device, suite: str, out, *, quick: bool = False, sizes: str | None
         print(QUICK_NOTE)
     metadata = {**measure.environment(device), **({"quick": True, "note": QUICK_NOTE} if quick else {})}
     with measure.ResultsWriter(stem, metadata) as writer:
-        df = run(device, quick_writer(writer) if quick else writer, quick=quick, **({"field": True} if field else {}))
+        df = run(device, quick_writer(writer) if quick else writer, quick=quick,
+                 **({"field": True} if field else {}), **({"ggml": ggml} if ggml else {}))
     print(table(df, [c for c in SHOWN if c in df.columns]))
     write_chart(suite, df, stem)
     if quick:

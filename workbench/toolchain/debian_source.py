@@ -360,11 +360,12 @@ def install_prerequisites(packages, log_path: Path, install: bool, echo, *, erro
 # Debian 13's source index, in a temporary apt configuration
 # ----------------------------------------------------------------------------------------------------------------
 
-def sources_text(mirror: str = DEBIAN_MIRROR, suites=DEBIAN_SUITES, keyring: str | None = DEBIAN_KEYRING) -> str:
-    """A deb822 .sources stanza for the deb-src of `suites` (main) on `mirror`, Signed-By `keyring` when that file
-    exists (else apt checks against its trusted keys)."""
+def sources_text(mirror: str = DEBIAN_MIRROR, suites=DEBIAN_SUITES, keyring: str | None = DEBIAN_KEYRING,
+                 types: str = "deb-src") -> str:
+    """A deb822 .sources stanza for the `types` ("deb-src", or "deb" for binary packages) of `suites` (main) on
+    `mirror`, Signed-By `keyring` when that file exists (else apt checks against its trusted keys)."""
     signed = f"Signed-By: {keyring}\n" if keyring and Path(keyring).is_file() else ""
-    return f"Types: deb-src\nURIs: {mirror}\nSuites: {' '.join(suites)}\nComponents: main\n{signed}"
+    return f"Types: {types}\nURIs: {mirror}\nSuites: {' '.join(suites)}\nComponents: main\n{signed}"
 
 
 def apt_options(apt_dir: Path) -> list[str]:
@@ -392,7 +393,9 @@ class AptSources:
     query it; `apt.download` fetches a file it lists. Errors are `error` for step `step`, logged in `log_path`."""
 
     def __init__(self, name: str, mirror: str, log_path: Path, *, step: str, error: type[SetupError] = SetupError,
-                 echo=lambda text: None, suites=DEBIAN_SUITES, keyring: str | None = DEBIAN_KEYRING):
+                 echo=lambda text: None, suites=DEBIAN_SUITES, keyring: str | None = DEBIAN_KEYRING,
+                 types: str = "deb-src"):
+        self.types = types
         self.name, self.mirror, self.log_path, self.step, self.error, self.echo = name, mirror, log_path, step, \
             error, echo
         self.suites, self.keyring = tuple(suites), keyring
@@ -406,9 +409,9 @@ class AptSources:
             for sub in ("sources", "lists/partial", "cache/archives/partial"):
                 (apt_dir / sub).mkdir(parents=True, exist_ok=True)
             (apt_dir / "sources" / f"workbench-{self.name}-src.sources").write_text(
-                sources_text(self.mirror, self.suites, self.keyring))
+                sources_text(self.mirror, self.suites, self.keyring, self.types))
             self.options = apt_options(apt_dir)
-            self.echo(f"    apt-get update (deb-src {self.mirror} {' '.join(self.suites)}, temporary apt "
+            self.echo(f"    apt-get update ({self.types} {self.mirror} {' '.join(self.suites)}, temporary apt "
                       "configuration)")
             self.run(["apt-get", *self.options, "update", "-q"], what="apt-get update")
         except BaseException:
@@ -459,6 +462,29 @@ class AptSources:
                      what=f"download of {name}")
         verify_sha256(target, sha, step=self.step, error=self.error, log_path=self.log_path)
         return target
+
+
+    def download_binary(self, package: str, version: str, downloads: Path) -> Path:
+        """The binary package `package` of upstream `version` (any Debian revision; with ``types="deb"``) into
+        `downloads` by ``apt-get download`` (apt checks it against the signed index); the .deb's path."""
+        downloads.mkdir(parents=True, exist_ok=True)
+        listed = subprocess.run(["apt-cache", *self.options, "madison", package], capture_output=True, text=True)
+        versions = [v.strip() for _, v, *_ in (line.split("|") for line in listed.stdout.splitlines() if "|" in line)]
+        wanted = [v for v in versions if upstream(v) == version]
+        if not wanted:
+            raise self.error(self.step, f"no {package} {version}-* binary package in {self.mirror} "
+                                        f"{' '.join(self.suites)} (listed: {', '.join(versions) or 'none'})",
+                             self.log_path)
+        found = sorted(downloads.glob(f"{package}_*.deb"))
+        if not found:
+            self.echo(f"    {package} {wanted[0]}")
+            self.run(["apt-get", *self.options, "download", f"{package}={wanted[0]}"], cwd=downloads,
+                     what=f"download of {package}")
+            found = sorted(downloads.glob(f"{package}_*.deb"))
+        if not found:
+            raise self.error(self.step, f"apt-get download {package}={wanted[0]} left no .deb in {downloads}",
+                             self.log_path)
+        return found[-1]
 
 
 def upstream(version: str) -> str:
