@@ -91,10 +91,16 @@ def test_cli_prints_the_verdict_and_writes_csv(tmp_path, capsys):
     assert code == 0 and "verdict: hot, submits: B slower by" in text and "no clock source" in text
     import pandas as pd
     frame = pd.read_csv(out)
-    assert set(frame["row"]) == {"sample", "summary"} and {"order", "side", "us", "clock_mhz"} <= set(frame.columns)
+    assert set(frame["row"]) == {"sample", "summary"}
+    assert {"order", "side", "us", "clock_mhz", "t_s"} <= set(frame.columns)
+    samples = frame[frame["row"] == "sample"]
+    assert (samples["t_s"].diff().dropna() >= 0).all()  # the seconds each sample ended at, in the order run
     from workbench.viz.ab_views import ab_chart
     fig = ab_chart(frame)
-    assert len(fig.axes) == 2
+    assert len(fig.axes) == 2  # no clock (lavapipe): no clock axis, the panel says why
+    assert any("no SM clock" in t.get_text() for t in fig.axes[0].texts)
+    clocked = frame.assign(clock_mhz=frame["clock_mhz"].fillna(1980.0))
+    assert len(ab_chart(clocked).axes) == 3  # the SM clock on a second axis of the samples' panel
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -106,6 +112,9 @@ def test_cli_prints_the_verdict_and_writes_csv(tmp_path, capsys):
     (["ab", str(LOOP), str(LOOP4), "--groups", "1", "--interleave", "sideways"], "expected interleavings"),
     (["ab", str(LOOP), "--shader", str(LOOP4), "--groups", "1"], "expected A as DIR:N"),
     (["ab", str(LOOP) + "@no-such-rev", str(LOOP), "--groups", "1"], "at git revision 'no-such-rev'"),
+    (["ab", "q4-gemv:n=64", "q4-gemv:n=64,k=64", "--gpu", "none"], "expected q4-gemv:n=N,k=K"),
+    (["ab", "q4-gemv:n=64,k=64,tile=3", "q4-gemv:n=64,k=64", "--gpu", "none"], "got unknown tile"),
+    (["ab", "q4-gemv:n=64,k=64,vec=3", "q4-gemv:n=64,k=64", "--gpu", "none"], "vec"),
 ])
 def test_bad_input_is_one_line(argv, expected, capsys):
     assert cli_main(argv) == 2
@@ -125,6 +134,29 @@ def test_the_isas_beside(device):
     assert (isa["registers"] > 0).all() and (isa["occupancy"] > 0).all()
 
 
+def test_two_builds_of_the_workbench_gemv(device):
+    """q4-gemv sides: the workbench's own GEMV at two points of its tuning space, on one seeded problem, each
+    checked against the float64 reference; their outputs differ only by summation order."""
+    got = ab.compare(device, "q4-gemv:n=128,k=256,vec=1", "q4-gemv:n=128,k=256,vec=4", regimes="hot", min_pairs=4,
+                     min_time_s=0.01)
+    assert got.checks == {"A": "", "B": ""}, got.checks
+    assert got.same_output == "" or "max |diff|" in got.same_output
+    assert got.summary["pairs"].iloc[0] >= 4
+
+
+def test_phone_predictions_beside_the_isas(device):
+    from workbench.vendors import mesa
+    if not mesa.is_set_up():
+        pytest.skip("the offline compilers are not built (workbench compilers setup)")
+    got = ab.compare(device, "q4-gemv:n=128,k=256,vec=1", "q4-gemv:n=128,k=256,vec=4", regimes="hot",
+                     gpus=("a740", "mali-g610"), min_pairs=4, min_time_s=0.01)
+    isa = got.isa
+    assert {"phone_us", "phone_bound"} <= set(isa.columns) and (isa["phone_us"] > 0).all()
+    assert set(isa["gpu"]) == {"a740", "mali-g610"} and isa["phone_bound"].str.len().gt(0).all()
+    from workbench.viz.ab_views import ab_chart
+    assert len(ab_chart(got.frame, isa).axes) == 3  # samples, ratio, the phones' predictions
+
+
 def test_two_settings_of_an_etvk_family(device):
     import os
     if not os.environ.get("WORKBENCH_EXECUTORCH"):
@@ -135,3 +167,10 @@ def test_two_settings_of_an_etvk_family(device):
     assert got.same_output == ""  # the same NCHW output from the two weight storages
     with pytest.raises(ValueError, match="unexpected keyword argument"):
         ab.compare(device, "linear_q4gsw_coop:no_such=1", "linear_q4gsw_coop")
+    # #12444: the weight words read as u8vec4 (ET-VK's block layout) give the same bytes as ET-VK's ivec4 load
+    base = "linear_q4gsw_coop:shape=1x256,out_features=64,weight_storage=buffer"
+    got = ab.compare(device, base, base + ",weight_load=u8vec4", regimes="hot", min_pairs=4, min_time_s=0.01)
+    assert got.checks == {"A": "", "B": ""} and got.same_output == "", (got.checks, got.same_output)
+    assert got.frame["B"].iloc[0].endswith("weight_load=u8vec4")
+    with pytest.raises(ValueError, match="expected weight_load among ivec4, u8vec4"):
+        ab.compare(device, base, base + ",weight_load=u8")

@@ -10,8 +10,10 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("ab", help="A/B: two shaders, revisions, ET-VK settings or a captured dispatch and its "
                                          "edit, timed interleaved, with a confidence interval and a verdict",
                               epilog="A, B: a .glsl / .comp / .spv file, FILE@REV (git), an ET-VK family "
-                                     "NAME[:key=value,...] (needs --executorch or $WORKBENCH_EXECUTORCH), or a "
-                                     "captured dispatch DIR:N (B: a shader file, its edit; or --shader FILE).")
+                                     "NAME[:key=value,...] (needs --executorch or $WORKBENCH_EXECUTORCH; "
+                                     "weight_load=u8vec4: a q4 linear's weight read as u8vec4, as before #12444), "
+                                     "the workbench's q4-gemv:n=N,k=K[,vec=…,layout=…], or a captured dispatch DIR:N "
+                                     "(B: a shader file, its edit; or --shader FILE).")
     p.add_argument("a", metavar="A")
     p.add_argument("b", metavar="B", nargs="?")
     p.add_argument("--shader", help="A is a captured dispatch DIR:N; B is it with this shader (FILE or FILE@REV)")
@@ -29,6 +31,7 @@ def register(subparsers) -> None:
     p.add_argument("--pairs", type=int, default=20, help="at least this many A B pairs (default 20)")
     p.add_argument("--time", type=float, default=0.4, help="at least this many seconds of GPU time (default 0.4)")
     p.add_argument("--samples", action="store_true", help="print every sample, not only the summary")
+    p.add_argument("--quick", action="store_true", help="a small cold rotation (a test run: say so in the rows)")
     p.add_argument("--executorch", help="ExecuTorch checkout (default: $WORKBENCH_EXECUTORCH)")
     p.add_argument("--csv", help="write the rows (samples and summaries) here")
     p.set_defaults(fn=cmd_ab)
@@ -62,7 +65,7 @@ def cmd_ab(args) -> int:
     dev = vk.get_device() if getattr(args, "device", None) is None else vk.set_device(args.device)
     got = compare(dev, args.a, args.b, shader=args.shader, regimes=args.cache, modes=modes, gpus=gpus, groups=groups,
                   push=_numbers(args.push, "--push"), nbytes=args.bytes, defines=parse_defines(args.defines) or None,
-                  executorch=args.executorch, min_pairs=args.pairs, min_time_s=args.time)
+                  executorch=args.executorch, min_pairs=args.pairs, min_time_s=args.time, quick=args.quick)
     frame = got.frame
     print(f"A: {frame['A'].iloc[0]}\nB: {frame['B'].iloc[0]}\ndevice: {dev.info.name}")
     print("output: " + (got.same_output or "A and B gave the same bytes"))

@@ -5,6 +5,8 @@ interleaved by `measure.ab`, with the two ISAs' counts and the offline compilers
     got = ab.compare(dev, "shaders/x.glsl@HEAD~1", "shaders/x.glsl")              # two revisions of a file
     got = ab.compare(dev, "/tmp/etvk_caps/mobilenet_v2:3", shader="edit.glsl")   # a captured dispatch and its edit
     got = ab.compare(dev, "q8ta_add:storage=buffer", "q8ta_add:storage=texture3d")  # two settings of an ET-VK family
+    got = ab.compare(dev, "linear_q4gsw_coop:shape=1x2048", "linear_q4gsw_coop:shape=1x2048,weight_load=u8vec4")
+    got = ab.compare(dev, "q4-gemv:n=2048,k=2048,vec=1", "q4-gemv:n=2048,k=2048,vec=4")  # the workbench's GEMV builds
 
 A side is (`side`):
 - a shader file (.glsl / .comp / .spv) or FILE@REV (the file as git holds it at REV, compiled with the file's folder
@@ -15,8 +17,14 @@ A side is (`side`):
   shader (`shader=`, or a file / FILE@REV as B: `capture.edit.load_shader`'s compile, for the capture's target);
   each side's outputs are checked against the captured ones;
 - an ET-VK family with settings, NAME[:key=value,...] (`etvk.run.make`: its generated inputs and torch reference;
-  the settings as `workbench etvk run`'s options; a family with earlier dispatches is refused).
-The ISA side of each goes through `etvk.isa`'s job dicts (`vendors.isa`, `vendors.mesa`): one path.
+  the settings as `workbench etvk run`'s options; a family with earlier dispatches is refused); one setting is
+  ab's own: `weight_load=u8vec4` reads a q4 linear's buffer weight as u8vec4 words, as before ExecuTorch #12444 /
+  #12610 (`etvk.isa.u8vec4_weight_variant`, ET-VK's block layout: the same output bytes), `ivec4` as ET-VK now;
+- the workbench's own 4-bit GEMV, q4-gemv[:key=value,...] (`kernels.q4_gemv.Q4GemvSpec`'s fields: n, k, vec,
+  layout, dequant, …; both sides on the same seeded problem, each checked against its float64 reference).
+The ISA side of each goes through `etvk.isa`'s job dicts (`vendors.isa`, `vendors.mesa`): one path; beside it each
+side's predicted time on the offline GPUs with a phone's figures (`vendors.phone.predict`: the same model as
+`workbench phone`, from the side's work groups and bytes).
 """
 from __future__ import annotations
 
@@ -26,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Side", "AbResult", "side", "compare", "same_interface", "isa_beside"]
+__all__ = ["Side", "AbResult", "side", "compare", "same_interface", "isa_beside", "KERNEL_SIDES"]
 
 
 @dataclasses.dataclass
@@ -41,6 +49,8 @@ class Side:
     working_set: int
     reference: object = None
     decode: object = None           # families: outputs → the output as a torch tensor (NCHW), compared A vs B
+    groups: tuple | None = None     # work groups (x, y, z) and local size, for the phone model (None: not known)
+    local: tuple | None = None
 
 
 @dataclasses.dataclass
@@ -126,7 +136,8 @@ def _capture_side(label: str, d, kind: str) -> Side:
     local = launch_parameters(d)[1]
     job = {"shader": d.spirv, "name": label, "spec_constants": dict(d.spec_words), "local_size": tuple(local),
            "entry_point": d.entry_point}
-    return Side(label, kind, job, make, max(16, sum(len(b.after or b"") for b in d.bindings)))
+    return Side(label, kind, job, make, max(16, sum(len(b.after or b"") for b in d.bindings)),
+                groups=tuple(d.groups) if getattr(d, "groups", None) else None, local=tuple(local))
 
 
 def _file_side(label: str, code: bytes, kind: str, *, groups, push, nbytes: int, seed: int) -> Side:
@@ -165,24 +176,41 @@ def _file_side(label: str, code: bytes, kind: str, *, groups, push, nbytes: int,
         return launch, [(f"binding {b.set}.{b.binding}", res[b.binding], None) for b in r.bindings
                         if b.kind == sp.STORAGE_BUFFER]
     job = {"shader": code, "name": label}
-    return Side(label, kind, job, make, sum(len(v) for v in data.values()))
+    return Side(label, kind, job, make, sum(len(v) for v in data.values()), groups=tuple(groups),
+                local=tuple(r.local_size or r.local_size_default or (1, 1, 1)))
+
+
+def _settings(text: str, what: str) -> tuple[str, dict]:
+    """NAME:key=value,... → (NAME, {key: int, AxB tuple for shape, or text})."""
+    name, _, settings = text.partition(":")
+    options = {}
+    for item in filter(None, (s.strip() for s in settings.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ValueError(f"ab: expected NAME:key=value,... for {what}, got {item!r} in {text!r}")
+        key, value = key.strip().replace("-", "_"), value.strip()
+        options[key] = (tuple(int(v) for v in value.split("x")) if key == "shape"
+                        else int(value) if value.isdigit() else value)
+    return name.strip(), options
+
+
+WEIGHT_LOADS = ("ivec4", "u8vec4")
 
 
 def _family_side(text: str, executorch) -> Side:
     from .. import vk
     from .codegen import Codegen, source
     from .run import allocate, check, compiled, make as make_dispatch, read_back
-    name, _, settings = text.partition(":")
-    options = {}
-    for item in filter(None, (s.strip() for s in settings.split(","))):
-        key, eq, value = item.partition("=")
-        if not eq:
-            raise ValueError(f"ab: expected NAME:key=value,... for an ET-VK family, got {item!r} in {text!r}")
-        options[key.strip().replace("-", "_")] = (tuple(int(v) for v in value.split("x")) if key == "shape"
-                                                   else int(value) if value.isdigit() else value)
+    name, options = _settings(text, "an ET-VK family")
+    load = options.pop("weight_load", "ivec4")
+    if load not in WEIGHT_LOADS:
+        raise ValueError(f"ab: {text}: expected weight_load among {', '.join(WEIGHT_LOADS)}, got {load!r}")
     gen = Codegen(source(executorch))
     try:
         d = make_dispatch(gen, name, **options)
+        if load == "u8vec4":
+            from .isa import u8vec4_weight_variant
+            d = dataclasses.replace(d, variant=u8vec4_weight_variant(gen, d.variant, "block"))
     except TypeError as exc:
         raise ValueError(f"ab: {text}: {exc}") from None
     if d.before:
@@ -206,8 +234,58 @@ def _family_side(text: str, executorch) -> Side:
            "local_size": tuple(d.local_size)}
     working_set = int(d.bytes_moved or sum(r.nbytes or len(r.data if r.data is not None else b"")
                                            for r in d.resources))
+    local = tuple(d.local_size)
     return Side(text, "family", job, make, working_set, reference,
-                lambda outputs: d.decode(read_back(outputs[0][1])))
+                lambda outputs: d.decode(read_back(outputs[0][1])),
+                groups=tuple(-(-int(g) // int(l)) for g, l in zip(d.global_size, local)), local=local)
+
+
+def _q4_gemv_side(text: str) -> Side:
+    """The workbench's 4-bit GEMV (`kernels.q4_gemv`) at the spec's fields given as settings; the seeded problem
+    `random_problem` makes (the same for both sides), checked against `expected`'s reference and tolerance."""
+    import dataclasses as dc
+
+    import torch
+
+    from .. import vk
+    from ..kernels import q4_gemv as q4
+    from ..toolchain.shaders import compile_shader
+    _, options = _settings(text, "the workbench's q4-gemv")
+    fields = {f.name: f.type for f in dc.fields(q4.Q4GemvSpec)}
+    unknown = sorted(set(options) - set(fields))
+    if unknown or not {"n", "k"} <= set(options):
+        raise ValueError(f"ab: {text}: expected q4-gemv:n=N,k=K[,key=value,...] with keys among {', '.join(fields)}; "
+                         f"got {'unknown ' + ', '.join(unknown) if unknown else 'no n and k'}")
+    options = {k: bool(v) if fields[k] == "bool" else v for k, v in options.items()}
+    spec = q4.Q4GemvSpec(**options)  # a refused config: ValueError in one line
+    x, q, scales = q4.random_problem(spec)
+    want, tolerance = q4.expected(spec, x, q, scales)
+    spirv = compile_shader(spec.shader, defines=spec.defines)
+
+    def make(dev):
+        run = q4.Q4GemvRun(dev, spec, x, q, scales)
+        launch = vk.Launch(spirv, run.resources(), global_size=spec.global_size(dev),
+                           push_constants=spec.push_constants(), spec_constants=spec.spec_constants(),
+                           local_size=spec.local_size, name=spec.variant)
+        _OWNED[id(launch)] = [run]
+        return launch, [("output", run.out, None)]
+
+    def output(outputs):
+        return outputs[0][1].download(np.float32).reshape(spec.m, spec.n)
+
+    def reference(outputs):
+        c = q4.compare(output(outputs), want, tolerance)
+        return "" if c["correct"] else \
+            f"max |diff| {c['max_abs_diff']:.3g} vs the reference (tolerance {tolerance:.3g})"
+    job = {"shader": spirv.code, "name": f"{text} ({spec.variant})", "spec_constants": dict(spec.spec_constants()),
+           "local_size": tuple(spec.local_size)}
+    return Side(text, "kernel", job, make, spec.bytes_moved(), reference,
+                lambda outputs: torch.from_numpy(output(outputs).copy()),
+                groups=(spec.work_groups, 1, 1), local=tuple(spec.local_size))
+
+
+#: the workbench's own kernels a side may name (NAME[:key=value,...]); any other name is an ET-VK family
+KERNEL_SIDES = {"q4-gemv": _q4_gemv_side}
 
 
 def side(text: str, *, like: Side | None = None, like_dispatch=None, groups=None, push=None, nbytes: int = 1 << 20,
@@ -232,13 +310,15 @@ def side(text: str, *, like: Side | None = None, like_dispatch=None, groups=None
             return _capture_side(f"{text} (edit)", dataclasses.replace(like_dispatch, spirv=code), "edit")
         code, kind = _compile_file(text, defines)
         return _file_side(text, code, kind, groups=groups, push=push, nbytes=nbytes, seed=seed)
+    if text.partition(":")[0].strip() in KERNEL_SIDES:
+        return KERNEL_SIDES[text.partition(":")[0].strip()](text)
     return _family_side(text, executorch)
 
 
 def same_interface(a: Side, b: Side) -> None:
     """ValueError (one line) unless A and B bind the same interface: bindings (set, binding, kind) and push-constant
-    size. ET-VK families compare by their outputs only (each has its own generated resources)."""
-    if "family" in (a.kind, b.kind):
+    size. ET-VK families and the workbench's kernels compare by their outputs only (each has its own resources)."""
+    if {"family", "kernel"} & {a.kind, b.kind}:
         return
     from ..vk import spirv as sp
 
@@ -295,12 +375,14 @@ def _check_side(s: Side, outputs, got: list) -> str:
 
 def isa_beside(a: Side, b: Side, gpus):
     """A DataFrame, a row per side × offline GPU: instructions, ALU, loads, stores, barriers (`vendors.isa`
-    counts) and registers, spills, occupancy (`vendors.mesa.summary`); None without GPUs."""
+    counts), registers, spills, occupancy (`vendors.mesa.stats_rows`) and, on a GPU with a phone's figures, the
+    phone model's prediction (`vendors.phone.predict`: phone_us, phone_bound; the side's work groups and bytes);
+    None without GPUs."""
     if not gpus:
         return None
     import pandas as pd
 
-    from ..vendors import mesa
+    from ..vendors import mesa, phone
     from .isa import Target, counts_table
     gpus = [mesa.check_gpu(g) for g in gpus]
     if not mesa.is_set_up():
@@ -310,14 +392,23 @@ def isa_beside(a: Side, b: Side, gpus):
     counts = counts_table(targets, gpus)
     keep = ["target", "gpu", "error", "instructions", "alu", "loads", "stores", "barriers"]
     counts = counts[[c for c in keep if c in counts.columns]].rename(columns={"target": "side"})
-    rows = []
-    for g in gpus:
-        stats = mesa.stats_many([dict(a.job), dict(b.job)], g, errors="keep")
-        for name, s, st in zip(("A", "B"), (a, b), stats):
-            m = mesa.summary(st, g, s.job.get("local_size") or (64, 1, 1))
-            rows.append({"side": name, "gpu": g.name, "registers": m["registers"], "register_unit": m["register_unit"],
-                         "spills": m["spills"], "occupancy": m["occupancy"]})
-    return counts.merge(pd.DataFrame(rows), on=["side", "gpu"], how="left")
+    jobs = [{**s.job, "name": str(i), "local_size": s.job.get("local_size") or s.local} for i, s in enumerate((a, b))]
+    stats = mesa.stats_rows(jobs, gpu=gpus, errors="keep")
+    stats["side"] = stats["name"].map({"0": "A", "1": "B"})
+    stats["dispatches"] = stats["name"]
+    errors = stats["error"] if "error" in stats else [None] * len(stats)
+    stats["reason"] = [f"compiler: {e}" if isinstance(e, str) and e else "" for e in errors]
+    out = counts.merge(stats[["side", "gpu", "registers", "register_unit", "spills", "occupancy"]], on=["side", "gpu"],
+                       how="left")
+    phones = [g.name for g in gpus if g.name in phone.PHONES]
+    known = [{"dispatch": i, "groups": s.groups, "local_size": s.local, "bytes": s.working_set}
+             for i, s in enumerate((a, b)) if s.groups and s.local]
+    if phones and known:
+        rows = phone.predict(known, stats, phones)
+        rows["side"] = rows["dispatch"].map({0: "A", 1: "B"})
+        rows = rows.rename(columns={"time_us": "phone_us", "bound": "phone_bound"})
+        out = out.merge(rows[["side", "gpu", "phone_us", "phone_bound"]], on=["side", "gpu"], how="left")
+    return out
 
 
 def compare(dev, a: str, b: str | None = None, *, shader=None, regimes=("hot", "cold"), modes=("submits",),
@@ -361,7 +452,7 @@ def compare(dev, a: str, b: str | None = None, *, shader=None, regimes=("hot", "
             checks = {"A": _check_side(side_a, oa, got_a), "B": _check_side(side_b, ob, got_b)}
             if side_a.decode is not None and side_b.decode is not None:
                 differ = _tensors_differ(side_a.decode(oa), side_b.decode(ob))
-            elif "family" in (side_a.kind, side_b.kind):
+            elif {"family", "kernel"} & {side_a.kind, side_b.kind}:
                 differ = "A and B write outputs of different kinds (each checked against its reference instead)"
             else:
                 differ = _outputs_differ((oa, got_a), (ob, got_b))

@@ -50,7 +50,8 @@ def sample_interleaved(device, record_a, record_b, rot, *, mode: str = "submits"
     their side on resource set i (i < rot.copies) with `label`; `rot`: the regime's `cache.Rotation`; `flush`: the
     kernels' `copy.Flush` where `rot.flush_bytes`. Pairs are taken until `min_pairs` and `min_time_s` of GPU time
     (both sides), at most `max_pairs` or `max_time_s`. Returns {"order", "side", "gpu_ns" (per dispatch),
-    "clock_mhz" (per sample), "mode", "dispatches" (per sample), "clock" (the set's clock columns)}."""
+    "clock_mhz" (per sample), "t_s" (host seconds from the set's first sample to this sample's end), "mode",
+    "dispatches" (per sample), "clock" (the set's clock columns)}."""
     if mode not in MODES:
         raise ValueError(f"expected an interleaving among {', '.join(MODES)}, got {mode!r}")
     if rot.flush_bytes and flush is None:
@@ -95,7 +96,7 @@ def _loop(device, recs, mode, per, skip, warmup, min_pairs, max_pairs, min_time_
             rec.submit()
     for rec in recs:  # the one warm-up, both sides (none on CPU devices: cpu_too only after a set on GPUs)
         keep_busy(rec, device, (warmup_seconds(device) - (time.perf_counter() - start)) / len(recs), cpu_too=True)
-    order, side, gpu, clock = [], [], [], []
+    order, side, gpu, clock, when = [], [], [], [], []
     total_ns, pairs = 0.0, 0
     with ClockSampler(device, interval_ms=10) as clocks:
         t0 = time.perf_counter()
@@ -108,6 +109,7 @@ def _loop(device, recs, mode, per, skip, warmup, min_pairs, max_pairs, min_time_
                     side.append(name)
                     gpu.append(got[name] / per)
                     clock.append(clocks.latest())
+                    when.append(time.perf_counter() - t0)
             else:
                 got = _side_ns(recs[0].submit(), skip)
                 for name in SIDES:
@@ -115,6 +117,7 @@ def _loop(device, recs, mode, per, skip, warmup, min_pairs, max_pairs, min_time_
                     side.append(name)
                     gpu.append(got[name] / per)
                     clock.append(clocks.latest())
+                    when.append(time.perf_counter() - t0)
             total_ns += got["A"] + got["B"]
             pairs += 1
             elapsed = time.perf_counter() - t0
@@ -124,8 +127,8 @@ def _loop(device, recs, mode, per, skip, warmup, min_pairs, max_pairs, min_time_
                 break
     mark_busy(device)
     return {"order": np.array(order), "side": np.array(side), "gpu_ns": np.array(gpu, dtype=np.float64),
-            "clock_mhz": np.array(clock, dtype=np.float64), "mode": mode, "dispatches": per,
-            "clock": clocks.columns()}
+            "clock_mhz": np.array(clock, dtype=np.float64), "t_s": np.array(when, dtype=np.float64), "mode": mode,
+            "dispatches": per, "clock": clocks.columns()}
 
 
 def ratio_ci(a_ns, b_ns, *, confidence: float = CONFIDENCE, n_boot: int = BOOTSTRAP, seed: int = 0):
@@ -175,15 +178,16 @@ def summary(got: dict, *, confidence: float = CONFIDENCE, seed: int = 0) -> dict
 
 def ab_frame(sets, extra: dict | None = None):
     """A DataFrame of interleaved sets: `sets` a list of (regime, got) pairs (`sample_interleaved`'s dicts; a dict
-    {regime: got} works too): a row per sample (row "sample": cache, interleave, order, side, us, clock_mhz) and a
+    {regime: got} works too): a row per sample (row "sample": cache, interleave, order, side, us, clock_mhz, t_s) and a
     summary row per set (row "summary", side "B/A": `summary`'s columns); `extra`: {regime: columns} given to that
     regime's rows (its cache columns)."""
     import pandas as pd
     rows = []
     for regime, got in (sets.items() if isinstance(sets, dict) else sets):
         more = dict((extra or {}).get(regime, {}))
-        for o, s, ns, mhz in zip(got["order"], got["side"], got["gpu_ns"], got["clock_mhz"]):
+        when = got.get("t_s", np.full(len(got["order"]), np.nan))
+        for o, s, ns, mhz, t in zip(got["order"], got["side"], got["gpu_ns"], got["clock_mhz"], when):
             rows.append({"row": "sample", "cache": regime, "interleave": got["mode"], "order": int(o), "side": str(s),
-                         "us": float(ns) / 1e3, "clock_mhz": float(mhz), **more})
+                         "us": float(ns) / 1e3, "clock_mhz": float(mhz), "t_s": float(t), **more})
         rows.append({"row": "summary", "cache": regime, "side": "B/A", **summary(got), **more})
     return pd.DataFrame(rows)
