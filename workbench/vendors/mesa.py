@@ -637,28 +637,11 @@ def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build
             }
             debian_source.write_stamp(stamp_path, stamp)  # is_set_up() from here on
             if smoke_test:
-                for gpu in SMOKE_GPUS:
-                    g = check_gpu(gpu)
-                    try:
-                        found = stats(_smoke_spirv(), gpu=g, root=root, name="setup_smoke_test")
-                    except MesaError as exc:
-                        stamp_path.unlink()
-                        raise MesaSetupError("install", f"the test compile on the fake {g.name} failed: {exc}",
-                                             log) from None
-                    figures = summary(found, g)
-                    if figures.get("waves") is None:
-                        stamp_path.unlink()
-                        raise MesaSetupError("install", f"{DRIVER_TITLES[g.driver]} reported no occupancy figure "
-                                                        f"for {g.name}: {found}", log)
-                    echo(f"    test compile on {g.name}: registers {figures.get('registers')}, waves "
-                         f"{figures.get('waves')}/{figures.get('max_waves')}")
+                smoke_compiles(SMOKE_GPUS, root, stamp_path, log, echo, error=MesaSetupError)
             if not keep_build:  # the libraries need none of these; a rebuild makes them again
                 for folder in (build, root / "build-libdrm", deps, root / "src", root / "venv"):
                     shutil.rmtree(folder, ignore_errors=True)
-            debian_source.finish_stamp(
-                stamp, stamp_path, root, started=started, keep_build=keep_build,
-                step_seconds=dict(steps.times, install=round(time.monotonic() - started
-                                                             - sum(steps.times.values()), 1)))
+            finish_stamp(stamp, stamp_path, root, started, keep_build, steps)
         echo(debian_source.done_message("compilers setup", stamp, root))
     return status(root)
 
@@ -666,6 +649,33 @@ def setup(root=None, *, force: bool = False, jobs: int | None = None, keep_build
 def _smoke_spirv():
     from ..toolchain.shaders import compile_glsl
     return compile_glsl(live_vec4_shader(4), name="mesa_smoke")
+
+
+def smoke_compiles(gpus, root, stamp_path, log, echo, *, error) -> None:
+    """A build's last set-up check (this one's and `mesa_newer`'s): a test compile on each of `gpus` with the
+    build in `root` (its stamp written: `stats` needs it) gives an occupancy figure; else the stamp is removed and
+    `error("install", why, log)` raised."""
+    for gpu in gpus:
+        g = check_gpu(gpu)
+        try:
+            found = stats(_smoke_spirv(), gpu=g, root=root, name="setup_smoke_test")
+        except MesaError as exc:
+            stamp_path.unlink()
+            raise error("install", f"the test compile on the fake {g.name} failed: {exc}", log) from None
+        figures = summary(found, g)
+        if figures.get("waves") is None:
+            stamp_path.unlink()
+            raise error("install", f"{DRIVER_TITLES[g.driver]} reported no occupancy figure for {g.name}: {found}",
+                        log)
+        echo(f"    test compile on {g.name}: registers {figures.get('registers')}, waves "
+             f"{figures.get('waves')}/{figures.get('max_waves')}")
+
+
+def finish_stamp(stamp: dict, stamp_path, root, started: float, keep_build: bool, steps) -> None:
+    """`debian_source.finish_stamp` with the install step's seconds: what the set-up took beyond its other steps."""
+    debian_source.finish_stamp(
+        stamp, stamp_path, root, started=started, keep_build=keep_build,
+        step_seconds=dict(steps.times, install=round(time.monotonic() - started - sum(steps.times.values()), 1)))
 
 
 # ----------------------------------------------------------------------------------------------------------------

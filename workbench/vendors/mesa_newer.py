@@ -352,28 +352,11 @@ def setup(source=None, root=None, *, drivers=DRIVERS_BUILT, force: bool = False,
             }
             debian_source.write_stamp(stamp_path, stamp)
             if smoke_test:
-                for gpu in smoke:
-                    g = mesa.check_gpu(gpu)
-                    try:
-                        found_stats = mesa.stats(mesa._smoke_spirv(), gpu=g, root=root, name="setup_smoke_test")
-                    except mesa.MesaError as exc:
-                        stamp_path.unlink()
-                        raise MesaNewerSetupError("install", f"the test compile on the fake {g.name} failed: "
-                                                             f"{exc}", log) from None
-                    figures = mesa.summary(found_stats, g)
-                    if figures.get("waves") is None:
-                        stamp_path.unlink()
-                        raise MesaNewerSetupError("install", f"{mesa.DRIVER_TITLES[g.driver]} reported no occupancy "
-                                                             f"figure for {g.name}: {found_stats}", log)
-                    echo(f"    test compile on {g.name}: registers {figures.get('registers')}, waves "
-                         f"{figures.get('waves')}/{figures.get('max_waves')}")
+                mesa.smoke_compiles(smoke, root, stamp_path, log, echo, error=MesaNewerSetupError)
             if not keep_build:
                 for folder in (build, root / "build-spirv-tools", deps, root / "src", root / "venv",
                                root / "downloads"):
                     shutil.rmtree(folder, ignore_errors=True)
-            debian_source.finish_stamp(
-                stamp, stamp_path, root, started=started, keep_build=keep_build,
-                step_seconds=dict(steps.times, install=round(time.monotonic() - started
-                                                             - sum(steps.times.values()), 1)))
+            mesa.finish_stamp(stamp, stamp_path, root, started, keep_build, steps)
         echo(debian_source.done_message("compilers setup --mesa", stamp, root))
     return mesa.status(root, "newer")

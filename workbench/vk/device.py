@@ -11,7 +11,7 @@ from .errors import Closable, ClosedError, FenceTimeoutError, MissingFeatureErro
 from .interrupts import sigint_deferred
 from .memory import Arena, Buffer, Image
 from .pipeline import Pipeline, destroy_pipeline_objects
-from .recording import Recording, fence_timeout_s
+from .recording import Recording, enum, fence_timeout_s
 
 
 PARKED_PIPELINES = 64  # closed pipelines a device keeps for re-use (lavapipe leaks ~100 KiB per compile)
@@ -287,7 +287,11 @@ class Device(Closable):
                         addressModeW=clamp, maxLod=0.0, borderColor=vk.VK_BORDER_COLOR_INT_TRANSPARENT_BLACK,
                         unnormalizedCoordinates=vk.VK_TRUE if dims == 2 else vk.VK_FALSE)
             for name, value in (fields or {}).items():
-                value = getattr(vk, value, None) if isinstance(value, str) else value  # a VK_* name
+                if isinstance(value, str):  # a VK_* name (recording.enum: the one lookup); unknown: None, refused below
+                    try:
+                        value = enum(value)
+                    except ValueError:
+                        value = None
                 if name not in info and name not in ("mipLodBias", "minLod") or value is None:
                     raise ValueError(f"expected VkSamplerCreateInfo fields with Vulkan values, got {name}={value!r}")
                 info[name] = int(value) if isinstance(value, bool) else value
