@@ -399,6 +399,7 @@ def read_folder(folder) -> list[CapturedDispatch]:
     calls = read_calls(calls_path)
     binaries = folder / BINARIES_DIR
     modules, pipelines, buffers, views, images, sets, templates, samplers = {}, {}, {}, {}, {}, {}, {}, {}
+    history: dict = {}  # set -> [(call index, its contents from then on)]: a set written again after a dispatch
     for call in sorted(calls, key=lambda c: c.get("index", 0)):
         name, args = _function(call)
         if name == "vkCreateShaderModule":
@@ -417,19 +418,20 @@ def read_folder(folder) -> list[CapturedDispatch]:
             samplers[args.get("pSampler")] = {k: info[k] for k in SAMPLER_FIELDS if k in info}
         elif name == "vkUpdateDescriptorSets":
             for write in args.get("pDescriptorWrites") or []:
-                sets.setdefault(write.get("dstSet"), {}).update(_writes([write]))
+                _update_set(sets, history, write.get("dstSet"), _writes([write]), call.get("index", 0))
         elif name in TEMPLATE_CALLS:
             templates[args.get("pDescriptorUpdateTemplate")] = args.get("pCreateInfo") or {}
         elif name in UPDATE_TEMPLATE_CALLS:
             entries = (templates.get(args.get("descriptorUpdateTemplate")) or {}).get("pDescriptorUpdateEntries")
-            sets.setdefault(args.get("descriptorSet"), {}).update(_template_writes(entries, args.get("pData")))
+            _update_set(sets, history, args.get("descriptorSet"), _template_writes(entries, args.get("pData")),
+                        call.get("index", 0))
     dumps = _dispatch_dumps(folder)
     found = []
     kept_barriers = any(_function(c)[0] == "vkCmdPipelineBarrier" for c in calls)
     for rec in _recordings(calls, templates, sets):
         for state in rec["dispatches"]:
-            found.append(_dispatch(len(found), rec, state, modules, pipelines, buffers, views, images, sets,
-                                   dumps.get(state["index"]), binaries, folder))
+            found.append(_dispatch(len(found), rec, state, modules, pipelines, buffers, views, images,
+                                   _sets_at(sets, history, state), dumps.get(state["index"]), binaries, folder))
             found[-1].barriers = state["barriers"] if kept_barriers else None
             found[-1].descriptor_buffer_sets = tuple(n for n, (dset, _) in sorted(state["sets"].items())
                                                      if isinstance(dset, tuple) and dset[0] == "descriptor buffer")
@@ -439,6 +441,27 @@ def read_folder(folder) -> list[CapturedDispatch]:
         raise CaptureError(f"expected at least one vkCmdDispatch in {calls_path}, found none ({len(calls)} calls)")
     _read_only_contents(found)
     return found
+
+
+def _update_set(sets: dict, history: dict, dset, writes: dict, index: int) -> None:
+    """Descriptor set `dset` written by call `index`: its contents from then on are a new dict (the old one stays
+    what earlier dispatches saw: ggml writes the same sets again for every graph it records)."""
+    sets[dset] = {**sets.get(dset, {}), **writes}
+    history.setdefault(dset, []).append((index, sets[dset]))
+
+
+def _sets_at(sets: dict, history: dict, state: dict) -> dict:
+    """The contents of the sets `state` (a dispatch) binds as they were when it was recorded: each set's last write
+    before the dispatch's call index (a set written again later, once its command buffer ran, is another state)."""
+    seen = {}
+    for dset, _ in state["sets"].values():
+        versions = history.get(dset) if not isinstance(dset, tuple) else None
+        if versions:
+            before = [contents for index, contents in versions if index < state["index"]]
+            seen[dset] = before[-1] if before else versions[0][1]
+        elif dset in sets:
+            seen[dset] = sets[dset]
+    return seen
 
 
 READ_ONLY_KINDS = ("sampled_image", "combined_image_sampler")

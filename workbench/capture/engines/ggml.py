@@ -11,6 +11,8 @@ reference: the q4_0 blocks ggml wrote are decoded here, by the format's definiti
 ``mul_mat_vec_q4_0_f32_f32`` shader dequantizes each weight to float and multiplies in float), ``mmvq``
 (``GGML_VK_FORCE_MMVQ``: ``quantize_q8_1`` makes the vector int8 blocks, then ``mul_mat_vec_q4_0_q8_1_f32`` multiplies
 with integer dot products), ``default`` (ggml's own choice per device and shape: on NVIDIA mmvq only where K > 4096).
+ggml runs on Vulkan device 0 (``GGML_VK_VISIBLE_DEVICES``, set to 0 unless given: ggml skips a CPU device such as
+lavapipe unless it is listed).
 
 Tolerance per output: 2^-16 · Σ|w·x| (float32 sums in another order) and, on the mmvq path, 6 · sqrt(Σ w² δ²/12)
 where δ is each vector block's int8 step (max|x| / 127): about 6 standard deviations of the vector's rounding. A
@@ -92,6 +94,7 @@ def run(shapes, *, path: str = "mmv", ggml_dir=None, seed: int = 0, echo=print) 
             x.tofile(folder / f"x{i}.f32")
         env = {**{k: v for k, v in os.environ.items() if k not in ("GGML_VK_DISABLE_MMVQ", "GGML_VK_FORCE_MMVQ")},
                **PATHS[path]}
+        env.setdefault("GGML_VK_VISIBLE_DEVICES", "0")  # ggml skips CPU devices (lavapipe) unless listed
         done = subprocess.run([str(exe), str(folder)], env=env, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"ggml's program ended with status {done.returncode}: "
