@@ -2,6 +2,7 @@
 `build | profile | explorer` (models on ET-VK's own runtime) are in ``cli.etvk_model``."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from .common import add_validation_flags, parse_defines, quick_writer, report_validation
@@ -505,5 +506,29 @@ def register(sub) -> None:
     p.add_argument("--device", help="device index or name substring (default: the current one)")
     add_validation_flags(p)
     p.set_defaults(fn=cmd_shake)
+    p = verbs.add_parser("patch", help="a unified diff replacing one of ET-VK's templates (default: the workbench's "
+                                       "drop-in GEMV), made from the checkout's files now; git apply takes it",
+                         epilog="Nothing of ET-VK is written to the repository: the diff is made at run time "
+                                "(git diff --no-index of the checkout's template and the replacement). " + EPILOG)
+    p.add_argument("--executorch", help="ExecuTorch checkout (default: $WORKBENCH_EXECUTORCH)")
+    p.add_argument("--template", default="q4gsw_linear_gemv_coop__w_4x8", metavar="NAME",
+                   help="the template replaced: a name, file name, path or a prefix naming one "
+                        "(default q4gsw_linear_gemv_coop__w_4x8)")
+    p.add_argument("--with", dest="with_file", metavar="FILE",
+                   help="the replacement template (default: shaders/etvk_dropin/<template>.glsl)")
+    p.add_argument("-o", "--out", help="write the patch here (default: stdout)")
+    p.set_defaults(fn=cmd_patch)
     from . import etvk_model
     etvk_model.register(verbs)
+
+
+def cmd_patch(args) -> int:
+    from ..etvk import dropin
+    text = dropin.patch(args.executorch, args.template, args.with_file)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {args.out} ({text.count(chr(10))} lines); apply in the checkout's root: git apply {args.out}")
+    else:
+        sys.stdout.write(text)
+    return 0
