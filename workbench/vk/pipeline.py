@@ -43,6 +43,19 @@ def _spec_bytes(kind: str, value, spec_id: int) -> bytes:
     return struct.pack(SPEC_FORMATS[kind], value)
 
 
+def _distinct_bindings(name: str, bindings) -> list:
+    """Each binding number once: a shader may declare one binding as several blocks (ggml's shaders alias a buffer
+    as vec4s and as scalars), which the layout, the pool and the writes name once. Aliases of different descriptor
+    kinds are a BindingError."""
+    seen: dict = {}
+    for b in bindings:
+        first = seen.setdefault((b.set, b.binding), b)
+        if first.kind != b.kind:
+            raise BindingError(f"{name}: binding {b.binding} is declared as a {first.kind} ({first.name}) and as a "
+                               f"{b.kind} ({b.name})")
+    return list(seen.values())
+
+
 class Pipeline(Closable):
     """One compute pipeline. `bindings` and `push_constant_size` come from the SPIR-V itself.
 
@@ -64,7 +77,7 @@ class Pipeline(Closable):
         # kept only under the validation layer: naming the binding of a message's instruction (sp.binding_at)
         self.code = code if device.instance.validation else None
         self.reflection = sp.reflect(code)
-        self.bindings = self.reflection.bindings
+        self.bindings = _distinct_bindings(name, self.reflection.bindings)
         self.push_constant_size = self.reflection.push_constant_size
         if any(b.set != 0 for b in self.bindings):
             raise BindingError(f"{name}: only descriptor set 0 is supported, shader uses sets "
