@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from .clocks import ClockSampler
-from .method import summarize_ns
+from .method import enough, label_ns, summarize_ns
 from .warmup import keep_busy, mark_busy, warmup_seconds
 
 MODES = ("submits", "command")
@@ -78,17 +78,6 @@ def sample_interleaved(device, record_a, record_b, rot, *, mode: str = "submits"
             rec.close()
 
 
-def _side_ns(timings, skip) -> dict:
-    out = {}
-    for t in timings:
-        if t.label in skip:
-            continue
-        if t.gpu_ns is None:
-            raise RuntimeError("the queue has no timestamps; GPU time cannot be measured")
-        out[t.label] = out.get(t.label, 0.0) + t.gpu_ns
-    return out
-
-
 def _loop(device, recs, mode, per, skip, warmup, min_pairs, max_pairs, min_time_s, max_time_s) -> dict:
     start = time.perf_counter()
     for _ in range(max(1, warmup)):
@@ -104,14 +93,14 @@ def _loop(device, recs, mode, per, skip, warmup, min_pairs, max_pairs, min_time_
             if mode == "submits":
                 got = {}
                 for rec, name in zip(recs, SIDES):
-                    got[name] = _side_ns(rec.submit(), skip)[name]
+                    got[name] = label_ns(rec.submit(), device, skip)[name]
                     order.append(len(order))
                     side.append(name)
                     gpu.append(got[name] / per)
                     clock.append(clocks.latest())
                     when.append(time.perf_counter() - t0)
             else:
-                got = _side_ns(recs[0].submit(), skip)
+                got = label_ns(recs[0].submit(), device, skip)
                 for name in SIDES:
                     order.append(len(order))
                     side.append(name)
@@ -120,10 +109,8 @@ def _loop(device, recs, mode, per, skip, warmup, min_pairs, max_pairs, min_time_
                     when.append(time.perf_counter() - t0)
             total_ns += got["A"] + got["B"]
             pairs += 1
-            elapsed = time.perf_counter() - t0
-            if pairs >= max_pairs or elapsed >= max_time_s:
-                break
-            if pairs >= min_pairs and total_ns / 1e9 >= min_time_s:
+            if enough(pairs, time.perf_counter() - t0, total_ns / 1e9, min_samples=min_pairs, max_samples=max_pairs,
+                      min_time_s=min_time_s, max_time_s=max_time_s):
                 break
     mark_busy(device)
     return {"order": np.array(order), "side": np.array(side), "gpu_ns": np.array(gpu, dtype=np.float64),

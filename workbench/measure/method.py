@@ -87,6 +87,26 @@ def stability(samples_ns) -> dict:
             "stable": bool(abs(drift) <= STABILITY_DRIFT and spread <= STABILITY_SPREAD)}
 
 
+def enough(count: int, elapsed_s: float, gpu_s: float, *, min_samples: int, max_samples: int, min_time_s: float,
+           max_time_s: float) -> bool:
+    """The method's stopping rule: stop at `max_samples` or after `max_time_s` (host seconds), else once there are
+    `min_samples` samples and `min_time_s` of measured time (`gpu_s`)."""
+    return count >= max_samples or elapsed_s >= max_time_s or (count >= min_samples and gpu_s >= min_time_s)
+
+
+def label_ns(timings, device, skip=()) -> dict:
+    """{label: GPU ns} of one submit's timed commands (commands of one label summed), leaving out `skip`'s labels;
+    RuntimeError where the queue has no timestamps."""
+    out: dict = {}
+    for t in timings:
+        if t.label in skip:
+            continue
+        if t.gpu_ns is None:
+            raise RuntimeError(f"{device.info.name}: the queue has no timestamps; GPU time cannot be measured")
+        out[t.label] = out.get(t.label, 0.0) + t.gpu_ns
+    return out
+
+
 def _sample_once(rec, repeats, labels, min_samples, max_samples, min_time_s, max_time_s):
     gpu, host = [], []
     start = time.perf_counter()
@@ -97,10 +117,8 @@ def _sample_once(rec, repeats, labels, min_samples, max_samples, min_time_s, max
             raise RuntimeError(f"{rec.device.info.name}: the queue has no timestamps; GPU time cannot be measured")
         gpu.append(sum(t.gpu_ns for t in chosen) / repeats)
         host.append(rec.host_ns / repeats)
-        elapsed = time.perf_counter() - start
-        if len(gpu) >= max_samples or elapsed >= max_time_s:
-            break
-        if len(gpu) >= min_samples and sum(gpu) * repeats / 1e9 >= min_time_s:
+        if enough(len(gpu), time.perf_counter() - start, sum(gpu) * repeats / 1e9, min_samples=min_samples,
+                  max_samples=max_samples, min_time_s=min_time_s, max_time_s=max_time_s):
             break
     return np.array(gpu), np.array(host)
 
@@ -175,9 +193,8 @@ def sample_callable(fn, *, sync=None, warmup: int = 2, min_samples: int = 10, ma
                 sync()
             out.append((time.perf_counter_ns() - t0) / repeats)
         elapsed = time.perf_counter() - start
-        if len(out) >= max_samples or elapsed >= max_time_s:
-            break
-        if len(out) >= min_samples and elapsed >= min_time_s:
+        if enough(len(out), elapsed, elapsed, min_samples=min_samples, max_samples=max_samples,
+                  min_time_s=min_time_s, max_time_s=max_time_s):
             break
     return np.array(out, dtype=np.float64)
 
@@ -212,20 +229,13 @@ def sample_each(rec, *, warmup: int = 2, min_samples: int = 10, max_samples: int
     with ClockSampler(device) as clocks:
         start, total_ns, count = time.perf_counter(), 0.0, 0
         while True:
-            timings = rec.submit()
-            if any(t.gpu_ns is None for t in timings):
-                raise RuntimeError(f"{device.info.name}: the queue has no timestamps; GPU time cannot be measured")
-            sample: dict = {}
-            for t in timings:
-                sample[t.label] = sample.get(t.label, 0.0) + t.gpu_ns
+            sample = label_ns(rec.submit(), device)
             for label, ns in sample.items():
                 per.setdefault(label, []).append(ns)
             total_ns += sum(sample.values())
             count += 1
-            elapsed = time.perf_counter() - start
-            if count >= max_samples or elapsed >= max_time_s:
-                break
-            if count >= min_samples and total_ns / 1e9 >= min_time_s:
+            if enough(count, time.perf_counter() - start, total_ns / 1e9, min_samples=min_samples,
+                      max_samples=max_samples, min_time_s=min_time_s, max_time_s=max_time_s):
                 break
     mark_busy(device)
     columns = clocks.columns()
