@@ -693,6 +693,8 @@ def check_bda_capture(folder, device):
     assert len(found) == 3
     from workbench.vk import spirv as sp
     assert [sp.reflect(d.spirv).pointers for d in found] == [{"push": [0, 8]}, {(0, 0): [0, 8]}, {"push": [0, 8]}]
+    # the reader keeps each vkGetBufferDeviceAddress's buffer and result (five buffers: x, y, z, w, the table)
+    assert [sorted(s for _, s in d.addresses.values()) for d in found] == [[24, 256, 256, 256, 256]] * 3
     info = capture.manifest(folder)
     assert "bufferDeviceAddressCaptureReplay" in " ".join(info["layer_messages"])
     assert "buffer device addresses" in info["dump_failed"]

@@ -33,13 +33,15 @@ UPDATE_TEMPLATE_CALLS = ("vkUpdateDescriptorSetWithTemplate", "vkUpdateDescripto
 BIND_SETS_CALLS = ("vkCmdBindDescriptorSets", "vkCmdBindDescriptorSets2KHR", "vkCmdBindDescriptorSets2")
 # VK_EXT_descriptor_buffer: sets whose descriptors live in a buffer's bytes (listed, named, not decoded)
 DESCRIPTOR_BUFFER_CALLS = ("vkCmdSetDescriptorBufferOffsetsEXT", "vkCmdSetDescriptorBufferOffsets2EXT")
+# buffer device addresses: each call's buffer and the address it returned (`CapturedDispatch.addresses`)
+ADDRESS_CALLS = ("vkGetBufferDeviceAddress", "vkGetBufferDeviceAddressKHR", "vkGetBufferDeviceAddressEXT")
 READ_CALLS = frozenset({
     "vkCreateShaderModule", "vkCreateComputePipelines", "vkCreateBuffer", "vkCreateImage", "vkCreateImageView",
     "vkUpdateDescriptorSets", "vkBeginCommandBuffer", "vkEndCommandBuffer", "vkCmdBindPipeline",
     "vkCmdPushConstants", "vkCmdDispatch", "vkCmdDispatchBase", "vkCmdDispatchIndirect", "vkQueueSubmit",
     "vkQueueSubmit2",
     "vkQueueSubmit2KHR", *PUSH_CALLS, *PUSH_TEMPLATE_CALLS, *TEMPLATE_CALLS, *UPDATE_TEMPLATE_CALLS,
-    *BIND_SETS_CALLS, "vkCmdPipelineBarrier", "vkCreateSampler", *DESCRIPTOR_BUFFER_CALLS,
+    *BIND_SETS_CALLS, "vkCmdPipelineBarrier", "vkCreateSampler", *DESCRIPTOR_BUFFER_CALLS, *ADDRESS_CALLS,
 })
 # the VkSamplerCreateInfo fields a replay makes its sampler with (`CapturedBinding.sampler`)
 SAMPLER_FIELDS = ("magFilter", "minFilter", "mipmapMode", "addressModeU", "addressModeV", "addressModeW",
@@ -114,6 +116,9 @@ class CapturedDispatch:
     # capture's calls hold none at all (a folder converted before barriers were kept)
     barriers: tuple | None = None
     descriptor_buffer_sets: tuple = ()  # set numbers bound from a descriptor buffer (VK_EXT_descriptor_buffer)
+    # buffer device addresses the program took before the dispatch's submit: {capture buffer id: (address, size)}
+    # (vkGetBufferDeviceAddress* results; of ranges that overlap, the later-taken); `capture.pointers` rebases them
+    addresses: dict = field(default_factory=dict)
 
     @property
     def spirv_hash(self) -> str:
@@ -400,6 +405,7 @@ def read_folder(folder) -> list[CapturedDispatch]:
     binaries = folder / BINARIES_DIR
     modules, pipelines, buffers, views, images, sets, templates, samplers = {}, {}, {}, {}, {}, {}, {}, {}
     history: dict = {}  # set -> [(call index, its contents from then on)]: a set written again after a dispatch
+    taken = []  # (call index, buffer id, address) of each vkGetBufferDeviceAddress*
     for call in sorted(calls, key=lambda c: c.get("index", 0)):
         name, args = _function(call)
         if name == "vkCreateShaderModule":
@@ -409,6 +415,10 @@ def read_folder(folder) -> list[CapturedDispatch]:
                 pipelines[handle] = info
         elif name == "vkCreateBuffer":
             buffers[args.get("pBuffer")] = int((args.get("pCreateInfo") or {}).get("size", 0))
+        elif name in ADDRESS_CALLS:
+            address = _address((call.get("function") or {}).get("return"))
+            if address:
+                taken.append((call.get("index", 0), (args.get("pInfo") or {}).get("buffer"), address))
         elif name == "vkCreateImage":
             images[args.get("pImage")] = args.get("pCreateInfo") or {}
         elif name == "vkCreateImageView":
@@ -437,6 +447,8 @@ def read_folder(folder) -> list[CapturedDispatch]:
                                                      if isinstance(dset, tuple) and dset[0] == "descriptor buffer")
             for b in found[-1].bindings:
                 b.sampler = samplers.get(b.sampler)
+            found[-1].addresses = _addresses_at(taken, buffers, rec["submit"] if rec["submit"] is not None
+                                                else state["index"])
     if not found:
         raise CaptureError(f"expected at least one vkCmdDispatch in {calls_path}, found none ({len(calls)} calls)")
     _read_only_contents(found)
@@ -462,6 +474,27 @@ def _sets_at(sets: dict, history: dict, state: dict) -> dict:
         elif dset in sets:
             seen[dset] = sets[dset]
     return seen
+
+
+def _address(value) -> int | None:
+    """A converted VkDeviceAddress ("0x5575879ec000", or a number) as an int; None where it is neither."""
+    try:
+        return int(value, 16) if isinstance(value, str) else None if value is None else int(value)
+    except ValueError:
+        return None
+
+
+def _addresses_at(taken: list, buffers: dict, before: int) -> dict:
+    """{buffer id: (address, size)} of the addresses taken before call `before`; of two ranges that overlap (a
+    buffer destroyed and its address given to another), the later-taken."""
+    kept: dict = {}
+    for _, buffer, address in sorted(t for t in taken if t[0] < before):
+        size = int(buffers.get(buffer) or 0)
+        for other, (start, length) in list(kept.items()):
+            if other != buffer and start < address + size and address < start + length:
+                del kept[other]
+        kept[buffer] = (address, size)
+    return kept
 
 
 READ_ONLY_KINDS = ("sampled_image", "combined_image_sampler")

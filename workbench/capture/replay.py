@@ -4,6 +4,7 @@ its outputs compared byte for byte with the captured 'after' bytes, and the disp
 `workbench.measure.sample_recording`."""
 from __future__ import annotations
 
+import dataclasses
 import struct
 from contextlib import contextmanager
 
@@ -13,6 +14,7 @@ from .. import vk
 from ..checks.mismatch import mismatch_report
 from ..measure import sampling, summarize_ns
 from ..vk import spirv as sp
+from . import pointers
 from .format import DISPATCH_CALLS, DUMPED_CALLS, NOT_DUMPED, CapturedDispatch, spec_values
 
 # SPIR-V capabilities a compute shader declares → (the runtime's feature name, Vulkan's): replaying it needs them.
@@ -56,8 +58,9 @@ def local_size_ids(reflection: sp.Reflection) -> set[int]:
     return {sid for sid in (reflection.local_size_spec_ids or ()) if sid is not None}
 
 
-def _check(d: CapturedDispatch, reflection: sp.Reflection) -> dict:
-    """{(set, binding): captured binding} for the shader's bindings; NotReplayable naming what is missing."""
+def _check(d: CapturedDispatch, reflection: sp.Reflection, rebase: bool = False) -> dict:
+    """{(set, binding): captured binding} for the shader's bindings; NotReplayable naming what is missing. A
+    shader that reads pointers replays only where its caller rebases them (`rebase`: `launch_of` does)."""
     if d.command not in DISPATCH_CALLS:
         raise NotReplayable(f"{d.command}: expected vkCmdDispatch, vkCmdDispatchBase or vkCmdDispatchIndirect, "
                             "whose group counts the capture holds; this one is listed, not replayed")
@@ -76,9 +79,9 @@ def _check(d: CapturedDispatch, reflection: sp.Reflection) -> dict:
         raise NotReplayable(f"buffer device addresses ({where}): no dump of its bindings — GFXReconstruct 1.0.5 "
                             "replays a capture's pointers as captured unless the capture device has "
                             "bufferDeviceAddressCaptureReplay (lavapipe has not), and its replay crashed")
-    if reflection.pointers:
-        raise NotReplayable("buffer device addresses: the dumped bytes hold pointers of GFXReconstruct's replay; "
-                            "rebasing them onto the runtime's buffers is not done yet")
+    if reflection.pointers and not rebase:
+        raise NotReplayable("buffer device addresses: rebased onto the runtime's buffers where a dispatch replays "
+                            "alone (`capture replay`), not on this path")
     if d.command not in DUMPED_CALLS and not any(b.after is not None for b in d.bindings):
         raise NotReplayable(NOT_DUMPED)
     for b in reflection.bindings:
@@ -146,7 +149,15 @@ def launch_of(dev, d: CapturedDispatch) -> tuple[vk.Launch, list]:
     bytes: (launch, [(captured binding, its resource)] of the storage buffers and images to compare). The caller
     closes the resources (`launch.resources.values()`). NotReplayable where the runtime cannot run it alone."""
     reflection, local = launch_parameters(d)
-    captured = _check(d, reflection)
+    captured = _check(d, reflection, rebase=True)
+    declared = {(b.set, b.binding): captured[(b.set, b.binding)] for b in reflection.bindings}
+    try:
+        pointing = pointers.plan(d, reflection, declared) if reflection.pointers else None
+    except pointers.PointerError as exc:
+        raise NotReplayable(str(exc)) from None
+    addressed = pointing is not None  # every buffer made with an address, the pointers rebased onto them
+    if addressed:
+        dev.require("buffer_device_address")
     resources, outputs, made = {}, [], {}
     try:
         for b in reflection.bindings:
@@ -154,7 +165,9 @@ def launch_of(dev, d: CapturedDispatch) -> tuple[vk.Launch, list]:
             data = np.frombuffer(c.before if c.before is not None else c.after, np.uint8)
             name = f"{b.set}.{b.binding}:{b.name}"
             if c.kind == sp.UNIFORM_BUFFER:
-                resources[b.binding] = dev.uniform(data, name=name)
+                resources[b.binding] = vk.Buffer(dev, max(len(data), 1), uniform=True, name=name,
+                                                 device_address=True).upload(data) if addressed \
+                    else dev.uniform(data, name=name)
             elif c.kind in IMAGE_KINDS:
                 resources[b.binding] = _image(dev, c, name)
                 if c.kind == sp.STORAGE_IMAGE:
@@ -162,13 +175,64 @@ def launch_of(dev, d: CapturedDispatch) -> tuple[vk.Launch, list]:
             elif _shared_range(c, made) is not None:  # one range bound at two bindings (ncnn): one buffer for both
                 resources[b.binding] = _shared_range(c, made)
             else:
-                resources[b.binding] = made[(c.resource, c.offset, c.size)] = dev.buffer(data, name=name)
+                resources[b.binding] = made[(c.resource, c.offset, c.size)] = dev.buffer(data, name=name,
+                                                                                         device_address=addressed)
                 outputs.append((c, resources[b.binding]))
+        if addressed:
+            d = _rebased(dev, d, reflection, declared, pointing, resources, outputs, made)
     except BaseException:
         for r in resources.values():
             r.close()
         raise
     return bound_launch(d, reflection, local, resources), outputs
+
+
+def _rebased(dev, d: CapturedDispatch, reflection, captured, pointing, resources, outputs, made) -> CapturedDispatch:
+    """The buffers a pointer of `d` reaches that no declared binding made (`pointers.plan`: a range bound at a
+    binding the shader does not declare, from its dump, compared; a buffer no descriptor binds, zeros, not compared)
+    added to `resources` (keys that are no binding number: the recording leaves them out, the launch owns them);
+    every pointer word rebased onto the replay's buffers: in the bytes uploaded, in the 'after' bytes `outputs`
+    compare, and in the push constants of the dispatch returned."""
+    rebase = pointers.Rebase(d.addresses)
+    by_binding = {(b.set, b.binding): resources[b.binding] for b in reflection.bindings}
+    for key, c in captured.items():
+        if isinstance(by_binding.get(key), vk.Buffer):
+            rebase.place(c.resource, c.offset, pointers.size_of(c), by_binding[key].device_address)
+    for c in pointing.extra:
+        buffer = _shared_range(c, made)
+        if buffer is None:
+            data = np.frombuffer(c.before if c.before is not None else c.after, np.uint8)
+            buffer = made[(c.resource, c.offset, c.size)] = dev.buffer(
+                data, name=f"{c.set}.{c.binding} (by pointer)", device_address=True)
+            resources[f"binding {c.set}.{c.binding}, reached by pointer"] = buffer
+            if c.kind == sp.STORAGE_BUFFER and c.before is not None:
+                outputs.append((c, buffer))
+        rebase.place(c.resource, c.offset, pointers.size_of(c), buffer.device_address)
+    for buffer_id, size in pointing.unbound.items():
+        buffer = dev.buffer(nbytes=max(size, 1), name=f"buffer {buffer_id} (by pointer only)", device_address=True)
+        resources[f"buffer {buffer_id}, reached by pointer only"] = buffer
+        rebase.place(buffer_id, 0, size, buffer.device_address)
+    for key, offsets in reflection.pointers.items():
+        if key == "push":
+            continue
+        c, buffer = captured[key], by_binding[key]
+        buffer.upload(np.frombuffer(rebase.bytes(c.before if c.before is not None else c.after, offsets), np.uint8))
+        outputs[:] = [(dataclasses.replace(o, after=rebase.bytes(o.after, offsets)) if o is c else o, r)
+                      for o, r in outputs]
+    return dataclasses.replace(d, push_constants=rebase.bytes(d.push_constants, reflection.pointers.get("push")))
+
+
+def pointer_notes(d: CapturedDispatch, reflection: sp.Reflection) -> list[str]:
+    """What a replay of `d` that rebased its pointers could not check (`pointers.Plan.notes`); [] for a dispatch
+    without pointers, or one that did not replay."""
+    if not reflection.pointers:
+        return []
+    bound = {(b.set, b.binding): b for b in d.bindings}
+    try:
+        return pointers.plan(d, reflection, {(b.set, b.binding): bound[(b.set, b.binding)]
+                                             for b in reflection.bindings if (b.set, b.binding) in bound}).notes()
+    except pointers.PointerError:
+        return []
 
 
 def _shared_range(c, made: dict):
@@ -221,7 +285,7 @@ def replay_one(dev, d: CapturedDispatch, *, time_it: bool = True, quick: bool = 
     of its resources as the rotation needs, one per dispatch (`measure.sample_rotated`); the row says `cache`."""
     row = {"local_size": None, "exact": False, "mismatch": "", "reason": ""}
     try:
-        row["local_size"] = launch_parameters(d)[1]
+        reflection, row["local_size"] = launch_parameters(d)
         launch, outputs = launch_of(dev, d)
     except (NotReplayable, ValueError) as exc:  # CaptureError is a ValueError
         return {**row, "reason": str(exc)}
@@ -236,7 +300,7 @@ def replay_one(dev, d: CapturedDispatch, *, time_it: bool = True, quick: bool = 
                 got = resource_bytes(buf)[:len(c.after)]
                 if got != c.after:
                     wrong.append(binding_mismatch(c, got, c.after))
-            row.update(exact=not wrong, mismatch="; ".join(wrong) if wrong else "exact")
+            row.update(exact=not wrong, mismatch="; ".join((wrong or ["exact"]) + pointer_notes(d, reflection)))
             if time_it:
                 gpu, host, regime = _timed(dev, d, launches, cache, quick)
                 row.update(regime)
