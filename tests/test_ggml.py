@@ -116,3 +116,22 @@ def test_ggml_captured_and_replayed_exact_with_both_paths(tmp_path):
             for d in ds:
                 row = replay_one(dev, d, time_it=False)
                 assert row["exact"], (path, d.dispatch, row["reason"], row["mismatch"])
+
+
+def test_compare_labels_ggml_dispatches_by_the_weights_they_bind():
+    import pandas as pd
+    from workbench.capture import compare
+    frame = pd.DataFrame({"dispatch": [0, 1, 2, 3], "bindings": [
+        "0.0 storage_buffer 4194304 B; 0.1 storage_buffer 4096 B", "0.0 storage_buffer 4096 B; 0.1 storage_buffer 1152 B",
+        "0.0 storage_buffer 589824 B; 0.1 storage_buffer 1152 B", "0.0 storage_buffer 64 B"]})
+    ops, kernels = compare._ggml_ops(frame)
+    assert ops == ["linear", "q4gemv", "q4gemv", ""]
+    assert kernels[:3] == ["mul_mat_vec_f32_f32", "q4gemv step 1 of 2", "mul_mat_vec_q4_0"]
+    assert compare.guess_engine({"command": ["python", "-m", "workbench.capture.engines.ggml", "--net", "field"]}) == "ggml"
+
+
+@needs_ggml
+def test_ggml_runs_the_field_ops_against_torch():
+    lines = []
+    assert engine.run_jobs(engine.field_jobs(), ggml_dir=CHECKOUT, echo=lines.append), lines
+    assert [line.split()[2] for line in lines] == ["linear", "q4gemv"]

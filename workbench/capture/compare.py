@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .engines.field import OPS, shapes
+from .engines.field import OPS, Q4_OPS, shapes
 from .format import CaptureError
 
-ENGINES = ("etvk", "ncnn", "iree")
+ENGINES = ("etvk", "ncnn", "iree", "ggml")
 REGIME_OF_WAY = {"warm": "hot", "cold": "cold"}     # a way of timing → the copy's cache regime
 COLUMNS = ["engine", "op", "kernel", "dispatch", "pipeline", "entry_point", "groups", "local_size", "shape", "bytes",
            "exact", "way", "cache", "median_us", "p10_us", "p90_us", "GB/s", "copy_GBps", "copy_fraction",
@@ -59,7 +59,8 @@ def parse_sources(texts) -> list[tuple[Path, str]]:
 
 def guess_engine(info: dict) -> str:
     command = " ".join(map(str, info.get("command") or info.get("cmd") or []))
-    for key, engine in (("executor_runner", "etvk"), ("engines.ncnn", "ncnn"), ("engines.iree", "iree")):
+    for key, engine in (("executor_runner", "etvk"), ("engines.ncnn", "ncnn"), ("engines.iree", "iree"),
+                        ("engines.ggml", "ggml")):
         if key in command:
             return engine
     return f"unknown (name it: DIR=ENGINE; the captured command was {command[:80]!r})"
@@ -89,10 +90,32 @@ def label(frame: pd.DataFrame, engine: str) -> pd.DataFrame:
         out["op"] = [by_submit[s] if len(submits) == len(OPS) else "" for s in out["submit"]]
         order = out.groupby("submit").cumcount()
         out["kernel"] = [f"{by_submit[s]} layer, dispatch {i}" for s, i in zip(out["submit"], order)]
+    elif engine == "ggml":
+        out["op"], out["kernel"] = _ggml_ops(out)
     else:
         out["kernel"] = out["entry_point"].astype(str)
         out["op"] = [e.split("_dispatch_")[0] if e.split("_dispatch_")[0] in OPS else "" for e in out["kernel"]]
     return out.reset_index(drop=True)
+
+
+def _ggml_ops(out: pd.DataFrame) -> tuple[list, list]:
+    """ggml's field program (`engines.ggml --net field`): the linear layer then the q4_0 GEMV, each found by the
+    weights it binds (1024 × 1024 float32; q4_0 blocks of 18 B per 32), with the dispatches before it (a bias add
+    ggml does not fuse, the integer-dot path's quantization of the vector) as that op's."""
+    from .engines.field import FEATURES
+    weights = {FEATURES * FEATURES * 4: ("linear", "mul_mat_vec_f32_f32"),
+               FEATURES * FEATURES // 32 * 18: ("q4gemv", "mul_mat_vec_q4_0")}
+    ops, kernels, pending = [""] * len(out), [""] * len(out), []
+    for i, text in enumerate(out["bindings"].astype(str)):
+        pending.append(i)
+        sizes = {int(m) for m in re.findall(r"(\d+) B", text)}
+        hit = next((weights[s] for s in sizes if s in weights), None)
+        if hit:
+            for j, row in enumerate(pending):
+                ops[row] = hit[0]
+                kernels[row] = hit[1] if row == i else f"{hit[0]} step {j + 1} of {len(pending)}"
+            pending = []
+    return ops, kernels
 
 
 def _gpu_stats(folder, numbers, gpus) -> pd.DataFrame:
@@ -174,7 +197,7 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
     out["vs_fastest"] = out["us"] / best
     fastest = out.loc[out.groupby(["op", "way"])["us"].idxmin().dropna()].set_index(["op", "way"])["engine"]
     out["fastest"] = [fastest.get((o, w), "") for o, w in zip(out["op"], out["way"])]
-    order = {op: i for i, op in enumerate(OPS)}
+    order = {op: i for i, op in enumerate(OPS + Q4_OPS)}
     return out.sort_values(["op", "way", "engine"], key=lambda s: s.map(order) if s.name == "op" else s,
                            kind="stable").reset_index(drop=True)
 

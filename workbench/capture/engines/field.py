@@ -6,13 +6,15 @@ torch reference on the CPU (an independent check of each engine's output).
 
 ET-VK lowers `torch_module` (`workbench.etvk.model.field`), ncnn runs the same layers as a named net
 (`workbench.capture.engines.ncnn`, ``--net field``), IREE the same ops written in MLIR
-(`workbench.capture.engines.iree`, program ``field``).
+(`workbench.capture.engines.iree`, program ``field``), llama.cpp's ggml the linear layer and, in 4 bits, a GEMV of
+its shape (`workbench.capture.engines.ggml`, ``--net field``).
 """
 from __future__ import annotations
 
 import numpy as np
 
 OPS = ("conv3x3", "conv1x1", "dwconv3x3", "linear")   # in the order every engine runs them
+Q4_OPS = ("q4gemv",)    # where an engine has a 4-bit weight GEMV: 1×1024 → 1024, q4_0 / group 32 (ggml)
 C_IN, C_OUT, H, W = 32, 64, 56, 56
 FEATURES = 1024                                        # the linear layer's inputs and outputs
 
@@ -20,7 +22,8 @@ FEATURES = 1024                                        # the linear layer's inpu
 def shapes() -> dict[str, str]:
     """Each op's shape as the compare table shows it."""
     return {"conv3x3": f"1x{C_IN}x{H}x{W} -> {C_OUT}, k3 p1", "conv1x1": f"1x{C_OUT}x{H}x{W} -> {C_OUT}, k1",
-            "dwconv3x3": f"1x{C_OUT}x{H}x{W}, groups {C_OUT}, k3 p1", "linear": f"1x{FEATURES} -> {FEATURES}"}
+            "dwconv3x3": f"1x{C_OUT}x{H}x{W}, groups {C_OUT}, k3 p1", "linear": f"1x{FEATURES} -> {FEATURES}",
+            "q4gemv": f"1x{FEATURES} -> {FEATURES}, 4-bit weights, group 32"}
 
 
 def weights(seed: int = 0) -> dict[str, np.ndarray]:

@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -77,8 +78,42 @@ def tolerance(w: np.ndarray, x: np.ndarray, path: str) -> np.ndarray:
 
 
 def run(shapes, *, path: str = "mmv", ggml_dir=None, seed: int = 0, echo=print) -> bool:
-    """Build (or reuse) ggml and the program, run it for `shapes` on ggml's Vulkan device 0 by `path`, check each
-    output; True when every one matches. Raises toolchain.ggml.GgmlError / RuntimeError (one line) otherwise."""
+    """Build (or reuse) ggml and the program, run it for `shapes` [(K, N)] (q4_0 weights) on ggml's Vulkan device 0
+    by `path`, check each output; True when every one matches. Raises toolchain.ggml.GgmlError / RuntimeError (one
+    line) otherwise."""
+    jobs = []
+    for k, n in shapes:
+        w, x = problem(k, n, seed)
+        jobs.append(Job(f"{k}x{n}", "q4_0", w, x))
+    return run_jobs(jobs, path=path, ggml_dir=ggml_dir, echo=echo)
+
+
+@dataclass
+class Job:
+    """One matrix-vector product for ggml: weights `w` (N × K float32, quantized by ggml where `type` is q4_0),
+    vector `x` (K), optional `bias` (N); `want`: the float64 reference where not the q4_0 decode's."""
+    name: str
+    type: str
+    w: np.ndarray
+    x: np.ndarray
+    bias: np.ndarray | None = None
+    want: np.ndarray | None = None
+
+
+def field_jobs(seed: int = 0) -> list[Job]:
+    """The field's ops ggml runs (`engines.field`): the linear layer (float32 weights and bias) and a 4-bit GEMV at
+    the same shape (q4_0 weights)."""
+    from .field import FEATURES, inputs, reference, weights
+    w = weights(seed)
+    _, v = inputs(seed)
+    want = reference(w, *inputs(seed))["linear"].reshape(-1)
+    q4w, q4x = problem(FEATURES, FEATURES, seed)
+    return [Job("linear", "f32", w["linear.w"], v.reshape(-1), w["linear.b"], want),
+            Job("q4gemv", "q4_0", q4w, q4x)]
+
+
+def run_jobs(jobs, *, path: str = "mmv", ggml_dir=None, echo=print) -> bool:
+    """`jobs` through ggml's program (see `run`); True when every output is within its tolerance."""
     from ...toolchain import ggml
     if path not in PATHS:
         raise ValueError(f"expected --path among {', '.join(PATHS)}, got {path!r}")
@@ -87,11 +122,15 @@ def run(shapes, *, path: str = "mmv", ggml_dir=None, seed: int = 0, echo=print) 
     ok = True
     with tempfile.TemporaryDirectory(prefix="workbench-ggml-") as tmp:
         folder = Path(tmp)
-        (folder / "shapes.txt").write_text("".join(f"{k} {n}\n" for k, n in shapes))
-        problems = [problem(k, n, seed) for k, n in shapes]
-        for i, (w, x) in enumerate(problems):
-            w.tofile(folder / f"w{i}.f32")
-            x.tofile(folder / f"x{i}.f32")
+        lines = []
+        for i, job in enumerate(jobs):
+            n, k = job.w.shape
+            lines.append(f"{k} {n} {job.type} {int(job.bias is not None)}\n")
+            np.ascontiguousarray(job.w, np.float32).tofile(folder / f"w{i}.f32")
+            np.ascontiguousarray(job.x, np.float32).tofile(folder / f"x{i}.f32")
+            if job.bias is not None:
+                np.ascontiguousarray(job.bias, np.float32).tofile(folder / f"b{i}.f32")
+        (folder / "shapes.txt").write_text("".join(lines))
         env = {**{k: v for k, v in os.environ.items() if k not in ("GGML_VK_DISABLE_MMVQ", "GGML_VK_FORCE_MMVQ")},
                **PATHS[path]}
         env.setdefault("GGML_VK_VISIBLE_DEVICES", "0")  # ggml skips CPU devices (lavapipe) unless listed
@@ -99,14 +138,20 @@ def run(shapes, *, path: str = "mmv", ggml_dir=None, seed: int = 0, echo=print) 
         if done.returncode != 0:
             raise RuntimeError(f"ggml's program ended with status {done.returncode}: "
                                f"{(done.stderr or done.stdout).strip().splitlines()[-1:] or ['no output']}")
-        for i, ((k, n), (w, x)) in enumerate(zip(shapes, problems)):
+        for i, job in enumerate(jobs):
+            n, k = job.w.shape
             got = np.fromfile(folder / f"y{i}.f32", np.float32).astype(np.float64)
-            dequantized = decode_q4_0((folder / f"q{i}.bin").read_bytes(), k, n)
-            want = dequantized @ x.astype(np.float64)
+            held = (folder / f"q{i}.bin").read_bytes()
+            weights = decode_q4_0(held, k, n) if job.type == "q4_0" else \
+                np.frombuffer(held, np.float32).reshape(n, k).astype(np.float64)
+            want = job.want if job.want is not None else weights @ job.x.astype(np.float64) + \
+                (0 if job.bias is None else job.bias.astype(np.float64))
             err = np.abs(got - want)
-            bad = int((err > tolerance(dequantized, x, path)).sum())
+            bad = int((err > tolerance(weights, job.x, path if job.type == "q4_0" else "mmv")
+                       + 1e-5 * (1 + np.abs(want)) * (job.want is not None)).sum())
             ok &= bad == 0
-            echo(f"ggml {path} {k}x{n}: max |error| {err.max():.2e}, {bad} of {n} outputs beyond tolerance")
+            echo(f"ggml {path} {job.name} ({job.type}, {k}x{n}): max |error| {err.max():.2e}, {bad} of {n} outputs "
+                 "beyond tolerance")
     return ok
 
 
@@ -115,10 +160,15 @@ def main(argv=None) -> int:
     parser.add_argument("--ggml", default=None, help="ggml or llama.cpp checkout (default $WORKBENCH_GGML)")
     parser.add_argument("--shapes", default="4096x4096", help="KxN,... (K: inputs, N: outputs; default 4096x4096)")
     parser.add_argument("--path", default="mmv", choices=tuple(PATHS), help="ggml's GEMV path (module docstring)")
+    parser.add_argument("--net", choices=("field",), default=None,
+                        help="field: the field's linear layer (float32 + bias) and a q4_0 GEMV of its shape "
+                             "(`capture compare`), instead of --shapes")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     from ...toolchain import ggml
     try:
+        if args.net == "field":
+            return 0 if run_jobs(field_jobs(args.seed), path=args.path, ggml_dir=args.ggml) else 1
         return 0 if run(parse_shapes(args.shapes), path=args.path, ggml_dir=args.ggml, seed=args.seed) else 1
     except (ggml.GgmlError, RuntimeError, ValueError) as error:
         print(f"ggml: {error}", file=sys.stderr)

@@ -1,15 +1,18 @@
 // The workbench's program for ggml's Vulkan backend (written here; ggml is the user's checkout, built at run time
-// by workbench.toolchain.ggml and linked against): one q4_0 matrix-vector product per shape, each its own graph,
-// computed by ggml_backend_vk in shape order, so a capture holds one GEMV (plus, on the integer-dot path, the
-// activations' quantization) per shape.
+// by workbench.toolchain.ggml and linked against): one matrix-vector product per line, each its own graph, computed
+// by ggml_backend_vk in order, so a capture holds one GEMV (plus, on the integer-dot path, the activations'
+// quantization; plus a bias add where ggml does not fuse it) per line.
 //
-//     ggml_gemv DIR        DIR/shapes.txt: one "K N" a line; DIR/w<i>.f32: N rows of K floats; DIR/x<i>.f32: K floats
-//                          writes DIR/q<i>.bin (ggml's own q4_0 blocks of the weights) and DIR/y<i>.f32 (N floats)
+//     ggml_gemv DIR        DIR/shapes.txt: one "K N TYPE BIAS" a line (TYPE q4_0 or f32 for the weights, BIAS 0/1);
+//                          DIR/w<i>.f32: N rows of K floats; DIR/x<i>.f32: K floats; DIR/b<i>.f32: N floats (BIAS 1)
+//                          writes DIR/q<i>.bin (the weights as ggml holds them: its own q4_0 blocks, or the floats)
+//                          and DIR/y<i>.f32 (N floats)
 //
 // Exit 0 done, 2 no Vulkan device / bad input (one line on stderr). The check against an independent reference is
 // the caller's (workbench.capture.engines.ggml): it decodes q<i>.bin itself and multiplies in float64.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -37,10 +40,11 @@ int main(int argc, char **argv) {
     }
     const std::string dir = argv[1];
     std::ifstream list(dir + "/shapes.txt");
-    std::vector<std::pair<long, long>> shapes;
-    for (long k, n; list >> k >> n;) shapes.emplace_back(k, n);
+    struct Line { long k, n; std::string type; int bias; };
+    std::vector<Line> shapes;
+    for (Line l; list >> l.k >> l.n >> l.type >> l.bias;) shapes.push_back(l);
     if (shapes.empty()) {
-        std::fprintf(stderr, "expected lines \"K N\" in %s/shapes.txt, got none\n", dir.c_str());
+        std::fprintf(stderr, "expected lines \"K N TYPE BIAS\" in %s/shapes.txt, got none\n", dir.c_str());
         return 2;
     }
     if (ggml_backend_vk_get_device_count() < 1) {
@@ -53,30 +57,37 @@ int main(int argc, char **argv) {
         return 2;
     }
     for (size_t i = 0; i < shapes.size(); ++i) {
-        const long k = shapes[i].first, n = shapes[i].second;
-        if (k <= 0 || n <= 0 || k % 32 != 0) {
-            std::fprintf(stderr, "expected K a positive multiple of 32 (q4_0 blocks) and N > 0, got K=%ld N=%ld\n", k, n);
+        const long k = shapes[i].k, n = shapes[i].n;
+        const bool q4 = shapes[i].type == "q4_0", bias = shapes[i].bias != 0;
+        if (k <= 0 || n <= 0 || (q4 && k % 32 != 0) || (!q4 && shapes[i].type != "f32")) {
+            std::fprintf(stderr, "expected K > 0 (a multiple of 32 for q4_0), N > 0, TYPE q4_0 or f32; got K=%ld N=%ld "
+                         "TYPE=%s\n", k, n, shapes[i].type.c_str());
             return 2;
         }
-        std::vector<float> w, x, y(n);
+        std::vector<float> w, x, bv, y(n);
         const std::string tag = std::to_string(i);
-        if (!read_floats(dir + "/w" + tag + ".f32", w, size_t(k) * n) || !read_floats(dir + "/x" + tag + ".f32", x, k)) {
-            std::fprintf(stderr, "expected %s/w%s.f32 (%ld floats) and x%s.f32 (%ld floats), got short files\n",
-                         dir.c_str(), tag.c_str(), k * n, tag.c_str(), k);
+        if (!read_floats(dir + "/w" + tag + ".f32", w, size_t(k) * n) || !read_floats(dir + "/x" + tag + ".f32", x, k) ||
+            (bias && !read_floats(dir + "/b" + tag + ".f32", bv, n))) {
+            std::fprintf(stderr, "expected %s/w%s.f32 (%ld floats), x%s.f32 (%ld floats)%s, got short files\n",
+                         dir.c_str(), tag.c_str(), k * n, tag.c_str(), k, bias ? " and b.f32 (N floats)" : "");
             return 2;
         }
-        ggml_init_params params = {ggml_tensor_overhead() * 4 + ggml_graph_overhead(), nullptr, true};
+        ggml_init_params params = {ggml_tensor_overhead() * 6 + ggml_graph_overhead(), nullptr, true};
         ggml_context *ctx = ggml_init(params);
-        ggml_tensor *a = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, k, n);
+        ggml_tensor *a = ggml_new_tensor_2d(ctx, q4 ? GGML_TYPE_Q4_0 : GGML_TYPE_F32, k, n);
         ggml_tensor *b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, k, 1);
+        ggml_tensor *c = bias ? ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n) : nullptr;
         ggml_tensor *out = ggml_mul_mat(ctx, a, b);
+        if (bias) out = ggml_add(ctx, out, c);
         ggml_cgraph *graph = ggml_new_graph(ctx);
         ggml_build_forward_expand(graph, out);
         ggml_backend_buffer_t buffer = ggml_backend_alloc_ctx_tensors(ctx, backend);
         std::vector<char> q(ggml_nbytes(a));
-        ggml_quantize_chunk(GGML_TYPE_Q4_0, w.data(), q.data(), 0, n, k, nullptr);
+        if (q4) ggml_quantize_chunk(GGML_TYPE_Q4_0, w.data(), q.data(), 0, n, k, nullptr);
+        else std::memcpy(q.data(), w.data(), q.size());
         ggml_backend_tensor_set(a, q.data(), 0, q.size());
         ggml_backend_tensor_set(b, x.data(), 0, x.size() * sizeof(float));
+        if (bias) ggml_backend_tensor_set(c, bv.data(), 0, bv.size() * sizeof(float));
         if (ggml_backend_graph_compute(backend, graph) != GGML_STATUS_SUCCESS) {
             std::fprintf(stderr, "expected ggml's graph (K=%ld N=%ld) to compute, it failed\n", k, n);
             return 2;
