@@ -42,7 +42,7 @@ max(|x| @ |w|ᵀ)``, plus ``HALF2_ROUNDING · max(|x| @ |w|ᵀ)`` for half2's fp
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -51,11 +51,11 @@ from . import KernelRun, linear_global_size
 SHADER = "q4_gemv"
 #: Weight layouts: "rows" (each row's K contiguous: ``shaders/q4_gemv.glsl``) and "tiled" (4-row tiles, a 16-byte
 #: vector = 4 rows × 8 K values, scales in the same tiles: ``shaders/q4_gemv_tiled.glsl``).
-LAYOUTS = ("rows", "tiled")
+LAYOUTS = ("rows", "tiled", "mma")
 TILED_ONLY = ("act_shared", "max_groups", "prefetch", "x_regs", "acc16", "lane_chunks")
 #: Activation registers a thread of the x_regs build holds at most: M · ceil(K / 8 / threads_k) vectors of 8.
 MAX_X_VECTORS = 16
-DEQUANTS = ("magic", "convert", "half2", "dq8")
+DEQUANTS = ("magic", "convert", "half2", "dq8", "mma")
 #: Relative rounding of half2's packed-fp16 sum of a word's 8 products (4 multiply-adds, fused or not: γ₈ of fp16).
 HALF2_ROUNDING = 8 * 2.0 ** -11
 REDUCES = ("shared", "subgroup")
@@ -67,6 +67,15 @@ VARIANT_CHOICES = {"threads_k": (4, 8, 16, 32, 64, 128, 256), "rows": (1, 2, 4, 
 #: unroll · rows weight vectors held per thread at most (registers: 16 uvec4 are 64 of them).
 MAX_VECTORS_IN_FLIGHT = 16
 MAX_M = 8
+#: The tensor-core build (dequant="mma", layout="mma", ``shaders/q4_gemv_mma.glsl``): its MMA shape is 16 weight rows
+#: x 32 K values x MMA_N columns (N from the device's VkCooperativeMatrixPropertiesKHR: `mma_sizes`); tokens 1..N.
+MMA_N = (8, 16)
+MMA_TM, MMA_TK, MMA_ROWS = 16, 32, 32  # an A matrix's rows, the MMA's K, a work group's rows (two A matrices)
+MMA_LOCAL_X = (32, 64, 128, 256, 512)  # 32 · subgroups along K
+MMA_DIAGNOSTICS = {0: "", 2: "_diag_weights", 5: "_diag_cached", 9: "_diag_mma"}
+#: K order of a 32-byte staged row (and of the activations' packed columns): bytes 4i .. 4i + 3 of word pair
+#: (lo, hi) of source word w hold K values 8w + 0, 2, 4, 6 (lo) and 8w + 1, 3, 5, 7 (hi).
+MMA_K_PERM = np.array([8 * (p // 8) + 2 * (p % 4) + (p // 4) % 2 for p in range(32)])
 
 
 def _choice(what: str, value, allowed):
@@ -101,6 +110,7 @@ class Q4GemvSpec:
     x_regs: bool = False      # tiled: each thread's activations in registers, work groups loop over tiles
     acc16: bool = False       # tiled + x_regs: a thread's sums of a row pair in packed fp16, converted once a tile
     lane_chunks: bool = False  # tiled + x_regs: a thread's chunks consecutive in K (the tile's vectors permuted)
+    mma_n: int = 8            # dequant="mma": the MMA's N (8 or 16; listed by the device: `mma_sizes`)
 
     def __post_init__(self):
         for name in ("n", "k", "group_size", "m"):
@@ -108,6 +118,12 @@ class Q4GemvSpec:
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"q4_gemv: {name} must be a positive integer, got {value!r}")
             object.__setattr__(self, name, int(value))
+        if self.dequant == "mma" or self.layout == "mma":
+            self._check_mma()
+            return
+        if self.mma_n != 8:
+            raise ValueError(f"q4_gemv: mma_n belongs to dequant='mma', got mma_n={self.mma_n!r} with "
+                             f"dequant={self.dequant!r}")
         if self.m > MAX_M:
             raise ValueError(f"q4_gemv: m (activation rows) must be 1..{MAX_M} (a GEMV: one weight pass, "
                              f"M·rows accumulators per thread), got {self.m}")
@@ -200,9 +216,62 @@ class Q4GemvSpec:
             raise ValueError(f"q4_gemv: dequant='dq8' is one build of {need} (a thread's activations in "
                              f"registers, its chunks consecutive in K, one tile a thread), got {wrong}")
 
+    def _check_mma(self):
+        """The tensor-core build: one set of options besides its own (mma_n, local_x = 32 · subgroups along K,
+        unroll = K steps loaded ahead, diagnostic 0 / 2 / 5 / 9)."""
+        need = {"dequant": "mma", "layout": "mma", "act_dtype": "int8", "scale_dtype": "half"}
+        wrong = {name: getattr(self, name) for name, value in need.items() if getattr(self, name) != value}
+        if wrong:
+            raise ValueError(f"q4_gemv: the tensor-core build is {need} (int4 weights widened to int8, activations "
+                             f"int8 per token, fp16 group scales), got {wrong}")
+        defaults = {f.name: f.default for f in fields(self)}
+        fixed = ("threads_k", "rows", "vec", "reduce", "max_groups") + TILED_ONLY
+        extra = {name: getattr(self, name) for name in fixed if getattr(self, name) != defaults[name]}
+        if extra:
+            raise ValueError(f"q4_gemv: dequant='mma' takes mma_n, local_x (32 · subgroups along K), unroll (K steps "
+                             f"loaded ahead) and diagnostic; {', '.join(extra)} belong to the other builds, got "
+                             f"{extra}")
+        _choice("mma_n", self.mma_n, MMA_N)
+        _choice("local_x", self.local_x, MMA_LOCAL_X)
+        _choice("unroll", self.unroll, VARIANT_CHOICES["unroll"])
+        if self.diagnostic not in MMA_DIAGNOSTICS:
+            raise ValueError(f"q4_gemv: dequant='mma' has diagnostic 0, 2 (the weight stream alone), 5 (the first 8 "
+                             f"row tiles' data: cache-resident) or 9 (the MMAs alone), got {self.diagnostic!r}")
+        if self.m > self.mma_n:
+            raise ValueError(f"q4_gemv: dequant='mma' takes 1..mma_n tokens (the MMA's N columns hold tokens x "
+                             f"scale groups), got m={self.m} with mma_n={self.mma_n}")
+        if self.group_size % MMA_TK:
+            raise ValueError(f"q4_gemv: dequant='mma' needs group_size a multiple of {MMA_TK} (one MMA's K in one "
+                             f"scale group), got {self.group_size}")
+        if self.k % self.group_size:
+            raise ValueError(f"q4_gemv: K must be a multiple of group_size (whole scale groups, as torchao's "
+                             f"PerGroup and ET-VK's export need), got K={self.k}, group_size={self.group_size}")
+
+    # ------------------------------------------------------------------ the tensor-core build's geometry
+    @property
+    def slots(self) -> int:
+        """mma: scale groups one accumulator holds (its N columns = slots x tokens)."""
+        return self.mma_n // self.m
+
+    @property
+    def batch_steps(self) -> int:
+        """mma: K steps (32 values) per batch: the slots' groups, scaled together."""
+        return self.slots * self.group_size // MMA_TK
+
+    @property
+    def batches(self) -> int:
+        return math.ceil(self.groups / self.slots)
+
+    @property
+    def subgroups_k(self) -> int:
+        """mma: subgroups along K in a work group."""
+        return self.local_x // 32
+
     # ------------------------------------------------------------------ the variant
     @property
     def shader(self) -> str:
+        if self.dequant == "mma":
+            return f"{SHADER}_mma"
         if self.dequant == "dq8":
             return f"{SHADER}_dq8"
         return SHADER if self.layout == "rows" else f"{SHADER}_tiled"
@@ -232,12 +301,17 @@ class Q4GemvSpec:
 
     def shared_bytes(self) -> int:
         """Shared memory the variant declares (checked against the device's limit)."""
+        if self.dequant == "mma":  # per subgroup: two staged 32 x 32-byte A row sets, its fp32 sums (32 x N)
+            return self.subgroups_k * (2 * MMA_ROWS * MMA_TK + 4 * MMA_ROWS * self.mma_n)
         if self.layout == "rows":
             return 4 * self.m * self.rows * self.local_x
         return 4 * self.m * self.rows * (self.local_x // 4) + (2 * self.m * self.k if self.act_shared else 16)
 
     @property
     def defines(self) -> dict:
+        if self.dequant == "mma":
+            return {"M": self.m, "TN": self.mma_n, "KS": self.subgroups_k, "U": self.unroll, "S": self.slots,
+                    "SPB": self.batch_steps, "DIAG": int(self.diagnostic)}
         if self.dequant == "dq8":
             return {"M": self.m, "TK": self.threads_k, "LOCAL": self.local_x, "STEPS": self.steps,
                     "PG": self.group_size // 8, "USE_INT_DOT_EXT": 1, "DIAG_LOADS": int(self.diagnostic)}
@@ -255,6 +329,9 @@ class Q4GemvSpec:
 
     @property
     def variant(self) -> str:
+        if self.dequant == "mma":
+            return (f"{SHADER}_m{self.m}_mma16x{self.mma_n}x32_ks{self.subgroups_k}_u{self.unroll}"
+                    + MMA_DIAGNOSTICS[int(self.diagnostic)])
         return (f"{SHADER}_m{self.m}_r{self.rows}_t{self.threads_k}_l{self.local_x}_v{self.vec}"
                 + (f"_u{self.unroll}" if self.unroll > 1 else "") + f"_{self.dequant}"
                 f"_{self.reduce}" + ("_xh" if self.act_dtype == "half" else "")
@@ -275,7 +352,7 @@ class Q4GemvSpec:
                 "diagnostic": int(self.diagnostic),
                 "layout": self.layout, "act_shared": bool(self.act_shared), "max_groups": self.max_groups,
                 "prefetch": bool(self.prefetch), "x_regs": bool(self.x_regs), "acc16": bool(self.acc16),
-                "lane_chunks": bool(self.lane_chunks)}
+                "lane_chunks": bool(self.lane_chunks), "mma_n": self.mma_n}
 
     def with_shape(self, n: int, k: int, group_size: int | None = None, m: int | None = None) -> "Q4GemvSpec":
         return replace(self, n=n, k=k, group_size=group_size or self.group_size, m=m or self.m)
@@ -285,7 +362,12 @@ class Q4GemvSpec:
         return {}
 
     def check_device(self, device) -> None:
-        """The subgroup reduction relies on whole subgroups of neighbouring invocations; half2 on fp16 arithmetic."""
+        """The subgroup reduction relies on whole subgroups of neighbouring invocations; half2 on fp16 arithmetic;
+        mma on KHR cooperative matrices of its shape (`mma_unsupported_reason`)."""
+        if self.dequant == "mma":
+            reason = mma_unsupported_reason(device, self.mma_n)
+            if reason:
+                raise ValueError(f"q4_gemv: dequant='mma' {reason}")
         if self.dequant == "dq8" and not device.info.features.get("integer_dot_product"):
             raise ValueError(f"q4_gemv: dequant='dq8' needs packed int8 dot products (shaderIntegerDotProduct); "
                              f"{device.info.name} does not offer it")
@@ -309,6 +391,8 @@ class Q4GemvSpec:
 
     @property
     def rows_per_group(self) -> int:
+        if self.dequant == "mma":
+            return MMA_ROWS
         return self.rows * self.local_x // self.threads_k
 
     @property
@@ -337,9 +421,13 @@ class Q4GemvSpec:
         return self.n * self.k // 2
 
     def scale_bytes(self) -> int:
+        if self.dequant == "mma":  # the packed scale tiles: 32 rows x N fp16 per batch (tokens repeat a group's)
+            return math.ceil(self.n / MMA_ROWS) * self.batches * MMA_ROWS * self.mma_n * 2
         return self.n * self.groups * (2 if self.scale_dtype == "half" else 4)
 
     def bytes_read(self) -> int:
+        if self.dequant == "mma":  # activations as the masked int8 columns (N per 32 K values), scale and zero
+            return self.weight_bytes() + self.scale_bytes() + self.k * self.mma_n + 8 * self.m + 4 * self.n  # R[n]
         if self.dequant == "dq8":  # 16 bytes per 8 activations (even, odd, the chunk's sum), scale and zero point,
             return self.weight_bytes() + self.scale_bytes() + 2 * self.m * self.k + 8 * self.m + 4 * self.n  # R[n]
         return self.weight_bytes() + self.scale_bytes() + self.m * self.k * (2 if self.act_dtype == "half" else 4)
@@ -356,12 +444,16 @@ class Q4GemvSpec:
     def weight_bytes_per_step(self) -> int:
         """Weight bytes one thread loads per iteration of its K loop (tiled: a 16-byte vector holds 4 rows; x_regs
         loads a whole tile, its `steps` vectors, per iteration)."""
+        if self.dequant == "mma":
+            return 16 * self.unroll
         if self.layout == "tiled":
             return 16 * (self.rows // 4) * (self.steps if self.x_regs else self.unroll)
         return 4 * self.vec * self.rows * self.unroll
 
     def pack(self, q, scales) -> tuple[np.ndarray, np.ndarray]:
         """(weight words, scale words) as this layout's shader reads them (uint32, flat)."""
+        if self.dequant == "mma":
+            return pack_weights_mma(q).reshape(-1), pack_scales_mma(scales, self)
         if self.layout == "tiled":
             words = pack_weights_tiled(q)  # [T, K / 8, 4]
             if self.lane_chunks:  # chunk t·steps + s of a tile at s·threads_k + t, zero weights past K
@@ -512,11 +604,12 @@ def row_constants(q, scales, group_size: int) -> np.ndarray:
     return (np.asarray(scales, np.float64) * sums).sum(-1).astype(np.float32)
 
 
-def reference_dq8(x, q, scales, group_size: int):
+def reference_dq8(x, q, scales, group_size: int, roundings: float | None = None):
     """(float64 8da4w output [M, N], tolerance): x quantized per token (`quantize_activations_int8`),
     ``(x_q - zp) · s @ dequantize_int4(q, scales)ᵀ`` as torchao's 8da4w computes it. The build's integer sums are
     exact; its fp32 sums over a thread's groups, the reduction and the zero-point term round:
-    ``(K / 8 + 4) · 2⁻²⁴ · max s_x · (|x_q| @ |w|ᵀ + |zp| · Σ_k |w|)``."""
+    ``(K / 8 + 4) · 2⁻²⁴ · max s_x · (|x_q| @ |w|ᵀ + |zp| · Σ_k |w|)`` (`roundings` replaces K / 8 + 4: the
+    tensor-core build rounds once per group and once per partial it adds, `mma_roundings`)."""
     import torch
     x_q, s_x, zp = quantize_activations_int8(x)
     w = dequantize_int4(q, scales, group_size)
@@ -524,7 +617,8 @@ def reference_dq8(x, q, scales, group_size: int):
     sx, z = torch.as_tensor(s_x, dtype=torch.float64)[:, None], torch.as_tensor(zp, dtype=torch.float64)[:, None]
     out = ((xq - z) * sx) @ w.T
     magnitude = (sx * (xq.abs() @ w.abs().T + z.abs() * w.abs().sum(-1)[None])).max() if out.numel() else 0.0
-    return out.numpy(), (xq.shape[-1] / 8 + 4) * 2.0 ** -24 * float(magnitude)
+    roundings = xq.shape[-1] / 8 + 4 if roundings is None else roundings
+    return out.numpy(), roundings * 2.0 ** -24 * float(magnitude)
 
 
 def expected(spec: "Q4GemvSpec", x, q, scales):
@@ -532,7 +626,166 @@ def expected(spec: "Q4GemvSpec", x, q, scales):
     `reference` with the spec's fp16 rounding."""
     if spec.dequant == "dq8":
         return reference_dq8(x, q, scales, spec.group_size)
+    if spec.dequant == "mma":
+        return reference_dq8(x, q, scales, spec.group_size, mma_roundings(spec.k, spec.group_size))
     return reference(x, q, scales, spec.group_size, spec.fp16_rounding)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The tensor-core build (dequant="mma"): its packing, its rounding bound, the device's matrix shapes
+# ---------------------------------------------------------------------------------------------------------------------
+
+def mma_roundings(k: int, group_size: int) -> float:
+    """fp32 roundings on the tensor-core build's way to an output, at most: one multiply-add per group (its exact
+    int32 sum times its scale), the sums of every subgroup's slots (≤ 16 subgroups x 16 slots), the zero-point term
+    and the token's scale; the same bound for every build of a shape (the suite computes one reference a shape)."""
+    return k // group_size + 16 * 16 + 8
+
+
+def pack_weights_mma(q) -> np.ndarray:
+    """int4 q [N, K] (-8..7, K a multiple of 32) → uint32 [ceil(N / 32), K / 32, 32, 4]: (t, s, r) = row 32t + r's
+    4 words of K values 32s .. 32s + 31 (`pack_weights`' words 4s .. 4s + 3; rows past N: zero weights)."""
+    q = np.asarray(q)
+    n, k = q.shape
+    if k % MMA_TK:
+        raise ValueError(f"pack_weights_mma: expected K a multiple of {MMA_TK}, got K={k}")
+    words = pack_weights(q)  # [N, K / 8]
+    pad = -n % MMA_ROWS
+    if pad:
+        words = np.concatenate([words, np.full((pad, k // 8), 0x88888888, np.uint32)])
+    return np.ascontiguousarray(words.reshape(-1, MMA_ROWS, k // MMA_TK, 4).swapaxes(1, 2))
+
+
+def unpack_weights_mma(words, n: int, k: int) -> np.ndarray:
+    """pack_weights_mma's inverse: uint32 [T, K / 32, 32, 4] → int8 [N, K]."""
+    rows = np.asarray(words, np.uint32).reshape(-1, k // MMA_TK, MMA_ROWS, 4).swapaxes(1, 2).reshape(-1, k // 8)
+    return unpack_weights(rows[:n], k)
+
+
+def widen_mma(words) -> np.ndarray:
+    """The shader's widening of a row's 4 words (uint32 [..., 4]) → its 32 staged int8 (16 · q, K in MMA_K_PERM
+    order): per word (w ^ 0x88888888) << 4 & 0xF0F0F0F0, then (w ^ 0x88888888) & 0xF0F0F0F0, as bytes."""
+    x = np.asarray(words, np.uint32) ^ np.uint32(0x88888888)
+    lo = (x << np.uint32(4)) & np.uint32(0xF0F0F0F0)
+    hi = x & np.uint32(0xF0F0F0F0)
+    staged = np.stack([lo, hi], axis=-1).reshape(*x.shape[:-1], 8)
+    return np.ascontiguousarray(staged).view(np.int8)
+
+
+def _mma_columns(spec: "Q4GemvSpec"):
+    """(slot, token) of each of the accumulator's mma_n columns, -1 for columns no slot uses."""
+    j = np.arange(spec.mma_n)
+    used = j < spec.slots * spec.m
+    return np.where(used, j // spec.m, -1), np.where(used, j % spec.m, -1)
+
+
+def pack_activations_mma(x_q, spec: "Q4GemvSpec") -> np.ndarray:
+    """int8 x_q [M, K] → the B matrices, uint32 flat of int8 [K / 32, mma_n, 32]: step s's column j = slot · M + m
+    holds token m's K values 32s + MMA_K_PERM where step s is in a group g with g % slots == slot, zeros elsewhere
+    (and in columns past slots · M)."""
+    x = np.asarray(x_q, np.int8)
+    m, k = x.shape
+    if (m, k) != (spec.m, spec.k):
+        raise ValueError(f"pack_activations_mma: expected x_q of shape {(spec.m, spec.k)}, got {x.shape}")
+    steps = k // MMA_TK
+    chunks = x.reshape(m, steps, MMA_TK)[:, :, MMA_K_PERM]  # [M, steps, 32] in the staged K order
+    out = np.zeros((steps, spec.mma_n, MMA_TK), np.int8)
+    slot_of_step = (np.arange(steps) * MMA_TK // spec.group_size) % spec.slots
+    slot, token = _mma_columns(spec)
+    for j in range(spec.mma_n):
+        if slot[j] < 0:
+            continue
+        hit = slot_of_step == slot[j]
+        out[hit, j] = chunks[token[j], hit]
+    return out.reshape(-1).view(np.uint32)
+
+
+def pack_scales_mma(scales, spec: "Q4GemvSpec") -> np.ndarray:
+    """fp32 scales [N, groups] → the scale tiles, uint32 flat of fp16 [ceil(N / 32), batches, 32, mma_n]: (t, b, r,
+    j) = scale[32t + r, b · slots + slot(j)] (zeros past N, past the last group and in unused columns)."""
+    s = np.asarray(scales, np.float32)
+    n, groups = s.shape
+    if (n, groups) != (spec.n, spec.groups):
+        raise ValueError(f"pack_scales_mma: expected scales of shape {(spec.n, spec.groups)}, got {s.shape}")
+    tiles, batches = math.ceil(n / MMA_ROWS), spec.batches
+    padded = np.zeros((tiles * MMA_ROWS, batches * spec.slots), np.float16)
+    padded[:n, :groups] = s.astype(np.float16)
+    by_batch = padded.reshape(tiles, MMA_ROWS, batches, spec.slots).swapaxes(1, 2)  # [T, B, 32, slots]
+    out = np.zeros((tiles, batches, MMA_ROWS, spec.mma_n), np.float16)
+    slot, _ = _mma_columns(spec)
+    for j in range(spec.mma_n):
+        if slot[j] >= 0:
+            out[..., j] = by_batch[..., slot[j]]
+    return out.reshape(-1).view(np.uint32)
+
+
+def mma_model(x_q, q, scales, spec: "Q4GemvSpec") -> np.ndarray:
+    """The tensor-core build's integer and fp32 path on the host, from the packed buffers (float64 [M, N], before
+    the token's scale and zero point): every batch's MMAs on the widened weights and the masked columns, each
+    accumulator element times its scale tile's element, summed over batches and slots. Checks the packing, the
+    widening and the slot bookkeeping against `reference_dq8` without a device."""
+    tiles, steps = math.ceil(spec.n / MMA_ROWS), spec.k // MMA_TK
+    a = widen_mma(pack_weights_mma(q)).astype(np.int64)  # [T, steps, 32 rows, 32]
+    b = np.asarray(pack_activations_mma(x_q, spec)).view(np.int8).reshape(steps, spec.mma_n, MMA_TK)
+    sc = np.asarray(pack_scales_mma(scales, spec)).view(np.float16).astype(np.float64)
+    sc = sc.reshape(tiles, spec.batches, MMA_ROWS, spec.mma_n)
+    acc = np.zeros((tiles, MMA_ROWS, spec.mma_n))
+    for batch in range(spec.batches):
+        lo, hi = batch * spec.batch_steps, min((batch + 1) * spec.batch_steps, steps)
+        c = np.einsum("tsrk,sjk->trj", a[:, lo:hi], b[lo:hi].astype(np.int64))  # exact int32 sums
+        acc += c * sc[:, batch]
+    slot, token = _mma_columns(spec)
+    out = np.zeros((spec.m, tiles * MMA_ROWS))
+    for j in range(spec.mma_n):
+        if slot[j] >= 0:
+            out[token[j]] += acc[:, :, j].reshape(-1)
+    return out[:, :spec.n] / 16
+
+
+def mma_sizes(device) -> list[tuple[int, int, int]]:
+    """(M, N, K) of the device's VK_KHR_cooperative_matrix entries int8 x int8 -> int32 (A, B, C, D) at subgroup
+    scope; [] without the extension."""
+    if not device.info.features.get("cooperative_matrix_khr"):
+        return []
+    return sorted({(e["M"], e["N"], e["K"]) for e in device.cooperative_matrix_properties()
+                   if e["extension"] == "KHR" and (e["A"], e["B"], e["C"], e["D"]) == ("sint8", "sint8", "sint32",
+                                                                                        "sint32")
+                   and e["scope"] == 3})
+
+
+def choose_mma_n(device, m: int = 1) -> int:
+    """The MMA's N for `m` tokens from the device's list (`mma_sizes`): the smallest N in MMA_N of an entry 16 x N x
+    32 with N ≥ m; ValueError naming the list where there is none."""
+    sizes = mma_sizes(device)
+    for n in MMA_N:
+        if n >= m and (MMA_TM, n, MMA_TK) in sizes:
+            return n
+    raise ValueError(f"q4_gemv: dequant='mma' needs an int8 cooperative matrix 16 x N x 32 with N in {MMA_N}, N >= "
+                     f"{m}; {device.info.name} lists {sizes or 'none'}")
+
+
+def mma_unsupported_reason(device, mma_n: int = 8) -> str | None:
+    """None where the tensor-core build with N = `mma_n` can run on `device`; else why not, in one line (the KHR
+    extension, int8 / fp16 shader types, a subgroup of 32, the listed 16 x N x 32 int8 shape and the int32 / fp32 /
+    fp16 accumulators of 16 x N it converts between)."""
+    f, name = device.info.features, device.info.name
+    if not f.get("cooperative_matrix_khr"):
+        why = getattr(device, "withheld", {}).get("cooperative_matrix_khr")
+        return (f"needs VK_KHR_cooperative_matrix (int8 x int8 -> int32); {name} "
+                + (f"has it {why}" if why else "does not offer it"))
+    for feature in ("shader_int8", "shader_float16"):
+        if not f.get(feature):
+            return f"needs {feature} (the matrices' int8 / fp16 types); {name} lacks it"
+    if device.info.subgroup_size != 32:
+        return f"maps a subgroup's 32 lanes to a tile's 32 rows; {name} has {device.info.subgroup_size} lanes"
+    entries = [e for e in device.cooperative_matrix_properties() if e["extension"] == "KHR" and e["scope"] == 3]
+    if (MMA_TM, mma_n, MMA_TK) not in mma_sizes(device):
+        return (f"needs an int8 x int8 -> int32 cooperative matrix of 16 x {mma_n} x 32; {name} lists "
+                f"{mma_sizes(device) or 'none'}")
+    for kind in ("float32", "float16"):  # the accumulators the scale epilogue converts to and loads
+        if not any(kind in (e["C"], e["D"]) and (e["M"], e["N"]) == (MMA_TM, mma_n) for e in entries):
+            return f"needs a {kind} accumulator of 16 x {mma_n} (the scale epilogue); {name} lists none"
+    return None
 
 
 def _half_words(a) -> np.ndarray:
@@ -559,9 +812,10 @@ class Q4GemvRun(KernelRun):
                 raise ValueError(f"q4_gemv: {name} must be {shape} for this spec, got {a.shape}")
         try:
             self.extra = []
-            if spec.dequant == "dq8":  # the activations quantized per token, as the op before the GEMV would
+            if spec.dequant in ("dq8", "mma"):  # the activations quantized per token, as the op before would
                 x_q, s_x, zp = quantize_activations_int8(x)
-                self.x = self._own(device.buffer(pack_activations_dq8(x_q).reshape(-1), name="q4gemv-xq"))
+                packed = pack_activations_dq8(x_q) if spec.dequant == "dq8" else pack_activations_mma(x_q, spec)
+                self.x = self._own(device.buffer(packed.reshape(-1), name="q4gemv-xq"))
                 self.extra = [self._own(device.buffer(row_constants(q, scales, spec.group_size), name="q4gemv-r")),
                               self._own(device.buffer(np.stack([s_x, zp.astype(np.float32)], -1).reshape(-1),
                                                       name="q4gemv-xqp"))]
