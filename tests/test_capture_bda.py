@@ -180,3 +180,16 @@ def test_the_committed_capture_replays_exact_with_its_dumps_computed(bda_device)
     assert [r["reason"] for r in rows] == ["", "", ""] and all(r["exact"] for r in rows), rows
     assert rows[0]["mismatch"] == rows[1]["mismatch"] == "exact"
     assert f"buffer {ids['w']} ({NBYTES} bytes) reached by pointer only" in rows[2]["mismatch"]
+
+
+def test_the_h200_capture_replays_exact_here(bda_device):
+    """tests/capture_data/nvidia_h200/bda: `tools/gpu_bda.sh` on the H200 (bufferDeviceAddressCaptureReplay: the
+    layer kept opaque addresses, GFXReconstruct's replay made the buffers at them and dumped every binding, the
+    table's pointers as captured). Replayed here, every pointer rebased onto this device's buffers: 3 of 3 exact,
+    w (bound nowhere, so in no dump) named."""
+    folder = HERE / "capture_data" / "nvidia_h200" / "bda"
+    assert "layer_messages" not in capture.manifest(folder) and "dump_failed" not in capture.manifest(folder)
+    frame = capture.replay(folder, device=bda_device, quick=True)
+    assert list(frame["reason"].fillna("")) == ["", "", ""] and frame["exact"].all(), frame.to_dict("records")
+    assert list(frame["mismatch"][:2]) == ["exact", "exact"]
+    assert frame["mismatch"][2].startswith("exact; buffer 13 (256 bytes) reached by pointer only")
