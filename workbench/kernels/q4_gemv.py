@@ -757,6 +757,8 @@ def choose_mma_n(device, m: int = 1) -> int:
     """The MMA's N for `m` tokens from the device's list (`mma_sizes`): the smallest N in MMA_N of an entry 16 x N x
     32 with N ≥ m; ValueError naming the list where there is none."""
     sizes = mma_sizes(device)
+    if not sizes:
+        raise ValueError(f"q4_gemv: dequant='mma' {mma_unsupported_reason(device)}")
     for n in MMA_N:
         if n >= m and (MMA_TM, n, MMA_TK) in sizes:
             return n
@@ -788,6 +790,25 @@ def mma_unsupported_reason(device, mma_n: int = 8) -> str | None:
     return None
 
 
+#: The last problem the tensor-core build packed: (x, q, scales, geometry, buffers) — a cold rotation makes one run
+#: per copy of the same arrays, and packing 58 M weights on the host takes seconds.
+_MMA_LAST: list = []
+
+
+def _mma_buffers(spec: "Q4GemvSpec", x, q, scales) -> tuple:
+    """(masked activation columns, weight tiles, scale tiles, R[n], token scale / zero point pairs) of a problem as
+    the tensor-core build reads them; the last problem's are reused when the same arrays come again."""
+    geometry = (spec.n, spec.k, spec.group_size, spec.m, spec.mma_n)
+    if _MMA_LAST and _MMA_LAST[0] is x and _MMA_LAST[1] is q and _MMA_LAST[2] is scales and _MMA_LAST[3] == geometry:
+        return _MMA_LAST[4]
+    x_q, s_x, zp = quantize_activations_int8(x)
+    words, scale_words = spec.pack(q, scales)
+    buffers = (pack_activations_mma(x_q, spec), words, scale_words, row_constants(q, scales, spec.group_size),
+               np.stack([s_x, zp.astype(np.float32)], -1).reshape(-1))
+    _MMA_LAST[:] = [x, q, scales, geometry, buffers]
+    return buffers
+
+
 def _half_words(a) -> np.ndarray:
     """fp32 values as fp16 pairs in uint32 words (zero-padded to even), as the shader's unpackHalf2x16 reads them."""
     h = np.asarray(a, dtype=np.float32).astype(np.float16).reshape(-1)
@@ -812,10 +833,16 @@ class Q4GemvRun(KernelRun):
                 raise ValueError(f"q4_gemv: {name} must be {shape} for this spec, got {a.shape}")
         try:
             self.extra = []
-            if spec.dequant in ("dq8", "mma"):  # the activations quantized per token, as the op before would
+            if spec.dequant == "mma":
+                packed = _mma_buffers(spec, x, q, scales)
+                self.x, self.w, self.s, r, xqp = (self._own(device.buffer(a, name=f"q4gemv-{name}")) for name, a in
+                                                  zip(("xq", "w", "scales", "r", "xqp"), packed))
+                self.extra = [r, xqp]
+                self.out = self._own(device.buffer(nbytes=4 * spec.m * spec.n, name="q4gemv-out"))
+                return
+            if spec.dequant == "dq8":  # the activations quantized per token, as the op before the GEMV would
                 x_q, s_x, zp = quantize_activations_int8(x)
-                packed = pack_activations_dq8(x_q) if spec.dequant == "dq8" else pack_activations_mma(x_q, spec)
-                self.x = self._own(device.buffer(packed.reshape(-1), name="q4gemv-xq"))
+                self.x = self._own(device.buffer(pack_activations_dq8(x_q).reshape(-1), name="q4gemv-xq"))
                 self.extra = [self._own(device.buffer(row_constants(q, scales, spec.group_size), name="q4gemv-r")),
                               self._own(device.buffer(np.stack([s_x, zp.astype(np.float32)], -1).reshape(-1),
                                                       name="q4gemv-xqp"))]
