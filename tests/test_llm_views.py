@@ -147,3 +147,25 @@ def test_bits_explorer_follows_its_sliders(roofline):
     assert explorer.readout.value == explorer.text and explorer.text.startswith("2 bits, non-GEMV time × 0.5")
     assert f"{expected['tokens_per_s'].iloc[0]:,.0f} tok/s" in explorer.text
     assert explorer.image.value[:4] == b"\x89PNG"
+
+
+def test_field_table_keeps_each_impls_fastest_correct_row_and_its_ratio_to_the_best_peer():
+    base = {"k": 4096, "n": 4096, "model": "Llama-3.1-8B", "layer": "attn q/o", "group_size": 32, "status": "ok",
+            "correct": True, "cache": "cold", "device": "NVIDIA H200"}
+    rows = pd.DataFrame([
+        {**base, "impl": "workbench", "median_us": 7.0, "diagnostic": 0},
+        {**base, "impl": "workbench", "median_us": 3.0, "diagnostic": 2},          # a diagnostic build: left out
+        {**base, "impl": "workbench", "median_us": 6.5, "correct": False},         # wrong: left out
+        {**base, "impl": "llama.cpp-vulkan-q4_0-mmv", "median_us": 8.0},
+        {**base, "impl": "llama.cpp-vulkan-q4_0-mmvq", "median_us": 7.5},
+        {**base, "impl": "torch-int4-tinygemm", "median_us": 9.0},
+        {**base, "impl": "cublas-fp16", "median_us": 14.0},
+        {**base, "impl": "llama.cpp-vulkan-q4_0-mmvq", "median_us": 1.0, "status": "skipped"},
+        {**base, "impl": "copy", "median_us": 4.0}])
+    t = views.field_table(rows).set_index("impl")
+    assert list(t.index) == ["workbench", "llama.cpp-vulkan-q4_0-mmv", "llama.cpp-vulkan-q4_0-mmvq",
+                             "torch-int4-tinygemm", "cublas-fp16"]
+    assert t.loc["workbench", "median_us"] == 7.0 and t.loc["workbench", "vs_best_peer"] == pytest.approx(7 / 7.5)
+    assert t.loc["cublas-fp16", "vs_best_peer"] == pytest.approx(14 / 7.5)
+    fig = views.plot_field(t.reset_index())
+    assert "NVIDIA H200" in fig._suptitle.get_text()

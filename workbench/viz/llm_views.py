@@ -210,6 +210,79 @@ def plot_copy_fraction(best: pd.DataFrame, *, goal: float = 0.9, title: str = "4
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+# The field's GEMVs in the same run
+
+#: the field run's implementations as the table and chart name them (``impl`` prefixes of `q4_gemv_field.csv`)
+FIELD_IMPLS = {"workbench": "workbench (best build)", "etvk": "ET-VK q4gsw_linear_gemv_coop",
+               "llama.cpp-vulkan-q4_0-mmv": "llama.cpp Vulkan q4_0 (float path)",
+               "llama.cpp-vulkan-q4_0-mmvq": "llama.cpp Vulkan q4_0 (integer-dot path)",
+               "torch-int4-tinygemm": "torchao int4 (tinygemm, CUDA)", "cublas-fp16": "cuBLAS fp16 (CUDA)"}
+PEERS = ("llama.cpp-vulkan-q4_0-mmv", "llama.cpp-vulkan-q4_0-mmvq", "torch-int4-tinygemm")  # 4-bit peers
+
+
+def field_table(rows: pd.DataFrame, *, group_size: int = 32) -> pd.DataFrame:
+    """Per shape and regime: the fastest correct row of each implementation (the workbench's diagnostic builds left
+    out), its µs, % of the Vulkan copy at its traffic and regime (`copy_fraction`) and, for CUDA-timed rows, of the
+    CUDA copy (`cuda_copy_fraction`); ``vs_best_peer``: µs ÷ the fastest 4-bit peer's (llama.cpp's two paths,
+    torchao's tinygemm) of the same shape and regime (< 1: faster than every peer)."""
+    _need(rows, ("impl", "k", "n", "median_us", "status"), "q4_gemv_field rows")
+    r = rows[rows["impl"].isin(list(FIELD_IMPLS)) & (rows["status"] == "ok")].copy()
+    if "group_size" in r:
+        r = r[r["group_size"].isna() | (r["group_size"] == group_size)]
+    if "diagnostic" in r:
+        r = r[r["diagnostic"].fillna(0).astype(float) == 0]
+    if "correct" in r:
+        r = r[r["correct"].astype(str).isin(["True", "true", "1", "1.0"])]
+    r["cache"] = r["cache"].fillna("") if "cache" in r else ""
+    keys = ["k", "n", "cache", "impl"]
+    best = r.loc[r.groupby(keys)["median_us"].idxmin()]
+    columns = [*keys, "model", "layer", "variant", "median_us", "p10_us", "p90_us", "copy_fraction",
+               "cuda_copy_fraction", "sm_clock_mhz_median", "device"]
+    best = best[[c for c in columns if c in best]].reset_index(drop=True)
+    peer = best[best["impl"].isin(PEERS)].groupby(["k", "n", "cache"])["median_us"].min().rename("best_peer_us")
+    best = best.merge(peer, on=["k", "n", "cache"], how="left")
+    best["vs_best_peer"] = best["median_us"] / best["best_peer_us"]
+    order = {impl: i for i, impl in enumerate(FIELD_IMPLS)}
+    best["_o"] = best["impl"].map(order)
+    best["_w"] = best["k"] * best["n"]
+    return best.sort_values(["_w", "k", "cache", "_o"]).drop(columns=["_o", "_w"]).reset_index(drop=True)
+
+
+def plot_field(table: pd.DataFrame, *, cache: str = "cold", title: str = "4-bit GEMV at decode beside the field"):
+    """Grouped bars of µs per shape (M = 1, group 32 / q4_0) in regime `cache`, one bar per implementation of
+    `field_table`, the ratio to the best 4-bit peer written over the workbench's bar."""
+    _need(table, ("impl", "k", "n", "cache", "median_us"), "field_table rows")
+    d = table[table["cache"] == cache]
+    shapes = list(dict.fromkeys(zip(d["k"], d["n"])))
+    impls = [i for i in FIELD_IMPLS if (d["impl"] == i).any()]
+    palette = matplotlib.colormaps["tab10"]
+    fig = Figure(figsize=(max(7.0, 1.3 * len(shapes) + 2), 4.2))
+    ax = fig.subplots()
+    width = 0.84 / max(len(impls), 1)
+    x = np.arange(len(shapes))
+    for j, impl in enumerate(impls):
+        v = d[d["impl"] == impl].set_index(["k", "n"])["median_us"].reindex(shapes)
+        pos = x + (j - (len(impls) - 1) / 2) * width
+        ax.bar(pos, v, width=width, color=palette(j), label=FIELD_IMPLS[impl])
+        if impl == "workbench" and "vs_best_peer" in d:
+            ratio = d[d["impl"] == impl].set_index(["k", "n"])["vs_best_peer"].reindex(shapes)
+            for p, val, rt in zip(pos, v, ratio):
+                if np.isfinite(val) and np.isfinite(rt):
+                    ax.text(p, val * 1.02, f"{1 / rt:.2f}×", ha="center", va="bottom", fontsize=7)
+    labels = []
+    for k, n in shapes:
+        row = d[(d["k"] == k) & (d["n"] == n)].iloc[0]
+        labels.append(f"{row.get('model', '')}\n{int(k)}→{int(n)}")
+    ax.set_xticks(x, labels, fontsize=7.5)
+    ax.set_ylabel(f"µs per GEMV ({cache} cache)")
+    ax.legend(fontsize=7.5, ncol=2, loc="upper left")
+    fig.suptitle(f"{title} ({cache}) · {device_names(d) or 'device unknown'}\nover the workbench's bar: its "
+                 "speed-up on the fastest 4-bit peer", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------------------------
 # The vendors' compilers
 
 VENDOR_METRICS = (("instructions_per_weight_byte", "static instructions per\nweight byte loaded per step"),
