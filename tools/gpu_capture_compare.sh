@@ -3,7 +3,8 @@
 # field's ops (workbench.capture.engines.field) captured on ET-VK's runtime, ncnn and IREE and compared.
 # Carry: .carry_cov (executor_runner, names.json), .carry_gfx (GFXReconstruct), .carry_cmp (etvk_prog/: the field's
 # program lowered here by `python -m workbench.etvk.model.field`; vmfb/: IREE's modules compiled here with
-# $WORKBENCH_IREE_VMFB_DIR set), .whl (ncnn, iree-base-runtime), .gl. Usage, after the prepare.sh prefix:
+# $WORKBENCH_IREE_VMFB_DIR set), .whl (ncnn, iree-base-runtime), .gl; with $WORKBENCH_GGML (+ $WORKBENCH_GGML_DIR)
+# llama.cpp's ggml as a fourth engine. Usage, after the prepare.sh prefix:
 #   bash tools/gpu_capture_compare.sh $OUT
 # Writes $OUT/capture_coverage_peers.csv (the committed table of data/<device>/ with IREE's rows added),
 # $OUT/capture_compare.csv, $OUT/capture_compare_summary.csv and $OUT/compare.log.
@@ -31,6 +32,10 @@ j.capture_program(build.from_path('/tmp/c/cov/bin/executor_runner'), j.lowered_p
 $WB capture run --hide-extension VK_KHR_push_descriptor --out $C/ncnn -- $PY -m workbench.capture.engines.ncnn --net field
 $WB capture run --out $C/iree -- $PY -m workbench.capture.engines.iree field
 $WB capture coverage $C/iree --engine iree --program field --csv "$OUT/capture_coverage_peers.csv"
-$WB capture compare $C/etvk=etvk $C/ncnn=ncnn $C/iree=iree --names /tmp/c/cov/names.json --gpus none \
+GGML_SOURCE=
+if [ -n "${WORKBENCH_GGML:-}" ]; then   # llama.cpp's ggml (a checkout, built at run time): its own path choice
+  $WB capture run --out $C/ggml -- $PY -m workbench.capture.engines.ggml --net field --path default && GGML_SOURCE=$C/ggml=ggml
+fi
+$WB capture compare $C/etvk=etvk $C/ncnn=ncnn $C/iree=iree $GGML_SOURCE --names /tmp/c/cov/names.json --gpus none \
   --warm-seconds ${WARM_SECONDS:-0.5} ${COMPARE_OPTIONS:-} --csv "$OUT/capture_compare.csv" \
   --summary-csv "$OUT/capture_compare_summary.csv"
