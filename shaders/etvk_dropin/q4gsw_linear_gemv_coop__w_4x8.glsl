@@ -14,15 +14,16 @@
 //   dispatch   ceil(N8 / NUM_GROUPS) work groups along x; one work group owns NUM_GROUPS consecutive 8-row tiles
 //
 // What it does differently (docs/llm-decode.md, "Drop-in GEMV"):
-//   * each thread walks its K in chunks of 4 consecutive 16-byte weight vectors (4 loads in flight); where
-//     group_size is a multiple of 16 a chunk lies in one scale group, so the 8 rows' scales are read as two vec4s
-//     and applied once per chunk (ET-VK: two multiplies per weight);
+//   * each thread walks its K in chunks of CHUNK (2) consecutive 16-byte weight vectors; where group_size is a
+//     multiple of 4 * CHUNK a chunk lies in one scale group, so the 8 rows' scales are read as two vec4s and applied
+//     once per chunk (ET-VK: two multiplies per weight). CHUNK 4 keeps more loads in flight but takes 24 vec4
+//     registers on Adreno a740 (occupancy 0.5), CHUNK 1 takes ET-VK's 12 (1.0); 2 takes 19 (0.625);
 //   * a nibble is made a float without a conversion: OR-ed into the mantissa of 2^23 at its place in a 16-bit half
 //     of the word, minus 2^23 + 8 * 16^i it is (q - 8) * 16^i exactly; the 16^-i goes into the activations once per
 //     vector, so a weight costs AND, OR, SUB and one FMA of a dot product;
 //   * the partial sums of the WORKERS_PER_GROUP threads of a tile are added in one pass over shared memory (one or
 //     two barriers, not a log2(WORKERS_PER_GROUP)-step tree), every thread summing 8 of them.
-// Where K / 4 < 4 * WORKERS_PER_GROUP (small K in the 64-worker variant) the threads take single vectors round
+// Where K / 4 < CHUNK * WORKERS_PER_GROUP (small K in the 64-worker variant) the threads take single vectors round
 // robin instead of chunks so that none idles. Subgroup operations are not used: ET-VK's interface has no way to
 // say whether the device supports them (an optional Vulkan feature), and the template must run everywhere.
 
@@ -46,6 +47,8 @@ $if WEIGHT_STORAGE != "buffer" or WEIGHT_KC == 1:
 #define WORKERS ${WORKERS_PER_GROUP}
 #define THREADS (NUM_GROUPS * WORKERS)
 #define TILE_ROWS 8
+// weight vectors a thread takes per step (consecutive along K, one scale group: group_size % (4 * CHUNK) == 0)
+#define CHUNK 2
 #define OUTPUTS (NUM_GROUPS * TILE_ROWS)
 // threads per output in the reduction's first pass (each adds 8 workers' sums)
 #define PARTS (WORKERS / 8)
@@ -130,25 +133,20 @@ void main() {
 
   vec4 acc0 = vec4(0.0), acc1 = vec4(0.0);
   if (tile_valid) {
-    if (blocks % 4 == 0 && K4 >= 4 * WORKERS) {
-      // chunks of 4 consecutive vectors, one scale group each
-      for (int c = worker; 4 * c < K4; c += WORKERS) {
-        const int k4 = 4 * c;
-        ivec4 w[4];
-        vec4 x[4];
-        [[unroll]] for (int u = 0; u < 4; ++u) {
-          w[u] = t_q4_weights[(k4 + u) * N8 + n8];
-          x[u] = load_x(k4 + u);
+    if (blocks % CHUNK == 0 && K4 >= CHUNK * WORKERS) {
+      // chunks of CHUNK consecutive vectors, one scale group each
+      for (int c = worker; CHUNK * c < K4; c += WORKERS) {
+        const int k4 = CHUNK * c;
+        vec4 d0 = vec4(0.0), d1 = vec4(0.0);
+        [[unroll]] for (int u = 0; u < CHUNK; ++u) {
+          const ivec4 w = t_q4_weights[(k4 + u) * N8 + n8];
+          vec4 xl, xh;
+          scaled_x(load_x(k4 + u), xl, xh);
+          dot_vector(w, xl, xh, d0, d1);
         }
         const int s = (k4 / blocks) * scale_pitch + 2 * n8;
         const vec4 s0 = vec4(t_scales[s]);
         const vec4 s1 = second_half ? vec4(t_scales[s + 1]) : vec4(0.0);
-        vec4 d0 = vec4(0.0), d1 = vec4(0.0);
-        [[unroll]] for (int u = 0; u < 4; ++u) {
-          vec4 xl, xh;
-          scaled_x(x[u], xl, xh);
-          dot_vector(w[u], xl, xh, d0, d1);
-        }
         acc0 = fma(s0, d0, acc0);
         acc1 = fma(s1, d1, acc1);
       }
