@@ -194,3 +194,22 @@ def test_the_h200_capture_replays_exact_here(bda_device):
     assert list(frame["reason"].fillna("")) == ["", "", ""] and frame["exact"].all(), frame.to_dict("records")
     assert list(frame["mismatch"][:2]) == ["exact", "exact"]
     assert frame["mismatch"][2].startswith("exact; buffer 13 (256 bytes) reached by pointer only")
+
+
+def test_a_shader_whose_pointers_the_reflection_cannot_place_is_named(bda_device):
+    """An address taken from an integer (uint64_t cast to a pointer): no pointer member where the reflection looks,
+    so nothing to rebase; the dispatch is named, never run with the captured address."""
+    from workbench.toolchain.shaders import compile_glsl
+    code = compile_glsl("""#version 450
+#extension GL_EXT_buffer_reference : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+layout(local_size_x = 64) in;
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer Ints { int v[]; };
+layout(set = 0, binding = 0) buffer X { int x[]; };
+layout(push_constant) uniform P { uint64_t dst; };
+void main() { Ints(dst).v[gl_GlobalInvocationID.x] = x[gl_GlobalInvocationID.x]; }
+""", name="bda_cast").code
+    assert sp.reflect(code).pointers == {}
+    d = dispatch(code, struct.pack("<Q", FAKE[Y][0]), [binding(0, X, XS)])
+    row = replay_one(bda_device, d, time_it=False)
+    assert row["reason"].startswith("buffer device addresses: the shader declares PhysicalStorageBufferAddresses"), row

@@ -82,6 +82,11 @@ def _check(d: CapturedDispatch, reflection: sp.Reflection, rebase: bool = False)
     if reflection.pointers and not rebase:
         raise NotReplayable("buffer device addresses: rebased onto the runtime's buffers where a dispatch replays "
                             "alone (`capture replay`), not on this path")
+    if not reflection.pointers and any(f.key == "buffer_device_address" for f in sp.needed_features(d.spirv)):
+        raise NotReplayable("buffer device addresses: the shader declares PhysicalStorageBufferAddresses but holds "
+                            "no pointer where the reflection looks (push constants, members of bound blocks): its "
+                            "addresses come from integers or runtime arrays, which the replay cannot rebase (run as "
+                            "captured, they would be dereferenced on this device)")
     if d.command not in DUMPED_CALLS and not any(b.after is not None for b in d.bindings):
         raise NotReplayable(NOT_DUMPED)
     for b in reflection.bindings:
