@@ -32,6 +32,16 @@ def test_ratio_interval_and_verdict_on_known_samples():
         mab.ratio_ci([1.0], [1.0, 2.0])
 
 
+def test_a_sample_holds_enough_gpu_time_on_a_gpu():
+    """On a GPU a sample records a side's dispatch back to back until it holds SAMPLE_US (a lone 50 µs dispatch per
+    submit left an H200 at its idle clock); one on CPU devices or where the time is unknown."""
+    from types import SimpleNamespace
+    gpu = SimpleNamespace(info=SimpleNamespace(is_cpu=False))
+    cpu = SimpleNamespace(info=SimpleNamespace(is_cpu=True))
+    assert mab.repeats_for(gpu, 50e3) == 40 and mab.repeats_for(gpu, 1e3) == mab.MAX_REPEATS
+    assert mab.repeats_for(gpu, 5e6) == 1 and mab.repeats_for(gpu, 0.0) == 1 and mab.repeats_for(cpu, 50e3) == 1
+
+
 def test_four_times_the_loop_is_slower_in_both_interleavings(device):
     got = ab.compare(device, str(LOOP), str(LOOP4), regimes="hot", modes=("submits", "command"), **FILES)
     assert got.same_output == "" and got.checks == {"A": "", "B": ""}

@@ -446,7 +446,8 @@ def compare(dev, a: str, b: str | None = None, *, shader=None, regimes=("hot", "
             with dev.record("ab check") as rec:
                 la.record(rec, launches.pipeline_of(0))
                 lb.record(rec, launches.pipeline_of(1))
-                rec.submit()
+                once = [t.gpu_ns for t in rec.submit() if t.gpu_ns]
+            repeats = mab.repeats_for(dev, min(once) if once else 0.0)  # a sample's dispatches back to back
             got_a = [_bytes(r) for _, r, _ in oa]
             got_b = [_bytes(r) for _, r, _ in ob]
             checks = {"A": _check_side(side_a, oa, got_a), "B": _check_side(side_b, ob, got_b)}
@@ -470,8 +471,8 @@ def compare(dev, a: str, b: str | None = None, *, shader=None, regimes=("hot", "
                             got = mab.sample_interleaved(
                                 dev, lambda rec, i, label: sa[i].record(rec, launches.pipeline_of(0), label=label),
                                 lambda rec, i, label: sb[i].record(rec, launches.pipeline_of(1), label=label),
-                                rot, mode=mode, flush=flush, min_pairs=min_pairs, min_time_s=min_time_s,
-                                max_time_s=max_time_s, max_pairs=max(min_pairs, 400))
+                                rot, mode=mode, flush=flush, repeats=repeats, min_pairs=min_pairs,
+                                min_time_s=min_time_s, max_time_s=max_time_s, max_pairs=max(min_pairs, 400))
                             sets.append((regime, got))
                 finally:
                     for launch in sa[1:] + sb[1:]:

@@ -25,13 +25,26 @@ import time
 import numpy as np
 
 from .clocks import ClockSampler
-from .method import enough, label_ns, summarize_ns
-from .warmup import keep_busy, mark_busy, warmup_seconds
+from .method import STABILITY_ATTEMPTS, clock_ok, enough, label_ns, summarize_ns
+from .warmup import GPU_WARMUP_S, keep_busy, mark_busy, warmup_seconds
 
 MODES = ("submits", "command")
 SIDES = ("A", "B")
 CONFIDENCE = 0.95
 BOOTSTRAP = 4000
+#: GPU time a sample should hold at least (dispatches back to back, `repeats_for`): a lone dispatch of tens of µs
+#: per submit leaves an H200 idle between submits and its clock at 345 MHz (tools/gpu_ab.sh's first run)
+SAMPLE_US = 2000.0  # of the check run's dispatch, taken at whatever clock the GPU had: a floor
+MAX_REPEATS = 64
+
+
+def repeats_for(device, dispatch_ns: float, *, sample_us: float = SAMPLE_US, most: int = MAX_REPEATS) -> int:
+    """How many dispatches of a side a sample records back to back: enough for `sample_us` of GPU time at
+    `dispatch_ns` each (at most `most`), so the GPU stays loaded and its clock up; 1 on CPU devices (lavapipe's
+    samples are milliseconds) or where the dispatch's time is not known."""
+    if device.info.is_cpu or not dispatch_ns or dispatch_ns != dispatch_ns or dispatch_ns <= 0:
+        return 1
+    return int(min(most, max(1, -(-sample_us * 1e3 // dispatch_ns))))
 
 
 def _recorded(device, record, rot, copies_label: str, flush, per: int, record_options):
@@ -79,12 +92,30 @@ def sample_interleaved(device, record_a, record_b, rot, *, mode: str = "submits"
 
 
 def _loop(device, recs, mode, per, skip, warmup, min_pairs, max_pairs, min_time_s, max_time_s) -> dict:
+    """The warm-up, then a set (`_set`); a set that ran below the settled clock (`method.clock_ok`) is taken again
+    after a full warm-up, up to STABILITY_ATTEMPTS sets on GPUs (as `sample_recording` does); the last is returned,
+    with `attempts` and the clock columns' `clock_ok`."""
     start = time.perf_counter()
     for _ in range(max(1, warmup)):
         for rec in recs:
             rec.submit()
-    for rec in recs:  # the one warm-up, both sides (none on CPU devices: cpu_too only after a set on GPUs)
-        keep_busy(rec, device, (warmup_seconds(device) - (time.perf_counter() - start)) / len(recs), cpu_too=True)
+    seconds = warmup_seconds(device) - (time.perf_counter() - start)  # once: keep_busy marks the device busy
+    for rec in recs:  # the one warm-up, both sides (none on CPU devices: warmup_seconds is 0 there)
+        keep_busy(rec, device, seconds / len(recs), cpu_too=True)
+    attempts = 1 if device.info.is_cpu else STABILITY_ATTEMPTS
+    for attempt in range(1, attempts + 1):
+        got = _set(device, recs, mode, per, skip, min_pairs, max_pairs, min_time_s, max_time_s)
+        got["clock"]["clock_ok"] = ok = clock_ok(device, got["clock"])
+        got["attempts"] = attempt
+        if ok is not False:
+            break
+        if attempt < attempts:
+            for rec in recs:
+                keep_busy(rec, device, GPU_WARMUP_S / len(recs))
+    return got
+
+
+def _set(device, recs, mode, per, skip, min_pairs, max_pairs, min_time_s, max_time_s) -> dict:
     order, side, gpu, clock, when = [], [], [], [], []
     total_ns, pairs = 0.0, 0
     with ClockSampler(device, interval_ms=10) as clocks:
@@ -159,8 +190,9 @@ def summary(got: dict, *, confidence: float = CONFIDENCE, seed: int = 0) -> dict
             "p10_us_A": sa["p10_us"], "p90_us_A": sa["p90_us"], "p10_us_B": sb["p10_us"], "p90_us_B": sb["p90_us"],
             "ratio": ratio, "ci_lo": lo, "ci_hi": hi, "confidence": confidence, "verdict": verdict(ratio, lo, hi),
             "interleave": got["mode"], "dispatches_per_sample": got["dispatches"],
-            "sm_clock_mhz_median": clock.get("sm_clock_mhz_median"), "clock_source": clock.get("clock_source"),
-            "clock_note": clock.get("clock_note")}
+            "sm_clock_mhz_median": clock.get("sm_clock_mhz_median"), "sm_clock_mhz_min": clock.get("sm_clock_mhz_min"),
+            "clock_ok": clock.get("clock_ok"), "attempts": got.get("attempts", 1),
+            "clock_source": clock.get("clock_source"), "clock_note": clock.get("clock_note")}
 
 
 def ab_frame(sets, extra: dict | None = None):
