@@ -191,6 +191,7 @@ def summary(got: dict, *, confidence: float = CONFIDENCE, seed: int = 0) -> dict
             "ratio": ratio, "ci_lo": lo, "ci_hi": hi, "confidence": confidence, "verdict": verdict(ratio, lo, hi),
             "interleave": got["mode"], "dispatches_per_sample": got["dispatches"],
             "sm_clock_mhz_median": clock.get("sm_clock_mhz_median"), "sm_clock_mhz_min": clock.get("sm_clock_mhz_min"),
+            "max_sm_clock_mhz_limit": clock.get("max_sm_clock_mhz_limit"),
             "clock_ok": clock.get("clock_ok"), "attempts": got.get("attempts", 1),
             "clock_source": clock.get("clock_source"), "clock_note": clock.get("clock_note")}
 

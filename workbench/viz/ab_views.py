@@ -28,6 +28,9 @@ def ab_chart(frame: pd.DataFrame, isa: pd.DataFrame | None = None) -> Figure:
     keys = list(dict.fromkeys(zip(samples["cache"], mode_of)))
     phone = isa is not None and "phone_us" in isa and isa["phone_us"].notna().any()
     panels = len(keys) + 1 + int(phone)
+    clocks = [samples["clock_mhz"].max() if "clock_mhz" in samples else np.nan,
+              summary["max_sm_clock_mhz_limit"].max() if "max_sm_clock_mhz_limit" in summary else np.nan]
+    clock_top = float(np.nanmax(clocks)) * 1.1 if np.isfinite(clocks).any() else 1.0  # one scale: sets compare
     fig = Figure(figsize=(4.2 * len(keys) + 3.2 * (1 + int(phone)), 3.4))
     axes = fig.subplots(1, panels, squeeze=False)[0]
     for ax, (cache, mode) in zip(axes, keys):
@@ -47,7 +50,7 @@ def ab_chart(frame: pd.DataFrame, isa: pd.DataFrame | None = None) -> Figure:
             twin = ax.twinx()
             twin.plot(d[x], clock, "-", lw=1, color=CLOCK, label="SM clock")
             twin.set_ylabel("SM clock (MHz)", color=CLOCK)
-            twin.set_ylim(0, float(np.nanmax(clock)) * 1.1)
+            twin.set_ylim(0, clock_top)
         else:
             note = summary["clock_note"].dropna() if "clock_note" in summary else pd.Series(dtype=object)
             text = textwrap.fill("no SM clock: " + (note.iloc[0] if len(note) else "no clock source"), 48)
