@@ -2,7 +2,7 @@
 VK_KHR_cooperative_matrix: correctness at awkward shapes, then its builds timed cold and hot beside the best existing
 builds at Llama-3.1-8B's shapes, in one run.
 
-    python3 tools/gpu_q4_mma.py OUT [--check-only] [--all-field] [--budget S]
+    python3 tools/gpu_q4_mma.py OUT [--check-only] [--all-field] [--budget S] [--shape KxN ...] [--mma-only]
 
 1. The device's KHR int8 cooperative-matrix list (`q4_gemv.mma_sizes`) and the MMA's N chosen from it; where the
    build cannot run, the one-line reason is printed and written (OUT/q4_gemv_mma_check.csv) and the run ends.
@@ -17,6 +17,8 @@ builds at Llama-3.1-8B's shapes, in one run.
    data/NVIDIA_H200/q4_gemv_field.csv (all of them with --all-field or without that file): OUT/q4_gemv_mma.*.
    Per shape the best of each build family, cold and hot, µs and the fraction of the copy. A shape not begun
    within --budget seconds (default 120) is left out and named; a failing suite call is retried build by build.
+   --shape KxN (repeatable): those of the three shapes only; --mma-only: without the existing builds;
+   --no-check: straight to the timing (the suite still checks every timed row).
 
 On the H200 (the device tool; `.gl`, `.whl_field`, `.carry_h200` carried as for tools/gpu_numbers.py --field):
 
@@ -119,8 +121,8 @@ def main() -> int:
 
     # ---- 2. correctness
     failed = set()
-    cases = [((1000, 2080, 32, 1), b) for b in builds]  # every timed build at a small shape (65 groups)
-    for n, k, g, m, want_n, local_x, unroll in AWKWARD:
+    cases = [] if "--no-check" in sys.argv else [((1000, 2080, 32, 1), b) for b in builds]  # every timed build at a small shape (65 groups)
+    for n, k, g, m, want_n, local_x, unroll in (AWKWARD if cases else []):
         try:
             tn = want_n or Q.choose_mma_n(device, m)
             if tn == 16 and not n16:
@@ -165,11 +167,14 @@ def main() -> int:
         field = []
     writer = ResultsWriter(out / "q4_gemv_mma")
     started = time.time()
-    for i, shape in enumerate(SHAPES):
+    wanted = [a for i, a in enumerate(sys.argv) if i and sys.argv[i - 1] == "--shape"]
+    shapes = [s for s in SHAPES if not wanted or f"{s.k}x{s.n}" in wanted]
+    for i, shape in enumerate(shapes):
         if time.time() - started > budget:
-            say(f"budget of {budget:.0f} s spent: left out {', '.join(f'{s.k}->{s.n}' for s in SHAPES[i:])}")
+            say(f"budget of {budget:.0f} s spent: left out {', '.join(f'{s.k}->{s.n}' for s in shapes[i:])}")
             break
-        mine = field if "--all-field" in sys.argv else best_field_builds(shape, field)
+        mine = [] if "--mma-only" in sys.argv else field if "--all-field" in sys.argv else \
+            best_field_builds(shape, field)
         variants = [b for b in timed + diags + mine if _valid(shape, b)]
         frames = []
         try:
