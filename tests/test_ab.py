@@ -165,6 +165,10 @@ def test_phone_predictions_beside_the_isas(device):
     assert set(isa["gpu"]) == {"a740", "mali-g610"} and isa["phone_bound"].str.len().gt(0).all()
     from workbench.viz.ab_views import ab_chart
     assert len(ab_chart(got.frame, isa).axes) == 3  # samples, ratio, the phones' predictions
+    # a captured dispatch's pipeline job has its spec constants decoded (raw words once broke the statistics cache)
+    got = ab.compare(device, f"{CAPTURE}:1", f"{CAPTURE}:1", regimes="hot", gpus=("a740",), min_pairs=4,
+                     min_time_s=0.01)
+    assert got.isa["error"].isna().all() and (got.isa["phone_us"] > 0).all()
 
 
 def test_two_settings_of_an_etvk_family(device):

@@ -129,12 +129,14 @@ def _captured(text: str):
 
 def _capture_side(label: str, d, kind: str) -> Side:
     from ..capture.replay import launch_of, launch_parameters
+    from ..capture.stats import pipelines
 
     def make(dev):
         launch, outputs = launch_of(dev, d)
         return launch, [(f"binding {c.set}.{c.binding}", r, c.after) for c, r in outputs]
     local = launch_parameters(d)[1]
-    job = {"shader": d.spirv, "name": label, "spec_constants": dict(d.spec_words), "local_size": tuple(local),
+    spec = pipelines([d])[0]["spec_constants"]  # decoded values, the local size's ids left out (the stats' jobs)
+    job = {"shader": d.spirv, "name": label, "spec_constants": spec, "local_size": tuple(local),
            "entry_point": d.entry_point}
     return Side(label, kind, job, make, max(16, sum(len(b.after or b"") for b in d.bindings)),
                 groups=tuple(d.groups) if getattr(d, "groups", None) else None, local=tuple(local))
