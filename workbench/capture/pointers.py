@@ -97,7 +97,8 @@ class Rebase:
         return bytes(out)
 
 
-def _covering(bindings, buffer, offset: int, size_of) -> CapturedBinding | None:
+def _covering(bindings, buffer, offset: int) -> CapturedBinding | None:
+    """The first of `bindings` whose range of capture buffer `buffer` holds byte `offset`."""
     for c in bindings:
         size = size_of(c)
         if c.resource == buffer and size is not None and c.offset <= offset < c.offset + size:
@@ -106,6 +107,7 @@ def _covering(bindings, buffer, offset: int, size_of) -> CapturedBinding | None:
 
 
 def size_of(c: CapturedBinding) -> int | None:
+    """The bytes a captured binding covers: its range, else its dump's length (None: neither known)."""
     if c.size is not None:
         return int(c.size)
     data = c.before if c.before is not None else c.after
@@ -141,11 +143,11 @@ def plan(d: CapturedDispatch, reflection, captured: dict) -> Plan:
                 found.loose.append((key, offset, value))
                 continue
             buffer, into = where
-            if _covering(declared, buffer, into, size_of) or _covering(found.extra, buffer, into, size_of) \
+            if _covering(declared, buffer, into) or _covering(found.extra, buffer, into) \
                     or buffer in found.unbound:
                 continue
             bound_elsewhere = [c for c in declared + found.extra if c.resource == buffer]
-            other = _covering(undeclared, buffer, into, size_of)
+            other = _covering(undeclared, buffer, into)
             if bound_elsewhere and other is None:
                 c = bound_elsewhere[0]
                 raise PointerError(f"pointer {_where(key)} byte {offset} reaches byte {into} of buffer {buffer}, "
