@@ -458,10 +458,12 @@ COMPARE_COLUMNS = ["engine", "op", "kernel", "dispatch", "groups", "local_size",
 
 def _register_compare(verbs) -> None:
     cp = verbs.add_parser("compare", help="several engines' captures of the same ops (the field's: conv 3x3, conv "
-                                          "1x1, depthwise 3x3, linear) in one table: a row per dispatch and way, "
-                                          "µs, GB/s, % of copy, vendor statistics; a summary per op and engine")
+                                          "1x1, depthwise 3x3, linear, a 4-bit GEMV) in one table: a row per "
+                                          "dispatch and way, µs, GB/s, %% of copy, vendor statistics; a summary per "
+                                          "op and engine")
     cp.add_argument("sources", nargs="+", metavar="DIR[=ENGINE]",
-                    help="capture folders, each with its engine (etvk, ncnn, iree; default: from the captured command)")
+                    help="capture folders, each with its engine (etvk, ncnn, iree, ggml; default: from the captured "
+                         "command)")
     cp.add_argument("--csv", required=True, help="the table (a row per dispatch and way) to write")
     cp.add_argument("--summary-csv", default=None, help="also write the summary (op x way x engine) to this CSV")
     cp.add_argument("--ways", default="warm,cold", help="warm, cold (comma-separated; default warm,cold)")
