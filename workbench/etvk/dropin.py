@@ -156,18 +156,20 @@ def compare(device, executorch=None, cases=CASES, *, with_file=None, measure: bo
 
 
 def statistics(executorch=None, cases=((2048, 2048, 32), (2048, 8192, 32), (512, 512, 32)), *,
-               gpus=("a740", "a750", "mali-g610"), with_file=None) -> pd.DataFrame:
+               gpus=("a740", "a750", "mali-g610"), with_file=None, storages=("buffer",)) -> pd.DataFrame:
     """Registers, instructions, spills, waves and occupancy of ET-VK's variant and the drop-in on the offline
     compilers (`etvk.run.stats_rows`, no live device), at each case's dispatch (its variant, spec constants, local
-    size); `impl` and the shape as columns."""
+    size) for each IO storage of `storages` (the small Llama's runtime picks texture3d); `impl`, the shape and
+    `storage` as columns."""
     from .run import stats_rows
     theirs, ours = generators(executorch, with_file)
     frames = []
-    for k, n, group in cases:
-        d = _dispatch(theirs, k, n, group, bias=False)
-        for impl, gen in (("etvk", theirs), ("dropin", ours)):
-            frame = stats_rows(None, gen, [d.variant], gpus=gpus, dispatches={d.variant: d})
-            frames.append(frame.assign(impl=impl, k=k, n=n, group_size=group))
+    for storage in storages:
+        for k, n, group in cases:
+            d = _dispatch(theirs, k, n, group, bias=False, storage=storage)
+            for impl, gen in (("etvk", theirs), ("dropin", ours)):
+                frame = stats_rows(None, gen, [d.variant], gpus=gpus, dispatches={d.variant: d})
+                frames.append(frame.assign(impl=impl, k=k, n=n, group_size=group, storage=storage))
     return pd.concat(frames, ignore_index=True)
 
 
