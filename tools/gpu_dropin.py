@@ -19,8 +19,8 @@ Carry what tools/gpu_numbers.py carries (.carry_h200/h2.tar.xz: the workbench's 
 Writes OUT/q4_gemv_dropin.{csv,parquet,json}: one row per (impl, shape, cache) with `etvk.run.execute`'s columns
 (median_us, GB/s, correct, max_abs_diff, tolerance, the regime's columns), `impl` (etvk | dropin | …), `model`,
 `layer`, `k`, `n`, `group_size`, `copy_fraction` and the copy rows (`impl` copy); prints per shape and regime the
-µs of each and the ratio ET-VK ÷ drop-in. About 100–150 s on an H200 (--quick: a smoke run anywhere, two small
-shapes).
+µs of each and the ratio ET-VK ÷ drop-in. About 100–150 s on an H200 (--chunks: about twice that, BUDGET_S then
+leaves the last shapes out and names them; --quick: a smoke run anywhere, two small shapes, 15 s on lavapipe).
 """
 import re
 import sys
