@@ -11,7 +11,9 @@
 #                             shared-memory race detection, for `workbench capture races`; ~35 min on 2 cores; fetched
 #                             from GitHub, or WORKBENCH_VVL_SOURCE / WORKBENCH_VVL_GIT name the trees)
 #   ./setup.sh peers          set up, then install other engines' wheels into the venv (ncnn, iree-base-compiler,
-#                             iree-base-runtime: the programs of workbench.capture.engines, captured and replayed)
+#                             iree-base-runtime: the programs of workbench.capture.engines, captured and replayed);
+#                             with WORKBENCH_GGML naming a ggml or llama.cpp checkout, build its Vulkan backend too
+#                             (workbench.toolchain.ggml, ~8 min on 2 cores)
 #   ./setup.sh                set up only
 # Environment: WORKBENCH_VENV (default .venv), WORKBENCH_SKIP_MESA=1 or its older name WORKBENCH_SKIP_ADRENO=1 (no
 # Turnip / PanVK / RADV build), WORKBENCH_MESA_DIR (or WORKBENCH_ADRENO_DIR: its cache), WORKBENCH_SKIP_GLSLANG=1 (no
@@ -97,7 +99,8 @@ case "$mode" in
   validation) exec "$venv/bin/python" -m workbench.toolchain.validation setup "$@" ;;
   peers) pip_quiet "$venv/bin/python" -m pip install -q --disable-pip-version-check "ncnn==1.0.20261020" \
            "iree-base-compiler==3.13.0" "iree-base-runtime==3.13.0" "$@"
-         echo "setup: done ($venv, with ncnn, iree-base-compiler and iree-base-runtime)" ;;
+         if [ -n "${WORKBENCH_GGML:-}" ]; then "$venv/bin/python" -m workbench.toolchain.ggml setup || exit 1; fi
+         echo "setup: done ($venv, with ncnn, iree-base-compiler and iree-base-runtime${WORKBENCH_GGML:+ and ggml})" ;;
   setup) echo "setup: done ($venv)" ;;
   *) echo "setup: unknown mode '$mode' (expected main, test, lab, compilers, capture, validation, peers or nothing)" >&2; exit 2 ;;
 esac
