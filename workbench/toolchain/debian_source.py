@@ -454,6 +454,7 @@ class AptSources:
         configuration, proxies included) against the SHA-256 of the index that ``apt-get update`` verified; a file
         already there with that SHA-256 is kept. Checked again after (`verify_sha256`)."""
         sha, size, name = file
+        downloads.mkdir(parents=True, exist_ok=True)
         target = downloads / name
         if not (target.is_file() and sha256_file(target) == sha):
             url = f"{self.mirror}/{entry['directory']}/{urllib.parse.quote(name, safe='~')}"
