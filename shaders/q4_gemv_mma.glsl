@@ -23,7 +23,7 @@
 // summed through shared memory at the end.
 //
 // Defines: M (tokens, 1..TN), TN (the MMA's N: 8 or 16; M and K are 16 and 32), KS (subgroups per work group), U
-// (K steps loaded before the first is used), S (slots = TN / M), SPB (K steps per batch), DIAG:
+// (K steps loaded before the first is used), S (slots = TN / M), SPB (K steps per batch), MEM_UINT (below), DIAG:
 //   2 = the weight stream alone (every weight load kept, xor-ed into the output: wrong by design),
 //   5 = the full kernel on the first 8 row tiles' data (cache-resident: the arithmetic's own time),
 //   9 = the MMAs alone (A staged once; per step the activation load and the MMAs, per batch the scale epilogue).
@@ -45,11 +45,22 @@ layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 #define TM 16
 #define TKK 32
 #define SCW (TN / 8)  // uvec4 per scale-tile row (TN fp16)
+// MEM_UINT: the arrays the matrices are loaded from (staging, activation columns, scale tiles) as uint words, offsets
+// and strides in words (ET-VK's choice); else uvec4 (NVIDIA's vk_cooperative_matrix_perf's). The same bytes.
+#if MEM_UINT
+#define MEMT uint
+#define V4 4u
+#define FIRST(a) (a)[0]
+#else
+#define MEMT uvec4
+#define V4 1u
+#define FIRST(a) (a)[0].x
+#endif
 
 layout(std430, set = 0, binding = 0) writeonly buffer Out { float out_f[]; };  // [M, N]
-layout(std430, set = 0, binding = 1) readonly buffer X { uvec4 xb[]; };        // [K / 32][TN][2]: masked int8 cols
+layout(std430, set = 0, binding = 1) readonly buffer X { MEMT xb[]; };         // [K / 32][TN][2]: masked int8 cols
 layout(std430, set = 0, binding = 2) readonly buffer W { uvec4 xw[]; };        // [N / 32][K / 32][32]: int4 rows
-layout(std430, set = 0, binding = 3) readonly buffer S_ { uvec4 sc[]; };       // [N / 32][batches][32][SCW]: fp16
+layout(std430, set = 0, binding = 3) readonly buffer S_ { MEMT sc[]; };        // [N / 32][batches][32][SCW]: fp16
 layout(std430, set = 0, binding = 4) readonly buffer R { float r_n[]; };       // [N] the rows' constants
 layout(std430, set = 0, binding = 5) readonly buffer Q { vec2 q_x[]; };        // [M] a token's scale, zero point
 
@@ -66,7 +77,7 @@ layout(push_constant) uniform Params {
 #define MAT_A coopmat<int8_t, gl_ScopeSubgroup, TM, TKK, gl_MatrixUseA>
 #define MAT_B coopmat<int8_t, gl_ScopeSubgroup, TKK, TN, gl_MatrixUseB>
 
-shared uvec4 stage[KS * 2 * ROWS * 2];  // per subgroup: 2 buffers x 32 rows x 32 bytes
+shared MEMT stage[KS * 2 * ROWS * 2 * V4];  // per subgroup: 2 buffers x 32 rows x 32 bytes
 shared float red[KS * ROWS * TN];       // per subgroup: its fp32 accumulators, 32 rows x TN
 
 #if DIAG == 5
@@ -95,20 +106,21 @@ void main() {
   uint sink = 0u;
 #endif
 #if DIAG == 9
-  stage[stage0 + 2 * lane] = uvec4(0u);
-  stage[stage0 + 2 * lane + 1] = uvec4(0u);
+  [[unroll]] for (uint i = 0; i < 2 * V4; ++i) {
+    stage[(stage0 + 2 * lane) * V4 + i] = MEMT(0u);
+  }
   controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease);
   MAT_A a0, a1;
-  coopMatLoad(a0, stage, stage0, 2, gl_CooperativeMatrixLayoutRowMajor);
-  coopMatLoad(a1, stage, stage0 + TM * 2, 2, gl_CooperativeMatrixLayoutRowMajor);
+  coopMatLoad(a0, stage, stage0 * V4, 2 * V4, gl_CooperativeMatrixLayoutRowMajor);
+  coopMatLoad(a1, stage, (stage0 + TM * 2) * V4, 2 * V4, gl_CooperativeMatrixLayoutRowMajor);
 #endif
 
 #if DIAG != 2
   // the scale tiles of this subgroup's first batch; each epilogue loads the next batch's (latency behind its MMAs)
   ACC_H h0, h1;
   if (b0 < b1) {
-    coopMatLoad(h0, sc, ((wt * batches + b0) * ROWS) * SCW, SCW, gl_CooperativeMatrixLayoutRowMajor);
-    coopMatLoad(h1, sc, ((wt * batches + b0) * ROWS + TM) * SCW, SCW, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatLoad(h0, sc, ((wt * batches + b0) * ROWS) * SCW * V4, SCW * V4, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatLoad(h1, sc, ((wt * batches + b0) * ROWS + TM) * SCW * V4, SCW * V4, gl_CooperativeMatrixLayoutRowMajor);
   }
 #endif
 
@@ -123,7 +135,7 @@ void main() {
 #if DIAG != 2
       MAT_B b[U];  // the chunk's activation columns, loaded with its weights (steps past the end: the last again)
       [[unroll]] for (uint u = 0; u < U; ++u) {
-        coopMatLoad(b[u], xb, min(s + u, s_end - 1) * (TN * 2), 2, gl_CooperativeMatrixLayoutColumnMajor);
+        coopMatLoad(b[u], xb, min(s + u, s_end - 1) * (TN * 2) * V4, 2 * V4, gl_CooperativeMatrixLayoutColumnMajor);
       }
 #endif
       [[unroll]] for (uint u = 0; u < U; ++u) {
@@ -139,13 +151,24 @@ void main() {
         const uvec4 hi = x & uvec4(0xF0F0F0F0u);          // nibbles 1, 3, 5, 7 of each word: 16 · q
         const uvec4 lo = (x << 4u) & uvec4(0xF0F0F0F0u);  // nibbles 0, 2, 4, 6
         const uint at = stage0 + (step & 1u) * (ROWS * 2) + 2 * lane;
+#if MEM_UINT
+        stage[4 * at] = lo.x;
+        stage[4 * at + 1] = hi.x;
+        stage[4 * at + 2] = lo.y;
+        stage[4 * at + 3] = hi.y;
+        stage[4 * at + 4] = lo.z;
+        stage[4 * at + 5] = hi.z;
+        stage[4 * at + 6] = lo.w;
+        stage[4 * at + 7] = hi.w;
+#else
         stage[at] = uvec4(lo.x, hi.x, lo.y, hi.y);
         stage[at + 1] = uvec4(lo.z, hi.z, lo.w, hi.w);
+#endif
         controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease);
         MAT_A a0, a1;
         const uint rows0 = stage0 + (step & 1u) * (ROWS * 2);
-        coopMatLoad(a0, stage, rows0, 2, gl_CooperativeMatrixLayoutRowMajor);
-        coopMatLoad(a1, stage, rows0 + TM * 2, 2, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatLoad(a0, stage, rows0 * V4, 2 * V4, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatLoad(a1, stage, (rows0 + TM * 2) * V4, 2 * V4, gl_CooperativeMatrixLayoutRowMajor);
 #endif
         c0 = coopMatMulAdd(a0, b[u], c0);
         c1 = coopMatMulAdd(a1, b[u], c1);
@@ -156,8 +179,10 @@ void main() {
           c1 = ACC_I(0);
           const uint next = step / SPB + 1;
           if (next < b1) {
-            coopMatLoad(h0, sc, ((wt * batches + next) * ROWS) * SCW, SCW, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatLoad(h1, sc, ((wt * batches + next) * ROWS + TM) * SCW, SCW, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatLoad(h0, sc, ((wt * batches + next) * ROWS) * SCW * V4, SCW * V4,
+                        gl_CooperativeMatrixLayoutRowMajor);
+            coopMatLoad(h1, sc, ((wt * batches + next) * ROWS + TM) * SCW * V4, SCW * V4,
+                        gl_CooperativeMatrixLayoutRowMajor);
           }
         }
 #endif
@@ -194,7 +219,7 @@ void main() {
   }
 #if DIAG == 2 || DIAG == 9
   if (p.N < 0) {  // never: keeps the bindings the diagnostic does not read (the runtime binds all six)
-    out_f[0] = float(xb[0].x + xw[0].x + sc[0].x);
+    out_f[0] = float(FIRST(xb) + xw[0].x + FIRST(sc));
   }
 #endif
 }

@@ -39,11 +39,12 @@ def test_the_build_and_its_geometry():
     assert spec.shader == "q4_gemv_mma" and spec.variant == "q4_gemv_m1_mma16x8x32_ks4_u4"
     assert (spec.slots, spec.batch_steps, spec.batches, spec.subgroups_k) == (8, 8, 16, 4)
     assert spec.work_groups == 14336 // 32 and spec.local_size == (128, 1, 1) and spec.rows_per_group == 32
-    assert spec.defines == {"M": 1, "TN": 8, "KS": 4, "U": 4, "S": 8, "SPB": 8, "DIAG": 0}
+    assert spec.defines == {"M": 1, "TN": 8, "KS": 4, "U": 4, "S": 8, "SPB": 8, "MEM_UINT": False, "DIAG": 0}
     # the weight, the scale tiles (no repeats at M = 1), the masked columns, token parameters, R[n]; the output
     assert spec.bytes_read() == 14336 * 4096 // 2 + 14336 * 128 * 2 + 4096 * 8 + 8 + 4 * 14336
     assert spec.bytes_written() == 4 * 14336
     assert spec.params()["mma_n"] == 8 and spec.weight_bytes_per_step() == 64
+    assert _spec(64, 256, 32, mma_mem="uint").variant == "q4_gemv_m1_mma16x8x32_ks4_u4_w32"
     m4 = _spec(4096, 4096, 64, m=4, mma_n=16, local_x=512)
     assert (m4.slots, m4.batch_steps, m4.batches) == (4, 8, 16)
     assert m4.scale_bytes() == 128 * 16 * 32 * 16 * 2  # 4 tokens repeat each group's scale
@@ -58,6 +59,7 @@ def test_the_build_and_its_geometry():
     ({"threads_k": 64}, "threads_k belong to the other builds"),
     ({"x_regs": True}, "x_regs belong"),
     ({"mma_n": 32}, "mma_n must be one of"),
+    ({"mma_mem": "int8"}, "mma_mem must be one of"),
     ({"m": 9}, "1..mma_n tokens"),
     ({"local_x": 96}, "local_x must be one of"),
     ({"unroll": 3}, "unroll must be one of"),
@@ -73,8 +75,10 @@ def test_refusals_name_what_was_expected_and_given(options, match):
 
 
 def test_the_other_builds_keep_their_limits():
-    with pytest.raises(ValueError, match="mma_n belongs to dequant='mma'"):
+    with pytest.raises(ValueError, match="mma_n and mma_mem belong to dequant='mma'"):
         Q4GemvSpec(64, 256, mma_n=16)
+    with pytest.raises(ValueError, match="mma_mem belong"):
+        Q4GemvSpec(64, 256, mma_mem="uint")
     with pytest.raises(ValueError, match="tensor-core build"):
         Q4GemvSpec(64, 256, layout="mma")
     with pytest.raises(ValueError, match="local_x must be one of"):  # 512 threads: the tensor-core build's only
@@ -183,7 +187,8 @@ def test_host_model_catches_a_wrong_k_order(monkeypatch):
 
 # ---------------------------------------------------------------------------------------------------- the SPIR-V
 BUILDS = [{}, {"m": 3}, {"m": 16, "mma_n": 16}, {"mma_n": 16, "unroll": 8, "local_x": 512},
-          {"diagnostic": 2}, {"diagnostic": 5}, {"diagnostic": 9}]
+          {"diagnostic": 2}, {"diagnostic": 5}, {"diagnostic": 9}, {"mma_mem": "uint"},
+          {"mma_mem": "uint", "diagnostic": 9}, {"mma_mem": "uint", "m": 5, "mma_n": 16}]
 
 
 @pytest.mark.skipif(not glslang.is_set_up(), reason="the workbench's glslang is not set up (GL_KHR_cooperative_matrix "

@@ -46,11 +46,13 @@ MMA = {"dequant": "mma", "layout": "mma", "act_dtype": "int8", "scale_dtype": "h
 #: The builds timed: subgroups along K (local_x / 32) x K steps loaded ahead, N = the device's choice (mma_n is set
 #: per device below). The first H200 tries (4096 -> 14336): 4 subgroups x 8 steps best, 16 subgroups 1.3-1.4x
 #: slower, N = 16 1.9x slower (checked for correctness only, `N16_CHECKED`).
+#: The last: the same bytes loaded into the matrices from uint arrays instead of uvec4 (mma_mem; ET-VK's choice).
 MMA_BUILDS = [dict(MMA, local_x=128, unroll=8), dict(MMA, local_x=256, unroll=4), dict(MMA, local_x=128, unroll=4),
-              dict(MMA, local_x=256, unroll=8)]
+              dict(MMA, local_x=256, unroll=8), dict(MMA, local_x=128, unroll=8, mma_mem="uint")]
 N16_CHECKED = dict(MMA, local_x=256, unroll=4, mma_n=16)
-#: Diagnostic builds of the first (wrong by design): the weight stream alone, the MMAs alone, cache-resident data.
-MMA_DIAGS = [dict(MMA_BUILDS[0], diagnostic=d) for d in (2, 9, 5)]
+#: Diagnostic builds of the first (wrong by design): the weight stream alone, the MMAs alone, cache-resident data;
+#: the MMAs alone of the uint build.
+MMA_DIAGS = [dict(MMA_BUILDS[0], diagnostic=d) for d in (2, 9, 5)] + [dict(MMA_BUILDS[-1], diagnostic=9)]
 #: (N, K, group, M, mma_n or None for the device's, local_x, unroll): tests/test_q4_gemv_mma.py's awkward shapes
 AWKWARD = [(100, 224, 32, 1, None, 64, 2), (70, 320, 64, 3, None, 128, 4), (33, 96, 32, 16, 16, 32, 1),
            (40, 512, 128, 2, 16, 256, 8), (1, 32, 32, 1, None, 512, 1), (257, 1056, 32, 5, None, 128, 4),
@@ -87,7 +89,8 @@ def best_field_builds(shape, builds: list[dict]) -> list[dict]:
 
 def family(row) -> str:
     if row.get("dequant") == "mma":
-        return "mma" + {0: "", 2: " ◇ weights only", 5: " ◇ cached data", 9: " ◇ MMAs only"}[int(row["diagnostic"])]
+        return ("mma" + (" uint" if row.get("mma_mem") == "uint" else "")
+                + {0: "", 2: " ◇ weights only", 5: " ◇ cached data", 9: " ◇ MMAs only"}[int(row["diagnostic"])])
     if row.get("dequant") == "dq8":
         return "dq8 (int dot)"
     return f"{row.get('dequant')} {row.get('layout')}" + (" x_regs" if row.get("x_regs") else "")
@@ -133,6 +136,8 @@ def main() -> int:
             say(f"  skip K={k} N={n} g{g} M={m}: {error}")
             continue
         cases.append(((n, k, g, m), dict(MMA, mma_n=tn, local_x=local_x, unroll=unroll)))
+        if (n, k) in ((100, 224), (257, 1056), (4099, 4128)):  # the uint loads at a few of them
+            cases.append(((n, k, g, m), dict(MMA, mma_n=tn, local_x=local_x, unroll=unroll, mma_mem="uint")))
     for (n, k, g, m), options in cases:
         label = f"K={k} N={n} g{g} M={m}"
         try:
@@ -222,7 +227,7 @@ def report(shape, df: pd.DataFrame, elapsed: float):
                                                    f"{(~g.correct.astype(bool)).sum()} NOT correct")
         lines.append(f"  {fam:24s} {cache:4s} {best.median_us:7.2f} µs  {best.copy_fraction:6.1%} of copy "
                      f"({best.copy_us:.2f} µs)  {best.variant}  [{ok}]")
-    mma = w[w.family == "mma"]
+    mma = w[w.family.isin(["mma", "mma uint"])]
     other = w[~w.family.str.startswith("mma")]
     ratios = []
     for cache in ("cold", "hot"):

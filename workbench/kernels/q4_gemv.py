@@ -70,6 +70,7 @@ MAX_M = 8
 #: The tensor-core build (dequant="mma", layout="mma", ``shaders/q4_gemv_mma.glsl``): its MMA shape is 16 weight rows
 #: x 32 K values x MMA_N columns (N from the device's VkCooperativeMatrixPropertiesKHR: `mma_sizes`); tokens 1..N.
 MMA_N = (8, 16)
+MMA_MEM = ("uvec4", "uint")
 MMA_TM, MMA_TK, MMA_ROWS = 16, 32, 32  # an A matrix's rows, the MMA's K, a work group's rows (two A matrices)
 MMA_LOCAL_X = (32, 64, 128, 256, 512)  # 32 · subgroups along K
 MMA_DIAGNOSTICS = {0: "", 2: "_diag_weights", 5: "_diag_cached", 9: "_diag_mma"}
@@ -111,6 +112,7 @@ class Q4GemvSpec:
     acc16: bool = False       # tiled + x_regs: a thread's sums of a row pair in packed fp16, converted once a tile
     lane_chunks: bool = False  # tiled + x_regs: a thread's chunks consecutive in K (the tile's vectors permuted)
     mma_n: int = 8            # dequant="mma": the MMA's N (8 or 16; listed by the device: `mma_sizes`)
+    mma_mem: str = "uvec4"    # dequant="mma": the arrays its matrices load from, as "uvec4" or "uint" (same bytes)
 
     def __post_init__(self):
         for name in ("n", "k", "group_size", "m"):
@@ -121,9 +123,9 @@ class Q4GemvSpec:
         if self.dequant == "mma" or self.layout == "mma":
             self._check_mma()
             return
-        if self.mma_n != 8:
-            raise ValueError(f"q4_gemv: mma_n belongs to dequant='mma', got mma_n={self.mma_n!r} with "
-                             f"dequant={self.dequant!r}")
+        if self.mma_n != 8 or self.mma_mem != "uvec4":
+            raise ValueError(f"q4_gemv: mma_n and mma_mem belong to dequant='mma', got mma_n={self.mma_n!r}, "
+                             f"mma_mem={self.mma_mem!r} with dequant={self.dequant!r}")
         if self.m > MAX_M:
             raise ValueError(f"q4_gemv: m (activation rows) must be 1..{MAX_M} (a GEMV: one weight pass, "
                              f"M·rows accumulators per thread), got {self.m}")
@@ -228,10 +230,11 @@ class Q4GemvSpec:
         fixed = ("threads_k", "rows", "vec", "reduce", "max_groups") + TILED_ONLY
         extra = {name: getattr(self, name) for name in fixed if getattr(self, name) != defaults[name]}
         if extra:
-            raise ValueError(f"q4_gemv: dequant='mma' takes mma_n, local_x (32 · subgroups along K), unroll (K steps "
-                             f"loaded ahead) and diagnostic; {', '.join(extra)} belong to the other builds, got "
+            raise ValueError(f"q4_gemv: dequant='mma' takes mma_n, mma_mem, local_x (32 · subgroups along K), unroll "
+                             f"(K steps loaded ahead) and diagnostic; {', '.join(extra)} belong to the other builds, got "
                              f"{extra}")
         _choice("mma_n", self.mma_n, MMA_N)
+        _choice("mma_mem", self.mma_mem, MMA_MEM)
         _choice("local_x", self.local_x, MMA_LOCAL_X)
         _choice("unroll", self.unroll, VARIANT_CHOICES["unroll"])
         if self.diagnostic not in MMA_DIAGNOSTICS:
@@ -311,7 +314,7 @@ class Q4GemvSpec:
     def defines(self) -> dict:
         if self.dequant == "mma":
             return {"M": self.m, "TN": self.mma_n, "KS": self.subgroups_k, "U": self.unroll, "S": self.slots,
-                    "SPB": self.batch_steps, "DIAG": int(self.diagnostic)}
+                    "SPB": self.batch_steps, "MEM_UINT": self.mma_mem == "uint", "DIAG": int(self.diagnostic)}
         if self.dequant == "dq8":
             return {"M": self.m, "TK": self.threads_k, "LOCAL": self.local_x, "STEPS": self.steps,
                     "PG": self.group_size // 8, "USE_INT_DOT_EXT": 1, "DIAG_LOADS": int(self.diagnostic)}
@@ -331,7 +334,7 @@ class Q4GemvSpec:
     def variant(self) -> str:
         if self.dequant == "mma":
             return (f"{SHADER}_m{self.m}_mma16x{self.mma_n}x32_ks{self.subgroups_k}_u{self.unroll}"
-                    + MMA_DIAGNOSTICS[int(self.diagnostic)])
+                    + ("_w32" if self.mma_mem == "uint" else "") + MMA_DIAGNOSTICS[int(self.diagnostic)])
         return (f"{SHADER}_m{self.m}_r{self.rows}_t{self.threads_k}_l{self.local_x}_v{self.vec}"
                 + (f"_u{self.unroll}" if self.unroll > 1 else "") + f"_{self.dequant}"
                 f"_{self.reduce}" + ("_xh" if self.act_dtype == "half" else "")
@@ -352,7 +355,8 @@ class Q4GemvSpec:
                 "diagnostic": int(self.diagnostic),
                 "layout": self.layout, "act_shared": bool(self.act_shared), "max_groups": self.max_groups,
                 "prefetch": bool(self.prefetch), "x_regs": bool(self.x_regs), "acc16": bool(self.acc16),
-                "lane_chunks": bool(self.lane_chunks), "mma_n": self.mma_n}
+                "lane_chunks": bool(self.lane_chunks), "mma_n": self.mma_n,
+                "mma_mem": self.mma_mem}
 
     def with_shape(self, n: int, k: int, group_size: int | None = None, m: int | None = None) -> "Q4GemvSpec":
         return replace(self, n=n, k=k, group_size=group_size or self.group_size, m=m or self.m)
