@@ -135,3 +135,10 @@ def test_ggml_runs_the_field_ops_against_torch():
     lines = []
     assert engine.run_jobs(engine.field_jobs(), ggml_dir=CHECKOUT, echo=lines.append), lines
     assert [line.split()[2] for line in lines] == ["linear", "q4gemv"]
+
+
+def test_the_roof_check_knows_ggmls_paths_and_the_mma_build():
+    from workbench.benchmarks import roof_check as rc
+    assert rc.instruction_path({"kernel": "llama.cpp-vulkan-q4_0-mmv"}) == rc.FP32
+    assert rc.instruction_path({"kernel": "llama.cpp-vulkan-q4_0-mmvq"}) == rc.WRAP
+    assert rc.instruction_path({"kernel": "q4_gemv", "dequant": "mma"}) == rc.MMA

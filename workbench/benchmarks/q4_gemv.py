@@ -198,6 +198,12 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     # tolerance model; the suite is ordered by shape, so only the current shape's are kept.
     problems, wants = {}, {}
     for shape, spec in progress(todo, "q4_gemv", enabled=show_progress):
+        try:  # a build this device cannot run (no cooperative matrices, no fp16 ...): a skipped row that says why
+            spec.check_device(device)
+        except ValueError as error:
+            rows.append({"kernel": "q4_gemv", "impl": "workbench", **_labels(shape, spec.group_size, spec.m),
+                         "variant": spec.variant, **spec.params(), "status": "skipped", "reason": str(error), **env})
+            continue
         data_key = (spec.n, spec.k, spec.group_size, spec.m, spec.act_dtype, spec.scale_dtype)
         want_key = data_key + (spec.fp16_rounding, spec.dequant == "dq8")
         if any(key[:4] != data_key[:4] for key in problems):

@@ -107,8 +107,10 @@ def instruction_path(row: dict) -> str | None:
             return ETVK_PATHS[family]
         raise RoofCheckError(f"ET-VK row {describe_row(row)}: no instruction path known for family {family!r} "
                              f"(known: {sorted(ETVK_PATHS)}); add it to roof_check.ETVK_PATHS")
-    if kernel in FP32_KERNELS:  # the GEMV's int8-activation build multiplies by OpSDot + add
-        return WRAP if row.get("dequant") == "dq8" else FP32
+    if kernel in FP32_KERNELS:  # the GEMV's int8-activation build multiplies by OpSDot + add, its mma build by MMAs
+        return {"dq8": WRAP, "mma": MMA}.get(row.get("dequant"), FP32)
+    if kernel.startswith("llama.cpp-vulkan"):  # ggml's GEMV: its float path, or its integer-dot path (OpSDot + add)
+        return WRAP if kernel.endswith("mmvq") else FP32
     if kernel.startswith("coopmat") or "coopmat" in method:
         return MMA
     if row.get("use_dot_ext") in (False, 0, "False"):
