@@ -1,10 +1,17 @@
 """Every test's Vulkan instance runs with VK_LAYER_KHRONOS_validation; any message it prints fails the test."""
 import hashlib
 import os
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
+
+# A shell's background job starts with SIGINT ignored, and an ignored signal stays ignored in every child: the Ctrl-C
+# tests (tests/test_reliability.py, test_fanout.py) would see no interrupt at all. Python's own handler back, so
+# children start with the default disposition as they do from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 os.environ.setdefault("WORKBENCH_VALIDATION", "1")  # before any instance exists
 os.environ.setdefault("MPLBACKEND", "Agg")
