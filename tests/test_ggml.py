@@ -142,3 +142,10 @@ def test_the_roof_check_knows_ggmls_paths_and_the_mma_build():
     assert rc.instruction_path({"kernel": "llama.cpp-vulkan-q4_0-mmv"}) == rc.FP32
     assert rc.instruction_path({"kernel": "llama.cpp-vulkan-q4_0-mmvq"}) == rc.WRAP
     assert rc.instruction_path({"kernel": "q4_gemv", "dequant": "mma"}) == rc.MMA
+
+
+def test_ggml_rows_without_a_usable_checkout_are_skipped_rows_saying_why(tmp_path):
+    from workbench import vk
+    rows = field_ggml.ggml_rows(vk.get_device(), [(64, 8)], checkout=str(tmp_path), env={"device": "x"})
+    assert [r["impl"] for r in rows] == ["llama.cpp-vulkan-q4_0-mmv", "llama.cpp-vulkan-q4_0-mmvq"]
+    assert all(r["status"] == "skipped" and "expected a ggml checkout" in r["reason"] for r in rows)
