@@ -811,3 +811,20 @@ def test_a_set_from_a_descriptor_buffer_is_named(device, tmp_path):
     rows = capture.replay(folder, [found[0].dispatch], device=device, quick=True)
     reason = rows["reason"].iloc[0]
     assert "descriptor buffer (VK_EXT_descriptor_buffer)" in reason and "\n" not in reason
+
+
+def test_a_dispatch_sees_a_set_as_it_was_when_it_was_recorded():
+    """ggml writes the same descriptor set again for every graph: each dispatch takes the set's last write before
+    it, not the capture's final one (its first GEMV had read as a stale dump)."""
+    from workbench.capture.format import _sets_at, _update_set
+    sets, history = {}, {}
+    _update_set(sets, history, 7, {0: ("storage_buffer", {"buffer": 12})}, index=5)
+    _update_set(sets, history, 7, {1: ("storage_buffer", {"buffer": 13})}, index=6)
+    _update_set(sets, history, 7, {0: ("storage_buffer", {"buffer": 25})}, index=20)
+    first = _sets_at(sets, history, {"index": 10, "sets": {0: (7, [])}})
+    second = _sets_at(sets, history, {"index": 30, "sets": {0: (7, [])}})
+    assert first[7][0][1]["buffer"] == 12 and first[7][1][1]["buffer"] == 13
+    assert second[7][0][1]["buffer"] == 25 and second[7][1][1]["buffer"] == 13
+    pushed = ("push", 3)                                   # a push descriptor's set: as _recordings wrote it
+    sets[pushed] = {0: ("storage_buffer", {"buffer": 4})}
+    assert _sets_at(sets, history, {"index": 3, "sets": {0: (pushed, [])}})[pushed] == sets[pushed]
