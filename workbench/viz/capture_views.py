@@ -188,7 +188,7 @@ def plot_whatif(table, *, device: str | None = None, title: str = "What-if"):
     return fig
 
 
-ENGINE_COLORS = {"etvk": "#1f78b4", "ncnn": "#33a02c", "iree": "#ff7f00"}
+ENGINE_COLORS = {"etvk": "#1f78b4", "ncnn": "#33a02c", "iree": "#ff7f00", "ggml": "#e31a1c"}
 
 
 def plot_compare(summary, *, device: str | None = None, title: str = "Engines side by side"):
