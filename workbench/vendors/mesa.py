@@ -968,6 +968,7 @@ def _run_worker(jobs: list[dict], g: Gpu, root, timeout: float | None,
                 for i, record in zip(shard, found):
                     if g.driver == "panvk" and "statistics" in record:
                         record["statistics"].update(parse_shaderdb(record.get("output", ""), g))
+                        work_registers(record["statistics"], g)  # 26.x reports "Threads" as a statistic
                     if "statistics" in record and (why := empty_program(record["statistics"], jobs[i])):
                         record = {"name": record.get("name"), "failure": "empty", "error": why}
                     if "error" in record:
@@ -1019,10 +1020,16 @@ def parse_shaderdb(output: str, gpu=None) -> dict:
             continue
         number = float(value) if "." in value else int(value)
         out[names.get(key, f"Cycles {key}")] = number
-    g = check_gpu(gpu) if gpu is not None else None
-    if "Threads" in out and (g is None or "v6" not in g.arch):  # v6 has no trade-off (always 1 thread)
-        out["Work register allocation"] = 32 if out["Threads"] == 2 else 64
-    return out
+    return work_registers(out, check_gpu(gpu) if gpu is not None else None)
+
+
+def work_registers(statistics: dict, g=None) -> dict:
+    """`statistics` with "Work register allocation" (32 when "Threads" is 2, else 64: bi_ra tries 32 registers first
+    on v7+ and falls back to 64) where it has "Threads" and not that figure; v6 has no trade-off (always 1 thread).
+    From the shader-db line (Mesa 25) or the executable's own "Threads" statistic (Mesa 26.2)."""
+    if "Threads" in statistics and "Work register allocation" not in statistics and (g is None or "v6" not in g.arch):
+        statistics["Work register allocation"] = 32 if statistics["Threads"] == 2 else 64
+    return statistics
 
 
 def stats_many(shaders, gpu=DEFAULT_GPU, *, root=None, timeout: float | None = None, errors: str = "raise",

@@ -42,7 +42,10 @@ def meson_options(drivers=DRIVERS_BUILT) -> tuple:
         if option == "{vulkan}":
             out.append("-Dvulkan-drivers=" + ",".join(_VULKAN[d] for d in drivers))
         elif option == "{llvm}":
-            out += ["-Dllvm=enabled", "-Dshared-llvm=enabled"] if needs_clc(drivers) else ["-Dllvm=disabled"]
+            # mesa_clc looks for Clang's OpenCL headers under clang/<major>/ at run time, where Debian 12's LLVM 15
+            # keeps them under clang/15.0.6/: bundled into mesa_clc at build time instead (meson's path for < 16)
+            out += ["-Dllvm=enabled", "-Dshared-llvm=enabled", "-Dmesa-clc-bundle-headers=enabled"] \
+                if needs_clc(drivers) else ["-Dllvm=disabled"]
         else:
             out.append(option)
     return tuple(out)
