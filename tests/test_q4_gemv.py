@@ -315,3 +315,9 @@ def test_dq8_refusals(kwargs, message):
         args = {k: v for k, v in args.items() if k not in ("x_regs", "lane_chunks")}
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         Q4GemvSpec(**args)
+
+
+def test_buildable_keeps_the_options_a_shape_admits():
+    from workbench.benchmarks import q4_gemv as B
+    awkward = B.QUICK_SHAPES[1]                      # K = 96, N = 100
+    assert B.buildable(awkward, 32, [{}, {"layout": "tiled"}, {"dequant": "nope"}]) == [{}]

@@ -68,13 +68,7 @@ if "--field" in sys.argv:
             left = ", ".join(f"{s.k}->{s.n}" for s in FIELD_SHAPES[i:])
             print(f"field run: {FIELD_BUDGET_S} s spent; left out {left}", flush=True)
             break
-        valid = []
-        for options in FIELD_BUILDS:
-            try:
-                B.Q4GemvSpec(shape.n, shape.k, 32, **options)
-            except ValueError:
-                continue
-            valid.append(options)
+        valid = B.buildable(shape, 32, FIELD_BUILDS)
         df = B.bench_suite(device, writer, shapes=(shape,), group_sizes=(32,), ms=(1,), variants=valid,
                            caches=("cold", "hot"), show_progress=False, field=True, ggml=GGML,
                            ggml_captured=[(s.k, s.n) for s in FIELD_SHAPES])
@@ -95,13 +89,7 @@ if both or "--gemv" in sys.argv:
     writer = ResultsWriter(out / "q4_gemv")
     for shape in B.SHAPES:
         for group, builds in ((32, BUILDS), (128, BUILDS[:3])):
-            valid = []
-            for options in builds:
-                try:
-                    B.Q4GemvSpec(shape.n, shape.k, group, **options)
-                except ValueError:
-                    continue
-                valid.append(options)
+            valid = B.buildable(shape, group, builds)
             df = B.bench_suite(device, writer, shapes=(shape,), group_sizes=(group,), ms=(1,), variants=valid,
                                caches=("cold", "hot"), show_progress=False)
             ok = df[df.impl.isin(["workbench", "etvk"]) & ~df.get("diagnostic", 0).fillna(0).astype(bool)]

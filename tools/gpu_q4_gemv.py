@@ -101,13 +101,7 @@ elif "--xregs" in sys.argv:
     writer = ResultsWriter(out / stem)
     frames = []
     for shape in B.SHAPES:
-        valid = []
-        for o in options:
-            try:
-                B.Q4GemvSpec(shape.n, shape.k, 32, **o)
-            except ValueError:
-                continue
-            valid.append(o)
+        valid = B.buildable(shape, 32, options)
         variants = [dict(half, threads_k=64), dict(tiled, threads_k=64, unroll=2)] + valid
         frames.append(B.bench_suite(device, writer, shapes=(shape,), group_sizes=(32,), ms=(1,), variants=variants))
     import pandas as pd

@@ -182,7 +182,7 @@ def main() -> int:
             break
         mine = [] if "--mma-only" in sys.argv else field if "--all-field" in sys.argv else \
             best_field_builds(shape, field)
-        variants = [b for b in timed + diags + mine if _valid(shape, b)]
+        variants = B.buildable(shape, 32, timed + diags + mine)
         frames = []
         try:
             frames.append(B.bench_suite(device, writer, shapes=(shape,), group_sizes=(32,), ms=(1,),
@@ -201,14 +201,6 @@ def main() -> int:
     writer.close()
     say(f"done in {time.time() - started:.0f} s of timing")
     return 0
-
-
-def _valid(shape, options) -> bool:
-    try:
-        Q.Q4GemvSpec(shape.n, shape.k, 32, **options)
-        return True
-    except ValueError:
-        return False
 
 
 def report(shape, df: pd.DataFrame, elapsed: float):

@@ -118,6 +118,19 @@ def specs(quick: bool = False, *, shapes=None, group_sizes=None, ms=None,
     return out
 
 
+def buildable(shape: Shape, group: int, variants) -> list[dict]:
+    """The options of `variants` that make a Q4GemvSpec at `shape` and `group` (the others refused by its checks,
+    e.g. a tile that does not divide the shape): what a run of several builds at several shapes measures."""
+    out = []
+    for options in variants:
+        try:
+            Q4GemvSpec(shape.n, shape.k, group, **options)
+        except ValueError:
+            continue
+        out.append(options)
+    return out
+
+
 def _codegen():
     """(ET-VK's Codegen, None) from $WORKBENCH_EXECUTORCH, or (None, why there is none)."""
     from .. import etvk
