@@ -48,12 +48,12 @@ def capture_for(checkout, path: str, shapes, device_name: str, *, echo=lambda te
     from ..capture.format import MANIFEST_NAME
     from ..toolchain import ggml
     source = ggml.checkout(checkout)
-    ggml.setup(source, progress=True)
     text = ",".join(f"{k}x{n}" for k, n in shapes)
     digest = hashlib.sha256(text.encode()).hexdigest()[:10]
     folder = ggml.build_dir(source) / "captures" / f"{device_name}-{path}-{digest}"
     if (folder / MANIFEST_NAME).is_file():
         return folder
+    ggml.setup(source, progress=True)  # the build only a new capture needs
     echo(f"ggml: capturing its {path} GEMV at {len(shapes)} shapes on {device_name} -> {folder}")
     record.run([sys.executable, "-m", "workbench.capture.engines.ggml", "--ggml", str(source), "--shapes", text,
                 "--path", path], folder, timeout=1800)
@@ -112,24 +112,25 @@ def ggml_rows(device, shapes, *, checkout=None, caches=("cold",), quick: bool = 
                 rows.append({"kernel": impl, **labels, "status": "failed", "exact": exact,
                              "reason": reason or "; ".join(c["mismatch"] for c in checked), **env})
                 continue
-            for regime in caches:
-                made = []
-                try:
-                    made = [launch_of(device, d)[0] for d in ds]
-                    with vk.Launches(device, made) as launches:
+            made, timed = [], []
+            try:  # one set of launches and pipelines serves every regime (the rotation makes its own copies)
+                made = [launch_of(device, d)[0] for d in ds]
+                with vk.Launches(device, made) as launches:
+                    for regime in caches:
                         gpu, host, columns = time_chain(device, ds, launches, cache=regime, quick=quick,
                                                         label=f"{impl} {k}x{n}")
-                except (NotReplayable, ValueError, vk.VulkanError) as error:
-                    rows.append({"kernel": impl, **labels, "status": "failed", "cache": regime,
-                                 "reason": str(error), **env})
-                    continue
-                finally:
-                    for launch in made:
-                        for resource in launch.resources.values():
-                            resource.close()
-                row = measurement_row(impl, env, gpu, host_ns=host, bytes_moved=traffic(k, n), macs=k * n,
-                                      **labels, status="ok", reason="", exact=True, correct=True,
-                                      timer="vulkan timestamps (captured dispatches replayed)", **columns)
-                rows.append(copies.annotate(row, traffic(k, n)) if copies is not None else row)
-                echo(f"{impl} {k}x{n} {regime}: {row['median_us']:.2f} µs")
+                        row = measurement_row(impl, env, gpu, host_ns=host, bytes_moved=traffic(k, n),
+                                              macs=k * n, **labels, status="ok", reason="", exact=True,
+                                              correct=True, timer="vulkan timestamps (captured dispatches replayed)",
+                                              **columns)
+                        rows.append(copies.annotate(row, traffic(k, n)) if copies is not None else row)
+                        timed.append(regime)
+                        echo(f"{impl} {k}x{n} {regime}: {row['median_us']:.2f} µs")
+            except (NotReplayable, ValueError, vk.VulkanError) as error:
+                rows.extend({"kernel": impl, **labels, "status": "failed", "cache": regime, "reason": str(error),
+                             **env} for regime in caches if regime not in timed)
+            finally:
+                for launch in made:
+                    for resource in launch.resources.values():
+                        resource.close()
     return rows
