@@ -172,6 +172,14 @@ def test_live_capture_of_a_program_written_without_the_workbench(device, tmp_pat
     assert found[2].bindings[1].after == result.read_bytes()
     frame = capture.replay(tmp_path / "cap", device=device, quick=True)
     assert frame["exact"].all(), frame[["dispatch", "mismatch", "reason"]]
+    # where each buffer lives: the program gives every buffer an allocation of its own, bound at offset 0
+    places = {b.resource: b.memory for d in found for b in d.bindings}
+    assert all(m is not None and m[3] == 0 and m[1] >= 16 for m in places.values()), places
+    assert len({m[0] for m in places.values()}) == len(places)
+    from workbench.capture.timeline import time_in_order
+    rows = time_in_order(device, found, memory="captured", sampling=dict(min_samples=2, max_samples=3,
+                                                                            min_time_s=0.0))
+    assert rows["exact"].all() and (rows["unplaced"] == 0).all()
 
 
 @needs_tools

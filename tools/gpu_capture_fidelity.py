@@ -59,7 +59,7 @@ parser.add_argument("--samples", type=int, default=None)
 parser.add_argument("--keep", default=None)
 parser.add_argument("--chains", type=int, default=1, help="in-order: the execution's chain this many times a submit")
 parser.add_argument("--barriers", default="captured", help="in-order: captured, light, full (comma-separated)")
-parser.add_argument("--memory", default="pooled", help="in-order: pooled, own (comma-separated)")
+parser.add_argument("--memory", default="pooled", help="in-order: pooled, own, captured (comma-separated)")
 args = parser.parse_args()
 
 import json  # noqa: E402

@@ -35,6 +35,11 @@ BIND_SETS_CALLS = ("vkCmdBindDescriptorSets", "vkCmdBindDescriptorSets2KHR", "vk
 DESCRIPTOR_BUFFER_CALLS = ("vkCmdSetDescriptorBufferOffsetsEXT", "vkCmdSetDescriptorBufferOffsets2EXT")
 # buffer device addresses: each call's buffer and the address it returned (`CapturedDispatch.addresses`)
 ADDRESS_CALLS = ("vkGetBufferDeviceAddress", "vkGetBufferDeviceAddressKHR", "vkGetBufferDeviceAddressEXT")
+# where each buffer and image lives: its allocation (size, memory type) and its offset there
+# (`CapturedBinding.memory`; ET-VK binds tensors whose lifetimes do not overlap into the same memory)
+BIND_MEMORY_CALLS = {"vkBindBufferMemory": "buffer", "vkBindImageMemory": "image"}
+BIND_MEMORY2_CALLS = {"vkBindBufferMemory2": "buffer", "vkBindBufferMemory2KHR": "buffer",
+                      "vkBindImageMemory2": "image", "vkBindImageMemory2KHR": "image"}
 READ_CALLS = frozenset({
     "vkCreateShaderModule", "vkCreateComputePipelines", "vkCreateBuffer", "vkCreateImage", "vkCreateImageView",
     "vkUpdateDescriptorSets", "vkBeginCommandBuffer", "vkEndCommandBuffer", "vkCmdBindPipeline",
@@ -42,6 +47,7 @@ READ_CALLS = frozenset({
     "vkQueueSubmit2",
     "vkQueueSubmit2KHR", *PUSH_CALLS, *PUSH_TEMPLATE_CALLS, *TEMPLATE_CALLS, *UPDATE_TEMPLATE_CALLS,
     *BIND_SETS_CALLS, "vkCmdPipelineBarrier", "vkCreateSampler", *DESCRIPTOR_BUFFER_CALLS, *ADDRESS_CALLS,
+    "vkAllocateMemory", *BIND_MEMORY_CALLS, *BIND_MEMORY2_CALLS,
 })
 # the VkSamplerCreateInfo fields a replay makes its sampler with (`CapturedBinding.sampler`)
 SAMPLER_FIELDS = ("magFilter", "minFilter", "mipmapMode", "addressModeU", "addressModeV", "addressModeW",
@@ -92,6 +98,9 @@ class CapturedBinding:
     source: str = "dump"  # where before/after come from: "dump", or "dispatch N" (see `_read_only_contents`)
     layout: str | None = None  # images: the VK_IMAGE_LAYOUT_* the descriptor names
     sampler: dict | None = None  # combined image samplers: the sampler's SAMPLER_FIELDS as created (None: unread)
+    # where the buffer or image was bound: (capture memory id, allocation bytes, memory type index, the resource's
+    # offset in it; a buffer's descriptor offset comes on top), None where the capture kept no vkBind*Memory
+    memory: tuple | None = None
 
 
 @dataclass
@@ -406,6 +415,7 @@ def read_folder(folder) -> list[CapturedDispatch]:
     modules, pipelines, buffers, views, images, sets, templates, samplers = {}, {}, {}, {}, {}, {}, {}, {}
     history: dict = {}  # set -> [(call index, its contents from then on)]: a set written again after a dispatch
     taken = []  # (call index, buffer id, address) of each vkGetBufferDeviceAddress*
+    memories, bound = {}, {}  # memory id -> (bytes, type index); ("buffer" | "image", id) -> (memory id, offset)
     for call in sorted(calls, key=lambda c: c.get("index", 0)):
         name, args = _function(call)
         if name == "vkCreateShaderModule":
@@ -421,6 +431,13 @@ def read_folder(folder) -> list[CapturedDispatch]:
                 taken.append((call.get("index", 0), (args.get("pInfo") or {}).get("buffer"), address))
         elif name == "vkCreateImage":
             images[args.get("pImage")] = args.get("pCreateInfo") or {}
+        elif name == "vkAllocateMemory":
+            info = args.get("pAllocateInfo") or {}
+            memories[args.get("pMemory")] = (int(info.get("allocationSize", 0)), int(info.get("memoryTypeIndex", 0)))
+        elif name in BIND_MEMORY_CALLS or name in BIND_MEMORY2_CALLS:
+            kind = BIND_MEMORY_CALLS.get(name) or BIND_MEMORY2_CALLS[name]
+            for info in [args] if name in BIND_MEMORY_CALLS else args.get("pBindInfos") or []:
+                bound[(kind, info.get(kind))] = (info.get("memory"), int(info.get("memoryOffset", 0)))
         elif name == "vkCreateImageView":
             views[args.get("pView")] = args.get("pCreateInfo") or {}
         elif name == "vkCreateSampler":
@@ -447,6 +464,9 @@ def read_folder(folder) -> list[CapturedDispatch]:
                                                      if isinstance(dset, tuple) and dset[0] == "descriptor buffer")
             for b in found[-1].bindings:
                 b.sampler = samplers.get(b.sampler)
+                place = bound.get(("image", b.image) if b.image is not None else ("buffer", b.resource))
+                if place is not None and place[0] in memories:
+                    b.memory = (place[0], *memories[place[0]], place[1])
             found[-1].addresses = _addresses_at(taken, buffers, rec["submit"] if rec["submit"] is not None
                                                 else state["index"])
     if not found:

@@ -28,7 +28,9 @@ from .replay import (IMAGE_KINDS, WRITABLE, NotReplayable, _check, _image, bound
 
 WAY = {"way": "in-order", "timestamps": "etvk", "barriers": "captured", "between": "in order", "back_to_back": 1}
 BARRIERS = ("captured", "light", "full")
-MEMORY = ("pooled", "own")  # the chain's resources bound into one arena (as VMA does ET-VK's), or each its own
+# the chain's resources bound into one arena (as VMA does ET-VK's), each its own, or each at its captured place
+# (the program's allocations re-made, every buffer and image at its offset there: tensors it aliased share memory)
+MEMORY = ("pooled", "own", "captured")
 
 
 def _initial_layouts(chain: list, made: dict) -> tuple:
@@ -74,10 +76,12 @@ def _layout(name) -> int:
         raise NotReplayable(f"expected a VK_IMAGE_LAYOUT_* in a captured barrier, found {name!r}") from None
 
 
-def _resources(dev, chain: list, captured_tiling: bool = False, arena=None) -> dict:
+def _resources(dev, chain: list, captured_tiling: bool = False, arena=None, placed: bool = False) -> dict:
     """{resource key: the runtime's buffer or image}: one per captured resource, sized for its largest binding,
     filled with the bytes the first dispatch to bind it read; images with the captured tiling where
-    `captured_tiling` and the device can make it; all bound into `arena` where one is given."""
+    `captured_tiling` and the device can make it; all bound into `arena` where one is given, with `placed` each at
+    its captured place (`vk.Arena.at`), made last-used first so that where two share memory the bytes of the one
+    used first are there when the chain starts."""
     first, largest, samplers = {}, {}, {}
     for d, reflection, captured, _ in chain:
         for b in reflection.bindings:
@@ -90,21 +94,45 @@ def _resources(dev, chain: list, captured_tiling: bool = False, arena=None) -> d
                 samplers.setdefault(key, c.sampler)
     made = {}
     try:
-        for key, (c, data) in first.items():
+        for key, (c, data) in (reversed(first.items()) if placed else first.items()):
             name = f"capture {key[0]} {key[1]}"
+            where = arena
+            if placed and c.memory is not None:
+                memory_id, size, type_index, offset = c.memory
+                where = arena.at(memory_id, size, type_index, offset + (0 if c.kind in IMAGE_KINDS else c.offset))
+            elif placed:
+                arena.unplaced += 1
             if c.kind in IMAGE_KINDS:
-                made[key] = _image(dev, c, name, captured_tiling, arena)
+                made[key] = _image(dev, c, name, captured_tiling, where)
                 made[key].sampler_fields = samplers.get(key)  # sampled through the program's own sampler
             else:
                 raw = np.zeros(largest[key], np.uint8)
                 raw[:len(data)] = np.frombuffer(data, np.uint8)
-                made[key] = dev.uniform(raw, name=name, arena=arena) if c.kind == sp.UNIFORM_BUFFER \
-                    else dev.buffer(raw, name=name, arena=arena)
+                made[key] = dev.uniform(raw, name=name, arena=where) if c.kind == sp.UNIFORM_BUFFER \
+                    else dev.buffer(raw, name=name, arena=where)
     except BaseException:
         for r in made.values():
             r.close()
         raise
     return made
+
+
+def _overwritten(chain: list, made: dict) -> set:
+    """Keys of resources placed in memory that another resource, written later in the chain, shares: their final
+    bytes are the other's, not theirs (ET-VK's aliased tensors), so the exactness check passes over them."""
+    span, written = {}, {}
+    for k, (d, reflection, captured, _) in enumerate(chain):
+        for b in reflection.bindings:
+            c = captured[(b.set, b.binding)]
+            key = _resource_key(c)
+            if c.memory is not None:
+                start = c.memory[3] + (0 if c.kind in IMAGE_KINDS else c.offset)
+                span[key] = (c.memory[0], start, start + getattr(made[key], "nbytes", 0))
+            if c.kind in WRITABLE:
+                written[key] = k
+    return {key for key, k in written.items() if key in span and any(
+        other != key and written.get(other, -1) > k and span[other][0] == span[key][0]
+        and span[other][1] < span[key][2] and span[key][1] < span[other][2] for other in span)}
 
 
 def time_in_order(dev, found: list[CapturedDispatch], *, barriers: str = "captured", memory: str = "pooled",
@@ -134,9 +162,9 @@ def time_in_order(dev, found: list[CapturedDispatch], *, barriers: str = "captur
             rows.append({"dispatch": d.dispatch, "pipeline": d.spirv_hash, "reason": str(exc)})
             continue
         chain.append((d, reflection, captured, local))
-    arena = dev.arena() if memory == "pooled" and chain else None
+    arena = dev.arena() if memory in ("pooled", "captured") and chain else None
     try:
-        made = _resources(dev, chain, barriers == "captured", arena) if chain else {}
+        made = _resources(dev, chain, barriers == "captured", arena, memory == "captured") if chain else {}
     except BaseException:
         if arena is not None:
             arena.close()
@@ -159,12 +187,13 @@ def time_in_order(dev, found: list[CapturedDispatch], *, barriers: str = "captur
                 dev.record(label="in order", barrier_timed=True, full_barriers=barriers == "full") as rec:
             pipes.record(rec)
             rec.submit()
-            exact, wrong = _chain_exact(chain, made)
+            exact, wrong = _chain_exact(chain, made, _overwritten(chain, made) if memory == "captured" else set())
             per, clock = sample_each(rec, **(sampling or {}))
         for d, *_ in chain:
             stats = summarize_ns(np.concatenate([per[f"dispatch{d.dispatch}#{k}"] for k in range(chains)]))
             rows.append({"dispatch": d.dispatch, "pipeline": d.spirv_hash, "exact": exact, "reason": "",
                          "mismatch": wrong, **stats, "chains": chains,
+                         "unplaced": arena.unplaced if memory == "captured" else None,
                          "bytes": sum(b.size or 0 for b in d.bindings), **clock, **env})
     finally:
         for r in made.values():
@@ -174,9 +203,9 @@ def time_in_order(dev, found: list[CapturedDispatch], *, barriers: str = "captur
     return pd.DataFrame(rows).assign(**way).sort_values("dispatch", ignore_index=True)
 
 
-def _chain_exact(chain, made) -> tuple[bool, str]:
-    """Whether every resource the chain writes holds the capture's last 'after' bytes for it; the first that does
-    not, named."""
+def _chain_exact(chain, made, overwritten: set = frozenset()) -> tuple[bool, str]:
+    """Whether every resource the chain writes (but those `overwritten`) holds the capture's last 'after' bytes
+    for it; the first that does not, named."""
     last = {}
     for d, reflection, captured, _ in chain:
         for b in reflection.bindings:
@@ -184,6 +213,8 @@ def _chain_exact(chain, made) -> tuple[bool, str]:
             if c.kind in WRITABLE:
                 last[_resource_key(c)] = (d.dispatch, c)
     for key, (number, c) in last.items():
+        if key in overwritten:
+            continue
         got = resource_bytes(made[key])[:len(c.after)]
         if got != c.after:
             return False, f"dispatch {number} binding {c.set}.{c.binding}: the chain's bytes differ from the capture"

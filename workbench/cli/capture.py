@@ -395,8 +395,10 @@ def _register_fidelity(verbs) -> None:
                          "layouts and tiling; light where the capture kept none), light, full; several are each "
                          "timed (default captured)")
     fd.add_argument("--memory", default="pooled", metavar="KIND[,KIND]",
-                    help="in-order: the chain's resources pooled (bound into large blocks, as ET-VK's VMA does) or "
-                         "own (an allocation each); several are each timed (default pooled)")
+                    help="in-order: the chain's resources pooled (bound into large blocks, as ET-VK's VMA does), "
+                         "own (an allocation each) or captured (the program's allocations re-made, each resource at "
+                         "its captured offset: tensors it aliased share memory again); several are each timed "
+                         "(default pooled)")
     fd.add_argument("--warm-seconds", type=float, default=1.0, help="GPU kept busy before each dispatch (default 1)")
     fd.add_argument("--quick", action="store_true", help="fewer timing samples")
     fd.add_argument("--samples", type=int, default=None, metavar="N",

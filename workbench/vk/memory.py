@@ -67,6 +67,8 @@ class Arena(Closable):
     def __init__(self, device, block_bytes: int = 64 << 20):
         self.device, self.block_bytes = device, int(block_bytes)
         self._blocks: dict[tuple, list] = {}  # (memory type, optimal image) -> [[memory, size, used, mapping], …]
+        self._captured: dict = {}  # captured memory id -> [memory, size, type flags, mapping] (`at`)
+        self.unplaced = 0  # resources `at` could not put at their captured place
         self.handle = True
 
     def take(self, requirements, wanted: int, fallback: int, optimal_image: bool = False) -> tuple:
@@ -90,14 +92,47 @@ class Arena(Closable):
         view = None if block[3] is None else memoryview(block[3])[offset:offset + size]
         return block[0], offset, flags, view
 
+    def at(self, memory_id, size: int, type_index: int, offset: int) -> "Placed":
+        """A resource's place in one of a captured program's allocations (id, bytes, memory type, offset): `take`
+        there binds the resource at that offset of that allocation, made once at its captured size and type, so
+        resources the program aliased share memory again; a resource that does not fit its place (its alignment,
+        size or memory types) goes where `take` would put it, counted in `unplaced`."""
+        return Placed(self, memory_id, int(size), int(type_index), int(offset))
+
     def close(self):
-        for blocks in self._blocks.values():
+        for blocks in [*self._blocks.values(), self._captured.values()]:
             for memory, _, _, mapping in blocks:
                 if mapping is not None:
                     vk.vkUnmapMemory(self.device.handle, memory)
                 vk.vkFreeMemory(self.device.handle, memory, None)
         self._blocks.clear()
+        self._captured.clear()
         self.handle = None
+
+
+class Placed:
+    """`Arena.at`'s answer: `take` as the arena's, at a captured place."""
+
+    def __init__(self, arena: Arena, memory_id, size: int, type_index: int, offset: int):
+        self.arena, self.memory_id, self.size, self.type_index, self.offset = arena, memory_id, size, type_index, offset
+
+    def take(self, requirements, wanted: int, fallback: int, optimal_image: bool = False) -> tuple:
+        arena, props = self.arena, self.arena.device.memory_properties
+        if self.offset % max(int(requirements.alignment), 1) or self.offset + int(requirements.size) > self.size \
+                or self.type_index >= props.memoryTypeCount or not requirements.memoryTypeBits & (1 << self.type_index):
+            arena.unplaced += 1
+            return arena.take(requirements, wanted, fallback, optimal_image)
+        block = arena._captured.get(self.memory_id)
+        if block is None:
+            flags = props.memoryTypes[self.type_index].propertyFlags
+            memory = vk.vkAllocateMemory(arena.device.handle, vk.VkMemoryAllocateInfo(
+                allocationSize=self.size, memoryTypeIndex=self.type_index), None)
+            mapping = vk.vkMapMemory(arena.device.handle, memory, 0, self.size, 0) \
+                if (flags & HOST_VISIBLE) == HOST_VISIBLE else None
+            block = arena._captured[self.memory_id] = [memory, self.size, flags, mapping]
+        memory, _, flags, mapping = block
+        view = None if mapping is None else memoryview(mapping)[self.offset:self.offset + int(requirements.size)]
+        return memory, self.offset, flags, view
 
 
 class _DeviceMemory(Closable):
