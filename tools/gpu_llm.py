@@ -8,14 +8,20 @@ What to carry (made on the development machine, one tar):
                                           (prefill/, decode-<p>/ with model.pte, input-*.bin, reference.pt,
                                           summary.json; llm.json); default DIR ~/.cache/workbench/etvk-llm/llama3_2_mini
         names.json                        capture_join.variant_names() as {SPIR-V hash: ET-VK variant}
+    --dropin: also bin/executor_runner_dropin, the runtime rebuilt with the drop-in GEMV (`workbench.etvk.dropin`:
+        `edit().tree()`, built by `build.build`)
 The command there (the repository's root; GFXReconstruct's tools in $WORKBENCH_GFXRECON_DIR):
     mkdir -p /tmp/llm && tar xf llm_carry.tar -C /tmp/llm
-    python3 tools/gpu_llm.py /tmp/llm $OUT [--runs 20] [--warmup 3]
+    python3 tools/gpu_llm.py /tmp/llm $OUT [--runs 20] [--warmup 3] [--rates-only]
+    --rates-only: no capture; with the drop-in runner carried, the programs run on both runtimes, each's run files
+    packed as $OUT/llm_original.tar and $OUT/llm_dropin.tar
 What it writes under $OUT: llm_gpu.tar (each program folder's run.etdp, run.json, output-*.bin; capture/
 coverage_host.csv: every dispatch of the decode program replayed alone, exact or why not; capture/events.etdp:
 the captured run's ETDump; capture/capture.json), and llm_gpu.log.
 Back here (Inspector reads the ETDumps):
     workbench etvk llm --returned llm_gpu.tar --lowered DIR --out data/<device>/
+    python3 tools/gpu_llm.py --rates FOLDER --lowered DIR --csv data/<device>/etvk_dropin_decode.csv
+        (FOLDER holds llm_original.tar and llm_dropin.tar: `dropin.returned_rates`, tokens/s before and after)
 """
 import argparse
 import json
@@ -26,7 +32,7 @@ import time
 from pathlib import Path
 
 
-def pack(tar_path: Path, lowered: Path) -> None:
+def pack(tar_path: Path, lowered: Path, with_dropin: bool = False) -> None:
     from workbench.etvk.model import build, capture_join, llm
     runtime = build.find()
     if runtime is None:
@@ -35,6 +41,9 @@ def pack(tar_path: Path, lowered: Path) -> None:
     names = capture_join.variant_names()
     with tarfile.open(tar_path, "w") as tar:
         tar.add(runtime.runner, arcname="bin/executor_runner")
+        if with_dropin:
+            from workbench.etvk import dropin
+            tar.add(build.build(dropin.edit().tree(), quiet=False).runner, arcname="bin/executor_runner_dropin")
         if (runtime.root / "build.json").is_file():
             tar.add(runtime.root / "build.json", arcname="build.json")
         for f in sorted(programs.folder.rglob("*")):
@@ -47,6 +56,26 @@ def pack(tar_path: Path, lowered: Path) -> None:
         import io
         tar.addfile(info, io.BytesIO(data))
     print(f"{tar_path}: {tar_path.stat().st_size / 2**20:.1f} MiB")
+
+
+def run_both(root: Path, out: Path, runs: int, warmup: int) -> None:
+    """The programs on the original runtime and on the drop-in's, each in a copy of the lowered folder, interleaved
+    twice (original, drop-in, original, drop-in: the later pair is kept, a clock that rises as the GPU warms
+    favours neither); each's run files packed for `dropin.returned_rates`."""
+    from workbench import vk
+    from workbench.etvk.model import build, llm
+    out.mkdir(parents=True, exist_ok=True)
+    device = vk.get_device()
+    started = time.time()
+    for label, runner in (("original", "executor_runner"), ("dropin", "executor_runner_dropin")) * 2:
+        folder = Path("/tmp/llm_rates") / label
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.copytree(root / "llm", folder)
+        programs = llm.programs_in(folder)
+        llm.execute(programs, build.from_path(root / "bin" / runner), runs=runs, warmup=warmup, device=device,
+                    quiet=False)
+        llm.pack_returned(programs, None, out / f"llm_{label}.tar")
+        print(f"{label}: {len(programs.folders)} programs ({time.time() - started:.0f} s)", flush=True)
 
 
 def run(root: Path, out: Path, runs: int, warmup: int) -> None:
@@ -79,10 +108,25 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--pack", metavar="TAR", help="on the development machine: pack the carry into TAR")
+    p.add_argument("--dropin", action="store_true", help="with --pack: carry the drop-in's runtime too")
+    p.add_argument("--rates-only", action="store_true", help="on the GPU host: both runtimes' runs, no capture")
+    p.add_argument("--rates", metavar="FOLDER", help="here: read FOLDER/llm_{original,dropin}.tar")
+    p.add_argument("--csv", help="with --rates: write the rows here")
     p.add_argument("--lowered", default=str(Path.home() / ".cache" / "workbench" / "etvk-llm" / "llama3_2_mini"))
     args = p.parse_args()
     if args.pack:
-        pack(Path(args.pack), Path(args.lowered))
+        pack(Path(args.pack), Path(args.lowered), args.dropin)
+    elif args.rates:
+        import tempfile
+        from workbench.etvk import dropin
+        with tempfile.TemporaryDirectory() as work:
+            rows = dropin.returned_rates({label: Path(args.rates) / f"llm_{label}.tar"
+                                          for label in ("original", "dropin")}, Path(args.lowered), work)
+        print(rows.to_string())
+        if args.csv:
+            rows.to_csv(args.csv, index=False)
+    elif args.root and args.out and args.rates_only:
+        run_both(Path(args.root), Path(args.out), args.runs, args.warmup)
     elif args.root and args.out:
         run(Path(args.root), Path(args.out), args.runs, args.warmup)
     else:

@@ -185,7 +185,6 @@ def decode_rates(executorch=None, lowered=None, *, with_file=None, runs: int = 5
     is within `llm.RTOL` of the torch reference, and the largest difference from the original runtime's outputs.
     The programs are run in copies of `lowered` (its own run files are left as they are)."""
     import shutil
-    import numpy as np
     from .model import build, llm
     e = edit(executorch, with_file)
     if lowered is None:
@@ -193,35 +192,57 @@ def decode_rates(executorch=None, lowered=None, *, with_file=None, runs: int = 5
     source_programs = llm.programs_in(lowered)
     runtimes = (("original", build.build(e.executorch, jobs=jobs, quiet=quiet)),
                 ("dropin", build.build(e.tree(), jobs=jobs, quiet=quiet)))
-    rows, outputs = [], {}
     with tempfile.TemporaryDirectory(prefix="workbench-dropin-llm-") as tmp:
+        runs_of = {}
         for label, runtime in runtimes:
             folder = Path(tmp) / label
             shutil.copytree(source_programs.folder, folder, ignore=shutil.ignore_patterns("capture", "run.etdp",
                                                                                           "output-*.bin", "run.json"))
-            programs = llm.programs_in(folder)
-            llm.execute(programs, runtime, runs=runs, warmup=warmup, device=device, quiet=quiet)
-            profile = llm.read(programs)
-            outputs[label] = {f.name: np.fromfile(f / "output-0.bin", dtype=np.float32) for f in programs.folders}
-            shares = profile.families[profile.families["family"] == "GEMV"].set_index("step")
-            for _, rate in profile.rates.iterrows():
-                step = rate["step"]
-                out = profile.outputs[profile.outputs["step"] == step]
-                compared = out[out["compared"]]
-                rows.append({"runtime": label, "step": step, "tokens": rate["tokens"], "gpu_us": rate["gpu_us"],
-                             "tokens_per_s_gpu": rate["tokens_per_s_gpu"], "etvk_execute_us": rate["etvk_execute_us"],
-                             "tokens_per_s_execute": rate["tokens_per_s_execute"],
-                             "gemv_us": _share(shares, step, "gpu_us_per_step"), "gemv_share": _share(shares, step, "share"),
-                             "outputs_within": bool(out["within"].all()),
-                             "max_abs_vs_reference": float(compared["max_abs_diff"].max()) if len(compared) else None,
-                             "step_folders": ",".join(sorted(f.name for f in programs.folders
-                                                             if _step_of(f) == step))})
+            runs_of[label] = llm.programs_in(folder)
+            llm.execute(runs_of[label], runtime, runs=runs, warmup=warmup, device=device, quiet=quiet)
+        return rate_rows(runs_of)
+
+
+def rate_rows(runs_of: dict) -> pd.DataFrame:
+    """RATE_COLUMNS rows from {runtime label: `llm.Programs` its runtime ran}, the first label the original: per
+    runtime and step, tokens/s (`llm.read`'s rates), the GEMVs' µs and share, whether every compared output is
+    within `llm.RTOL` of the torch reference, and the largest difference from the original runtime's outputs."""
+    import numpy as np
+    from .model import llm
+    rows, outputs = [], {}
+    for label, programs in runs_of.items():
+        profile = llm.read(programs)
+        outputs[label] = {f.name: np.fromfile(f / "output-0.bin", dtype=np.float32) for f in programs.folders}
+        shares = profile.families[profile.families["family"] == "GEMV"].set_index("step")
+        for _, rate in profile.rates.iterrows():
+            step = rate["step"]
+            out = profile.outputs[profile.outputs["step"] == step]
+            compared = out[out["compared"]]
+            rows.append({"runtime": label, "step": step, "tokens": rate["tokens"], "gpu_us": rate["gpu_us"],
+                         "tokens_per_s_gpu": rate["tokens_per_s_gpu"], "etvk_execute_us": rate["etvk_execute_us"],
+                         "tokens_per_s_execute": rate["tokens_per_s_execute"],
+                         "gemv_us": _share(shares, step, "gpu_us_per_step"), "gemv_share": _share(shares, step, "share"),
+                         "outputs_within": bool(out["within"].all()),
+                         "max_abs_vs_reference": float(compared["max_abs_diff"].max()) if len(compared) else None,
+                         "step_folders": ",".join(sorted(f.name for f in programs.folders if _step_of(f) == step))})
+    original = outputs[next(iter(runs_of))]
     for row in rows:  # each step's outputs against the original runtime's, same program and inputs
         names = row.pop("step_folders").split(",")
-        finite = [np.nanmax(np.abs(outputs[row["runtime"]][f] - outputs["original"][f])) for f in names
-                  if np.isfinite(outputs["original"][f]).all()]
+        finite = [np.nanmax(np.abs(outputs[row["runtime"]][f] - original[f])) for f in names
+                  if np.isfinite(original[f]).all()]
         row["max_abs_vs_original"] = float(max(finite)) if finite else None
     return pd.DataFrame(rows, columns=RATE_COLUMNS)
+
+
+def returned_rates(tars: dict, lowered, work) -> pd.DataFrame:
+    """`rate_rows` of runs made on a GPU host (`tools/gpu_llm.py --dropin`): {runtime label: the tar
+    `llm.pack_returned` wrote for it}, read against the programs `lowered` (each into `work/<label>`)."""
+    from .model import llm
+    runs_of = {}
+    for label, tar in tars.items():
+        llm.read_returned(tar, lowered, Path(work) / label)
+        runs_of[label] = llm.programs_in(Path(work) / label / "llm")
+    return rate_rows(runs_of)
 
 
 def _step_of(folder: Path) -> str:
