@@ -162,7 +162,7 @@ def _shaders(folder: Path) -> list[Path]:
 
 
 @needs_tools
-def test_live_capture_of_a_program_written_without_the_workbench(device, tmp_path):
+def test_live_capture_of_a_program_written_without_the_workbench(device, tmp_path, capsys):
     spv = _shaders(tmp_path)
     result = tmp_path / "out.bin"
     summary = capture.run([sys.executable, PROGRAM, *spv, result], tmp_path / "cap")
@@ -180,6 +180,9 @@ def test_live_capture_of_a_program_written_without_the_workbench(device, tmp_pat
     rows = time_in_order(device, found, memory="captured", sampling=dict(min_samples=2, max_samples=3,
                                                                             min_time_s=0.0))
     assert rows["exact"].all() and (rows["unplaced"] == 0).all()
+    assert cli_main(["capture", "list", str(tmp_path / "cap")]) == 0
+    assert f"memory: {len(places)} of {len(places)} buffers and images bound where the capture says" \
+        in capsys.readouterr().out
 
 
 @needs_tools

@@ -236,7 +236,7 @@ def test_in_order_at_the_captured_memory_places(device):
     tensors the program aliased share memory again; the chain still reproduces every write it owns (an aliased
     tensor's final bytes are the later tensor's, and the check passes over it), and the reader keeps where each
     buffer and image was bound."""
-    from workbench.capture.timeline import time_in_order
+    from workbench.capture.timeline import time_in_order, working_set
     quick = dict(min_samples=2, max_samples=3, min_time_s=0.0)
     found = capture.dispatches(ETVK_DATA)
     props = device.memory_properties
@@ -247,6 +247,11 @@ def test_in_order_at_the_captured_memory_places(device):
         assert rows["exact"].all() and (rows["memory"] == "captured").all(), rows["mismatch"].tolist()
         images = sum(1 for d in placed for b in d.bindings if b.memory is None and b.resource is not None)
         assert rows["unplaced"].iloc[0] <= images  # only the images this test left unplaced
+        size = working_set(placed)  # aliasing shrinks the bytes the chain touches by the later tensor's
+        assert size["keys"] > size["placed"] > 0
+        late = max(len(b.before or b.after) for d in placed for b in d.bindings if pair and b.resource == pair[1])\
+            if alias else 0
+        assert size["resources"] - size["captured"] == late
     # aliasing two tensors whose lifetimes overlap (what one dispatch reads and what it writes) changes the
     # chain's bytes: the places are real, not a label
     d = next(d for d in placed if len({b.resource for b in d.bindings if b.kind == "storage_buffer"}) >= 2)

@@ -135,6 +135,33 @@ def _overwritten(chain: list, made: dict) -> set:
         and span[other][1] < span[key][2] and span[key][1] < span[other][2] for other in span)}
 
 
+def working_set(found: list[CapturedDispatch]) -> dict:
+    """The bytes the dispatches' buffers and images take: `resources` with an allocation each (what the replay's
+    pooled and own ways make: every resource key once, at its largest binding), `captured` the union of their ranges
+    at the places the program bound them (what memory planning that aliases tensors leaves: ET-VK's), and how many
+    resources had a place (`placed`) of `keys`."""
+    largest, place = {}, {}
+    for d in found:
+        for b in d.bindings:
+            data = b.before if b.before is not None else b.after
+            size = len(data) if data is not None else (b.size or 0)
+            key = _resource_key(b)
+            largest[key] = max(largest.get(key, 0), size)
+            if b.memory is not None:
+                place[key] = (b.memory[0], b.memory[3] + (0 if b.kind in IMAGE_KINDS else b.offset))
+    spans: dict = {}
+    for key, (memory, start) in place.items():
+        spans.setdefault(memory, []).append((start, start + largest[key]))
+    captured = 0
+    for ranges in spans.values():
+        end = -1
+        for start, stop in sorted(ranges):
+            captured += max(0, stop - max(start, end))
+            end = max(end, stop)
+    return {"keys": len(largest), "placed": len(place), "resources": sum(largest.values()),
+            "captured": captured + sum(v for k, v in largest.items() if k not in place)}
+
+
 def time_in_order(dev, found: list[CapturedDispatch], *, barriers: str = "captured", memory: str = "pooled",
                   sampling: dict | None = None, chains: int = 1) -> pd.DataFrame:
     """The dispatches of `found` (one execution, in order) timed in order (module docstring): a row per dispatch

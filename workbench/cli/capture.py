@@ -109,6 +109,12 @@ def _list(args) -> int:
         frame = capture_join.join_events(frame, etdump)
         columns += ["operator", "etvk_gpu_us"]
     print(table(frame, columns))
+    from ..capture.timeline import working_set
+    size = working_set(capture.dispatches(args.dir))
+    if size["placed"]:
+        print(f"memory: {size['placed']} of {size['keys']} buffers and images bound where the capture says; they take "
+              f"{size['resources'] / 2**20:.2f} MiB an allocation each, {size['captured'] / 2**20:.2f} MiB where the "
+              f"program put them (tensors it aliased share memory: capture fidelity --memory captured)")
     hidden = capture.manifest(args.dir).get("hidden_extensions")
     if hidden:
         print(f"captured with {', '.join(hidden)} hidden from the program (capture run --hide-extension)")
