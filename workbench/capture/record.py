@@ -152,9 +152,13 @@ def run(command, out_dir, *, timeout: float | None = None, allow_failure: bool =
     command = command.split() if isinstance(command, str) else [str(c) for c in command]
     if not command:
         raise CaptureError("expected a command to capture, got none")
+    try:  # bad input is named before anything is looked for or built
+        hidden = hide_layer.check_names(hide_extensions)
+    except hide_layer.HideLayerError as exc:
+        raise CaptureError(str(exc)) from None
+    queue_submits = parse_submits(submits) if submits is not None else None
     found = tools()
     try:
-        hidden = hide_layer.check_names(hide_extensions)
         base = {**os.environ, **hide_layer.environment(hidden)} if hidden else None
     except hide_layer.HideLayerError as exc:
         raise CaptureError(str(exc)) from None
@@ -165,8 +169,8 @@ def run(command, out_dir, *, timeout: float | None = None, allow_failure: bool =
     started = time.perf_counter()
     with open(log, "w") as handle:
         env = capture_env(found["layer_dir"], capture, base)
-        if submits is not None:
-            env["GFXRECON_CAPTURE_QUEUE_SUBMITS"] = parse_submits(submits)
+        if queue_submits is not None:
+            env["GFXRECON_CAPTURE_QUEUE_SUBMITS"] = queue_submits
         try:
             result = subprocess.run(command, env=env, stdout=handle,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=timeout)
