@@ -272,7 +272,7 @@ def test_cli_in_order_with_chains(tmp_path, capsys):
     assert (rows["chains"] == 2).all() and (rows["way"] == "in-order").all() and rows["exact"].all()
     assert rows.groupby(["barriers", "memory"]).size().to_dict() == {
         ("captured", "own"): 9, ("captured", "pooled"): 9, ("light", "own"): 9, ("light", "pooled"): 9}
-    assert "in-order:" in capsys.readouterr().out
+    assert "in-order (barriers captured) (memory pooled): " in capsys.readouterr().out
 
 
 def test_etvk_times_are_read_from_the_etdumps_integers():

@@ -437,11 +437,14 @@ def _fidelity(args) -> int:
                                    echo=lambda m: print(m, file=sys.stderr, flush=True),
                                    in_order={"chains": args.chains, "barriers": _kinds(args.barriers, "barriers"),
                                              "memory": _kinds(args.memory, "memory")})
-    print(table(summary.reindex(columns=FIDELITY_COLUMNS)))
-    for way in summary["way"].unique():
-        every = summary[(summary["way"] == way) & (summary["family"] == "(all)")].iloc[0]
-        print(f"{way}: {every['within_10pct']:.0%} of {int(every['dispatches'])} dispatches within 10 % of ET-VK's "
-              f"time (median ratio {every['ratio_median']:.2f})")
+    # the in-order way's variants (barriers, memory) are rows of their own: shown where more than one was timed
+    variants = [c for c in ("barriers", "memory") if c in summary and summary[c].nunique(dropna=True) > 1]
+    columns = FIDELITY_COLUMNS[:1] + variants + FIDELITY_COLUMNS[1:]
+    print(table(summary.reindex(columns=columns)))
+    for _, every in summary[summary["family"] == "(all)"].iterrows():
+        how = "".join(f" ({c} {every[c]})" for c in variants if isinstance(every.get(c), str))
+        print(f"{every['way']}{how}: {every['within_10pct']:.0%} of {int(every['dispatches'])} dispatches within "
+              f"10 % of ET-VK's time (median ratio {every['ratio_median']:.2f})")
     _write_csv(rows, args.csv)
     _write_csv(summary, args.summary_csv)
     if args.handport:
