@@ -425,7 +425,7 @@ def test_coverage_rows_of_a_capture_without_an_etdump(device):
 
 # tests/capture_data/etvk_residual_add: `capture_join.capture_program` on ET-VK's executor_runner (cff6f4dd32, built
 # by `workbench etvk build`) running the residual model on lavapipe, with the run's ETDump and output; without its
-# capture.gfxr
+# capture.gfxr (made again 2026-11-28 on a fresh machine: its calls keep every vkAllocateMemory / vkBind*Memory)
 ETVK_DATA = HERE / "capture_data" / "etvk_residual_add"
 COVERAGE = HERE.parent / "data" / "llvmpipe" / "capture_coverage.csv"
 
