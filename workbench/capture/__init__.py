@@ -27,8 +27,8 @@ from .format import CapturedBinding, CapturedDispatch, CaptureError, read_folder
 from .record import process, run, tools
 from .replay import launch_parameters, missing_features, replay_one
 
-__all__ = ["CaptureError", "CapturedBinding", "CapturedDispatch", "run", "process", "tools", "open", "dispatches",
-           "replay", "edit", "manifest"]
+__all__ = ["CaptureError", "CapturedBinding", "CapturedDispatch", "run", "process", "tools", "open", "listing",
+           "dispatches", "replay", "edit", "manifest"]
 
 
 def dispatches(folder) -> list[CapturedDispatch]:
@@ -77,7 +77,12 @@ def open(folder, names: dict | None = None) -> pd.DataFrame:  # noqa: A001 (capt
     point, specialization constants as captured (decoded by the SPIR-V's types; the ids that carry the local size
     where the shader takes it from them: 0..2 in ET-VK, 233..235 in ncnn) and their bytes, push constants (hex), each
     binding (set.binding kind size [format]), group counts, local size."""
-    return pd.DataFrame([_row(d, names) for d in read_folder(folder)])
+    return listing(read_folder(folder), names)
+
+
+def listing(found: list[CapturedDispatch], names: dict | None = None) -> pd.DataFrame:
+    """`open`'s rows of dispatches already read (`dispatches`)."""
+    return pd.DataFrame([_row(d, names) for d in found])
 
 
 def replay(folder, dispatches=None, *, device=None, quick: bool = False, time_it: bool = True,

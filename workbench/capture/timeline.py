@@ -98,8 +98,8 @@ def _resources(dev, chain: list, captured_tiling: bool = False, arena=None, plac
             name = f"capture {key[0]} {key[1]}"
             where = arena
             if placed and c.memory is not None:
-                memory_id, size, type_index, offset = c.memory
-                where = arena.at(memory_id, size, type_index, offset + (0 if c.kind in IMAGE_KINDS else c.offset))
+                memory_id, size, type_index, _ = c.memory
+                where = arena.at(memory_id, size, type_index, _place(c)[1])
             elif placed:
                 arena.unplaced += 1
             if c.kind in IMAGE_KINDS:
@@ -117,6 +117,14 @@ def _resources(dev, chain: list, captured_tiling: bool = False, arena=None, plac
     return made
 
 
+def _place(c) -> tuple | None:
+    """(captured memory id, start) of a binding's bytes where the program bound them (a buffer's descriptor offset
+    on top of the buffer's place), None where the capture kept no place."""
+    if c.memory is None:
+        return None
+    return c.memory[0], c.memory[3] + (0 if c.kind in IMAGE_KINDS else c.offset)
+
+
 def _overwritten(chain: list, made: dict) -> set:
     """Keys of resources placed in memory that another resource, written later in the chain, shares: their final
     bytes are the other's, not theirs (ET-VK's aliased tensors), so the exactness check passes over them."""
@@ -126,8 +134,8 @@ def _overwritten(chain: list, made: dict) -> set:
             c = captured[(b.set, b.binding)]
             key = _resource_key(c)
             if c.memory is not None:
-                start = c.memory[3] + (0 if c.kind in IMAGE_KINDS else c.offset)
-                span[key] = (c.memory[0], start, start + getattr(made[key], "nbytes", 0))
+                memory_id, start = _place(c)
+                span[key] = (memory_id, start, start + getattr(made[key], "nbytes", 0))
             if c.kind in WRITABLE:
                 written[key] = k
     return {key for key, k in written.items() if key in span and any(
@@ -148,7 +156,7 @@ def working_set(found: list[CapturedDispatch]) -> dict:
             key = _resource_key(b)
             largest[key] = max(largest.get(key, 0), size)
             if b.memory is not None:
-                place[key] = (b.memory[0], b.memory[3] + (0 if b.kind in IMAGE_KINDS else b.offset))
+                place[key] = _place(b)
     spans: dict = {}
     for key, (memory, start) in place.items():
         spans.setdefault(memory, []).append((start, start + largest[key]))

@@ -101,7 +101,8 @@ def _names(args) -> dict | None:
 
 def _list(args) -> int:
     from .. import capture
-    frame = capture.open(args.dir, names=_names(args))
+    found = capture.dispatches(args.dir)  # read once: the listing and the memory line below
+    frame = capture.listing(found, names=_names(args))
     columns = LIST_COLUMNS + (["variant"] if args.executorch else [])
     etdump = Path(args.etdump) if args.etdump else Path(args.dir) / "run.etdp"
     if args.etdump or etdump.is_file():
@@ -110,7 +111,7 @@ def _list(args) -> int:
         columns += ["operator", "etvk_gpu_us"]
     print(table(frame, columns))
     from ..capture.timeline import working_set
-    size = working_set(capture.dispatches(args.dir))
+    size = working_set(found)
     if size["placed"]:
         print(f"memory: {size['placed']} of {size['keys']} buffers and images bound where the capture says; they take "
               f"{size['resources'] / 2**20:.2f} MiB an allocation each, {size['captured'] / 2**20:.2f} MiB where the "
