@@ -198,20 +198,20 @@ def decode_rates(executorch=None, lowered=None, *, with_file=None, runs: int = 5
             folder = Path(tmp) / label
             shutil.copytree(source_programs.folder, folder, ignore=shutil.ignore_patterns("capture", "run.etdp",
                                                                                           "output-*.bin", "run.json"))
-            runs_of[label] = llm.programs_in(folder)
-            llm.execute(runs_of[label], runtime, runs=runs, warmup=warmup, device=device, quiet=quiet)
+            programs = llm.programs_in(folder)
+            llm.execute(programs, runtime, runs=runs, warmup=warmup, device=device, quiet=quiet)
+            runs_of[label] = (programs, llm.read(programs))
         return rate_rows(runs_of)
 
 
 def rate_rows(runs_of: dict) -> pd.DataFrame:
-    """RATE_COLUMNS rows from {runtime label: `llm.Programs` its runtime ran}, the first label the original: per
-    runtime and step, tokens/s (`llm.read`'s rates), the GEMVs' µs and share, whether every compared output is
-    within `llm.RTOL` of the torch reference, and the largest difference from the original runtime's outputs."""
+    """RATE_COLUMNS rows from {runtime label: (`llm.Programs` its runtime ran, their `llm.read` profile)}, the first
+    label the original: per runtime and step, tokens/s (the profile's rates), the GEMVs' µs and share, whether every
+    compared output is within `llm.RTOL` of the torch reference, and the largest difference from the original
+    runtime's outputs."""
     import numpy as np
-    from .model import llm
     rows, outputs = [], {}
-    for label, programs in runs_of.items():
-        profile = llm.read(programs)
+    for label, (programs, profile) in runs_of.items():
         outputs[label] = {f.name: np.fromfile(f / "output-0.bin", dtype=np.float32) for f in programs.folders}
         shares = profile.families[profile.families["family"] == "GEMV"].set_index("step")
         for _, rate in profile.rates.iterrows():
@@ -240,8 +240,8 @@ def returned_rates(tars: dict, lowered, work) -> pd.DataFrame:
     from .model import llm
     runs_of = {}
     for label, tar in tars.items():
-        llm.read_returned(tar, lowered, Path(work) / label)
-        runs_of[label] = llm.programs_in(Path(work) / label / "llm")
+        profile, _ = llm.read_returned(tar, lowered, Path(work) / label)  # its ETDumps read once, here
+        runs_of[label] = (llm.programs_in(Path(work) / label / "llm"), profile)
     return rate_rows(runs_of)
 
 
