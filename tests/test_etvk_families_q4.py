@@ -8,7 +8,8 @@ import torch
 
 from workbench.checks.interfaces import check_dispatch
 from workbench.etvk.families import KERNELS, takes
-from workbench.etvk.families.linear_q4gsw_4x8 import coop_variant, pack_w_4x8
+from workbench.etvk.families.linear_q4gsw_4x8 import (COOP_VARIANTS, coop_variant, pack_w_4x8,
+                                                      q4gsw_linear_gemv_coop__w_4x8, with_coop_variant)
 from workbench.etvk.families.linear_q4gsw_shared import quantize_weight
 
 CHECKOUT = os.environ.get("WORKBENCH_EXECUTORCH")
@@ -78,6 +79,26 @@ def test_gemv_coop_matches_torch(etvk_row, real, options):
     row = _row(etvk_row, real, "q4gsw_linear_gemv_coop__w_4x8", options)
     suffix, groups, workers = coop_variant(options["out_features"])
     assert suffix in row["variant"] and row["local_size"] == f"1x{groups}x{workers}"
+
+
+@needs_checkout
+@pytest.mark.parametrize("suffix", [v[0] for v in COOP_VARIANTS])
+def test_gemv_at_every_decomposition_matches_torch(device, real, suffix):
+    """Each of the GEMV's three (NUM_GROUPS, WORKERS) decompositions at a shape the picker gives another
+    (N = 1,156: 145 tiles, a partial work group in every decomposition, N % 8 == 4)."""
+    from workbench.etvk.run import execute
+    d = with_coop_variant(q4gsw_linear_gemv_coop__w_4x8(real, shape=(1, 384), out_features=1156), 1156, suffix)
+    groups, workers = next((g, w) for s, g, w in COOP_VARIANTS if s == suffix)
+    assert suffix in d.variant and d.local_size == (1, groups, workers)
+    assert d.global_size == (-(-145 // groups), groups, workers)
+    row = execute(device, real, d)
+    assert row["correct"] and row["max_abs_diff"] <= row["tolerance"], row
+
+
+def test_a_decomposition_not_in_the_yaml_is_refused_in_one_line():
+    with pytest.raises(ValueError, match=r"^expected a decomposition of \['_g1w64', '_g4w16', '_g8w8'\], "
+                                         r"got '_g2w32'$"):
+        with_coop_variant(None, 64, "_g2w32")
 
 
 @needs_checkout

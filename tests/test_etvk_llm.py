@@ -33,11 +33,23 @@ needs_runtime = pytest.mark.skipif(not CHECKOUT or _runtime() is None,
     ({"group_size": 30}, "expected group_size a multiple of 4"),
     ({"prefill": 128}, "expected prefill < max_seq_len=128"),
     ({"n_layers": 0}, "expected n_layers a positive integer"),
+    ({"repeat_rows": -64}, "expected repeat_rows 0 (all random) or a positive row period, got -64"),
 ])
 def test_bad_config_is_refused_in_one_line(kwargs, expected):
     with pytest.raises(ValueError) as e:
         llm.Decoder(**kwargs)
     assert expected in str(e.value) and "\n" not in str(e.value)
+
+
+def test_repeated_rows_keep_the_seed_values_and_the_shape():
+    import torch
+    w = torch.randn(300, 7, generator=torch.Generator().manual_seed(0))
+    r = llm.repeated_rows(w, 128)
+    assert r.shape == w.shape and torch.equal(r[:128], w[:128])
+    assert torch.equal(r[128:256], w[:128]) and torch.equal(r[256:], w[:44])
+    assert not torch.equal(r, w) and r.data_ptr() != w.data_ptr()
+    v = torch.randn(300)
+    assert torch.equal(llm.repeated_rows(v, 128), v) and torch.equal(llm.repeated_rows(w, 0), w)
 
 
 def test_cli_refuses_a_bad_config_without_a_traceback():

@@ -430,6 +430,8 @@ def _kinds(text: str, option: str) -> tuple:
 
 def _fidelity(args) -> int:
     import sys
+
+    import pandas as pd
     from ..etvk.model import capture_fidelity as cf
     rows, summary = cf.fidelity_of(args.dirs, ways=[w.strip() for w in args.ways.split(",") if w.strip()],
                                    cold_between=args.cold_between or cf.COLD_BETWEEN, back_to_back=args.back_to_back,
@@ -438,18 +440,17 @@ def _fidelity(args) -> int:
                                    echo=lambda m: print(m, file=sys.stderr, flush=True),
                                    in_order={"chains": args.chains, "barriers": _kinds(args.barriers, "barriers"),
                                              "memory": _kinds(args.memory, "memory")})
-    # the in-order way's variants (barriers, memory) are rows of their own: shown where more than one was timed
-    variants = [c for c in ("barriers", "memory") if c in summary and summary[c].nunique(dropna=True) > 1]
+    # the in-order way's variants (barriers, memory, chains) are rows of their own: shown where more than one was timed
+    variants = [c for c in ("barriers", "memory", "chains") if c in summary and summary[c].nunique(dropna=True) > 1]
     columns = FIDELITY_COLUMNS[:1] + variants + FIDELITY_COLUMNS[1:]
     print(table(summary.reindex(columns=columns)))
     for _, every in summary[summary["family"] == "(all)"].iterrows():
-        how = "".join(f" ({c} {every[c]})" for c in variants if isinstance(every.get(c), str))
+        how = "".join(f" ({c} {every[c]})" for c in variants if c in every and not pd.isna(every[c]))
         print(f"{every['way']}{how}: {every['within_10pct']:.0%} of {int(every['dispatches'])} dispatches within "
               f"10 % of ET-VK's time (median ratio {every['ratio_median']:.2f})")
     _write_csv(rows, args.csv)
     _write_csv(summary, args.summary_csv)
     if args.handport:
-        import pandas as pd
         both = cf.compare_handport(rows, pd.read_csv(args.handport))
         print(f"{len(both)} rows have a hand-ported twin (same model, dispatch and way of timing)")
         if not both.empty:

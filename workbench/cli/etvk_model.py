@@ -213,7 +213,8 @@ def cmd_llm(args) -> int:
     try:
         cfg = llm.Decoder(name=args.name, n_layers=args.layers, dim=args.dim, n_heads=args.heads,
                           n_kv_heads=args.kv_heads, hidden_dim=args.hidden, vocab_size=args.vocab,
-                          max_seq_len=args.max_seq_len, group_size=args.group_size, prefill=args.prefill)
+                          max_seq_len=args.max_seq_len, group_size=args.group_size, prefill=args.prefill,
+                          repeat_rows=args.repeat_rows)
     except ValueError as e:
         print(f"llm: {e}", file=sys.stderr)
         return 2
@@ -417,6 +418,9 @@ def register(verbs) -> None:
     p.add_argument("--max-seq-len", type=int, default=128)
     p.add_argument("--group-size", type=int, default=32)
     p.add_argument("--prefill", type=int, default=32, help="prompt tokens of the prefill program (default 32)")
+    p.add_argument("--repeat-rows", type=int, default=0, metavar="R",
+                   help="every weight matrix's rows repeat every R (random values, full traffic; the programs "
+                        "compress R-fold to travel to a GPU host); default 0: all random")
     p.add_argument("--decode", type=int, default=4, help="timed decode steps: positions prefill … prefill+N-1 (default 4); "
                                                             "position 0 is run too, to check the output")
     p.add_argument("--runs", type=int, default=10, help="timed executions per program (default 10)")

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 import struct
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -59,13 +60,26 @@ GEMM_TILE, TIN_TILE = (4, 8), (8, 4)  # kGemmTileM/N, kTinGemmTileM/N (Q4gswLine
 CPP = "Q4gswLinear.cpp"
 
 
+#: the GEMV's (suffix, NUM_GROUPS, WORKERS_PER_GROUP) decompositions (its YAML's variants), in the picker's order
+COOP_VARIANTS = (("_g1w64", 1, 64), ("_g4w16", 4, 16), ("_g8w8", 8, 8))
+
+
 def coop_variant(n: int) -> tuple[str, int, int]:
     """``pick_coop_variant_for_N``: (suffix, NUM_GROUPS, WORKERS_PER_GROUP)."""
-    if n <= 1024:
-        return "_g1w64", 1, 64
-    if n <= 4096:
-        return "_g4w16", 4, 16
-    return "_g8w8", 8, 8
+    return COOP_VARIANTS[0 if n <= 1024 else 1 if n <= 4096 else 2]
+
+
+def with_coop_variant(d: Dispatch, n: int, suffix: str) -> Dispatch:
+    """The GEMV dispatch `d` (N = `n` outputs) at another of its decompositions (COOP_VARIANTS: the variant, work groups and local
+    size ET-VK's picker would give it), to see what the picker's choice costs on a device."""
+    found = {v[0]: v for v in COOP_VARIANTS}
+    if suffix not in found:
+        raise ValueError(f"expected a decomposition of {sorted(found)}, got {suffix!r}")
+    _, groups, workers = found[suffix]
+    old = next(v[0] for v in COOP_VARIANTS if v[0] in d.variant)
+    return replace(d, variant=d.variant.replace(old, suffix),
+                   global_size=(math.ceil(math.ceil(n / 8) / groups), groups, workers),
+                   local_size=(1, groups, workers))
 
 
 def pack_w_4x8(w4: np.ndarray) -> np.ndarray:

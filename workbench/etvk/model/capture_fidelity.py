@@ -324,9 +324,12 @@ def table(model: str, frame: pd.DataFrame, events: pd.DataFrame, timed: pd.DataF
 def summary(rows: pd.DataFrame) -> pd.DataFrame:
     """Per way, per family and "(all)": dispatches, median ratio with p10–p90, the share within 10 %, ET-VK's and
     the replays' µs summed, all exact (:func:`fidelity.summary` on these rows)."""
-    rows = rows.assign(memory=rows["memory"].astype(object).fillna("own") if "memory" in rows else "own")  # alone
+    # alone: an allocation each, one dispatch a chain
+    rows = rows.assign(memory=rows["memory"].astype(object).fillna("own") if "memory" in rows else "own",
+                       chains=pd.to_numeric(rows["chains"], errors="coerce").fillna(1).astype(int)
+                       if "chains" in rows else 1)
     as_fidelity = rows.rename(columns={"etvk_us": "runtime_us", "replay_us": "workbench_us", "exact": "correct"})
-    modes = ["timestamps", "between", "barriers", "memory"]
+    modes = ["timestamps", "between", "barriers", "memory", "chains"]
     out = fidelity.summary(as_fidelity.dropna(subset=["ratio", *modes]))
     ways = rows.dropna(subset=modes).drop_duplicates(modes)[["way", *modes]]
     out = ways.merge(out, on=modes).rename(columns={"runtime_us": "etvk_us", "workbench_us": "replay_us",

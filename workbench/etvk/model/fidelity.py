@@ -121,7 +121,7 @@ def table(profile, timed: pd.DataFrame, revision: str | None = None) -> pd.DataF
 def summary(fidelity_table: pd.DataFrame) -> pd.DataFrame:
     """Per family (and way of timing): dispatches, median ratio with p10–p90, the share within 10 %, all correct."""
     t = fidelity_table.dropna(subset=["ratio"])
-    modes = [c for c in ("timestamps", "between", "barriers", "memory") if c in t]
+    modes = [c for c in ("timestamps", "between", "barriers", "memory", "chains") if c in t]
 
     def rows(group):
         r = group["ratio"]

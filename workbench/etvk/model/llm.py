@@ -58,6 +58,15 @@ EXPORT_ARGS = ("--vulkan", "-qmode", "4w", "-kv", "--use_sdpa_with_kv_cache", "-
 FAMILIES = ("GEMV", "GEMM", "SDPA", "RMSNorm", "rotary", "embedding", "copies/views", "other")
 
 
+def repeated_rows(weight, period: int):
+    """`weight` (a copy) with its rows repeating every `period` (Decoder.repeat_rows); vectors and period 0 as
+    they are."""
+    if period <= 0 or weight.dim() < 2 or weight.shape[0] <= period:
+        return weight.clone()
+    reps = -(-weight.shape[0] // period)
+    return weight[:period].repeat(reps, *([1] * (weight.dim() - 1)))[:weight.shape[0]].clone()
+
+
 class LlmLoweringError(RuntimeError):
     """export_llama_lib failed in the child; its last lines say where."""
 
@@ -80,6 +89,10 @@ class Decoder:
     prefill: int = 32
     norm_eps: float = 1e-5
     rope_theta: float = 500000.0
+    #: 0: every weight random; R: every matrix's rows (output features, vocabulary entries) repeat every R — still
+    #: the seed's random values and the full traffic per token, but a program that compresses R-fold, so a
+    #: 1B-shaped model travels to a GPU host (`tools/gpu_llm.py`); the references are computed with the same weights
+    repeat_rows: int = 0
 
     def __post_init__(self):
         def need(ok, what):
@@ -106,6 +119,8 @@ class Decoder:
         need(self.hidden_dim % 4 == 0 and self.vocab_size % 4 == 0 and self.dim % 4 == 0,
              f"expected dim, hidden_dim and vocab_size multiples of 4 (ET-VK's N alignment), got "
              f"{self.dim}, {self.hidden_dim}, {self.vocab_size}")
+        need(isinstance(self.repeat_rows, int) and self.repeat_rows >= 0,
+             f"expected repeat_rows 0 (all random) or a positive row period, got {self.repeat_rows!r}")
         need(self.prefill < self.max_seq_len,
              f"expected prefill < max_seq_len={self.max_seq_len} (decode positions follow it), got {self.prefill}")
 
@@ -534,7 +549,7 @@ def _child(args) -> int:
     built = transformer.construct_transformer(margs.ModelArgs(**cfg.params(), max_seq_len=cfg.max_seq_len,
                                                               max_context_len=cfg.max_seq_len))
     checkpoint = out / "checkpoint.pth"
-    torch.save({k: v.detach().clone() for k, v in built.named_parameters()}, checkpoint)
+    torch.save({k: repeated_rows(v.detach(), cfg.repeat_rows) for k, v in built.named_parameters()}, checkpoint)
     del built
     real_prepare = lib._prepare_for_llama_export
     made = {}
