@@ -124,3 +124,46 @@ def test_patch_wrong_checkout(tmp_path, capsys):
 def test_no_dropin_for_another_template(small_checkout):
     with pytest.raises(dropin.EditError, match="expected a drop-in for q4gsw_linear_gemm__w_4x8"):
         dropin.edit(small_checkout, template="q4gsw_linear_gemm__w_4x8")
+
+
+# a stand-in for the picker's file, written here: the function the patch rewrites, and its neighbours
+PICKER_STAND_IN = """struct CoopVariant { const char* suffix; uint32_t num_groups; uint32_t workers_per_group; };
+
+CoopVariant pick_coop_variant_for_N(uint32_t N) {
+  if (N <= 1024u) {
+    return {"_g1w64", 1u, 64u};
+  }
+  return {"_g8w8", 8u, 8u};
+}
+
+int untouched() { return 1; }
+"""
+
+
+def test_patch_with_a_decomposition_rewrites_the_picker(small_checkout, tmp_path, capsys):
+    from workbench.cli import main
+    picker = small_checkout / dropin.PICKER
+    picker.parent.mkdir(parents=True, exist_ok=True)
+    picker.write_text(PICKER_STAND_IN)
+    out = tmp_path / "dropin.patch"
+    assert main(["etvk", "patch", "--executorch", str(small_checkout), "--decomposition", "g1w64", "-o",
+                 str(out)]) == 0
+    text = out.read_text()
+    assert f"diff --git a/{dropin.PICKER} b/{dropin.PICKER}" in text and "picks g1w64 at every N" in text
+    subprocess.run(["git", "-C", str(small_checkout), "apply", str(out)], check=True, capture_output=True)
+    edited = picker.read_text()
+    assert 'return {"_g1w64", 1u, 64u};' in edited and "_g8w8" not in edited and "int untouched()" in edited
+    assert edited.count("CoopVariant pick_coop_variant_for_N") == 1
+    capsys.readouterr()
+    # a checkout whose picker has no such function: one line naming what was expected
+    picker.write_text("int other() { return 0; }\n")
+    assert main(["etvk", "patch", "--executorch", str(small_checkout), "--decomposition", "g4w16"]) == 2
+    err = capsys.readouterr().err
+    assert "expected one `CoopVariant pick_coop_variant_for_N(uint32_t N)" in err and "found 0" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_picker_text_refuses_a_decomposition_the_yaml_lacks():
+    with pytest.raises(dropin.EditError, match=r"expected a decomposition of \['g1w64', 'g4w16', 'g8w8'\], got 'g2w32'"):
+        dropin.picker_text(PICKER_STAND_IN, "g2w32")
+    assert dropin.picker_text(PICKER_STAND_IN, "g8w8").count('return {"_g8w8", 8u, 8u};') == 1

@@ -9,7 +9,8 @@ What to carry (made on the development machine, one tar):
                                           summary.json; llm.json); default DIR ~/.cache/workbench/etvk-llm/llama3_2_mini
         names.json                        capture_join.variant_names() as {SPIR-V hash: ET-VK variant}
     --dropin: also bin/executor_runner_dropin, the runtime rebuilt with the drop-in GEMV (`workbench.etvk.dropin`:
-        `edit().tree()`, built by `build.build`)
+        `edit().tree()`, built by `build.build`); --decomposition g1w64 (repeatable): also
+        bin/executor_runner_dropin_g1w64, the drop-in with ET-VK's picker giving that variant at every N
 The command there (the repository's root; GFXReconstruct's tools in $WORKBENCH_GFXRECON_DIR):
     mkdir -p /tmp/llm && tar xf llm_carry.tar -C /tmp/llm
     python3 tools/gpu_llm.py /tmp/llm $OUT [--runs 20] [--warmup 3] [--rates-only]
@@ -21,7 +22,8 @@ the captured run's ETDump; capture/capture.json), and llm_gpu.log.
 Back here (Inspector reads the ETDumps):
     workbench etvk llm --returned llm_gpu.tar --lowered DIR --out data/<device>/
     python3 tools/gpu_llm.py --rates FOLDER --lowered DIR --csv data/<device>/etvk_dropin_decode.csv
-        (FOLDER holds llm_original.tar and llm_dropin.tar: `dropin.returned_rates`, tokens/s before and after)
+        (FOLDER holds llm_original.tar and each drop-in's llm_<label>.tar: `dropin.returned_rates`, tokens/s before
+        and after)
 """
 import argparse
 import json
@@ -32,7 +34,7 @@ import time
 from pathlib import Path
 
 
-def pack(tar_path: Path, lowered: Path, with_dropin: bool = False) -> None:
+def pack(tar_path: Path, lowered: Path, with_dropin: bool = False, decompositions=()) -> None:
     from workbench.etvk.model import build, capture_join, llm
     runtime = build.find()
     if runtime is None:
@@ -44,6 +46,9 @@ def pack(tar_path: Path, lowered: Path, with_dropin: bool = False) -> None:
         if with_dropin:
             from workbench.etvk import dropin
             tar.add(build.build(dropin.edit().tree(), quiet=False).runner, arcname="bin/executor_runner_dropin")
+            for d in decompositions:
+                tar.add(build.build(dropin.edit(decomposition=d).tree(), quiet=False).runner,
+                        arcname=f"bin/executor_runner_dropin_{d}")
         if (runtime.root / "build.json").is_file():
             tar.add(runtime.root / "build.json", arcname="build.json")
         for f in sorted(programs.folder.rglob("*")):
@@ -58,16 +63,23 @@ def pack(tar_path: Path, lowered: Path, with_dropin: bool = False) -> None:
     print(f"{tar_path}: {tar_path.stat().st_size / 2**20:.1f} MiB")
 
 
+def runners(root: Path) -> list[tuple[str, str]]:
+    """(label, runner file) of the runtimes carried: executor_runner ("original") first, then each
+    executor_runner_<label> (the drop-in's, "dropin"; with a decomposition, "dropin_g1w64")."""
+    found = sorted(p.name for p in (root / "bin").glob("executor_runner_*"))
+    return [("original", "executor_runner"), *((name.removeprefix("executor_runner_"), name) for name in found)]
+
+
 def run_both(root: Path, out: Path, runs: int, warmup: int) -> None:
-    """The programs on the original runtime and on the drop-in's, each in a copy of the lowered folder, interleaved
-    twice (original, drop-in, original, drop-in: the later pair is kept, a clock that rises as the GPU warms
-    favours neither); each's run files packed for `dropin.returned_rates`."""
+    """The programs on the original runtime and on each drop-in's (`runners`), each in a copy of the lowered
+    folder, interleaved twice (original, drop-in(s), original, drop-in(s): the later round is kept, a clock that
+    rises as the GPU warms favours none); each's run files packed for `dropin.returned_rates`."""
     from workbench import vk
     from workbench.etvk.model import build, llm
     out.mkdir(parents=True, exist_ok=True)
     device = vk.get_device()
     started = time.time()
-    for label, runner in (("original", "executor_runner"), ("dropin", "executor_runner_dropin")) * 2:
+    for label, runner in runners(root) * 2:
         folder = Path("/tmp/llm_rates") / label
         shutil.rmtree(folder, ignore_errors=True)
         shutil.copytree(root / "llm", folder)
@@ -109,19 +121,24 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--pack", metavar="TAR", help="on the development machine: pack the carry into TAR")
     p.add_argument("--dropin", action="store_true", help="with --pack: carry the drop-in's runtime too")
+    p.add_argument("--decomposition", action="append", default=[], choices=("g1w64", "g4w16", "g8w8"),
+                   help="with --pack --dropin: also the drop-in with ET-VK's picker giving this variant at every N")
     p.add_argument("--rates-only", action="store_true", help="on the GPU host: both runtimes' runs, no capture")
     p.add_argument("--rates", metavar="FOLDER", help="here: read FOLDER/llm_{original,dropin}.tar")
     p.add_argument("--csv", help="with --rates: write the rows here")
     p.add_argument("--lowered", default=str(Path.home() / ".cache" / "workbench" / "etvk-llm" / "llama3_2_mini"))
     args = p.parse_args()
     if args.pack:
-        pack(Path(args.pack), Path(args.lowered), args.dropin)
+        pack(Path(args.pack), Path(args.lowered), args.dropin, args.decomposition)
     elif args.rates:
         import tempfile
         from workbench.etvk import dropin
+        tars = sorted(Path(args.rates).glob("llm_*.tar"), key=lambda t: (t.stem != "llm_original", t.stem))
+        if not tars or tars[0].stem != "llm_original":
+            sys.exit(f"expected llm_original.tar and the drop-ins' llm_<label>.tar in {args.rates}, found "
+                     f"{[t.name for t in tars] or 'none'}")
         with tempfile.TemporaryDirectory() as work:
-            rows = dropin.returned_rates({label: Path(args.rates) / f"llm_{label}.tar"
-                                          for label in ("original", "dropin")}, Path(args.lowered), work)
+            rows = dropin.returned_rates({t.stem.removeprefix("llm_"): t for t in tars}, Path(args.lowered), work)
         print(rows.to_string())
         if args.csv:
             rows.to_csv(args.csv, index=False)

@@ -5,7 +5,7 @@ small (PERF) shapes cold; each row with its clock columns, its cache regime and 
 cuBLAS's fp16 GEMV; `workbench.benchmarks.field_gemv`, CUDA events) beside the workbench's best builds
 (FIELD_BUILDS, per data/NVIDIA_H200/q4_gemv.csv), cold and hot, group 32, M = 1, at Llama-3.1-8B's three shapes
 then Llama-3.2-1B's three and Qwen3-0.6B's two, in one run of under 5 minutes (a shape not begun by FIELD_BUDGET_S is left out and
-named): OUT/q4_gemv_field.*. Needs no ET-VK checkout and no torchao (torch's core op): carry `.gl` and `.whl_field`
+named; $FIELD_MODELS picks models): OUT/q4_gemv_field.*. Needs no ET-VK checkout and no torchao (torch's core op): carry `.gl` and `.whl_field`
 (vulkan, cffi, pycparser, nvidia_ml_py) on a host with CUDA torch. With $WORKBENCH_GGML (a ggml or llama.cpp
 checkout) and GFXReconstruct's tools ($WORKBENCH_GFXRECON_DIR), llama.cpp's Vulkan GEMV too (both paths; built,
 captured once at every field shape before the first is timed, then replayed: `workbench.benchmarks.field_ggml`).
@@ -50,7 +50,11 @@ BUILDS = [dict(half, threads_k=64), dict(half, rows=2, threads_k=64), dict(tiled
 #: registers (2048→2048)
 FIELD_BUILDS = [dict(xregs, dequant="dq8", act_dtype="int8", lane_chunks=True), dict(half, rows=2, threads_k=64),
                 dict(half, threads_k=64), xregs]
-FIELD_SHAPES = [s for m in ("Llama-3.1-8B", "Llama-3.2-1B", "Qwen3-0.6B") for s in B.SHAPES if s.model == m]
+#: $FIELD_MODELS (comma-separated) runs some: e.g. Qwen3-0.6B alone, its rows then joined to an earlier run's file
+FIELD_MODELS = os.environ.get("FIELD_MODELS", "Llama-3.1-8B,Llama-3.2-1B,Qwen3-0.6B").split(",")
+FIELD_SHAPES = [s for m in FIELD_MODELS for s in B.SHAPES if s.model == m]
+if not FIELD_SHAPES:
+    sys.exit(f"FIELD_MODELS: expected models of {sorted({s.model for s in B.SHAPES})}, got {FIELD_MODELS}")
 FIELD_BUDGET_S = float(os.environ.get("FIELD_BUDGET_S", 200))  # a shape takes ~30-40 s: under 5 minutes
 GGML = os.environ.get("WORKBENCH_GGML") or None
 started = time.time()

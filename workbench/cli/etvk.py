@@ -516,6 +516,9 @@ def register(sub) -> None:
                         "(default q4gsw_linear_gemv_coop__w_4x8)")
     p.add_argument("--with", dest="with_file", metavar="FILE",
                    help="the replacement template (default: shaders/etvk_dropin/<template>.glsl)")
+    p.add_argument("--decomposition", choices=("g1w64", "g4w16", "g8w8"),
+                   help="also make ET-VK's picker (Q4gswLinear.cpp) give the GEMV this (NUM_GROUPS, WORKERS) "
+                        "variant at every N: g1w64 on a desktop GPU (data/NVIDIA_H200/q4_gemv_dropin.csv)")
     p.add_argument("-o", "--out", help="write the patch here (default: stdout)")
     p.set_defaults(fn=cmd_patch)
     from . import etvk_model
@@ -524,7 +527,7 @@ def register(sub) -> None:
 
 def cmd_patch(args) -> int:
     from ..etvk import dropin
-    text = dropin.patch(args.executorch, args.template, args.with_file)
+    text = dropin.patch(args.executorch, args.template, args.with_file, args.decomposition)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text, encoding="utf-8")

@@ -26,6 +26,8 @@ nothing of ET-VK is written to the repository.
 """
 from __future__ import annotations
 
+import dataclasses
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -76,9 +78,33 @@ def template_path(executorch, name: str) -> str:
     raise EditError(f"expected a template of {glsl} (e.g. {TEMPLATE}), got {given!r}")
 
 
-def edit(executorch=None, with_file=None, template: str | None = None) -> TemplateEdit:
+#: the C++ that picks the GEMV's (NUM_GROUPS, WORKERS) variant by N, and the function in it
+PICKER = "backends/vulkan/runtime/graph/ops/impl/Q4gswLinear.cpp"
+PICKER_FUNCTION = re.compile(r"CoopVariant pick_coop_variant_for_N\(uint32_t N\) \{\n.*?\n\}\n", re.S)
+
+
+def picker_text(text: str, decomposition: str) -> str:
+    """ET-VK's ``Q4gswLinear.cpp`` (`text`) with ``pick_coop_variant_for_N`` returning `decomposition` (a variant of
+    the GEMV's YAML: g1w64, g4w16, g8w8) at every N: on the H200 the picker's g4w16 / g8w8 give 128–448 work groups
+    of 64 threads at Llama's shapes, too few loads in flight (data/NVIDIA_H200/q4_gemv_dropin.csv)."""
+    from .families.linear_q4gsw_4x8 import COOP_VARIANTS
+    found = {s.lstrip("_"): (s, g, w) for s, g, w in COOP_VARIANTS}
+    if decomposition not in found:
+        raise EditError(f"expected a decomposition of {sorted(found)}, got {decomposition!r}")
+    suffix, groups, workers = found[decomposition]
+    if len(PICKER_FUNCTION.findall(text)) != 1:
+        raise EditError(f"expected one `CoopVariant pick_coop_variant_for_N(uint32_t N) {{ … }}` in {PICKER}, "
+                        f"found {len(PICKER_FUNCTION.findall(text))}")
+    body = (f"CoopVariant pick_coop_variant_for_N(uint32_t N) {{\n  (void)N; // workbench etvk patch --decomposition "
+            f"{decomposition}: one decomposition at every N\n  return {{\"{suffix}\", {groups}u, {workers}u}};\n}}\n")
+    return PICKER_FUNCTION.sub(lambda _: body, text)
+
+
+def edit(executorch=None, with_file=None, template: str | None = None,
+         decomposition: str | None = None) -> TemplateEdit:
     """The checkout's `template` (default: the one `with_file` is named after, else ``TEMPLATE``) replaced by
-    `with_file` (default: the workbench's drop-in for it)."""
+    `with_file` (default: the workbench's drop-in for it); with `decomposition`, ET-VK's picker (`PICKER`) made
+    to give the GEMV that variant at every N (`picker_text`)."""
     root = checkout_path(executorch)
     if with_file is None:
         with_file = dropin_file(Path(template_path(root, template or TEMPLATE)).stem)
@@ -86,29 +112,40 @@ def edit(executorch=None, with_file=None, template: str | None = None) -> Templa
     if not path.is_file():
         raise EditError(f"expected a replacement template file, found no file {path}")
     rel = template_path(root, template or path.name)
-    return TemplateEdit.from_file(root, path, rel)
+    e = TemplateEdit.from_file(root, path, rel)
+    if decomposition is None:
+        return e
+    if not (root / PICKER).is_file():
+        raise EditError(f"expected ET-VK's GEMV picker at {root / PICKER}, found no file")
+    return dataclasses.replace(e, others=((PICKER, picker_text((root / PICKER).read_text(encoding="utf-8"),
+                                                               decomposition)),))
 
 
-def patch(executorch=None, template: str | None = None, with_file=None) -> str:
-    """A unified diff (git's format) taking the checkout's `template` to `with_file`, made by `git diff --no-index`
-    from the checkout's file as it is now; ``git apply`` in the checkout's root applies it."""
-    e = edit(executorch, with_file, template)
+def patch(executorch=None, template: str | None = None, with_file=None, decomposition: str | None = None) -> str:
+    """A unified diff (git's format) taking the checkout's `template` to `with_file` (and, with `decomposition`, its
+    picker: `edit`), made by `git diff --no-index` from the checkout's files as they are now; ``git apply`` in the
+    checkout's root applies it."""
+    e = edit(executorch, with_file, template, decomposition)
     if e.edited == e.original:
         raise EditError(f"expected {with_file or 'the drop-in'} to differ from {e.template}; they are the same")
+    diffs = []
     with tempfile.TemporaryDirectory(prefix="workbench-etvk-patch-") as tmp:
-        for side, text in (("a", e.original), ("b", e.edited)):
-            target = Path(tmp) / side / e.template
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-        proc = subprocess.run(["git", "diff", "--no-index", "--no-color", "--src-prefix=", "--dst-prefix=",
-                               f"a/{e.template}", f"b/{e.template}"], cwd=tmp, capture_output=True, text=True)
-    if proc.returncode not in (0, 1) or not proc.stdout.startswith("diff --git"):
-        raise EditError(f"expected git diff to write a patch, it exited {proc.returncode}: "
-                        f"{(proc.stderr or proc.stdout).strip()[:200]}")
+        for rel, text in e.files():
+            for side, body in (("a", (e.executorch / rel).read_text(encoding="utf-8")), ("b", text)):
+                target = Path(tmp) / side / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(body, encoding="utf-8")
+            proc = subprocess.run(["git", "diff", "--no-index", "--no-color", "--src-prefix=", "--dst-prefix=",
+                                   f"a/{rel}", f"b/{rel}"], cwd=tmp, capture_output=True, text=True)
+            if proc.returncode not in (0, 1) or not proc.stdout.startswith("diff --git"):
+                raise EditError(f"expected git diff to write a patch, it exited {proc.returncode}: "
+                                f"{(proc.stderr or proc.stdout).strip()[:200]}")
+            diffs.append(proc.stdout)
     from .codegen import run_git
     head = run_git(e.executorch, "rev-parse", "--short=10", "HEAD").stdout.strip() or "unversioned"
-    return (f"workbench etvk patch: {e.template} replaced (ExecuTorch {head}, made from {e.executorch}).\n"
-            f"Apply in the checkout's root: git apply FILE\n\n" + proc.stdout)
+    also = f"; {PICKER} picks {decomposition} at every N" if decomposition else ""
+    return (f"workbench etvk patch: {e.template} replaced{also} (ExecuTorch {head}, made from {e.executorch}).\n"
+            f"Apply in the checkout's root: git apply FILE\n\n" + "".join(diffs))
 
 
 class Swapped:

@@ -62,6 +62,9 @@ class TemplateEdit:
     executorch: Path
     template: str
     edited: str
+    #: other files of the checkout changed with the template: ((path relative to the checkout, edited text), …),
+    #: e.g. the C++ that picks the template's variant (`etvk.dropin.edit(decomposition=…)`)
+    others: tuple = ()
 
     @classmethod
     def from_file(cls, executorch, edited_file, template: str | None = None) -> "TemplateEdit":
@@ -91,14 +94,21 @@ class TemplateEdit:
     def name(self) -> str:
         return Path(self.template).stem
 
+    def files(self) -> list[tuple[str, str]]:
+        """(path relative to the checkout, edited text) of every file the edit changes, the template first."""
+        return [(self.template, self.edited), *self.others]
+
     def diff(self) -> str:
         import difflib
-        return "".join(difflib.unified_diff(self.original.splitlines(True), self.edited.splitlines(True),
-                                            f"a/{self.template}", f"b/{self.template}"))
+        return "".join("".join(difflib.unified_diff((self.executorch / rel).read_text(encoding="utf-8")
+                                                    .splitlines(True), text.splitlines(True), f"a/{rel}", f"b/{rel}"))
+                       for rel, text in self.files())
 
     def digest(self) -> str:
         head = run_git(self.executorch, "rev-parse", "HEAD").stdout.strip()
-        return hashlib.sha256(f"{head}\0{self.executorch}\0{self.template}\0{self.edited}".encode()).hexdigest()[:12]
+        others = "".join(f"\0{rel}\0{text}" for rel, text in self.others)
+        return hashlib.sha256(f"{head}\0{self.executorch}\0{self.template}\0{self.edited}{others}".encode()
+                              ).hexdigest()[:12]
 
     def _home(self) -> Path:
         if self.edited == self.original:
@@ -111,7 +121,8 @@ class TemplateEdit:
             # symlinks stay links, times kept (CMake / ninja compare them); .git is copied: its objects are the
             # checkout's alternates, so `git diff` in the copy sees exactly the edit on top of the checkout's state
             shutil.copytree(self.executorch, folder, symlinks=True, dirs_exist_ok=True)
-            (folder / self.template).write_text(self.edited, encoding="utf-8")
+            for rel, text in self.files():
+                (folder / rel).write_text(text, encoding="utf-8")
         return cached_folder(self._home() / "executorch", fill)
 
     def templates(self) -> ShaderSource:
