@@ -108,6 +108,21 @@ def test_a_returned_tar_from_a_real_run_reads_here():
     assert (rows["joined_by"] == "kernel names").all()       # the host named the pipelines (names.json)
 
 
+def test_rows_at_unequal_clocks_are_flagged_and_counted_apart():
+    """clocks_match: both SM clocks known and within CLOCKS_MATCH; the summary's share among those (a run whose
+    replay sagged to a low clock is not silently kept as a like-for-like row)."""
+    import pandas as pd
+    rows = pd.DataFrame({"way": "in-order", "timestamps": "etvk", "between": "in order", "barriers": "captured",
+                         "memory": "captured", "chains": 1, "family": ["a", "a", "b", "b"], "exact": True,
+                         "etvk_us": [10.0, 10.0, 4.0, 4.0], "replay_us": [10.2, 10.1, 6.0, 5.8],
+                         "replay_sm_clock_mhz": [1980, 1980, 1222, float("nan")],
+                         "etvk_sm_clock_mhz": [1980, 1980, 1702, 1702], "clocks_match": [True, True, False, None]})
+    rows["ratio"] = rows["replay_us"] / rows["etvk_us"]
+    every = cf.summary(rows).set_index("family").loc["(all)"]
+    assert every["within_10pct"] == 0.5 and every["clocks_matched"] == 2
+    assert every["within_10pct_clocks_matched"] == 1.0
+
+
 def test_hand_ported_twins_sit_beside_the_captured_rows(timed_now):
     rows, _ = timed_now
     warm = rows[rows["way"] == "warm"]

@@ -446,8 +446,11 @@ def _fidelity(args) -> int:
     print(table(summary.reindex(columns=columns)))
     for _, every in summary[summary["family"] == "(all)"].iterrows():
         how = "".join(f" ({c} {every[c]})" for c in variants if c in every and not pd.isna(every[c]))
+        matched = every.get("clocks_matched")
+        clocks = (f"; {every['within_10pct_clocks_matched']:.0%} of the {int(matched)} whose clocks agree"
+                  if matched == matched and matched is not None and 0 < matched < every["dispatches"] else "")
         print(f"{every['way']}{how}: {every['within_10pct']:.0%} of {int(every['dispatches'])} dispatches within "
-              f"10 % of ET-VK's time (median ratio {every['ratio_median']:.2f})")
+              f"10 % of ET-VK's time (median ratio {every['ratio_median']:.2f}){clocks}")
     _write_csv(rows, args.csv)
     _write_csv(summary, args.summary_csv)
     if args.handport:

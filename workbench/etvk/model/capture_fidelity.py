@@ -50,7 +50,10 @@ CAPTURED_ETDUMP = "run.etdp"          # the captured execution's ETDump (capture
 TABLE_COLUMNS = ["model", "order", "dispatch", "variant", "family", "operator", "kernel", "way", "etvk_us",
                  "etvk_runs", "replay_us", "ratio", "within_10pct", "exact", "replay_p10_us", "replay_p90_us",
                  "samples", "timestamps", "barriers", "memory", "between", "back_to_back", "chains", "replay_sm_clock_mhz",
-                 "etvk_sm_clock_mhz", "etvk_from", "joined_by", "reason", "device", "driver", "commit"]
+                 "etvk_sm_clock_mhz", "clocks_match", "etvk_from", "joined_by", "reason", "device", "driver", "commit"]
+#: the replay's SM clock and ET-VK's agree within this fraction: a row outside it compares two clocks, not two
+#: runs of the same work (flagged in `clocks_match`, its own share in the summary); None where a side has no clock
+CLOCKS_MATCH = 0.05
 PACKED = (TIMED_NAME, f"*/{DISPATCHES_NAME}", "*/capture.json", f"*/{CAPTURED_ETDUMP}",
           f"*/{PROGRAM_DIR}/summary.json", f"*/{PROGRAM_DIR}/run.json", f"*/{PROGRAM_DIR}/run.etdp")
 
@@ -315,6 +318,8 @@ def table(model: str, frame: pd.DataFrame, events: pd.DataFrame, timed: pd.DataF
     out["replay_sm_clock_mhz"] = pd.to_numeric(out["sm_clock_mhz_median"], errors="coerce") \
         if "sm_clock_mhz_median" in out else np.nan
     out["etvk_sm_clock_mhz"] = etvk_clock
+    both = out["replay_sm_clock_mhz"] / out["etvk_sm_clock_mhz"]
+    out["clocks_match"] = [None if r != r else bool(abs(r - 1) <= CLOCKS_MATCH) for r in both]
     reasons = out["reason"] if "reason" in out else pd.Series([None] * len(out), index=out.index)
     out["reason"] = ["not timed (not among the timed dispatches)" if pd.isna(way) else ("" if pd.isna(r) else r)
                      for way, r in zip(out["way"] if "way" in out else [None] * len(out), reasons)]

@@ -125,10 +125,15 @@ def summary(fidelity_table: pd.DataFrame) -> pd.DataFrame:
 
     def rows(group):
         r = group["ratio"]
-        return pd.Series({"dispatches": len(r), "ratio_median": r.median(), "ratio_p10": r.quantile(0.1),
-                          "ratio_p90": r.quantile(0.9), "within_10pct": ((r - 1).abs() <= WITHIN).mean(),
-                          "runtime_us": group["runtime_us"].sum(), "workbench_us": group["workbench_us"].sum(),
-                          "all_correct": bool(group["correct"].astype(bool).all())})
+        out = {"dispatches": len(r), "ratio_median": r.median(), "ratio_p10": r.quantile(0.1),
+               "ratio_p90": r.quantile(0.9), "within_10pct": ((r - 1).abs() <= WITHIN).mean(),
+               "runtime_us": group["runtime_us"].sum(), "workbench_us": group["workbench_us"].sum(),
+               "all_correct": bool(group["correct"].astype(bool).all())}
+        if "clocks_match" in group:  # both sides' clocks known and within a few % (capture_fidelity.CLOCKS_MATCH)
+            same = r[group["clocks_match"].astype(object).eq(True)]
+            out.update(clocks_matched=len(same), within_10pct_clocks_matched=((same - 1).abs() <= WITHIN).mean()
+                       if len(same) else float("nan"))
+        return pd.Series(out)
     per = t.groupby([*modes, "family"]).apply(rows, include_groups=False).reset_index()
     every = t.groupby(modes).apply(rows, include_groups=False).reset_index().assign(family="(all)") if modes else \
         rows(t).to_frame().T.assign(family="(all)")
