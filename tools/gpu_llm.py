@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 
-def pack(tar_path: Path, lowered: Path, with_dropin: bool = False, decompositions=()) -> None:
+def pack(tar_path: Path, lowered: Path, with_dropin: bool = False, decompositions=(), pickers=()) -> None:
     from workbench.etvk.model import build, capture_join, llm
     runtime = build.find()
     if runtime is None:
@@ -49,6 +49,10 @@ def pack(tar_path: Path, lowered: Path, with_dropin: bool = False, decomposition
             for d in decompositions:
                 tar.add(build.build(dropin.edit(decomposition=d).tree(), quiet=False).runner,
                         arcname=f"bin/executor_runner_dropin_{d}")
+        for d in pickers:
+            from workbench.etvk import dropin
+            tar.add(build.build(dropin.edit(decomposition=d, picker_only=True).tree(), quiet=False).runner,
+                    arcname=f"bin/executor_runner_etvk_{d}")
         if (runtime.root / "build.json").is_file():
             tar.add(runtime.root / "build.json", arcname="build.json")
         for f in sorted(programs.folder.rglob("*")):
@@ -123,13 +127,16 @@ def main() -> None:
     p.add_argument("--dropin", action="store_true", help="with --pack: carry the drop-in's runtime too")
     p.add_argument("--decomposition", action="append", default=[], choices=("g1w64", "g4w16", "g8w8"),
                    help="with --pack --dropin: also the drop-in with ET-VK's picker giving this variant at every N")
+    p.add_argument("--picker-only", action="append", default=[], choices=("g1w64", "g4w16", "g8w8"),
+                   help="with --pack: also ET-VK's own shader with its picker giving this variant at every N "
+                        "(bin/executor_runner_etvk_<variant>)")
     p.add_argument("--rates-only", action="store_true", help="on the GPU host: both runtimes' runs, no capture")
     p.add_argument("--rates", metavar="FOLDER", help="here: read FOLDER/llm_{original,dropin}.tar")
     p.add_argument("--csv", help="with --rates: write the rows here")
     p.add_argument("--lowered", default=str(Path.home() / ".cache" / "workbench" / "etvk-llm" / "llama3_2_mini"))
     args = p.parse_args()
     if args.pack:
-        pack(Path(args.pack), Path(args.lowered), args.dropin, args.decomposition)
+        pack(Path(args.pack), Path(args.lowered), args.dropin, args.decomposition, args.picker_only)
     elif args.rates:
         import tempfile
         from workbench.etvk import dropin

@@ -101,11 +101,19 @@ def picker_text(text: str, decomposition: str) -> str:
 
 
 def edit(executorch=None, with_file=None, template: str | None = None,
-         decomposition: str | None = None) -> TemplateEdit:
+         decomposition: str | None = None, picker_only: bool = False) -> TemplateEdit:
     """The checkout's `template` (default: the one `with_file` is named after, else ``TEMPLATE``) replaced by
     `with_file` (default: the workbench's drop-in for it); with `decomposition`, ET-VK's picker (`PICKER`) made
-    to give the GEMV that variant at every N (`picker_text`)."""
+    to give the GEMV that variant at every N (`picker_text`); `picker_only`: that picker with ET-VK's own shader
+    (what the picker alone is worth)."""
     root = checkout_path(executorch)
+    if picker_only:
+        if decomposition is None:
+            raise EditError("expected a decomposition (g1w64, g4w16, g8w8) with picker_only, got none")
+        rel = template_path(root, template or TEMPLATE)
+        e = TemplateEdit(root, rel, (root / rel).read_text(encoding="utf-8"))
+        return dataclasses.replace(e, others=((PICKER, picker_text((root / PICKER).read_text(encoding="utf-8"),
+                                                                   decomposition)),))
     if with_file is None:
         with_file = dropin_file(Path(template_path(root, template or TEMPLATE)).stem)
     path = Path(with_file)

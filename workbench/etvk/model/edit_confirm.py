@@ -111,7 +111,8 @@ class TemplateEdit:
                               ).hexdigest()[:12]
 
     def _home(self) -> Path:
-        if self.edited == self.original:
+        if self.edited == self.original and all((self.executorch / rel).read_text(encoding="utf-8") == text
+                                                for rel, text in self.others):
             raise EditError(f"expected a change to {self.template}, the edited text is the checkout's own")
         return cache_root() / self.digest()
 
