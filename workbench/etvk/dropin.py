@@ -111,9 +111,7 @@ def edit(executorch=None, with_file=None, template: str | None = None,
         if decomposition is None:
             raise EditError("expected a decomposition (g1w64, g4w16, g8w8) with picker_only, got none")
         rel = template_path(root, template or TEMPLATE)
-        e = TemplateEdit(root, rel, (root / rel).read_text(encoding="utf-8"))
-        return dataclasses.replace(e, others=((PICKER, picker_text((root / PICKER).read_text(encoding="utf-8"),
-                                                                   decomposition)),))
+        return _with_picker(TemplateEdit(root, rel, (root / rel).read_text(encoding="utf-8")), decomposition)
     if with_file is None:
         with_file = dropin_file(Path(template_path(root, template or TEMPLATE)).stem)
     path = Path(with_file)
@@ -121,12 +119,15 @@ def edit(executorch=None, with_file=None, template: str | None = None,
         raise EditError(f"expected a replacement template file, found no file {path}")
     rel = template_path(root, template or path.name)
     e = TemplateEdit.from_file(root, path, rel)
-    if decomposition is None:
-        return e
-    if not (root / PICKER).is_file():
-        raise EditError(f"expected ET-VK's GEMV picker at {root / PICKER}, found no file")
-    return dataclasses.replace(e, others=((PICKER, picker_text((root / PICKER).read_text(encoding="utf-8"),
-                                                               decomposition)),))
+    return e if decomposition is None else _with_picker(e, decomposition)
+
+
+def _with_picker(e: TemplateEdit, decomposition: str) -> TemplateEdit:
+    """`e` with the checkout's picker (`PICKER`) rewritten to give `decomposition` at every N."""
+    picker = e.executorch / PICKER
+    if not picker.is_file():
+        raise EditError(f"expected ET-VK's GEMV picker at {picker}, found no file")
+    return dataclasses.replace(e, others=((PICKER, picker_text(picker.read_text(encoding="utf-8"), decomposition)),))
 
 
 def patch(executorch=None, template: str | None = None, with_file=None, decomposition: str | None = None) -> str:
