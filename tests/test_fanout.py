@@ -21,6 +21,9 @@ SHAPES = ((1, 16, 12, 6, 10), (2, 20, 9, 5, 7))  # awkward channels and widths, 
 TILES = ((1, 1, 1), (1, 2, 1), (2, 1, 2), (4, 2, 4))
 TIMING = (("min_time_s", 0.005), ("min_samples", 3), ("target_us", 100.0), ("max_time_s", 1.0))
 SWEEP = fanout.ConvTileSweep(SHAPES, TILES, timing=TIMING)
+# items of at least 0.3 s each: while one worker reports a result the other is mid-item, also on a loaded machine
+# (with 5 ms items a loaded 2-core host could finish the sweep before any result found the other worker busy)
+KILL_SWEEP = fanout.ConvTileSweep(SHAPES, TILES, timing=(("min_time_s", 0.3), *TIMING[1:]))
 
 
 @pytest.fixture(scope="module")
@@ -89,19 +92,20 @@ def test_worker_killed_mid_sweep_loses_and_duplicates_nothing(scheduler, tmp_pat
         killed.update(worker=busy[0], pid=pid, items={int(k.rsplit("-", 1)[1]) for k in running})
 
     writer = ResultsWriter(tmp_path / "killed")
-    result = fanout.run_sweep(SWEEP, scheduler=scheduler, writer=writer, on_result=kill_a_busy_worker,
+    result = fanout.run_sweep(KILL_SWEEP, scheduler=scheduler, writer=writer, on_result=kill_a_busy_worker,
                               show_progress=False)
     writer.close()
     frame = result.frame
     assert killed, "no worker was killed"
     assert "error" not in frame, frame.get("error")
-    expected = {fanout.WorkItem(SWEEP.name, frame["device_key"].iloc[0], p).key for p in SWEEP.items()}
+    expected = {fanout.WorkItem(KILL_SWEEP.name, frame["device_key"].iloc[0], p).key for p in KILL_SWEEP.items()}
     assert set(frame["item"]) == expected and frame["item"].is_unique  # nothing lost, nothing duplicated
     assert (frame["max_lsb_diff"] == 0).all()
     on_disk = pd.read_csv(writer.csv_path)
     assert sorted(on_disk["item"]) == sorted(expected)
     # the items the killed worker was running ran again on another process
-    lost = [fanout.WorkItem(SWEEP.name, frame["device_key"].iloc[0], SWEEP.items()[i]).key for i in killed["items"]]
+    lost = [fanout.WorkItem(KILL_SWEEP.name, frame["device_key"].iloc[0], KILL_SWEEP.items()[i]).key
+            for i in killed["items"]]
     assert lost and (frame.set_index("item").loc[lost, "pid"] != killed["pid"]).all()
 
 
