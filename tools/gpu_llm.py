@@ -35,6 +35,7 @@ from pathlib import Path
 
 
 def pack(tar_path: Path, lowered: Path, with_dropin: bool = False, decompositions=(), pickers=()) -> None:
+    from workbench.etvk import dropin
     from workbench.etvk.model import build, capture_join, llm
     runtime = build.find()
     if runtime is None:
@@ -44,13 +45,11 @@ def pack(tar_path: Path, lowered: Path, with_dropin: bool = False, decomposition
     with tarfile.open(tar_path, "w") as tar:
         tar.add(runtime.runner, arcname="bin/executor_runner")
         if with_dropin:
-            from workbench.etvk import dropin
             tar.add(build.build(dropin.edit().tree(), quiet=False).runner, arcname="bin/executor_runner_dropin")
             for d in decompositions:
                 tar.add(build.build(dropin.edit(decomposition=d).tree(), quiet=False).runner,
                         arcname=f"bin/executor_runner_dropin_{d}")
         for d in pickers:
-            from workbench.etvk import dropin
             tar.add(build.build(dropin.edit(decomposition=d, picker_only=True).tree(), quiet=False).runner,
                     arcname=f"bin/executor_runner_etvk_{d}")
         if (runtime.root / "build.json").is_file():

@@ -69,17 +69,22 @@ def coop_variant(n: int) -> tuple[str, int, int]:
     return COOP_VARIANTS[0 if n <= 1024 else 1 if n <= 4096 else 2]
 
 
+def coop_geometry(n: int, groups: int, workers: int) -> tuple[tuple, tuple]:
+    """(global, local) work groups of the GEMV at N = `n` in a decomposition (``pick_q4gsw_nc_coop_global_wg`` /
+    ``_local_wg``): ceil(N8 / NUM_GROUPS) work groups of (1, NUM_GROUPS, WORKERS)."""
+    return (math.ceil(math.ceil(n / 8) / groups), groups, workers), (1, groups, workers)
+
+
 def with_coop_variant(d: Dispatch, n: int, suffix: str) -> Dispatch:
-    """The GEMV dispatch `d` (N = `n` outputs) at another of its decompositions (COOP_VARIANTS: the variant, work groups and local
-    size ET-VK's picker would give it), to see what the picker's choice costs on a device."""
+    """The GEMV dispatch `d` (N = `n` outputs) at another of its decompositions (COOP_VARIANTS: the variant, work
+    groups and local size ET-VK's picker would give it), to see what the picker's choice costs on a device."""
     found = {v[0]: v for v in COOP_VARIANTS}
     if suffix not in found:
         raise ValueError(f"expected a decomposition of {sorted(found)}, got {suffix!r}")
     _, groups, workers = found[suffix]
     old = next(v[0] for v in COOP_VARIANTS if v[0] in d.variant)
-    return replace(d, variant=d.variant.replace(old, suffix),
-                   global_size=(math.ceil(math.ceil(n / 8) / groups), groups, workers),
-                   local_size=(1, groups, workers))
+    global_size, local_size = coop_geometry(n, groups, workers)
+    return replace(d, variant=d.variant.replace(old, suffix), global_size=global_size, local_size=local_size)
 
 
 def pack_w_4x8(w4: np.ndarray) -> np.ndarray:
@@ -164,8 +169,7 @@ def _dispatch(gen: Codegen, op: str, shape, out_features, group_size, dtype, sto
     elif op == GEMM:
         global_size, local_size = (math.ceil(n / GEMM_TILE[1]), math.ceil(m / GEMM_TILE[0]), 1), (8, 8, 1)
     else:
-        n8 = math.ceil(n / 8)
-        global_size, local_size = (math.ceil(n8 / groups), groups, workers), (1, groups, workers)
+        global_size, local_size = coop_geometry(n, groups, workers)
     spec = {3: int(ops.bias is not None), 4: k, 5: group_size}
     item = np.dtype(np_dtype).itemsize
     return Dispatch(op, variant, resources, b"", spec, global_size, local_size, 0, decode, ops.expected,
