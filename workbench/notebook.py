@@ -11,6 +11,7 @@ Contract for every notebook in notebooks/:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -149,6 +150,7 @@ def execute(path, *, parameters: dict | None = None, extra_cells=(), timeout: in
             while worker.is_alive():
                 worker.join(0.2)
         except KeyboardInterrupt as interrupt:
+            _quiet_kernel_poll()
             _kill_kernel(km)
             worker.join(30)
             interrupt.notebook = notebook
@@ -160,6 +162,19 @@ def execute(path, *, parameters: dict | None = None, extra_cells=(), timeout: in
             failure[0].notebook = notebook
             raise failure[0]
     return notebook
+
+
+def _quiet_kernel_poll() -> None:
+    """nbclient polls the kernel from a task that fails once the killed kernel's client is gone; asyncio reports it as
+    "Task exception was never retrieved" (a traceback on stderr) whenever the task is collected. After a Ctrl-C that
+    is expected: drop that one record, nothing else asyncio logs."""
+    log = logging.getLogger("asyncio")
+    if not any(f is _drop_kernel_poll for f in log.filters):
+        log.addFilter(_drop_kernel_poll)
+
+
+def _drop_kernel_poll(record: logging.LogRecord) -> bool:
+    return not ("never retrieved" in str(record.msg) and "_async_poll_kernel_alive" in record.getMessage())
 
 
 def _kill_kernel(km) -> None:
