@@ -243,6 +243,20 @@ def test_in_order_at_the_captured_memory_places(device):
     assert not time_in_order(device, clash, sampling=quick, memory="captured")["exact"].all()
 
 
+def test_in_order_in_bursts(device):
+    """`time_in_order(burst=N)`: the execution timed N submits at a time, each burst after the chain run untimed
+    BUSY_CHAINS times a submit; the chain stays exact and the rows say `burst`."""
+    from workbench.capture.timeline import time_in_order
+    found = capture.dispatches(ETVK_DATA)
+    rows = time_in_order(device, found, memory="captured", burst=2,
+                         sampling=dict(min_samples=4, max_samples=4, min_time_s=0.0))
+    assert rows["exact"].all() and (rows["burst"] == 2).all() and (rows["samples"] == 4).all()
+    assert (time_in_order(device, found[:2], sampling=dict(min_samples=2, max_samples=2, min_time_s=0.0))["burst"]
+            == 0).all()
+    with pytest.raises(ValueError, match="burst must be a whole number >= 0"):
+        time_in_order(device, found, burst=-2)
+
+
 def test_cli_in_order_with_chains(tmp_path, capsys):
     """`capture fidelity DIR --ways in-order --chains 2`: the chain twice a submit, its rows say so."""
     inspector()

@@ -278,6 +278,44 @@ def test_a_sample_set_below_the_settled_clock_is_retaken(device):
     assert method.clock_ok(other, {"sm_clock_mhz_median": 345.0, "max_sm_clock_mhz_limit": 1980.0}) is False
 
 
+def test_samples_in_bursts_each_after_its_warm_up(device):
+    """`sample_each(burst=N)`: the submits timed N at a time, each burst after its own warm-up (the busy recording
+    kept running on GPUs, then `warmup` submits of the timed one), as a runtime times its executions after its
+    warm-up; the clock columns are the readings at the timed submits."""
+    spec = CopySpec(1 << 16)
+    src, dst = device.buffer(nbytes=spec.nbytes), device.buffer(nbytes=spec.nbytes)
+
+    class Counted:  # the recording, its submits counted
+        def __init__(self, rec):
+            self.rec, self.device, self.submits = rec, rec.device, 0
+
+        def submit(self):
+            self.submits += 1
+            return self.rec.submit()
+    try:
+        with device.record(label="copy") as rec:
+            record_copy(rec, device, spec, dst, src)
+            counted = Counted(rec)
+            per, clock = method.sample_each(counted, warmup=1, min_samples=4, max_samples=4, min_time_s=0.0,
+                                            burst=2, busy=counted)
+            assert [len(v) for v in per.values()] == [4] and (np.concatenate(list(per.values())) > 0).all()
+            if device.info.is_cpu:  # no warm-up time on a CPU device: two bursts of 1 warm-up + 2 timed submits
+                assert counted.submits == 6
+            assert counted.submits >= 6 and "sm_clock_mhz_median" in clock and "clock_ok" in clock
+            for bad in (-1, True, 1.5):
+                with pytest.raises(ValueError, match="burst must be a whole number >= 0"):
+                    method.sample_each(rec, burst=bad)
+    finally:
+        src.close()
+        dst.close()
+    sampler = measure.ClockSampler(device)  # the columns of the readings at the timed submits, not of every one
+    sampler.samples, sampler.source = [(1980.0, 1980.0, 500.0), (1200.0, 1980.0, 300.0)], "NVML"
+    assert sampler.columns()["sm_clock_mhz_median"] == 1590.0
+    at = sampler.columns(at=[1980.0, float("nan"), 1900.0])
+    assert at["sm_clock_mhz_median"] == 1940.0 and at["clock_samples"] == 2 and at["max_sm_clock_mhz_limit"] == 1980.0
+    assert sampler.columns(at=[float("nan")])["clock_samples"] == 0
+
+
 def test_an_idle_gpu_gets_the_full_warm_up(device):
     from workbench.measure import warmup
 

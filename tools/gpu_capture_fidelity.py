@@ -58,6 +58,8 @@ parser.add_argument("--quick", action="store_true")
 parser.add_argument("--samples", type=int, default=None)
 parser.add_argument("--keep", default=None)
 parser.add_argument("--chains", type=int, default=1, help="in-order: the execution's chain this many times a submit")
+parser.add_argument("--burst", type=int, default=0,
+                    help="in-order: the submits timed N at a time, each burst after a warm-up (0: one sample set)")
 parser.add_argument("--barriers", default="captured", help="in-order: captured, light, full (comma-separated)")
 parser.add_argument("--memory", default="pooled", help="in-order: pooled, own, captured (comma-separated)")
 args = parser.parse_args()
@@ -88,7 +90,7 @@ timed = cf.measure_models({m: programs / m for m in args.models}, build.from_pat
                           ways=args.ways.split(","), cold_between=args.cold_between, back_to_back=args.back_to_back,
                           runs=args.runs, warmup=args.warmup, warm_seconds=args.warm_seconds, quick=args.quick,
                           samples=args.samples, device=device, tar=tar, echo=echo,
-                          in_order={"chains": args.chains, "barriers": tuple(args.barriers.split(",")),
+                          in_order={"chains": args.chains, "burst": args.burst, "barriers": tuple(args.barriers.split(",")),
                                     "memory": tuple(args.memory.split(","))})
 for (model, way), group in timed.groupby(["model", "way"], sort=False):
     echo(f"{model} {way}: {len(group)} dispatches, {group['replay_us'].sum():.1f} µs replayed")

@@ -14,6 +14,7 @@ says whether, after one submit, every resource the chain wrote holds the capture
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import numpy as np
@@ -31,6 +32,7 @@ BARRIERS = ("captured", "light", "full")
 # the chain's resources bound into one arena (as VMA does ET-VK's), each its own, or each at its captured place
 # (the program's allocations re-made, every buffer and image at its offset there: tensors it aliased share memory)
 MEMORY = ("pooled", "own", "captured")
+BUSY_CHAINS = 20  # a burst's warm-up: the chain this many times a submit (a 60 µs model's chain: about 1 ms)
 
 
 def _initial_layouts(chain: list, made: dict) -> tuple:
@@ -171,16 +173,21 @@ def working_set(found: list[CapturedDispatch]) -> dict:
 
 
 def time_in_order(dev, found: list[CapturedDispatch], *, barriers: str = "captured", memory: str = "pooled",
-                  sampling: dict | None = None, chains: int = 1) -> pd.DataFrame:
+                  sampling: dict | None = None, chains: int = 1, burst: int = 0) -> pd.DataFrame:
     """The dispatches of `found` (one execution, in order) timed in order (module docstring): a row per dispatch
     with its median / p10 / p90 / min µs, samples, `exact` (the chain's), `reason` (why it was left out), the way's
     columns (WAY; `barriers` says which were recorded: "captured" falls back to "light" for a capture whose calls
     kept none; `memory`: MEMORY), the clock columns and the environment. `sampling`: `measure.sample_each`'s
     options. `chains`:
     the whole chain that many times in one command buffer (each dispatch's samples pooled over them), which keeps
-    a GPU whose clock sags under a short chain busy (`chains` is a column)."""
+    a GPU whose clock sags under a short chain busy (`chains` is a column). `burst` > 0: the submits timed that
+    many at a time, each burst after a warm-up on the chain repeated BUSY_CHAINS times a submit (untimed), as ET-VK's
+    runner times its executions right after its warm-up (`measure.sample_each`; `burst` is a column, 0: one
+    sample set)."""
     if isinstance(chains, bool) or not isinstance(chains, int) or chains < 1:
         raise ValueError(f"chains must be a whole number >= 1, got {chains!r}")
+    if isinstance(burst, bool) or not isinstance(burst, int) or burst < 0:
+        raise ValueError(f"burst must be a whole number >= 0 (0: one sample set), got {burst!r}")
     if barriers not in BARRIERS:
         raise ValueError(f"barriers is one of {', '.join(BARRIERS)}, got {barriers!r}")
     if memory not in MEMORY:
@@ -213,21 +220,23 @@ def time_in_order(dev, found: list[CapturedDispatch], *, barriers: str = "captur
                 before = _initial_layouts(chain, made) if not launches else ()
                 launch = dataclasses.replace(launch, barrier=before + _captured_barriers(d, made))
             launches.append(launch)
+        once = launches
         launches = [dataclasses.replace(launch, label=f"{launch.name}#{k}") for k in range(chains)
-                    for launch in launches]
+                    for launch in once]
         if not launches:
             return pd.DataFrame(rows).assign(**way)
         env = environment(dev)
         with vk.Launches(dev, launches) as pipes, \
-                dev.record(label="in order", barrier_timed=True, full_barriers=barriers == "full") as rec:
+                dev.record(label="in order", barrier_timed=True, full_barriers=barriers == "full") as rec, \
+                _busy(dev, once, burst, full_barriers=barriers == "full") as busy:
             pipes.record(rec)
             rec.submit()
             exact, wrong = _chain_exact(chain, made, _overwritten(chain, made) if memory == "captured" else set())
-            per, clock = sample_each(rec, **(sampling or {}))
+            per, clock = sample_each(rec, **(sampling or {}), burst=burst, busy=busy)
         for d, *_ in chain:
             stats = summarize_ns(np.concatenate([per[f"dispatch{d.dispatch}#{k}"] for k in range(chains)]))
             rows.append({"dispatch": d.dispatch, "pipeline": d.spirv_hash, "exact": exact, "reason": "",
-                         "mismatch": wrong, **stats, "chains": chains,
+                         "mismatch": wrong, **stats, "chains": chains, "burst": burst,
                          "unplaced": arena.unplaced if memory == "captured" else None,
                          "bytes": sum(b.size or 0 for b in d.bindings), **clock, **env})
     finally:
@@ -236,6 +245,21 @@ def time_in_order(dev, found: list[CapturedDispatch], *, barriers: str = "captur
         if arena is not None:
             arena.close()
     return pd.DataFrame(rows).assign(**way).sort_values("dispatch", ignore_index=True)
+
+
+@contextlib.contextmanager
+def _busy(dev, launches, burst: int, *, full_barriers: bool):
+    """The warm-up of a burst (`time_in_order`): the chain BUSY_CHAINS times in one untimed recording; None
+    without bursts."""
+    if not burst:
+        yield None
+        return
+    copies = [dataclasses.replace(launch, label=f"busy {launch.name}#{k}") for k in range(BUSY_CHAINS)
+              for launch in launches]
+    with vk.Launches(dev, copies) as pipes, \
+            dev.record(label="in order (busy)", timestamps=False, full_barriers=full_barriers) as rec:
+        pipes.record(rec)
+        yield rec
 
 
 def _chain_exact(chain, made, overwritten: set = frozenset()) -> tuple[bool, str]:

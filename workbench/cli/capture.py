@@ -397,6 +397,9 @@ def _register_fidelity(verbs) -> None:
     fd.add_argument("--back-to-back", type=int, default=20, help="copies per submit (default 20)")
     fd.add_argument("--chains", type=int, default=1, metavar="N",
                     help="in-order: the execution's whole chain N times a submit (keeps a sagging clock up)")
+    fd.add_argument("--burst", type=int, default=0, metavar="N",
+                    help="in-order: the submits timed N at a time, each burst right after a warm-up, as ET-VK's runner "
+                         "times its executions after its own (default 0: one sample set after one warm-up)")
     fd.add_argument("--barriers", default="captured", metavar="KIND[,KIND]",
                     help="in-order: the barriers before each dispatch: captured (the program's own, its image "
                          "layouts and tiling; light where the capture kept none), light, full; several are each "
@@ -433,15 +436,17 @@ def _fidelity(args) -> int:
 
     import pandas as pd
     from ..etvk.model import capture_fidelity as cf
+    from ..measure.ways import WAY_COLUMNS
     rows, summary = cf.fidelity_of(args.dirs, ways=[w.strip() for w in args.ways.split(",") if w.strip()],
                                    cold_between=args.cold_between or cf.COLD_BETWEEN, back_to_back=args.back_to_back,
                                    warm_seconds=args.warm_seconds, quick=args.quick, samples=args.samples,
                                    names=_names(args), device=None if args.device is None else _plain_device(args),
                                    echo=lambda m: print(m, file=sys.stderr, flush=True),
-                                   in_order={"chains": args.chains, "barriers": _kinds(args.barriers, "barriers"),
+                                   in_order={"chains": args.chains, "burst": args.burst,
+                                             "barriers": _kinds(args.barriers, "barriers"),
                                              "memory": _kinds(args.memory, "memory")})
-    # the in-order way's variants (barriers, memory, chains) are rows of their own: shown where more than one was timed
-    variants = [c for c in ("barriers", "memory", "chains") if c in summary and summary[c].nunique(dropna=True) > 1]
+    # the in-order way's variants (barriers, memory, chains, burst) are rows of their own: shown where more than one was timed
+    variants = [c for c in WAY_COLUMNS[2:] if c in summary and summary[c].nunique(dropna=True) > 1]
     columns = FIDELITY_COLUMNS[:1] + variants + FIDELITY_COLUMNS[1:]
     print(table(summary.reindex(columns=columns)))
     for _, every in summary[summary["family"] == "(all)"].iterrows():

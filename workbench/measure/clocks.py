@@ -168,16 +168,19 @@ class ClockSampler:
         """The SM clock (MHz) of the latest reading, NaN where none was taken (no clock source): a sample's clock."""
         return self.samples[-1][0] if self.samples else float("nan")
 
-    def columns(self) -> dict:
-        """The row columns (CLOCK_COLUMNS): NaN with `clock_note` saying why where no sample was taken."""
+    def columns(self, at=None) -> dict:
+        """The row columns (CLOCK_COLUMNS): NaN with `clock_note` saying why where no sample was taken. `at`: the SM
+        clocks to summarise instead of every reading (those `latest` gave as each timed submit ended, where the block
+        also held untimed warm-ups)."""
         import math
         import statistics
         nan = math.nan
-        if not self.samples:
+        at = None if at is None else [c for c in at if c == c]
+        if not self.samples or at == []:
             return {"sm_clock_mhz_median": nan, "sm_clock_mhz_min": nan, "sm_clock_mhz_max": nan,
                     "max_sm_clock_mhz_limit": nan, "power_w_median": nan, "clock_samples": 0,
                     "clock_source": self.source or "none", "clock_note": self.note or "no samples"}
-        sm = [s[0] for s in self.samples]
+        sm = [s[0] for s in self.samples] if at is None else at
         power = [s[2] for s in self.samples if s[2] == s[2]]
         return {"sm_clock_mhz_median": float(statistics.median(sm)), "sm_clock_mhz_min": min(sm),
                 "sm_clock_mhz_max": max(sm), "max_sm_clock_mhz_limit": max(s[1] for s in self.samples),

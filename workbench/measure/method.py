@@ -213,23 +213,39 @@ def sampling(quick: bool, *, quick_min_time_s: float = 0.005) -> dict:
 
 
 def sample_each(rec, *, warmup: int = 2, min_samples: int = 10, max_samples: int = 200, min_time_s: float = 0.2,
-                max_time_s: float = 10.0, warmup_s: float | None = None) -> tuple[dict, dict]:
+                max_time_s: float = 10.0, warmup_s: float | None = None, burst: int = 0, busy=None) -> tuple[dict, dict]:
     """Submit `rec` (a recording of many dispatches, e.g. a model's in order) repeatedly, as `sample_recording`
     does (its warm-up and clock sampling), and keep every command's own time: ({label: gpu_ns array}, the clock
     columns with `clock_ok`). Labels must be unique within the recording (a later command of the same label is
-    added to the earlier one)."""
+    added to the earlier one).
+
+    `burst` > 0: the samples are taken `burst` submits at a time, each burst after its own warm-up (`busy`, a
+    recording that keeps the GPU busy, default `rec`, resubmitted for `warmup_seconds`, then `warmup` submits of
+    `rec`), as a runtime's timed executions follow its warm-up; the clock columns are then the readings as each
+    timed submit ended. A short recording resubmitted one at a time for a whole sample set lets a GPU's clock sag
+    (the H200's fell to 1,222 MHz under a 60 µs model's executions, where ET-VK's 20 ran at 1,702)."""
+    if isinstance(burst, bool) or not isinstance(burst, int) or burst < 0:
+        raise ValueError(f"burst must be a whole number >= 0 (0: one sample set), got {burst!r}")
     device = rec.device
     if warmup_s is None:
         warmup_s = warmup_seconds(device)
-    start = time.perf_counter()
-    for _ in range(max(warmup, 1) if warmup_s else warmup):
-        rec.submit()
-    keep_busy(rec, device, warmup_s - (time.perf_counter() - start), cpu_too=True)
+
+    def warm(seconds: float, busy) -> None:
+        keep_busy(busy, device, seconds, cpu_too=True)
+        for _ in range(max(warmup, 1) if seconds else warmup):  # the timed recording's own warm-up last
+            rec.submit()
+
+    if not burst:
+        warm(warmup_s, rec)
     per: dict = {}
-    with ClockSampler(device) as clocks:
+    readings = []
+    with ClockSampler(device, interval_ms=10 if burst else 100) as clocks:
         start, total_ns, count = time.perf_counter(), 0.0, 0
         while True:
+            if burst and count % burst == 0:
+                warm(warmup_s if not count else warmup_seconds(device), busy or rec)
             sample = label_ns(rec.submit(), device)
+            readings.append(clocks.latest())
             for label, ns in sample.items():
                 per.setdefault(label, []).append(ns)
             total_ns += sum(sample.values())
@@ -238,6 +254,6 @@ def sample_each(rec, *, warmup: int = 2, min_samples: int = 10, max_samples: int
                       max_samples=max_samples, min_time_s=min_time_s, max_time_s=max_time_s):
                 break
     mark_busy(device)
-    columns = clocks.columns()
+    columns = clocks.columns(readings if burst else None)
     columns["clock_ok"] = clock_ok(device, columns)
     return {label: np.array(v) for label, v in per.items()}, columns

@@ -22,6 +22,9 @@ TIMESTAMPS = ("etvk", "workbench")  # where the start timestamp goes: before the
 BARRIERS = ("light", "full")        # compute / transfer shader access, or all commands with memory read / write
 BETWEEN_KINDS = ("none", "copy", "shader")
 BETWEEN_LABEL = "between"           # the label of what runs between copies (not timed)
+# the columns that tell one way of timing from another, where a table has them: these above, and an execution in
+# order's memory, chains a submit and burst (`capture.timeline.time_in_order`)
+WAY_COLUMNS = ("timestamps", "between", "barriers", "memory", "chains", "burst")
 
 
 def parse_between(between: str) -> tuple[str, int]:

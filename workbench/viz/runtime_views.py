@@ -11,6 +11,7 @@ import matplotlib
 import numpy as np
 from matplotlib.patches import Patch
 
+from ..measure.ways import WAY_COLUMNS
 from .figure import Figure
 from .titles import with_device
 
@@ -88,7 +89,7 @@ def plot_ab(profile):
 def plot_fidelity(table):
     """Workbench / runtime µs per dispatch, one row per family, one marker per way of timing; the ±10 % band."""
     t = table.dropna(subset=["ratio"])
-    modes = [c for c in ("timestamps", "between", "barriers", "memory", "chains") if c in t and t[c].notna().any()]
+    modes = [c for c in WAY_COLUMNS if c in t and t[c].notna().any()]
     ways = list(t[modes].drop_duplicates().sort_values(modes).itertuples(index=False, name=None)) if modes else [()]
     families = sorted(t["family"].unique(), key=lambda f: -(t["family"] == f).sum())
     fig = Figure(figsize=(10, 0.5 * len(families) + 1.8))

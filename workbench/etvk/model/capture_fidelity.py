@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from ...capture import timeline
+from ...measure.ways import WAY_COLUMNS
 from . import capture_join, drill, fidelity
 
 IN_ORDER = timeline.WAY["way"]
@@ -49,7 +50,8 @@ PROGRAM_DIR = "program"               # the lowered program, run by profile.exec
 CAPTURED_ETDUMP = "run.etdp"          # the captured execution's ETDump (capture_program)
 TABLE_COLUMNS = ["model", "order", "dispatch", "variant", "family", "operator", "kernel", "way", "etvk_us",
                  "etvk_runs", "replay_us", "ratio", "within_10pct", "exact", "replay_p10_us", "replay_p90_us",
-                 "samples", "timestamps", "barriers", "memory", "between", "back_to_back", "chains", "replay_sm_clock_mhz",
+                 "samples", "timestamps", "barriers", "memory", "between", "back_to_back", "chains", "burst",
+                 "replay_sm_clock_mhz",
                  "etvk_sm_clock_mhz", "clocks_match", "etvk_from", "joined_by", "reason", "device", "driver", "commit"]
 #: the replay's SM clock and ET-VK's agree within this fraction: a row outside it compares two clocks, not two
 #: runs of the same work (flagged in `clocks_match`, its own share in the summary); None where a side has no clock
@@ -330,11 +332,12 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
     """Per way, per family and "(all)": dispatches, median ratio with p10–p90, the share within 10 %, ET-VK's and
     the replays' µs summed, all exact (:func:`fidelity.summary` on these rows)."""
     # alone: an allocation each, one dispatch a chain
+    whole = {"chains": 1, "burst": 0}  # one chain a submit, one sample set: what rows from before these columns had
     rows = rows.assign(memory=rows["memory"].astype(object).fillna("own") if "memory" in rows else "own",
-                       chains=pd.to_numeric(rows["chains"], errors="coerce").fillna(1).astype(int)
-                       if "chains" in rows else 1)
+                       **{c: pd.to_numeric(rows[c], errors="coerce").fillna(v).astype(int) if c in rows else v
+                          for c, v in whole.items()})
     as_fidelity = rows.rename(columns={"etvk_us": "runtime_us", "replay_us": "workbench_us", "exact": "correct"})
-    modes = ["timestamps", "between", "barriers", "memory", "chains"]
+    modes = list(WAY_COLUMNS)
     out = fidelity.summary(as_fidelity.dropna(subset=["ratio", *modes]))
     ways = rows.dropna(subset=modes).drop_duplicates(modes)[["way", *modes]]
     out = ways.merge(out, on=modes).rename(columns={"runtime_us": "etvk_us", "workbench_us": "replay_us",

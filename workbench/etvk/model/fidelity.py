@@ -31,7 +31,7 @@ import sys
 
 import pandas as pd
 
-from ...measure.ways import BARRIERS, TIMESTAMPS
+from ...measure.ways import BARRIERS, TIMESTAMPS, WAY_COLUMNS
 from . import drill
 
 WITHIN = 0.10     # the issue's goal: the workbench within 10 % of ET-VK's runtime
@@ -121,7 +121,7 @@ def table(profile, timed: pd.DataFrame, revision: str | None = None) -> pd.DataF
 def summary(fidelity_table: pd.DataFrame) -> pd.DataFrame:
     """Per family (and way of timing): dispatches, median ratio with p10–p90, the share within 10 %, all correct."""
     t = fidelity_table.dropna(subset=["ratio"])
-    modes = [c for c in ("timestamps", "between", "barriers", "memory", "chains") if c in t]
+    modes = [c for c in WAY_COLUMNS if c in t]
 
     def rows(group):
         r = group["ratio"]
