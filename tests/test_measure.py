@@ -316,6 +316,39 @@ def test_samples_in_bursts_each_after_its_warm_up(device):
     assert sampler.columns(at=[float("nan")])["clock_samples"] == 0
 
 
+def test_a_set_is_taken_again_where_it_was_not_good(monkeypatch):
+    """`method.retaken`, the one retake rule of sample_recording and the interleaved A/B: a set below the settled
+    clock is taken again after a full warm-up on the recordings, an unstable one again at once; the last set is
+    returned with its `clock_ok` and the attempts taken."""
+    class Info:
+        is_cpu = False
+
+    class Gpu:
+        info = Info()
+
+    class Rec:
+        submits = 0
+
+        def submit(self):
+            Rec.submits += 1
+    monkeypatch.setattr(method, "GPU_WARMUP_S", 0.01)
+
+    def taking(sets):
+        sets = iter(sets)
+
+        def take():
+            mhz, stable = next(sets)
+            return mhz, {"sm_clock_mhz_median": mhz, "max_sm_clock_mhz_limit": 1980.0}, stable
+        return take
+    got, columns, taken = method.retaken(taking([(900.0, True), (1950.0, True)]), Gpu(), [Rec()], 3)
+    assert (got, taken, columns["clock_ok"]) == (1950.0, 2, True) and Rec.submits > 0   # warmed before the retake
+    Rec.submits = 0
+    got, columns, taken = method.retaken(taking([(1960.0, False), (1970.0, True)]), Gpu(), [Rec()], 3)
+    assert (got, taken, columns["clock_ok"]) == (1970.0, 2, True) and Rec.submits == 0  # unstable: again at once
+    got, columns, taken = method.retaken(taking([(800.0, True)] * 3), Gpu(), [Rec()], 3)
+    assert (got, taken, columns["clock_ok"]) == (800.0, 3, False)                       # the last, flagged
+
+
 def test_an_idle_gpu_gets_the_full_warm_up(device):
     from workbench.measure import warmup
 

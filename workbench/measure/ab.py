@@ -25,8 +25,8 @@ import time
 import numpy as np
 
 from .clocks import ClockSampler
-from .method import STABILITY_ATTEMPTS, clock_ok, enough, label_ns, summarize_ns
-from .warmup import GPU_WARMUP_S, keep_busy, mark_busy, warmup_seconds
+from .method import STABILITY_ATTEMPTS, enough, label_ns, retaken, summarize_ns
+from .warmup import keep_busy, mark_busy, warmup_seconds
 
 MODES = ("submits", "command")
 SIDES = ("A", "B")
@@ -103,16 +103,12 @@ def _loop(device, recs, mode, per, skip, warmup, min_pairs, max_pairs, min_time_
     for rec in recs:  # the one warm-up, both sides (none on CPU devices: warmup_seconds is 0 there)
         keep_busy(rec, device, seconds / len(recs), cpu_too=True)
     attempts = 1 if device.info.is_cpu else STABILITY_ATTEMPTS
-    for attempt in range(1, attempts + 1):
+
+    def take():
         got = _set(device, recs, mode, per, skip, min_pairs, max_pairs, min_time_s, max_time_s)
-        got["clock"]["clock_ok"] = ok = clock_ok(device, got["clock"])
-        got["attempts"] = attempt
-        if ok is not False:
-            break
-        if attempt < attempts:
-            for rec in recs:
-                keep_busy(rec, device, GPU_WARMUP_S / len(recs))
-    return got
+        return got, got["clock"], True
+    got, clock, taken = retaken(take, device, recs, attempts)
+    return {**got, "clock": clock, "attempts": taken}
 
 
 def _set(device, recs, mode, per, skip, min_pairs, max_pairs, min_time_s, max_time_s) -> dict:

@@ -144,20 +144,33 @@ def sample_recording(rec, *, repeats: int = 1, labels=None, warmup: int = 2, min
     for i in range(max(warmup, 1) if warmup_s else warmup):
         rec.submit()
     keep_busy(rec, device, warmup_s - (time.perf_counter() - start), cpu_too=True)
-    for attempt in range(1, max(1, attempts) + 1):
+
+    def take():
         with ClockSampler(device) as clocks:
             gpu, host = _sample_once(rec, repeats, labels, min_samples, max_samples, min_time_s, max_time_s)
-        mark_busy(device)
-        columns = clocks.columns()
-        columns["clock_ok"] = clock_ok(device, columns)
-        if stability(gpu)["stable"] and columns["clock_ok"] is not False:
-            break
-        if columns["clock_ok"] is False and attempt < attempts:
-            keep_busy(rec, device, GPU_WARMUP_S)
+        return (gpu, host), clocks.columns(), stability(gpu)["stable"]
+    (gpu, host), columns, attempt = retaken(take, device, [rec], attempts)
     gpu = gpu.view(Samples)
     gpu.attempts = attempt
     gpu.clock = columns
     return gpu, host
+
+
+def retaken(take, device, recs, attempts: int):
+    """A sample set, taken again where it was not good, up to `attempts` sets: `take()` gives (result, clock columns,
+    stable); a set is good when stable and not below the settled clock (`clock_ok`, written into its columns), and
+    one below it is taken again after a full warm-up on `recs`. Returns (result, columns, attempts taken): the last
+    set's."""
+    for attempt in range(1, max(1, attempts) + 1):
+        got, columns, stable = take()
+        mark_busy(device)
+        columns["clock_ok"] = ok = clock_ok(device, columns)
+        if stable and ok is not False:
+            break
+        if ok is False and attempt < attempts:
+            for rec in recs:
+                keep_busy(rec, device, GPU_WARMUP_S / len(recs))
+    return got, columns, attempt
 
 
 def sample_callable(fn, *, sync=None, warmup: int = 2, min_samples: int = 10, max_samples: int = 200,
