@@ -124,9 +124,9 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--pack", metavar="TAR", help="on the development machine: pack the carry into TAR")
     p.add_argument("--dropin", action="store_true", help="with --pack: carry the drop-in's runtime too")
-    p.add_argument("--decomposition", action="append", default=[], choices=("g1w64", "g4w16", "g8w8"),
+    p.add_argument("--decomposition", action="append", default=[], metavar="NAME",
                    help="with --pack --dropin: also the drop-in with ET-VK's picker giving this variant at every N")
-    p.add_argument("--picker-only", action="append", default=[], choices=("g1w64", "g4w16", "g8w8"),
+    p.add_argument("--picker-only", action="append", default=[], metavar="NAME",
                    help="with --pack: also ET-VK's own shader with its picker giving this variant at every N "
                         "(bin/executor_runner_etvk_<variant>)")
     p.add_argument("--rates-only", action="store_true", help="on the GPU host: both runtimes' runs, no capture")
@@ -134,6 +134,13 @@ def main() -> None:
     p.add_argument("--csv", help="with --rates: write the rows here")
     p.add_argument("--lowered", default=str(Path.home() / ".cache" / "workbench" / "etvk-llm" / "llama3_2_mini"))
     args = p.parse_args()
+    if args.decomposition or args.picker_only:
+        from workbench.etvk.dropin import EditError, decomposition_named
+        try:
+            for name in args.decomposition + args.picker_only:
+                decomposition_named(name)
+        except EditError as exc:
+            p.error(str(exc))
     if args.pack:
         pack(Path(args.pack), Path(args.lowered), args.dropin, args.decomposition, args.picker_only)
     elif args.rates:

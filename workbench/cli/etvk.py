@@ -516,9 +516,9 @@ def register(sub) -> None:
                         "(default q4gsw_linear_gemv_coop__w_4x8)")
     p.add_argument("--with", dest="with_file", metavar="FILE",
                    help="the replacement template (default: shaders/etvk_dropin/<template>.glsl)")
-    p.add_argument("--decomposition", choices=("g1w64", "g4w16", "g8w8"),
+    p.add_argument("--decomposition", metavar="NAME",
                    help="also make ET-VK's picker (Q4gswLinear.cpp) give the GEMV this (NUM_GROUPS, WORKERS) "
-                        "variant at every N: g1w64 on a desktop GPU (data/NVIDIA_H200/q4_gemv_dropin.csv)")
+                        "variant of its YAML at every N: g1w64 on a desktop GPU (data/NVIDIA_H200/q4_gemv_dropin.csv)")
     p.add_argument("-o", "--out", help="write the patch here (default: stdout)")
     p.set_defaults(fn=cmd_patch)
     from . import etvk_model

@@ -87,11 +87,7 @@ def picker_text(text: str, decomposition: str) -> str:
     """ET-VK's ``Q4gswLinear.cpp`` (`text`) with ``pick_coop_variant_for_N`` returning `decomposition` (a variant of
     the GEMV's YAML: g1w64, g4w16, g8w8) at every N: on the H200 the picker's g4w16 / g8w8 give 128–448 work groups
     of 64 threads at Llama's shapes, too few loads in flight (data/NVIDIA_H200/q4_gemv_dropin.csv)."""
-    from .families.linear_q4gsw_4x8 import COOP_VARIANTS
-    found = {s.lstrip("_"): (s, g, w) for s, g, w in COOP_VARIANTS}
-    if decomposition not in found:
-        raise EditError(f"expected a decomposition of {sorted(found)}, got {decomposition!r}")
-    suffix, groups, workers = found[decomposition]
+    suffix, groups, workers = decomposition_named(decomposition)
     if len(PICKER_FUNCTION.findall(text)) != 1:
         raise EditError(f"expected one `CoopVariant pick_coop_variant_for_N(uint32_t N) {{ … }}` in {PICKER}, "
                         f"found {len(PICKER_FUNCTION.findall(text))}")
@@ -100,16 +96,27 @@ def picker_text(text: str, decomposition: str) -> str:
     return PICKER_FUNCTION.sub(lambda _: body, text)
 
 
+def decomposition_named(name: str) -> tuple[str, int, int]:
+    """The GEMV's decomposition `name` ("g1w64": `linear_q4gsw_4x8.coop_variant_named`); EditError naming them."""
+    from .families.linear_q4gsw_4x8 import coop_variant_named
+    try:
+        return coop_variant_named(name)
+    except ValueError as exc:
+        raise EditError(str(exc)) from None
+
+
 def edit(executorch=None, with_file=None, template: str | None = None,
          decomposition: str | None = None, picker_only: bool = False) -> TemplateEdit:
     """The checkout's `template` (default: the one `with_file` is named after, else ``TEMPLATE``) replaced by
     `with_file` (default: the workbench's drop-in for it); with `decomposition`, ET-VK's picker (`PICKER`) made
     to give the GEMV that variant at every N (`picker_text`); `picker_only`: that picker with ET-VK's own shader
     (what the picker alone is worth)."""
+    if picker_only and decomposition is None:
+        raise EditError("expected a decomposition with picker_only (the picker is the edit), got none")
+    if decomposition is not None:
+        decomposition_named(decomposition)  # a name the YAML lacks is refused before the checkout is read
     root = checkout_path(executorch)
     if picker_only:
-        if decomposition is None:
-            raise EditError("expected a decomposition (g1w64, g4w16, g8w8) with picker_only, got none")
         rel = template_path(root, template or TEMPLATE)
         return _with_picker(TemplateEdit(root, rel, (root / rel).read_text(encoding="utf-8")), decomposition)
     if with_file is None:

@@ -75,13 +75,20 @@ def coop_geometry(n: int, groups: int, workers: int) -> tuple[tuple, tuple]:
     return (math.ceil(math.ceil(n / 8) / groups), groups, workers), (1, groups, workers)
 
 
+def coop_variant_named(name: str) -> tuple[str, int, int]:
+    """The decomposition `name` — its YAML suffix ("_g1w64") or that without the underscore ("g1w64", as the CLI
+    spells it) — as (suffix, NUM_GROUPS, WORKERS_PER_GROUP); ValueError naming the decompositions in the spelling
+    given."""
+    spelled = {s if str(name).startswith("_") else s.lstrip("_"): (s, g, w) for s, g, w in COOP_VARIANTS}
+    if name not in spelled:
+        raise ValueError(f"expected a decomposition of {sorted(spelled)}, got {name!r}")
+    return spelled[name]
+
+
 def with_coop_variant(d: Dispatch, n: int, suffix: str) -> Dispatch:
     """The GEMV dispatch `d` (N = `n` outputs) at another of its decompositions (COOP_VARIANTS: the variant, work
     groups and local size ET-VK's picker would give it), to see what the picker's choice costs on a device."""
-    found = {v[0]: v for v in COOP_VARIANTS}
-    if suffix not in found:
-        raise ValueError(f"expected a decomposition of {sorted(found)}, got {suffix!r}")
-    _, groups, workers = found[suffix]
+    suffix, groups, workers = coop_variant_named(suffix)
     old = next(v[0] for v in COOP_VARIANTS if v[0] in d.variant)
     global_size, local_size = coop_geometry(n, groups, workers)
     return replace(d, variant=d.variant.replace(old, suffix), global_size=global_size, local_size=local_size)
