@@ -472,7 +472,8 @@ def test_after_a_ctrl_c_only_the_kernel_poll_record_is_dropped(capsys):
         nb._quiet_kernel_poll()
         nb._quiet_kernel_poll()  # once only
         assert len(log.filters) == len(before) + 1
-        poll = "Task exception was never retrieved\nfuture: <Task finished coro=<NotebookClient._async_poll_kernel_alive()>"
+        poll = ("Task exception was never retrieved\nfuture: <Task finished "
+                "coro=<NotebookClient._async_poll_kernel_alive()>")
         other = "Task exception was never retrieved\nfuture: <Task finished coro=<mine()>"
         assert not log.filter(logging.LogRecord("asyncio", logging.ERROR, __file__, 1, poll, None, None))
         assert log.filter(logging.LogRecord("asyncio", logging.ERROR, __file__, 1, other, None, None))

@@ -90,7 +90,8 @@ timed = cf.measure_models({m: programs / m for m in args.models}, build.from_pat
                           ways=args.ways.split(","), cold_between=args.cold_between, back_to_back=args.back_to_back,
                           runs=args.runs, warmup=args.warmup, warm_seconds=args.warm_seconds, quick=args.quick,
                           samples=args.samples, device=device, tar=tar, echo=echo,
-                          in_order={"chains": args.chains, "burst": args.burst, "barriers": tuple(args.barriers.split(",")),
+                          in_order={"chains": args.chains, "burst": args.burst,
+                                    "barriers": tuple(args.barriers.split(",")),
                                     "memory": tuple(args.memory.split(","))})
 for (model, way), group in timed.groupby(["model", "way"], sort=False):
     echo(f"{model} {way}: {len(group)} dispatches, {group['replay_us'].sum():.1f} µs replayed")

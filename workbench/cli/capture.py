@@ -445,7 +445,7 @@ def _fidelity(args) -> int:
                                    in_order={"chains": args.chains, "burst": args.burst,
                                              "barriers": _kinds(args.barriers, "barriers"),
                                              "memory": _kinds(args.memory, "memory")})
-    # the in-order way's variants (barriers, memory, chains, burst) are rows of their own: shown where more than one was timed
+    # the in-order way's variants (barriers, memory, chains, burst) are rows of their own: shown where several were
     variants = [c for c in WAY_COLUMNS[2:] if c in summary and summary[c].nunique(dropna=True) > 1]
     columns = FIDELITY_COLUMNS[:1] + variants + FIDELITY_COLUMNS[1:]
     print(table(summary.reindex(columns=columns)))

@@ -226,7 +226,8 @@ def sampling(quick: bool, *, quick_min_time_s: float = 0.005) -> dict:
 
 
 def sample_each(rec, *, warmup: int = 2, min_samples: int = 10, max_samples: int = 200, min_time_s: float = 0.2,
-                max_time_s: float = 10.0, warmup_s: float | None = None, burst: int = 0, busy=None) -> tuple[dict, dict]:
+                max_time_s: float = 10.0, warmup_s: float | None = None, burst: int = 0,
+                busy=None) -> tuple[dict, dict]:
     """Submit `rec` (a recording of many dispatches, e.g. a model's in order) repeatedly, as `sample_recording`
     does (its warm-up and clock sampling), and keep every command's own time: ({label: gpu_ns array}, the clock
     columns with `clock_ok`). Labels must be unique within the recording (a later command of the same label is
