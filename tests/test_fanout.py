@@ -234,6 +234,39 @@ def test_join_serves_local_devices_to_an_existing_cluster_and_a_host_that_leaves
         bare.close()
 
 
+def test_rows_that_left_with_their_worker_are_watched_again_not_waited_for(monkeypatch):
+    """A finished item whose worker left before its rows were fetched: the fetch gives up after FETCH_S and the item
+    is watched again (recomputed elsewhere, or an orphan), where waiting hung a clean-clone CI run; an item whose own
+    error is a TimeoutError is an error row."""
+    monkeypatch.setattr(fc._Gatherer, "FETCH_S", 0.01)
+    item = fanout.WorkItem(SWEEP.name, "dev", tuple(SWEEP.items()[0]))
+
+    class Fut:
+        def __init__(self, status, outcomes):
+            self.status, self.outcomes, self.timeouts = status, list(outcomes), []
+
+        def result(self, timeout=None):
+            self.timeouts.append(timeout)
+            got = self.outcomes.pop(0)
+            if isinstance(got, BaseException):
+                raise got
+            return got
+
+    class Watched(list):
+        add = list.append
+    gather = fc._Gatherer(None, SWEEP, [item], [], None, None, 60.0)
+    gather.pending = Watched()
+    left = Fut("lost", [TimeoutError(), [{"item": item.key, "error": None}]])
+    gather.futures = {left: item}
+    assert gather._collect(left) is False and gather.pending == [left] and item.key not in gather.rows
+    assert gather._collect(left) is True and gather.rows[item.key] == [{"item": item.key, "error": None}]
+    assert left.timeouts == [0.01, 0.01]
+    own = Fut("error", [TimeoutError("the item's own")])
+    gather.futures, gather.rows, gather.pending = {own: item}, {}, Watched()
+    assert gather._collect(own) is True and gather.pending == []
+    assert gather.rows[item.key][0]["error"] == "TimeoutError: the item's own"
+
+
 def test_an_exception_inside_an_item_is_an_error_row_and_the_sweep_goes_on(device):
     bad = fanout.ConvTileSweep(SHAPES[:1], ((1, 1, 1), (3, 1, 1)), timing=TIMING)
     frame = fanout.run_here(bad).frame

@@ -150,6 +150,10 @@ class _Gatherer:
     items whose device no worker serves any more."""
 
     POLL_S = 0.02
+    # a finished item's rows are fetched from the worker that ran it; where that worker has left since, the fetch
+    # waits for a recomputation that may never come: after FETCH_S the item is watched again instead (run on
+    # another worker of its device, or given up as an orphan)
+    FETCH_S = 5.0
 
     def __init__(self, client, sweep, items, unrunnable, writer, on_result, orphan_timeout_s):
         self.client, self.sweep, self.items = client, sweep, items
@@ -158,6 +162,7 @@ class _Gatherer:
         self.rows: dict[str, list[dict]] = {}
         self.duplicates = 0
         self.futures: dict = {}
+        self.pending = None  # the futures watched (`run`'s as_completed)
         self.wall_s = 0.0
         for row in unrunnable:
             self._write(row)
@@ -178,7 +183,7 @@ class _Gatherer:
         if progress_label:
             from tqdm.auto import tqdm
             bar = tqdm(total=len(self.items), desc=progress_label)
-        pending = as_completed(list(self.futures))
+        pending = self.pending = as_completed(list(self.futures))
         served_at: dict[str, float] = {}
         next_check = time.monotonic() + 1.0
         try:
@@ -205,7 +210,12 @@ class _Gatherer:
             self.duplicates += fut.status != "cancelled"
             return False
         try:
-            rows = fut.result()
+            rows = fut.result(timeout=self.FETCH_S)
+        except TimeoutError as error:
+            if fut.status != "error":  # not the item's own error: its rows left with its worker (FETCH_S)
+                self.pending.add(fut)
+                return False
+            rows = error_rows(self.sweep, [item], item.device, f"{type(error).__name__}: {error}")
         except Exception as error:  # e.g. KilledWorker: the item killed its workers too often
             rows = error_rows(self.sweep, [item], item.device, f"{type(error).__name__}: {error}")
         self._finish(item, rows)
