@@ -227,7 +227,11 @@ def test_cold_rotation_spans_four_caches_and_tiny_sets_add_a_sweep(device, monke
     assert "sweep" in tiny.columns()["cache_method"]
     quick = cache.rotation(device, 64, "cold", quick=True)
     assert quick.copies == 4 and quick.flush_bytes == 0 and "not cold" in quick.columns()["cache_method"]
-    assert cache.default_regime(device, 2**19) == "cold" and cache.default_regime(device, 2**21) == "hot"
+    class Gpu:  # the default regime: cold where a GPU's cache holds the working set; hot on a CPU device
+        class info:
+            is_cpu, name, vendor = False, "a GPU", "some vendor"
+    assert cache.default_regime(Gpu, 2**19) == "cold" and cache.default_regime(Gpu, 2**21) == "hot"
+    assert cache.default_regime(device, 2**19) == ("hot" if device.info.is_cpu else "cold")
     with pytest.raises(ValueError, match="cache regime must be one of hot, cold, got 'warm'"):
         cache.rotation(device, 64, "warm")
     with pytest.raises(ValueError, match="expected cache regimes among hot, cold"):

@@ -169,7 +169,8 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     ``writer`` as they are measured).
 
     Cache regimes (``cache`` column, ``measure.cache``): `caches` ("cold", "hot" or both) for every kernel, or by
-    default cold where a kernel's bytes fit the last-level cache (the PERF shapes; on an H200 the 18 MiB shape too)
+    default cold where a kernel's bytes fit a GPU's last-level cache (the PERF shapes; on an H200 the 18 MiB shape too;
+    on a CPU device hot: `measure.cache.default_regime`)
     and hot where they do not (they stream from DRAM either way); cold rotates copies of the kernel's buffers
     spanning 4× the last-level cache. torch rows are hot (one tensor repeated).
 

@@ -46,7 +46,7 @@ import pandas as pd
 from ..kernels import pipeline_for
 from ..kernels.q4_gemv import Q4GemvRun, Q4GemvSpec, compare, expected, random_problem
 from ..measure import Rows, environment, measurement_row, progress, sampling
-from ..measure.cache import parse_regimes, rotation
+from ..measure.cache import default_regime, parse_regimes, rotation
 from .copy import CopyAtTraffic, time_runs
 from .pipeline_stats import statistics_columns
 
@@ -160,15 +160,17 @@ def _labels(shape: Shape, group: int, m: int) -> dict:
             "shape": f"{m}x{shape.k}->{shape.n}"}
 
 
-def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True, caches=("cold",),
+def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool = True, caches=None,
                 field: bool = False, ggml: str | None = None, ggml_captured=None, **narrow) -> pd.DataFrame:
     """The workbench's GEMV variants and ET-VK's GEMV at decode shapes → a tidy DataFrame (module docstring).
-    `caches`: the regimes measured ("cold", "hot"); `field`: the field's GEMVs through torch too (`field_gemv`);
+    `caches`: the regimes measured ("cold", "hot"; default `measure.cache.default_regime` of the smallest traffic:
+    cold on a GPU, hot on a CPU device); `field`: the field's GEMVs through torch too (`field_gemv`);
     `ggml`: a ggml / llama.cpp checkout: llama.cpp's Vulkan GEMV (both paths) captured and replayed (`field_ggml`;
     `ggml_captured`: the (K, N) its capture holds, default the suite's shapes);
     `narrow`: `specs`' shapes / group_sizes / ms / variants, to run part of the suite."""
     env, rows, kw = environment(device), Rows(writer), sampling(quick)
-    caches = parse_regimes(caches)
+    if caches is not None:
+        caches = parse_regimes(caches)
     todo = specs(quick, **narrow)
     gen, no_checkout = _codegen()
     etvk_cases = {}
@@ -190,6 +192,8 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
     if ggml:
         from . import field_ggml
         traffic += [field_ggml.traffic(k, n) for k, n in ggml_shapes]
+    if caches is None:
+        caches = (default_regime(device, min(traffic)),) if traffic else ("cold",)
     copies = CopyAtTraffic(device, traffic, quick=quick, show_progress=show_progress, regimes=caches)
     rows.extend(copies.frame.assign(impl="copy").to_dict("records"))
 

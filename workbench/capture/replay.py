@@ -286,7 +286,7 @@ def replay_one(dev, d: CapturedDispatch, *, time_it: bool = True, quick: bool = 
                cache: str | None = None) -> dict:
     """Run `d` alone on `dev` through the one launch path (`vk.Launch`) from its captured inputs:
     {"local_size", "exact", "mismatch", "reason", timing columns}. Timed in the cache regime `cache` (default: cold
-    where the bytes it binds fit the last-level cache, `measure.cache.default_regime`): cold makes as many copies
+    where the bytes it binds fit a GPU's last-level cache, `measure.cache.default_regime`): cold makes as many copies
     of its resources as the rotation needs, one per dispatch (`measure.sample_rotated`); the row says `cache`."""
     row = {"local_size": None, "exact": False, "mismatch": "", "reason": ""}
     try:
@@ -327,8 +327,8 @@ def time_chain(dev, ds, launches, *, cache=None, quick: bool = False, label: str
     """(gpu_ns, host_ns, the regime's columns) of captured dispatches `ds` run one after another (a barrier before
     each, as `vk.Launches` records them), timed as one: each sample the time of the whole chain. `launches` (a
     `vk.Launches` of their `launch_of` launches) is the first set of resources, the others made from the captured
-    bytes again, as many sets as the regime `cache` needs (default: cold where their bytes fit the last-level cache,
-    `measure.cache.default_regime`); each set is dispatched in turn (`measure.sample_rotated`)."""
+    bytes again, as many sets as the regime `cache` needs (default: cold where their bytes fit a GPU's last-level
+    cache, `measure.cache.default_regime`); each set is dispatched in turn (`measure.sample_rotated`)."""
     from ..kernels.copy import flush_for
     from ..measure.cache import default_regime, rotation, sample_rotated
     working_set = max(16, sum(len(b.after or b"") for d in ds for b in d.bindings))
