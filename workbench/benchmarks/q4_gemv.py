@@ -164,7 +164,8 @@ def bench_suite(device, writer=None, *, quick: bool = False, show_progress: bool
                 field: bool = False, ggml: str | None = None, ggml_captured=None, **narrow) -> pd.DataFrame:
     """The workbench's GEMV variants and ET-VK's GEMV at decode shapes → a tidy DataFrame (module docstring).
     `caches`: the regimes measured ("cold", "hot"; default `measure.cache.default_regime` of the smallest traffic:
-    cold where it fits a GPU's last-level cache, as every decode shape fits the H200's; hot on a CPU device); `field`: the field's GEMVs through torch too (`field_gemv`);
+    cold where it fits a GPU's last-level cache, as every decode shape fits the H200's; hot on a CPU device);
+    `field`: the field's GEMVs through torch too (`field_gemv`);
     `ggml`: a ggml / llama.cpp checkout: llama.cpp's Vulkan GEMV (both paths) captured and replayed (`field_ggml`;
     `ggml_captured`: the (K, N) its capture holds, default the suite's shapes);
     `narrow`: `specs`' shapes / group_sizes / ms / variants, to run part of the suite."""
