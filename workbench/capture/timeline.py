@@ -32,7 +32,7 @@ BARRIERS = ("captured", "light", "full")
 # the chain's resources bound into one arena (as VMA does ET-VK's), each its own, or each at its captured place
 # (the program's allocations re-made, every buffer and image at its offset there: tensors it aliased share memory)
 MEMORY = ("pooled", "own", "captured")
-BUSY_CHAINS = 20  # a burst's warm-up: the chain this many times a submit (a 60 µs model's chain: about 1 ms)
+BUSY_CHAINS = 20  # a burst's warm-up: the timed chains this many times a submit (a 60 µs model's chain: ~1 ms)
 
 
 def _initial_layouts(chain: list, made: dict) -> tuple:
@@ -220,15 +220,14 @@ def time_in_order(dev, found: list[CapturedDispatch], *, barriers: str = "captur
                 before = _initial_layouts(chain, made) if not launches else ()
                 launch = dataclasses.replace(launch, barrier=before + _captured_barriers(d, made))
             launches.append(launch)
-        once = launches
         launches = [dataclasses.replace(launch, label=f"{launch.name}#{k}") for k in range(chains)
-                    for launch in once]
+                    for launch in launches]
         if not launches:
             return pd.DataFrame(rows).assign(**way)
         env = environment(dev)
         with vk.Launches(dev, launches) as pipes, \
                 dev.record(label="in order", barrier_timed=True, full_barriers=barriers == "full") as rec, \
-                _busy(dev, once, burst, full_barriers=barriers == "full") as busy:
+                _busy(dev, pipes, burst, full_barriers=barriers == "full") as busy:
             pipes.record(rec)
             rec.submit()
             exact, wrong = _chain_exact(chain, made, _overwritten(chain, made) if memory == "captured" else set())
@@ -248,17 +247,15 @@ def time_in_order(dev, found: list[CapturedDispatch], *, barriers: str = "captur
 
 
 @contextlib.contextmanager
-def _busy(dev, launches, burst: int, *, full_barriers: bool):
-    """The warm-up of a burst (`time_in_order`): the chain BUSY_CHAINS times in one untimed recording; None
-    without bursts."""
+def _busy(dev, pipes, burst: int, *, full_barriers: bool):
+    """The warm-up of a burst (`time_in_order`): the timed recording's launches (`pipes`, their pipelines too)
+    BUSY_CHAINS times in one untimed recording; None without bursts."""
     if not burst:
         yield None
         return
-    copies = [dataclasses.replace(launch, label=f"busy {launch.name}#{k}") for k in range(BUSY_CHAINS)
-              for launch in launches]
-    with vk.Launches(dev, copies) as pipes, \
-            dev.record(label="in order (busy)", timestamps=False, full_barriers=full_barriers) as rec:
-        pipes.record(rec)
+    with dev.record(label="in order (busy)", timestamps=False, full_barriers=full_barriers) as rec:
+        for _ in range(BUSY_CHAINS):
+            pipes.record(rec)
         yield rec
 
 
