@@ -211,12 +211,10 @@ class _Gatherer:
             return False
         try:
             rows = fut.result(timeout=self.FETCH_S)
-        except TimeoutError as error:
-            if fut.status != "error":  # not the item's own error: its rows left with its worker (FETCH_S)
+        except Exception as error:  # e.g. KilledWorker: the item killed its workers too often
+            if isinstance(error, TimeoutError) and fut.status != "error":  # its rows left with its worker (FETCH_S)
                 self.pending.add(fut)
                 return False
-            rows = error_rows(self.sweep, [item], item.device, f"{type(error).__name__}: {error}")
-        except Exception as error:  # e.g. KilledWorker: the item killed its workers too often
             rows = error_rows(self.sweep, [item], item.device, f"{type(error).__name__}: {error}")
         self._finish(item, rows)
         return True
