@@ -92,24 +92,24 @@ def plot_fidelity(table):
     modes = [c for c in WAY_COLUMNS if c in t and t[c].notna().any()]
     ways = list(t[modes].drop_duplicates().sort_values(modes).itertuples(index=False, name=None)) if modes else [()]
     families = sorted(t["family"].unique(), key=lambda f: -(t["family"] == f).sum())
-    fig = Figure(figsize=(10, 0.5 * len(families) + 1.8 + 0.12 * ((len(ways) + 2) // 2)))
+    plot_h = 0.5 * len(families) + 1.8  # inches: the rows and the axes' margins; the legend below them adds its own
+    fig = Figure(figsize=(10, plot_h + 0.12 * ((len(ways) + 2) // 2)))
     ax = fig.add_subplot()
     ax.axvspan(0.9, 1.1, color="0.9", zorder=0, label="within 10 %")
     ax.axvline(1.0, color="0.5", lw=0.8)
     palette = matplotlib.colormaps["tab10"]
-    colors = {", ".join(map(str, w)): palette(i % 10) for i, w in enumerate(ways)}
     varying = [c for c in modes if t[c].nunique() > 1] or modes  # a legend names what tells the ways apart
     for i, way in enumerate(ways):
         sel = t if not modes else t[np.logical_and.reduce([t[c] == v for c, v in zip(modes, way)])]
         name = ", ".join(f"{c} {v}" for c, v in zip(modes, way) if c in varying) or "workbench"
         jitter = (i - (len(ways) - 1) / 2) * 0.8 / max(len(ways), 1)
         y = sel["family"].map({f: n for n, f in enumerate(families)}) + jitter
-        ax.scatter(sel["ratio"], y, s=12, alpha=0.7, color=colors[", ".join(map(str, way))], label=name)
+        ax.scatter(sel["ratio"], y, s=12, alpha=0.7, color=palette(i % 10), label=name)
     ax.set_yticks(range(len(families)), [f"{f} ({(t['family'] == f).sum() // max(len(ways), 1)})" for f in families])
     ax.invert_yaxis()
     ax.set_xlabel("workbench µs / ET-VK runtime µs (same variant, same shape)")
     ax.set_title(with_device("Fidelity of the workbench's dispatch", t))
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.5 / (0.5 * len(families) + 1.8)),
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.5 / plot_h),
               ncol=2, frameon=False)  # below the axes: no dispatch hidden behind it
     fig.tight_layout()
     return fig
