@@ -78,12 +78,13 @@ def test_worker_killed_mid_sweep_loses_and_duplicates_nothing(scheduler, tmp_pat
         reporter = rows[0]["worker"]
         with Client(scheduler) as client:
             deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:  # the other worker, while it runs an item
-                busy = [w for w, keys in client.processing().items() if keys and w != reporter]
+            while time.monotonic() < deadline:  # a worker while it runs an item, the other one first
+                # (a clean-clone CI once had the other worker take no item for a whole sweep: the reporter, then)
+                busy = sorted((w for w, keys in client.processing().items() if keys), key=lambda w: w == reporter)
                 if busy:
                     break
                 time.sleep(0.02)
-            if not busy:  # the other worker is between items: try again at the next result (`killed` is asserted)
+            if not busy:  # both between items: try again at the next result (`killed` is asserted)
                 return
             running = list(client.processing()[busy[0]])
             pid = client.run(os.getpid, workers=[busy[0]])[busy[0]]
